@@ -1,0 +1,160 @@
+"""A thin synchronous HTTP client of the privrl server's public and admin routes.
+
+Every failure becomes an `ApiError` whose message is one clear line (unreachable server, bad URL,
+unknown run, refused token, ...), so the CLI can print it without a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from shared.config import RunConfig
+from shared.protocol import API_VERSION, Billboard, LedgerView, PolicyLog, RunInfo, RunList
+
+TOKEN_ENV = "PRIVRL_ADMIN_TOKEN"
+M = TypeVar("M", bound=BaseModel)
+
+
+class ApiError(Exception):
+    """A failed call to the server, explained in one line."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        """Keep the HTTP status (None when the server was not reached)."""
+        super().__init__(message)
+        self.status = status
+
+
+def admin_token() -> str:
+    """The admin bearer token from PRIVRL_ADMIN_TOKEN (a clear error when it is missing)."""
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if not token:
+        raise ApiError(f"the admin token is missing: set {TOKEN_ENV} to the server's admin token")
+    return token
+
+
+def check_url(server: str) -> str:
+    """Validate a server base URL (http or https, with a host); return it without a trailing /."""
+    try:
+        url = httpx.URL(server)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise ApiError(f"invalid server URL {server!r}: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ApiError(f"invalid server URL {server!r}: expected http://HOST:PORT")
+    return server.rstrip("/")
+
+
+def error_detail(resp: httpx.Response) -> str:
+    """The server's ErrorBody.detail, or the start of the body when it is not one."""
+    try:
+        body = resp.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return resp.text[:200] or resp.reason_phrase
+    if isinstance(body, dict) and "detail" in body:
+        detail = body["detail"]
+        return detail if isinstance(detail, str) else json.dumps(detail)[:300]
+    return json.dumps(body)[:200]
+
+
+def describe_transport_error(server: str, exc: httpx.HTTPError) -> str:
+    """One line for a connection-level failure."""
+    if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
+        return f"invalid server URL {server!r}: {exc}"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"the server at {server} did not answer in time ({type(exc).__name__})"
+    return f"cannot reach the server at {server}: {exc or type(exc).__name__}"
+
+
+def describe_status(resp: httpx.Response, what: str) -> str:
+    """One line for an HTTP error answer."""
+    detail = error_detail(resp)
+    if resp.status_code in (401, 403):
+        return f"{what}: the server refused the admin token ({detail}); check {TOKEN_ENV}"
+    if resp.status_code == 404:
+        return f"{what}: not found ({detail})"
+    return f"{what}: HTTP {resp.status_code}: {detail}"
+
+
+def run_path(run_id: str) -> str:
+    """The URL path of a run (the id percent-encoded, so a bad id cannot change the route)."""
+    return f"/runs/{quote(run_id, safe='')}"
+
+
+class ServerAPI:
+    """Blocking calls to one server (runs, billboard, ledger, policy log)."""
+
+    def __init__(self, server: str, token: str | None = None, timeout: float = 30.0) -> None:
+        """Open a connection pool to `server`; `token` is only needed for admin routes."""
+        self.server = check_url(server)
+        self.token = token
+        self.http = httpx.Client(base_url=self.server, timeout=timeout)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.http.close()
+
+    def __enter__(self) -> ServerAPI:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, what: str, admin: bool = False,
+              body: Any = None) -> httpx.Response:
+        headers = {}
+        if admin:
+            headers["Authorization"] = f"Bearer {self.token or admin_token()}"
+        try:
+            resp = self.http.request(method, f"/{API_VERSION}{path}", headers=headers, json=body)
+        except httpx.HTTPError as exc:
+            raise ApiError(describe_transport_error(self.server, exc)) from None
+        if resp.status_code >= 400:
+            raise ApiError(describe_status(resp, what), resp.status_code)
+        return resp
+
+    def _model(self, model: type[M], resp: httpx.Response, what: str) -> M:
+        try:
+            return model.model_validate_json(resp.content)
+        except ValidationError as exc:
+            msg = f"{what}: unexpected answer from the server: {exc.errors()[:1]}"
+            raise ApiError(msg) from None
+
+    def create_run(self, config: RunConfig) -> RunInfo:
+        """POST /v1/runs (admin)."""
+        what = "creating the run"
+        resp = self._call("POST", "/runs", what, admin=True, body=config.model_dump(mode="json"))
+        return self._model(RunInfo, resp, what)
+
+    def list_runs(self) -> RunList:
+        """GET /v1/runs."""
+        return self._model(RunList, self._call("GET", "/runs", "listing runs"), "listing runs")
+
+    def get_run(self, run_id: str) -> RunInfo:
+        """GET /v1/runs/{id}."""
+        what = f"run {run_id!r}"
+        return self._model(RunInfo, self._call("GET", run_path(run_id), what), what)
+
+    def delete_run(self, run_id: str) -> None:
+        """DELETE /v1/runs/{id} (admin)."""
+        self._call("DELETE", run_path(run_id), f"deleting run {run_id!r}", admin=True)
+
+    def policies(self, run_id: str) -> PolicyLog:
+        """GET /v1/runs/{id}/policies: the public policy log."""
+        what = f"policy log of run {run_id!r}"
+        return self._model(PolicyLog, self._call("GET", f"{run_path(run_id)}/policies", what), what)
+
+    def ledger(self, run_id: str) -> LedgerView:
+        """GET /v1/runs/{id}/ledger."""
+        what = f"ledger of run {run_id!r}"
+        return self._model(LedgerView, self._call("GET", f"{run_path(run_id)}/ledger", what), what)
+
+    def billboard(self, run_id: str) -> Billboard:
+        """GET /v1/runs/{id}/billboard."""
+        what = f"billboard of run {run_id!r}"
+        resp = self._call("GET", f"{run_path(run_id)}/billboard", what)
+        return self._model(Billboard, resp, what)

@@ -1,0 +1,157 @@
+"""Experiment manager: run configurations x seeds in parallel processes, save and summarize.
+
+One configuration = one `RunConfig` whose seeds are run as replicas of one vectorized in-process
+run. Several configurations run in parallel worker processes with a progress bar.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from shared.config import RunConfig
+from shared.run import run_in_process
+from shared.worlds import optimal_return, uniform_random_return
+from shared.worlds.tabular import TabularMDP, WorldError, garnet, load_npz, riverswim
+
+TAIL = 1000  # "final per-episode regret" = mean over the last TAIL episodes
+
+
+@dataclass(frozen=True)
+class WorldSpec:
+    """How a user's private world is built (client-side knowledge only)."""
+
+    env: str = "riverswim"
+    horizon: int = 20
+    garnet_states: int = 10
+    garnet_actions: int = 3
+    world_seed: int = 0
+
+    def build(self) -> TabularMDP:
+        """The world: riverswim, garnet (seeded) or an .npz file."""
+        if self.env == "riverswim":
+            return riverswim(self.horizon)
+        if self.env == "garnet":
+            return garnet(
+                self.garnet_states, self.garnet_actions, self.horizon, seed=self.world_seed
+            )
+        if self.env.endswith(".npz"):
+            return load_npz(self.env, horizon=self.horizon)
+        raise WorldError(f"unknown --env {self.env!r}: use riverswim, garnet or a FILE.npz")
+
+
+def _round(x: np.ndarray, digits: int = 6) -> list:
+    """Compact JSON: round to `digits` decimals."""
+    return np.round(x, digits).tolist()
+
+
+def summarize(config: RunConfig, world: WorldSpec, regret: np.ndarray, ledger, seconds: float,
+              policy_versions: int, mdp: TabularMDP) -> dict[str, Any]:
+    """The JSON record of one configuration (all seeds)."""
+    totals = ledger.totals(config.delta if config.delta > 0 else 1e-5)
+    cumulative = regret.sum(axis=1)
+    tail = regret[:, -min(TAIL, regret.shape[1]):].mean(axis=1)
+    random_regret = optimal_return(mdp) - uniform_random_return(mdp)
+    return {
+        "label": label(config),
+        "config": config.model_dump(mode="json"),
+        "world": world.__dict__,
+        "seeds": [config.seed + i for i in range(regret.shape[0])],
+        "regret": {
+            "per_episode": [_round(r) for r in regret],
+            "final_cumulative_mean": float(cumulative.mean()),
+            "final_cumulative_std": float(cumulative.std(ddof=1)) if len(cumulative) > 1 else 0.0,
+            "tail_per_episode_mean": float(tail.mean()),
+            "tail_per_episode_std": float(tail.std(ddof=1)) if len(tail) > 1 else 0.0,
+            "tail_episodes": int(min(TAIL, regret.shape[1])),
+            "random_policy_per_episode": float(random_regret),
+            "optimal_return": float(optimal_return(mdp)),
+        },
+        "ledger": {
+            "epsilon": _finite(totals.epsilon),
+            "delta": totals.delta,
+            "epsilon_pure": _finite(totals.epsilon_pure),
+            "rho": _finite(totals.rho),
+            "by_mechanism": ledger.by_mechanism(),
+            "charges": len(ledger),
+        },
+        "policy_versions": policy_versions,
+        "seconds": seconds,
+        "ms_per_episode": 1e3 * seconds / regret.shape[1],
+    }
+
+
+def _finite(x: float) -> float | str:
+    return "inf" if math.isinf(x) else float(x)
+
+
+def label(config: RunConfig) -> str:
+    """A short human label: 'jdp eps=1 gaussian'."""
+    if config.privacy == "none":
+        return "non-private"
+    return f"{config.privacy} eps={config.epsilon:g} {config.mechanism}"
+
+
+def run_one(config: RunConfig, world: WorldSpec, n_seeds: int) -> dict[str, Any]:
+    """Run one configuration for seeds config.seed .. config.seed + n_seeds - 1."""
+    mdp = world.build()
+    seeds = [config.seed + i for i in range(n_seeds)]
+    start = time.perf_counter()
+    res = run_in_process(config, mdp, seeds)
+    seconds = time.perf_counter() - start
+    return summarize(config, world, res.regret, res.ledger, seconds, res.policy_versions, mdp)
+
+
+def run_many(
+    configs: Sequence[RunConfig],
+    world: WorldSpec,
+    n_seeds: int,
+    workers: int | None = None,
+    show_progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Run every configuration (in parallel processes when there are several)."""
+    workers = workers or min(len(configs), os.cpu_count() or 1)
+    results: list[dict[str, Any] | None] = [None] * len(configs)
+    bar = tqdm(total=len(configs), desc="configurations", unit="cfg", disable=not show_progress)
+    if workers <= 1 or len(configs) == 1:
+        for i, cfg in enumerate(configs):
+            results[i] = run_one(cfg, world, n_seeds)
+            bar.update()
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(run_one, c, world, n_seeds): i for i, c in enumerate(configs)}
+            for fut in as_completed(futures):
+                i = futures[fut]
+                results[i] = fut.result()
+                bar.set_postfix_str(str(results[i]["label"]))
+                bar.update()
+    bar.close()
+    return [r for r in results if r is not None]
+
+
+def save(results: list[dict[str, Any]], out: Path) -> Path:
+    """Write DIR/summary.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "summary.json"
+    path.write_text(json.dumps({"results": results}))
+    return path
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    """Read results from a summary.json or a directory holding one."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "summary.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no summary.json at {path}")
+    return json.loads(path.read_text())["results"]

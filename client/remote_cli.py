@@ -1,0 +1,263 @@
+"""`privrl serve | runs | users | evaluate | demo`: the client-server half of the command line.
+
+Each handler turns server and user failures into one clear line (`CliError`, exit code 2).
+The client never imports the server package: `privrl serve` executes `python -m server`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+from client.api import ApiError, ServerAPI, admin_token
+from client.cli import (
+    CliError,
+    add_learning_options,
+    add_world_options,
+    config_from_args,
+    positive_int,
+    world_from_args,
+)
+from client.procs import REPO_ROOT, child_env, module_cmd, server_args
+
+SERVER_ENV = "PRIVRL_SERVER"
+
+
+def _server(args: argparse.Namespace) -> str:
+    """--server, else $PRIVRL_SERVER (a clear error when neither is given)."""
+    server = args.server or os.environ.get(SERVER_ENV, "")
+    if not server:
+        raise CliError(f"no server given: pass --server URL or set {SERVER_ENV}")
+    return server
+
+
+def _api(args: argparse.Namespace, admin: bool = False) -> ServerAPI:
+    try:
+        token = admin_token() if admin else os.environ.get("PRIVRL_ADMIN_TOKEN") or None
+        return ServerAPI(_server(args), token=token)
+    except ApiError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return value
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """privrl serve: replace this process with `python -m server` and the same flags."""
+    flags = server_args(args.host, args.port, args.db, args.claim_timeout, args.sequential)
+    cmd = module_cmd("server", *flags)
+    os.chdir(REPO_ROOT)
+    os.execve(cmd[0], cmd, child_env())
+    return 0  # pragma: no cover (execve does not return)
+
+
+def cmd_runs_create(args: argparse.Namespace) -> int:
+    """privrl runs create: POST a RunConfig (the world options only give S and A)."""
+    mdp = world_from_args(args).build()
+    config = config_from_args(args, args.privacy, args.epsilon, args.mechanism, mdp.S, mdp.A,
+                              args.seed)
+    with _api(args, admin=True) as api:
+        try:
+            info = api.create_run(config)
+        except ApiError as exc:
+            raise CliError(str(exc)) from None
+    if args.write_id:
+        Path(args.write_id).write_text(info.id + "\n")
+    cfg = info.config
+    print(f"created run for {cfg.algo}, {cfg.privacy} eps={cfg.epsilon:g} {cfg.mechanism}, "
+          f"S={cfg.n_states} A={cfg.n_actions} H={cfg.horizon} K={cfg.episodes}",
+          file=sys.stderr)
+    print(info.id)
+    return 0
+
+
+def cmd_runs_list(args: argparse.Namespace) -> int:
+    """privrl runs list: one line per run."""
+    with _api(args) as api:
+        try:
+            runs = api.list_runs().runs
+        except ApiError as exc:
+            raise CliError(str(exc)) from None
+    print(f"{'id':<26} {'privacy':<8} {'eps':>6} {'mech':<9} {'K':>8} {'reported':>9} {'done':>5}")
+    for r in runs:
+        c, s = r.config, r.status
+        print(f"{r.id:<26} {c.privacy:<8} {c.epsilon:>6g} {c.mechanism:<9} {c.episodes:>8} "
+              f"{s.reported:>9} {'yes' if s.finished else 'no':>5}")
+    return 0
+
+
+def cmd_runs_show(args: argparse.Namespace) -> int:
+    """privrl runs show: the run's public info as JSON."""
+    with _api(args) as api:
+        try:
+            info = api.get_run(args.run)
+        except ApiError as exc:
+            raise CliError(str(exc)) from None
+    print(info.model_dump_json(indent=2))
+    return 0
+
+
+def cmd_runs_delete(args: argparse.Namespace) -> int:
+    """privrl runs delete (admin)."""
+    with _api(args, admin=True) as api:
+        try:
+            api.delete_run(args.run)
+        except ApiError as exc:
+            raise CliError(str(exc)) from None
+    print(f"deleted run {args.run}")
+    return 0
+
+
+def _run_id(args: argparse.Namespace) -> str:
+    """--run ID, or the first line of --run-file (written by `runs create --write-id`)."""
+    if args.run:
+        return args.run
+    path = Path(args.run_file)
+    if not path.exists():
+        raise CliError(f"--run-file {path} does not exist (did `privrl runs create` run?)")
+    run_id = path.read_text().strip().splitlines()[0:1]
+    if not run_id:
+        raise CliError(f"--run-file {path} is empty")
+    return run_id[0].strip()
+
+
+def cmd_users(args: argparse.Namespace) -> int:
+    """privrl users: a swarm of simulated users against one run."""
+    from client.users import Backoff, UserError, run_users
+
+    mdp = world_from_args(args).build()
+    server, run_id = _server(args), _run_id(args)
+    backoff = Backoff(attempts=args.attempts, patience=args.patience)
+    try:
+        result = asyncio.run(run_users(server, run_id, args.users, args.concurrency, args.seed,
+                                       mdp, backoff=backoff, progress=not args.quiet))
+    except (UserError, ApiError) as exc:
+        raise CliError(str(exc)) from None
+    summary = result.summary()
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(summary))
+    print(f"run {result.run_id}: {result.reported} episodes reported "
+          f"({result.duplicates} duplicates, {result.refused} refused) in {result.seconds:.2f}s, "
+          f"{summary['episodes_per_second']:.1f} episodes/s; claim p50/p99 "
+          f"{summary['claim_ms_p50']:.2f}/{summary['claim_ms_p99']:.2f} ms, report p50/p99 "
+          f"{summary['report_ms_p50']:.2f}/{summary['report_ms_p99']:.2f} ms, report "
+          f"{summary['report_bytes_max']} bytes" + (", run finished" if result.finished else ""))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """privrl evaluate: exact regret from the public policy log and the true world."""
+    from client.evaluator import evaluate
+
+    mdp = world_from_args(args).build()
+    try:
+        ev = evaluate(_server(args), args.run, mdp)
+    except ApiError as exc:
+        raise CliError(str(exc)) from None
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({
+            "run_id": ev.run_id, "regret": ev.regret.tolist(), "versions": ev.versions.tolist(),
+        }))
+    tail = min(100, ev.regret.size)
+    print(f"run {ev.run_id}: {ev.regret.size} episodes served, {len(ev.policies)} policy "
+          f"versions, cumulative regret {ev.cumulative:.3f}, last-{tail} mean "
+          f"{ev.tail_mean(tail):.4f} per episode")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """privrl demo: server + user processes, non-private / JDP / LDP, table and plot."""
+    from client.demo import run_demo
+
+    return run_demo(args)
+
+
+def _server_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server", default=None,
+                   help=f"server base URL, e.g. http://127.0.0.1:8000 (default ${SERVER_ENV})")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add serve, runs, users, evaluate and demo to the `privrl` parser."""
+    p = sub.add_parser("serve", help="start the billboard server (python -m server)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=positive_int, default=8000)
+    p.add_argument("--db", default="privrl.db", help="SQLite file holding the runs")
+    p.add_argument("--claim-timeout", type=_positive_float, default=None,
+                   help="seconds before an unreported claim lapses")
+    p.add_argument("--sequential", action="store_true",
+                   help="hand out one episode at a time (the paper's protocol)")
+    p.set_defaults(handler=cmd_serve)
+
+    runs = sub.add_parser("runs", help="create, list, show and delete runs on a server")
+    rsub = runs.add_subparsers(dest="runs_command", required=True)
+    p = rsub.add_parser("create", help="create a run (needs PRIVRL_ADMIN_TOKEN); prints its id")
+    _server_option(p)
+    add_world_options(p)
+    add_learning_options(p, many=False)
+    p.add_argument("--seed", type=int, default=0, help="the server's seed (central noise)")
+    p.add_argument("--write-id", default=None, metavar="FILE", help="also write the id to FILE")
+    p.set_defaults(handler=cmd_runs_create)
+    p = rsub.add_parser("list", help="list runs")
+    _server_option(p)
+    p.set_defaults(handler=cmd_runs_list)
+    for name, handler, text in (("show", cmd_runs_show, "a run's configuration and status"),
+                                ("delete", cmd_runs_delete, "delete a run (admin)")):
+        p = rsub.add_parser(name, help=text)
+        _server_option(p)
+        p.add_argument("run", help="run id")
+        p.set_defaults(handler=handler)
+
+    p = sub.add_parser("users", help="simulate users (one episode each) against a run")
+    _server_option(p)
+    ident = p.add_mutually_exclusive_group(required=True)
+    ident.add_argument("--run", help="run id")
+    ident.add_argument("--run-file", help="file whose first line is the run id")
+    p.add_argument("--users", type=positive_int, default=None,
+                   help="number of users (episodes); default: until the run is finished")
+    p.add_argument("--concurrency", type=positive_int, default=8, help="users at a time")
+    p.add_argument("--seed", type=int, default=0,
+                   help="client seed: user k draws from (seed, 'user', k) and nothing else")
+    p.add_argument("--attempts", type=positive_int, default=8,
+                   help="attempts per request on transient failures")
+    p.add_argument("--patience", type=_positive_float, default=120.0,
+                   help="seconds to keep waiting while every episode is claimed (HTTP 409)")
+    p.add_argument("--json-out", default=None, help="write counts and latencies as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_world_options(p)
+    p.set_defaults(handler=cmd_users)
+
+    p = sub.add_parser("evaluate", help="exact regret of a run from its public policy log")
+    _server_option(p)
+    p.add_argument("--run", required=True, help="run id")
+    p.add_argument("--json-out", default=None, help="write per-episode regret as JSON")
+    add_world_options(p)
+    p.set_defaults(handler=cmd_evaluate)
+
+    p = sub.add_parser("demo", help="server + user processes: non-private, JDP and LDP")
+    p.add_argument("--episodes", type=positive_int, default=1500, help="K per run")
+    p.add_argument("--users-processes", type=positive_int, default=2,
+                   help="user processes per run")
+    p.add_argument("--concurrency", type=positive_int, default=4,
+                   help="users at a time in each process")
+    p.add_argument("--epsilon", type=_positive_float, default=1.0)
+    p.add_argument("--delta", type=float, default=1e-5)
+    p.add_argument("--mechanism", choices=["laplace", "gaussian"], default="gaussian")
+    p.add_argument("--horizon", type=positive_int, default=20)
+    p.add_argument("--seed", type=int, default=0, help="server and client seed")
+    p.add_argument("--sequential", action="store_true",
+                   help="strictly sequential server (one episode in flight)")
+    p.add_argument("--out", default="results/demo", help="output directory")
+    p.set_defaults(handler=cmd_demo)

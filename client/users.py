@@ -1,0 +1,430 @@
+"""Simulated users over HTTP: one user's episode, and a swarm of users C at a time.
+
+A user claims an episode, rolls out the policy it received in its own private world with its own
+randomness `user_generator(client_seed, episode)` (never anything the server sends), and reports:
+the raw trajectory in JDP / non-private runs, or in LDP runs only the locally randomized arrays,
+noised with the calibration the user computes itself from the run's public configuration. The
+numbers are those of `shared.run.user_episode` with one replica, so a sequential HTTP run
+reproduces the in-process runner exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import numpy as np
+from pydantic import ValidationError
+from tqdm import tqdm
+
+from client.api import check_url, describe_status, describe_transport_error, error_detail, run_path
+from shared.config import RunConfig
+from shared.privacy.calibration import Calibration, calibrate
+from shared.privacy.mechanisms import Gaussian
+from shared.protocol import API_VERSION, Ack, RandomizerParams, RunInfo, Ticket, TrajectoryReport
+from shared.run import user_episode
+from shared.stats import Stats
+from shared.worlds.rollout import Trajectories
+from shared.worlds.tabular import TabularMDP
+
+SCALE_RTOL = 1e-9  # relative slack when comparing the ticket's noise scale with our own
+
+
+class UserError(Exception):
+    """A permanent failure: the user refuses to go on (or cannot), with a one-line reason."""
+
+
+class RunFinishedError(UserError):
+    """The server answered 410: every episode of the run has been reported."""
+
+
+class ReportRefused(UserError):
+    """The server refused one report with a 4xx (e.g. an expired ticket); other users go on."""
+
+
+class GaveUp(UserError):
+    """Transient failures (network, 5xx, 'all claimed') outlasted the retry budget."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with jitter: bounded attempts for errors, bounded patience for 409."""
+
+    attempts: int = 8
+    base: float = 0.02
+    factor: float = 2.0
+    cap: float = 1.0
+    patience: float = 120.0
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """Seconds to wait before retry number `attempt` (0-based), jittered in [50%, 100%]."""
+        raw = min(self.cap, self.base * self.factor**attempt)
+        return raw * (0.5 + 0.5 * rng.random())
+
+
+@dataclass(frozen=True)
+class UserContext:
+    """What every user of one run knows: the public config, its own calibration, its world."""
+
+    run_id: str
+    config: RunConfig
+    calibration: Calibration
+    mdp: TabularMDP
+
+    @classmethod
+    def create(cls, info: RunInfo, mdp: TabularMDP) -> UserContext:
+        """Check the world fits the run's public model class and calibrate from the config."""
+        cfg = info.config
+        if (mdp.S, mdp.A, mdp.H) != (cfg.n_states, cfg.n_actions, cfg.horizon):
+            raise UserError(
+                f"the users' world has (S, A, H) = {(mdp.S, mdp.A, mdp.H)} but run {info.id} is "
+                f"for {(cfg.n_states, cfg.n_actions, cfg.horizon)}: pass matching world options"
+            )
+        return cls(info.id, cfg, calibrate(cfg), mdp)
+
+
+def own_scale(calibration: Calibration) -> float:
+    """The noise scale (Laplace b or Gaussian sigma) of this user's own calibration."""
+    mech = calibration.mechanism
+    assert mech is not None
+    return mech.sigma if isinstance(mech, Gaussian) else mech.scale
+
+
+def check_randomizer(params: RandomizerParams | None, calibration: Calibration) -> None:
+    """Refuse tickets whose randomizer is weaker than the public config's calibration.
+
+    The user always noises with its own calibration; this only catches a server that asks for
+    less noise, another mechanism or other arrays than the run's public configuration implies.
+    """
+    if calibration.mode != "ldp":
+        return
+    if params is None:
+        raise UserError("the ticket of an LDP run carries no randomizer parameters")
+    mech = calibration.mechanism
+    expected = "gaussian" if isinstance(mech, Gaussian) else "laplace"
+    if params.mechanism != expected:
+        raise UserError(
+            f"the ticket asks for the {params.mechanism} randomizer but the run's public "
+            f"configuration calibrates {expected}: refusing to report"
+        )
+    ours = {f.name: list(f.shape) for f in calibration.families}
+    if params.families != ours:
+        raise UserError(
+            f"the ticket asks for arrays {params.families} but the run's public configuration "
+            f"releases {ours}: refusing to report"
+        )
+    scale = own_scale(calibration)
+    if not params.scale >= scale * (1.0 - SCALE_RTOL):
+        raise UserError(
+            f"the ticket's noise scale {params.scale:.6g} is weaker than the calibration "
+            f"{scale:.6g} of the run's public configuration: refusing to report"
+        )
+
+
+def _fixed(x: float) -> str:
+    """A float in a fixed-width, exactly round-tripping form (17 significant digits)."""
+    return f"{x: .16e}"
+
+
+def encode_noisy(ticket: str, noisy: Stats, families: Sequence[str]) -> bytes:
+    """The LDP report body: fixed key order and fixed-width numbers, so its size never depends
+    on the trajectory (spec §8.2). Only the noisy arrays and the ticket are in it."""
+    parts = []
+    for name in families:
+        arr = np.asarray(noisy[name], dtype=np.float64).ravel()
+        if not np.isfinite(arr).all():
+            raise UserError(f"the local randomizer produced a non-finite value in {name!r}")
+        parts.append(f'"{name}":[' + ",".join(map(_fixed, arr.tolist())) + "]")
+    head = '{"kind":"noisy","ticket":"' + ticket + '","arrays":{'
+    return (head + ",".join(parts) + "}}").encode()
+
+
+def encode_trajectory(ticket: str, traj: Trajectories) -> bytes:
+    """The JDP / non-private report body: one raw trajectory (row 0 of `traj`)."""
+    report = TrajectoryReport(
+        ticket=ticket, states=traj.states[0].tolist(), actions=traj.actions[0].tolist(),
+        rewards=traj.rewards[0].tolist(),
+    )
+    return report.model_dump_json().encode()
+
+
+def play(ctx: UserContext, ticket: Ticket, client_seed: int) -> tuple[Trajectories, bytes]:
+    """Roll out the ticket's policy with the user's own stream and build the report body.
+
+    Exactly `shared.run.user_episode` with one replica: the rollout and the local noise come from
+    `user_generator(client_seed, ticket.episode)` only. The trajectory stays with the caller.
+    """
+    cfg = ctx.config
+    policy = ticket.policy.to_array()
+    if policy.shape != (cfg.horizon, cfg.n_states) or (
+        policy.size and (policy.min() < 0 or policy.max() >= cfg.n_actions)
+    ):
+        raise UserError(
+            f"the ticket's policy has shape {policy.shape} or actions outside [0, {cfg.n_actions})"
+        )
+    check_randomizer(ticket.randomizer, ctx.calibration)
+    traj, noisy = user_episode(
+        ctx.mdp, policy[None], [client_seed], ticket.episode, ctx.calibration, cfg.pooled
+    )
+    if noisy is None:
+        return traj, encode_trajectory(ticket.ticket, traj)
+    families = list(ticket.randomizer.families) if ticket.randomizer else []
+    return traj, encode_noisy(ticket.ticket, {k: v[0] for k, v in noisy.items()}, families)
+
+
+@dataclass
+class Outcome:
+    """One user's episode as seen from outside: timings, body size, the server's answer."""
+
+    episode: int
+    claim_seconds: float
+    report_seconds: float
+    report_bytes: int
+    duplicate: bool
+    trajectory: Trajectories | None = None
+
+
+def _transient(resp: httpx.Response) -> bool:
+    return resp.status_code >= 500 or resp.status_code == 429
+
+
+class User:
+    """Claims, plays and reports one episode at a time against one server, with retries."""
+
+    def __init__(
+        self, http: httpx.AsyncClient, ctx: UserContext, client_seed: int,
+        backoff: Backoff = Backoff(), jitter: random.Random | None = None,  # noqa: B008
+        keep_trajectory: bool = False,
+    ) -> None:
+        """Use `http` (base_url = the server) for the run of `ctx`."""
+        self.http, self.ctx, self.client_seed = http, ctx, int(client_seed)
+        self.backoff, self.jitter = backoff, jitter or random.Random(client_seed)
+        self.keep_trajectory = keep_trajectory
+        self.base = f"/{API_VERSION}{run_path(ctx.run_id)}"
+
+    async def _post(
+        self, path: str, what: str, content: bytes | None
+    ) -> tuple[httpx.Response, float]:
+        """POST with retries on transport errors and 5xx; 409 on claims waits with patience.
+
+        Returns the final answer and the latency of the request that got it (seconds)."""
+        errors, waits, started = 0, 0, time.monotonic()
+        headers = {"Content-Type": "application/json"}
+        while True:
+            t0 = time.perf_counter()
+            try:
+                resp = await self.http.post(path, content=content or b"{}", headers=headers)
+            except httpx.HTTPError as exc:
+                if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
+                    msg = describe_transport_error(str(self.http.base_url), exc)
+                    raise UserError(msg) from None
+                if errors + 1 >= self.backoff.attempts:
+                    msg = describe_transport_error(str(self.http.base_url), exc)
+                    raise GaveUp(f"{what}: {msg} (after {errors + 1} attempts)") from None
+                await asyncio.sleep(self.backoff.delay(errors, self.jitter))
+                errors += 1
+                continue
+            if resp.status_code == 409 and content is None:
+                if time.monotonic() - started > self.backoff.patience:
+                    raise GaveUp(f"{what}: every episode stayed claimed for "
+                                 f"{self.backoff.patience:g}s ({error_detail(resp)})")
+                await asyncio.sleep(self.backoff.delay(min(waits, 6), self.jitter))
+                waits += 1
+                continue
+            if _transient(resp):
+                if errors + 1 >= self.backoff.attempts:
+                    raise GaveUp(f"{describe_status(resp, what)} (after {errors + 1} attempts)")
+                await asyncio.sleep(self.backoff.delay(errors, self.jitter))
+                errors += 1
+                continue
+            return resp, time.perf_counter() - t0
+
+    async def claim(self) -> tuple[Ticket, float]:
+        """POST a claim; return the ticket and the successful request's latency."""
+        resp, seconds = await self._post(f"{self.base}/claims", "claiming an episode", None)
+        if resp.status_code == 410:
+            raise RunFinishedError(f"run {self.ctx.run_id} is finished ({error_detail(resp)})")
+        if resp.status_code >= 400:
+            raise UserError(describe_status(resp, "claiming an episode"))
+        try:
+            ticket = Ticket.model_validate_json(resp.content)
+        except ValidationError as exc:
+            raise UserError(f"the server sent an invalid ticket: {exc.errors()[:1]}") from None
+        if ticket.run_id != self.ctx.run_id:
+            raise UserError(
+                f"the server sent a ticket of run {ticket.run_id}, not {self.ctx.run_id}"
+            )
+        return ticket, seconds
+
+    async def report(self, body: bytes) -> tuple[Ack, float]:
+        """POST the report (idempotent on the ticket, so retrying is safe)."""
+        resp, seconds = await self._post(f"{self.base}/reports", "reporting", body)
+        if resp.status_code == 410:
+            raise RunFinishedError(f"run {self.ctx.run_id} is finished ({error_detail(resp)})")
+        if resp.status_code >= 400:
+            raise ReportRefused(describe_status(resp, "the report was refused"))
+        try:
+            ack = Ack.model_validate_json(resp.content)
+        except ValidationError as exc:
+            msg = f"the server sent an invalid acknowledgement: {exc.errors()[:1]}"
+            raise UserError(msg) from None
+        return ack, seconds
+
+    async def episode(self) -> Outcome:
+        """One user = one episode: claim, roll out privately, (randomize,) report."""
+        ticket, claim_s = await self.claim()
+        traj, body = play(self.ctx, ticket, self.client_seed)
+        ack, report_s = await self.report(body)
+        return Outcome(ticket.episode, claim_s, report_s, len(body), ack.duplicate,
+                       traj if self.keep_trajectory else None)
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """The q-th percentile (NaN when empty)."""
+    return float(np.percentile(samples, q)) if len(samples) else math.nan
+
+
+@dataclass
+class SwarmResult:
+    """Counts, timings and body sizes of a swarm of users."""
+
+    run_id: str
+    reported: int = 0
+    duplicates: int = 0
+    refused: int = 0
+    finished: bool = False
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    claim_seconds: list[float] = field(default_factory=list)
+    report_seconds: list[float] = field(default_factory=list)
+    report_bytes: list[int] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        """Wall time of the swarm."""
+        return self.ended_at - self.started_at
+
+    def add(self, out: Outcome, keep: bool) -> None:
+        """Record one finished episode."""
+        self.reported += 1
+        self.duplicates += int(out.duplicate)
+        self.claim_seconds.append(out.claim_seconds)
+        self.report_seconds.append(out.report_seconds)
+        self.report_bytes.append(out.report_bytes)
+        if keep:
+            self.outcomes.append(out)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready counts and latency percentiles (milliseconds)."""
+        ms = 1e3
+        return {
+            "run_id": self.run_id,
+            "reported": self.reported,
+            "duplicates": self.duplicates,
+            "refused": self.refused,
+            "finished": self.finished,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "seconds": self.seconds,
+            "episodes_per_second": self.reported / self.seconds if self.seconds > 0 else math.nan,
+            "claim_ms_p50": ms * percentile(self.claim_seconds, 50),
+            "claim_ms_p99": ms * percentile(self.claim_seconds, 99),
+            "report_ms_p50": ms * percentile(self.report_seconds, 50),
+            "report_ms_p99": ms * percentile(self.report_seconds, 99),
+            "report_bytes_min": min(self.report_bytes, default=0),
+            "report_bytes_max": max(self.report_bytes, default=0),
+            "claim_seconds": self.claim_seconds,
+            "report_seconds": self.report_seconds,
+            "report_bytes": self.report_bytes,
+            "errors": self.errors[:20],
+        }
+
+
+async def fetch_context(http: httpx.AsyncClient, run_id: str, mdp: TabularMDP) -> tuple[
+        UserContext, RunInfo]:
+    """GET the run's public info and build the users' context from it."""
+    try:
+        resp = await http.get(f"/{API_VERSION}{run_path(run_id)}")
+    except httpx.HTTPError as exc:
+        raise UserError(describe_transport_error(str(http.base_url), exc)) from None
+    if resp.status_code >= 400:
+        raise UserError(describe_status(resp, f"run {run_id!r}"))
+    try:
+        info = RunInfo.model_validate_json(resp.content)
+    except ValidationError as exc:
+        raise UserError(f"run {run_id!r}: unexpected answer: {exc.errors()[:1]}") from None
+    return UserContext.create(info, mdp), info
+
+
+async def run_users(
+    server: str, run_id: str, n_users: int | None, concurrency: int, seed: int,
+    mdp: TabularMDP, *, backoff: Backoff = Backoff(), progress: bool = True,  # noqa: B008
+    event_hooks: dict[str, list[Callable]] | None = None, keep_outcomes: bool = False,
+    timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None,
+) -> SwarmResult:
+    """Simulate `n_users` users (None: until the run is finished), `concurrency` at a time.
+
+    Every user draws from `user_generator(seed, episode)`; a user that meets a finished run
+    stops the swarm. Permanent refusals (a weaker randomizer, a mismatched world) raise
+    `UserError`; a report refused with a 4xx is counted and the others go on. `event_hooks`
+    and `transport` are passed to httpx (tests record or fake the traffic with them).
+    """
+    if concurrency < 1:
+        raise UserError("concurrency must be >= 1")
+    server = check_url(server)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=server, timeout=timeout, limits=limits,
+                                 event_hooks=event_hooks or {}, transport=transport) as http:
+        ctx, info = await fetch_context(http, run_id, mdp)
+        result = SwarmResult(run_id=info.id, started_at=time.time())
+        remaining = max(0, info.status.episodes - info.status.reported)
+        total = remaining if n_users is None else min(n_users, remaining)
+        bar = tqdm(total=total, desc=f"users {info.id}", unit="ep", disable=not progress,
+                   mininterval=0.5)
+        state = {"started": 0}
+        done = asyncio.Event()
+        if info.status.finished:
+            done.set()
+
+        async def worker(index: int) -> None:
+            user = User(http, ctx, seed, backoff, random.Random(seed * 1_000_003 + index),
+                        keep_trajectory=keep_outcomes)
+            while not done.is_set():
+                if n_users is not None:
+                    if state["started"] >= n_users:
+                        return
+                    state["started"] += 1
+                try:
+                    out = await user.episode()
+                except RunFinishedError:
+                    result.finished = True
+                    done.set()
+                    return
+                except ReportRefused as exc:
+                    result.refused += 1
+                    result.errors.append(str(exc))
+                    continue
+                result.add(out, keep_outcomes)
+                bar.update()
+
+        try:
+            tasks = [asyncio.create_task(worker(i)) for i in range(concurrency)]
+            try:
+                await asyncio.gather(*tasks)
+            except BaseException:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+        finally:
+            bar.close()
+            result.ended_at = time.time()
+    return result

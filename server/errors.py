@@ -1,0 +1,121 @@
+"""Refusals (4xx/503 with a message that says what is wrong) and their HTTP rendering.
+
+Every error answer of the server has the body `ErrorBody {"detail": "..."}`. Validation errors
+are rendered from the field location and the message only: the offending input is never echoed
+(it may be NaN, which JSON cannot carry, and it may be a raw statistic).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from shared.protocol import ErrorBody
+
+log = logging.getLogger("privrl.server")
+
+DESCRIPTIONS: dict[int, str] = {
+    400: "Malformed request: the body is not valid JSON or a header is invalid",
+    401: "The admin bearer token is missing",
+    403: "The admin bearer token is wrong",
+    404: "Unknown (or deleted) run, or unknown ticket",
+    409: "Conflict: no free episode slot right now (retry after Retry-After seconds), or a used"
+    " ticket was sent with a different report",
+    410: "Gone: the run has finished, or the claim expired before it was reported",
+    413: "The request body is larger than the server's limit",
+    422: "The request is well-formed JSON but invalid (schema, shape, range, wrong report kind)",
+    503: "Not available: admin token not configured, runs still being rebuilt, or store failure",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses=` entries documenting the given error codes with the ErrorBody model."""
+    return {code: {"model": ErrorBody, "description": DESCRIPTIONS[code]} for code in codes}
+
+
+class Refusal(Exception):
+    """A request the server refuses: HTTP status, a metrics reason label and a clear message."""
+
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        detail: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.reason = reason
+        self.detail = detail
+        self.headers = dict(headers or {})
+
+
+def error_response(status: int, detail: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """The JSON answer of every error: ErrorBody with `detail`."""
+    return JSONResponse(ErrorBody(detail=detail).model_dump(), status_code=status, headers=headers)
+
+
+def _location(loc: Sequence[Any]) -> str:
+    """'body.states[3]' from a pydantic location tuple."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "request"
+
+
+def describe_validation(errors: Sequence[Mapping[str, Any]], limit: int = 5) -> tuple[int, str]:
+    """(status, message) for request validation errors: 400 for malformed JSON, else 422."""
+    for err in errors:
+        if err.get("type") == "json_invalid":
+            ctx = err.get("ctx") or {}
+            reason = ctx.get("error", err.get("msg", "JSON decode error"))
+            where = err.get("loc", ())
+            pos = f" at character {where[-1]}" if where and isinstance(where[-1], int) else ""
+            return 400, f"malformed JSON body{pos}: {reason}"
+    parts = [f"{_location(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors[:limit]]
+    more = f" (and {len(errors) - limit} more)" if len(errors) > limit else ""
+    return 422, "invalid request: " + "; ".join(parts) + more
+
+
+def _http_detail(detail: Any) -> str:
+    """A string for a Starlette HTTPException detail (which may be any JSON value)."""
+    return detail if isinstance(detail, str) else json.dumps(detail, default=str)[:500]
+
+
+def install_error_handlers(app: FastAPI, on_report_refused: Any) -> None:
+    """Render Refusal, validation and HTTP errors as ErrorBody; count refused reports."""
+
+    def is_report(request: Request) -> bool:
+        return request.method == "POST" and request.url.path.endswith("/reports")
+
+    @app.exception_handler(Refusal)
+    async def _refusal(request: Request, exc: Refusal) -> JSONResponse:
+        if is_report(request):
+            on_report_refused(exc.reason)
+        return error_response(exc.status, exc.detail, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        status, detail = describe_validation(exc.errors())
+        if is_report(request):
+            on_report_refused("malformed" if status == 400 else "schema")
+        return error_response(status, detail)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, _http_detail(exc.detail), exc.headers)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return error_response(500, f"internal server error ({type(exc).__name__})")

@@ -1,0 +1,50 @@
+"""Server settings from environment variables prefixed PRIVRL_ (flags of `python -m server` win)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything the server process is configured with (none of it is part of a run's spec)."""
+
+    model_config = SettingsConfigDict(env_prefix="PRIVRL_", extra="ignore", frozen=True)
+
+    admin_token: SecretStr | None = Field(
+        None,
+        description="bearer token of the admin routes (create/delete runs); unset: they answer 503",
+    )
+    db: Path = Field(Path("privrl.db"), description="SQLite database file (WAL mode)")
+    claim_timeout: float = Field(
+        30.0, gt=0, le=86_400, description="seconds a claim stays valid before its slot is freed"
+    )
+    max_body_bytes: int = Field(
+        2 * 1024 * 1024, ge=1024, description="largest request body accepted (413 above)"
+    )
+    sequential: bool = Field(
+        False, description="default of new runs: at most one outstanding claim per run"
+    )
+    max_claim_wait: float = Field(
+        60.0, ge=0, description="upper bound of the ?wait= seconds a claim may wait for a slot"
+    )
+    max_cells: int = Field(
+        1_000_000,
+        ge=1,
+        description="largest H*S*A*S (entries of one N(s,a,s') array) of a run this server hosts",
+    )
+    db_synchronous: Literal["FULL", "NORMAL"] = Field(
+        "FULL",
+        description="SQLite synchronous level: FULL survives power loss, NORMAL only a crash",
+    )
+
+    @field_validator("admin_token")
+    @classmethod
+    def _blank_is_unset(cls, value: SecretStr | None) -> SecretStr | None:
+        """An empty or blank token counts as unset (admin routes then answer 503)."""
+        if value is None or not value.get_secret_value().strip():
+            return None
+        return SecretStr(value.get_secret_value().strip())

@@ -1,0 +1,307 @@
+"""SQLite persistence (WAL): runs, claims, accepted reports and the public policy log.
+
+What is stored, and who may see it:
+  runs      public run specs (and a deleted flag; a deleted run's other rows are purged).
+  claims    one row per ticket handed out: episode index, policy version served, the number of
+            reports counted when it was claimed (the learner planned there), expiry, state.
+  reports   every accepted report in acceptance order with its Ack. JDP / non-private: the raw
+            trajectory, the trusted curator's private store, never served by any endpoint.
+            LDP: only the locally randomized arrays (nothing raw ever reaches the server).
+  policies  the public policy log: each policy version's actions.
+
+Each write is one transaction, committed before the server answers: an Ack is only sent for a
+report that is on disk. Startup replays `reports` through a fresh `shared.run.Run`; the central
+noise is counter-based on the run seed, so the replay rebuilds exactly the values already
+released (contract 2). The connection is shared by worker threads behind one lock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id          TEXT PRIMARY KEY,
+    config      TEXT NOT NULL,
+    created_at  REAL NOT NULL,
+    sequential  INTEGER NOT NULL,
+    deleted     INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS claims (
+    ticket          TEXT PRIMARY KEY,
+    run_id          TEXT NOT NULL,
+    episode         INTEGER NOT NULL,
+    policy_version  INTEGER NOT NULL,
+    planned_at      INTEGER NOT NULL,
+    issued_at       REAL NOT NULL,
+    expires_at      REAL NOT NULL,
+    state           TEXT NOT NULL CHECK (state IN ('open', 'reported')),
+    UNIQUE (run_id, episode)
+);
+CREATE TABLE IF NOT EXISTS reports (
+    run_id   TEXT NOT NULL,
+    seq      INTEGER NOT NULL,
+    ticket   TEXT NOT NULL UNIQUE,
+    episode  INTEGER NOT NULL,
+    kind     TEXT NOT NULL,
+    payload  TEXT NOT NULL,
+    digest   TEXT NOT NULL,
+    ack      TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS policies (
+    run_id      TEXT NOT NULL,
+    version     INTEGER NOT NULL,
+    planned_at  INTEGER NOT NULL,
+    actions     TEXT NOT NULL,
+    PRIMARY KEY (run_id, version)
+);
+"""
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A stored run spec."""
+
+    id: str
+    config: str  # RunConfig JSON
+    created_at: float
+    sequential: bool
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    """A ticket handed out; `planned_at` = reports counted when the policy was served."""
+
+    ticket: str
+    run_id: str
+    episode: int
+    policy_version: int
+    planned_at: int
+    issued_at: float
+    expires_at: float
+    state: str  # 'open' | 'reported'
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    """An accepted report, its canonical payload, digest and the Ack that was answered."""
+
+    run_id: str
+    seq: int
+    ticket: str
+    episode: int
+    kind: str
+    payload: str
+    digest: str
+    ack: str
+
+
+@dataclass(frozen=True)
+class PolicyRow:
+    """One version of the public policy log."""
+
+    run_id: str
+    version: int
+    planned_at: int
+    actions: str  # JSON list[list[int]]
+
+
+class Store:
+    """The server's database: one connection, one lock, one transaction per write."""
+
+    def __init__(self, path: str | Path, synchronous: str = "FULL") -> None:
+        self.path = Path(path)
+        if not self.path.parent.exists():
+            raise FileNotFoundError(f"directory of the database {self.path} does not exist")
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(
+            str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
+        )
+        mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise RuntimeError(f"could not switch {self.path} to WAL mode (got {mode!r})")
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be FULL or NORMAL, got {synchronous!r}")
+        self._conn.execute(f"PRAGMA synchronous={synchronous}")
+        self._conn.executescript(SCHEMA)
+
+    def close(self) -> None:
+        """Close the connection (checkpointing the WAL)."""
+        with self._lock:
+            self._conn.close()
+
+    def _write(self, statements: list[tuple[str, tuple]]) -> None:
+        """Run `statements` as one immediate transaction and commit it (all or nothing)."""
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, params in statements:
+                    cur.execute(sql, params)
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+
+    def _read(self, sql: str, params: tuple = ()) -> list[tuple]:
+        """All rows of one query."""
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def insert_run(self, run: RunRow, first_policy: PolicyRow) -> None:
+        """A new run with the policy planned before any report (version 1)."""
+        self._write(
+            [
+                (
+                    "INSERT INTO runs (id, config, created_at, sequential) VALUES (?, ?, ?, ?)",
+                    (run.id, run.config, run.created_at, int(run.sequential)),
+                ),
+                _insert_policy(first_policy),
+            ]
+        )
+
+    def run_exists(self, run_id: str) -> bool:
+        """Whether the id was ever used (deleted runs included)."""
+        return bool(self._read("SELECT 1 FROM runs WHERE id = ?", (run_id,)))
+
+    def is_deleted(self, run_id: str) -> bool:
+        """Whether the run existed and was deleted."""
+        return bool(self._read("SELECT 1 FROM runs WHERE id = ? AND deleted = 1", (run_id,)))
+
+    def runs(self) -> list[RunRow]:
+        """Live (not deleted) runs in creation order."""
+        rows = self._read(
+            "SELECT id, config, created_at, sequential FROM runs WHERE deleted = 0"
+            " ORDER BY created_at, id"
+        )
+        return [RunRow(r[0], r[1], r[2], bool(r[3])) for r in rows]
+
+    def delete_run(self, run_id: str) -> None:
+        """Flag the run deleted and purge its claims, reports (private data) and policy log."""
+        self._write(
+            [
+                ("UPDATE runs SET deleted = 1 WHERE id = ?", (run_id,)),
+                ("DELETE FROM claims WHERE run_id = ?", (run_id,)),
+                ("DELETE FROM reports WHERE run_id = ?", (run_id,)),
+                ("DELETE FROM policies WHERE run_id = ?", (run_id,)),
+            ]
+        )
+
+    # -- claims -------------------------------------------------------------------------------
+
+    def record_claim(self, claim: ClaimRow, new_policy: PolicyRow | None) -> None:
+        """A ticket handed out (and the policy version it serves, when it is new)."""
+        statements = [
+            (
+                "INSERT INTO claims (ticket, run_id, episode, policy_version, planned_at,"
+                " issued_at, expires_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    claim.ticket,
+                    claim.run_id,
+                    claim.episode,
+                    claim.policy_version,
+                    claim.planned_at,
+                    claim.issued_at,
+                    claim.expires_at,
+                    claim.state,
+                ),
+            )
+        ]
+        if new_policy is not None:
+            statements.append(_insert_policy(new_policy))
+        self._write(statements)
+
+    def claims(self, run_id: str) -> list[ClaimRow]:
+        """All claims of a run by episode index."""
+        rows = self._read(
+            "SELECT ticket, run_id, episode, policy_version, planned_at, issued_at, expires_at,"
+            " state FROM claims WHERE run_id = ? ORDER BY episode",
+            (run_id,),
+        )
+        return [ClaimRow(*r) for r in rows]
+
+    def find_claim(self, ticket: str) -> ClaimRow | None:
+        """The claim with this ticket, if any."""
+        rows = self._read(
+            "SELECT ticket, run_id, episode, policy_version, planned_at, issued_at, expires_at,"
+            " state FROM claims WHERE ticket = ?",
+            (ticket,),
+        )
+        return ClaimRow(*rows[0]) if rows else None
+
+    # -- reports ------------------------------------------------------------------------------
+
+    def record_report(self, report: ReportRow) -> None:
+        """An accepted report, and its claim marked reported, in one transaction."""
+        self._write(
+            [
+                (
+                    "INSERT INTO reports (run_id, seq, ticket, episode, kind, payload, digest, ack)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        report.run_id,
+                        report.seq,
+                        report.ticket,
+                        report.episode,
+                        report.kind,
+                        report.payload,
+                        report.digest,
+                        report.ack,
+                    ),
+                ),
+                (
+                    "UPDATE claims SET state = 'reported' WHERE ticket = ? AND state = 'open'",
+                    (report.ticket,),
+                ),
+            ]
+        )
+
+    def find_report(self, ticket: str) -> ReportRow | None:
+        """The accepted report sent with this ticket, if any."""
+        rows = self._read(
+            "SELECT run_id, seq, ticket, episode, kind, payload, digest, ack FROM reports"
+            " WHERE ticket = ?",
+            (ticket,),
+        )
+        return ReportRow(*rows[0]) if rows else None
+
+    def reports(self, run_id: str, batch: int = 512) -> Iterator[ReportRow]:
+        """A run's accepted reports in acceptance order (streamed in batches)."""
+        last = 0
+        while True:
+            rows = self._read(
+                "SELECT run_id, seq, ticket, episode, kind, payload, digest, ack FROM reports"
+                " WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (run_id, last, batch),
+            )
+            if not rows:
+                return
+            for r in rows:
+                yield ReportRow(*r)
+            last = rows[-1][1]
+
+    # -- policy log ---------------------------------------------------------------------------
+
+    def policies(self, run_id: str) -> list[PolicyRow]:
+        """A run's policy versions in order."""
+        rows = self._read(
+            "SELECT run_id, version, planned_at, actions FROM policies WHERE run_id = ?"
+            " ORDER BY version",
+            (run_id,),
+        )
+        return [PolicyRow(*r) for r in rows]
+
+
+def _insert_policy(policy: PolicyRow) -> tuple[str, tuple]:
+    """The INSERT of one policy version."""
+    return (
+        "INSERT INTO policies (run_id, version, planned_at, actions) VALUES (?, ?, ?, ?)",
+        (policy.run_id, policy.version, policy.planned_at, policy.actions),
+    )

@@ -1,0 +1,1 @@
+"""privrl's shared library: worlds, privacy mechanisms, learners and runs (pure numpy, no I/O)."""

@@ -1,0 +1,134 @@
+"""DP-UCBVI (Qiao & Wang): optimistic value iteration on private counts, vectorized over replicas.
+
+The learner is a function of the billboard only (noisy prefix sums + the public radius E): it
+post-processes the noisy counts into valid private counts (spec §4.4), builds the Bernstein-type
+private bonus (§3.5) and runs optimistic value iteration (§3.6). Edge cases follow spec §3.8.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from shared.config import RunConfig
+from shared.privacy.postprocess import project_counts
+from shared.seeding import generator
+from shared.stats import Stats
+
+TIE_TOL = 1e-9
+
+
+def iota(config: RunConfig) -> float:
+    """iota = log(30 H S A T / beta), T = H K."""
+    h, s, a = config.horizon, config.n_states, config.n_actions
+    return math.log(30.0 * h * s * a * h * config.episodes / config.beta)
+
+
+def private_model(release: Stats, radius: float, private: bool) -> tuple[np.ndarray, ...]:
+    """Private counts N~(s,a), transition estimates P~ and reward estimates r~ (eq. 1).
+
+    Cells with N~ = 0 get a uniform P~ and r~ = 0; the planner treats them as unvisited.
+    """
+    if private:
+        proj = project_counts(release["sas"], release["sa"], radius)
+        n_sas, n_sa = proj.sas, proj.sa
+    else:
+        n_sas, n_sa = release["sas"], release["sa"]
+    visited = n_sa > 0
+    safe = np.where(visited, n_sa, 1.0)
+    n_states = n_sas.shape[-1]
+    p = np.where(visited[..., None], n_sas / safe[..., None], 1.0 / n_states)
+    r = np.where(visited, np.clip(release["r"] / safe, 0.0, 1.0), 0.0)
+    return n_sa, p, r
+
+
+class DPUCBVI:
+    """The learner of a DP-UCBVI run (one per run; R replicas planned at once)."""
+
+    def __init__(self, config: RunConfig, seeds: Sequence[int]) -> None:
+        self.config = config
+        self.knobs = config.resolved_knobs
+        self.seeds = [int(s) for s in seeds]
+        self.iota = iota(config)
+        h, s, a = config.horizon, config.n_states, config.n_actions
+        self.q = np.full((len(self.seeds), h, s, a), float(h))
+        self.caps = (h - np.arange(h, dtype=float)) if self.knobs.clip_remaining else np.full(
+            h, float(h)
+        )
+
+    def _static_bonus(self, n_sa: np.ndarray, p: np.ndarray, radius: float) -> np.ndarray:
+        """Bonus terms 2, 3 and 4 (value-independent), scaled; +inf where N~ = 0."""
+        cfg, k = self.config, self.knobs
+        h_, s_, a_, io = cfg.horizon, cfg.n_states, cfg.n_actions, self.iota
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inv_n = np.where(n_sa > 0, 1.0 / n_sa, np.inf)
+            term2 = np.sqrt(2.0 * io * inv_n)
+            term3 = 20.0 * h_ * s_ * radius * io * inv_n
+            bonus = k.bonus_scale * term2 + (k.privacy_scale * term3 if radius > 0 else 0.0)
+            if k.variance_terms and h_ > 1:
+                # W_h(s,a) = sum_s' P~_h(s'|s,a) min{c1/N' + (c2 + c3)/N'^2, H^2}, N' = N~_{h+1}(s')
+                n_next = n_sa.sum(axis=-1)  # (R, Hs, S)
+                c1 = 1000.0**2 * h_**3 * s_ * a_ * io**2
+                c23 = 1000.0**2 * s_**4 * a_**2 * io**4 * (h_**4 * radius**2 + h_**6)
+                g = np.where(
+                    n_next > 0, np.minimum(c1 / n_next + c23 / n_next**2, h_**2), h_**2
+                )
+                if n_sa.shape[1] == 1:  # pooled over h: the same next-step counts
+                    w = np.einsum("rhsat,rht->rhsa", p, g)
+                    w = np.broadcast_to(w, (w.shape[0], h_, *w.shape[2:])).copy()
+                else:
+                    w = np.einsum("rhsat,rht->rhsa", p[:, :-1], g[:, 1:])
+                    w = np.concatenate([w, np.zeros_like(w[:, :1])], axis=1)
+                w[:, -1] = 0.0  # term 4 is 0 at h = H (E5)
+                term4 = 4.0 * math.sqrt(io) * np.sqrt(w * inv_n)
+                bonus = bonus + k.bonus_scale * np.where(n_sa > 0, term4, np.inf)
+        return np.where(n_sa > 0, bonus, np.inf)
+
+    def plan(
+        self, release: Stats, radius: float, count_std: float, episode: int, private: bool
+    ) -> np.ndarray:
+        """Optimistic value iteration from the billboard; returns the greedy policy (R, H, S).
+
+        `count_std` is the public std of the released N(s,a) error (0 without noise).
+        """
+        n_sa, p, r = private_model(release, radius, private)
+        threshold = self.knobs.unknown_below * count_std
+        if threshold > 0:
+            n_sa = np.where(n_sa >= threshold, n_sa, 0.0)
+        static = self._static_bonus(n_sa, p, radius)
+        n_rep, horizon = self.q.shape[:2]
+        pooled = n_sa.shape[1] == 1
+        io, cb = self.iota, self.knobs.bonus_scale
+        use_var = self.knobs.variance_terms
+        q_new = np.empty_like(self.q)
+        v = np.zeros((n_rep, self.q.shape[2]))
+        for h in range(horizon - 1, -1, -1):
+            j = 0 if pooled else h
+            ph = p[:, j]
+            moments = np.matmul(
+                ph.reshape(n_rep, -1, ph.shape[-1]), np.stack([v, v * v], axis=-1)
+            ).reshape(*ph.shape[:-1], 2)
+            pv = moments[..., 0]
+            q = r[:, j] + pv + static[:, j]
+            if use_var and cb > 0:
+                var = np.maximum(moments[..., 1] - pv * pv, 0.0)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    q = q + cb * 2.0 * np.sqrt(var * io / n_sa[:, j])
+            q = np.where(n_sa[:, j] > 0, q, np.inf)  # unvisited: b = +inf (E4)
+            q = np.minimum(q, self.caps[h])
+            if self.knobs.clip_previous:
+                q = np.minimum(q, self.q[:, h])
+            q_new[:, h] = q
+            v = q.max(axis=-1)
+        self.q = q_new
+        return self.greedy(episode)
+
+    def greedy(self, episode: int) -> np.ndarray:
+        """argmax_a Q~ with uniformly random tie-breaking from the learner's seeded stream."""
+        shape = self.q.shape[1:]
+        u = np.stack([generator(s, "tiebreak", episode).random(shape) for s in self.seeds])
+        best = self.q.max(axis=-1, keepdims=True)
+        ties = self.q >= best - TIE_TOL
+        return np.argmax(np.where(ties, u, -1.0), axis=-1)

@@ -1,0 +1,382 @@
+"""Privacy accounting: zCDP <-> (epsilon, delta) conversions and the per-run ledger.
+
+A run's `Ledger` records every privacy-spending release with the cost computed from the
+calibration actually in use (ARCHITECTURE §5.3). It describes the worst-case privacy loss of ONE
+user under the replace-one-user neighbouring relation, so composition is plain addition: pure
+epsilons add (basic composition), zCDP rhos add (Bun & Steinke 2016, Lemma 2.3, also adaptively).
+The total is reported as `epsilon_pure + eps(rho, delta)` with the tight zCDP conversion below.
+
+The conversion `rho_to_epsilon` is the tight one of Canonne, Kamath & Steinke 2020 (Prop. 12 /
+Cor. 13; also Asoodeh et al. 2020): rho-zCDP means Renyi DP of every order alpha > 1 at level
+rho * alpha, which implies (epsilon, delta)-DP with
+
+    epsilon = inf_{alpha > 1}  rho alpha + (ln(1/delta) + (alpha - 1) ln(1 - 1/alpha) - ln alpha)
+                                           / (alpha - 1).
+
+It is never larger than the classical `rho + 2 sqrt(rho ln(1/delta))` (Bun & Steinke, Prop. 1.3),
+which `rho_to_epsilon_classical` keeps available (the specs' golden values use it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "Charge",
+    "Ledger",
+    "Totals",
+    "epsilon_to_rho",
+    "epsilon_to_rho_classical",
+    "pure_to_rho",
+    "rho_to_epsilon",
+    "rho_to_epsilon_classical",
+]
+
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+# Search range for t = alpha - 1 in log space: the optimum is near sqrt(ln(1/delta) / rho), which
+# lies inside for every rho in [1e-300, 1e300] and delta in [1e-300, 1 - 1e-16].
+_LOG_T_GRID = np.linspace(-420.0, 420.0, 1681)
+
+
+def _check_rho(rho: float) -> float:
+    """Return `rho` as a float, refusing NaN and negatives (inf is allowed)."""
+    rho = float(rho)
+    if math.isnan(rho) or rho < 0.0:
+        raise ValueError(f"rho must be a non-negative number (inf allowed), got {rho!r}")
+    return rho
+
+
+def _check_epsilon(epsilon: float) -> float:
+    """Return `epsilon` as a float, refusing NaN and negatives (inf is allowed)."""
+    epsilon = float(epsilon)
+    if math.isnan(epsilon) or epsilon < 0.0:
+        raise ValueError(f"epsilon must be a non-negative number (inf allowed), got {epsilon!r}")
+    return epsilon
+
+
+def _check_delta(delta: float) -> float:
+    """Return `delta` as a float, refusing values outside the open interval (0, 1)."""
+    delta = float(delta)
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must lie in the open interval (0, 1), got {delta!r}")
+    return delta
+
+
+def _rdp_epsilon(log_t: np.ndarray | float, rho: float, log_inv_delta: float) -> Any:
+    """The (epsilon, delta) bound from RDP of order alpha = 1 + exp(log_t) at level rho * alpha."""
+    t = np.exp(log_t)
+    log1p_t = np.log1p(t)
+    # rho*alpha + ln(1/delta)/(alpha-1) + ln(1 - 1/alpha) - ln(alpha)/(alpha-1), alpha = 1 + t.
+    return rho * (1.0 + t) + (log_inv_delta - log1p_t) / t + (log_t - log1p_t)
+
+
+def rho_to_epsilon_classical(rho: float, delta: float) -> float:
+    """The classical zCDP -> DP conversion rho + 2 sqrt(rho ln(1/delta)) (looser, closed form)."""
+    rho, delta = _check_rho(rho), _check_delta(delta)
+    if rho == 0.0:
+        return 0.0
+    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+
+
+def epsilon_to_rho_classical(epsilon: float, delta: float) -> float:
+    """Inverse of the classical conversion: (sqrt(ln(1/delta) + eps) - sqrt(ln(1/delta)))^2."""
+    epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
+    if math.isinf(epsilon):
+        return math.inf
+    log_inv_delta = math.log(1.0 / delta)
+    # Same value as (sqrt(l + eps) - sqrt(l))^2, written without cancellation.
+    return (epsilon / (math.sqrt(log_inv_delta + epsilon) + math.sqrt(log_inv_delta))) ** 2
+
+
+def rho_to_epsilon(rho: float, delta: float) -> float:
+    """Tight epsilon such that rho-zCDP implies (epsilon, delta)-DP (Canonne-Kamath-Steinke)."""
+    rho, delta = _check_rho(rho), _check_delta(delta)
+    if rho == 0.0:
+        return 0.0
+    if math.isinf(rho):
+        return math.inf
+    # The KL bound (KL <= rho) with Bretagnolle-Huber gives TV <= sqrt(1 - e^-rho) <= delta.
+    if -math.expm1(-rho) <= delta * delta:
+        return 0.0
+    log_inv_delta = -math.log(delta)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        values = _rdp_epsilon(_LOG_T_GRID, rho, log_inv_delta)
+    values = np.where(np.isnan(values), np.inf, values)
+    i = int(np.argmin(values))
+    lo = float(_LOG_T_GRID[max(i - 1, 0)])
+    hi = float(_LOG_T_GRID[min(i + 1, len(_LOG_T_GRID) - 1)])
+    best = float(values[i])
+    # Golden-section refinement inside the grid bracket (the objective is unimodal there).
+    a, b = lo, hi
+    c, d = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
+    fc, fd = float(_rdp_epsilon(c, rho, log_inv_delta)), float(_rdp_epsilon(d, rho, log_inv_delta))
+    for _ in range(80):
+        if b - a <= 1e-12 * max(1.0, abs(a)):
+            break
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - _GOLDEN * (b - a)
+            fc = float(_rdp_epsilon(c, rho, log_inv_delta))
+        else:
+            a, c, fc = c, d, fd
+            d = a + _GOLDEN * (b - a)
+            fd = float(_rdp_epsilon(d, rho, log_inv_delta))
+    best = min(best, fc, fd)
+    tight = max(0.0, best)
+    return min(tight, rho_to_epsilon_classical(rho, delta))
+
+
+def epsilon_to_rho(epsilon: float, delta: float) -> float:
+    """The largest rho with rho_to_epsilon(rho, delta) <= epsilon (bisection, ~1e-12 relative)."""
+    epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
+    if math.isinf(epsilon):
+        return math.inf
+    # Feasible start: the classical inverse (the tight conversion is never larger), or the
+    # zero-epsilon KL region rho <= -ln(1 - delta^2).
+    lo = max(epsilon_to_rho_classical(epsilon, delta), -math.log1p(-delta * delta))
+    if rho_to_epsilon(lo, delta) > epsilon:  # rounding at the KL edge
+        lo = 0.0
+    hi = max(2.0 * lo, 1e-300)
+    while rho_to_epsilon(hi, delta) <= epsilon:
+        lo, hi = hi, 2.0 * hi
+        if math.isinf(hi):
+            return lo
+    for _ in range(200):
+        if hi - lo <= 1e-13 * hi:
+            break
+        mid = 0.5 * (lo + hi)
+        if rho_to_epsilon(mid, delta) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def pure_to_rho(eps: float) -> float:
+    """The zCDP level implied by pure eps-DP: eps^2 / 2 (Bun & Steinke 2016, Prop. 1.4)."""
+    eps = _check_epsilon(eps)
+    return eps * eps / 2.0
+
+
+def _encode(x: float) -> float | str:
+    """JSON-safe float: inf becomes the string "inf"."""
+    return "inf" if math.isinf(x) else float(x)
+
+
+def _decode(x: float | int | str) -> float:
+    """Inverse of `_encode`: accepts numbers and the string "inf"; refuses NaN."""
+    value = float(x)
+    if math.isnan(value):
+        raise ValueError(f"NaN is not a valid ledger value: {x!r}")
+    return value
+
+
+class _ExactSum:
+    """Running sum of non-negative floats, exact up to the final rounding (Shewchuk partials)."""
+
+    __slots__ = ("_inf", "_partials")
+
+    def __init__(self) -> None:
+        """Start at zero."""
+        self._partials: list[float] = []
+        self._inf = False
+
+    def add(self, x: float) -> None:
+        """Add one value in O(len(partials)) time, keeping the sum exact."""
+        if math.isinf(x):
+            self._inf = True
+            return
+        i = 0
+        for y in self._partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            hi = x + y
+            lo = y - (hi - x)
+            if lo:
+                self._partials[i] = lo
+                i += 1
+            x = hi
+        self._partials[i:] = [x]
+
+    @property
+    def value(self) -> float:
+        """The correctly rounded sum (inf once any inf was added)."""
+        return math.inf if self._inf else math.fsum(self._partials)
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One privacy-spending release: its mechanism, cost (pure eps and/or zCDP rho) and scale."""
+
+    mechanism: str
+    epsilon: float = 0.0
+    rho: float = 0.0
+    sensitivity: float = 0.0
+    scale: float = 0.0
+    note: str = ""
+    at: int | None = None
+
+    def __post_init__(self) -> None:
+        """Validate the fields (non-negative, no NaN) and normalise numbers to Python floats."""
+        if not isinstance(self.mechanism, str) or not self.mechanism:
+            raise ValueError(f"mechanism must be a non-empty string, got {self.mechanism!r}")
+        object.__setattr__(self, "epsilon", _check_epsilon(self.epsilon))
+        object.__setattr__(self, "rho", _check_rho(self.rho))
+        for name in ("sensitivity", "scale"):
+            value = float(getattr(self, name))
+            if math.isnan(value) or value < 0.0:
+                raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+            object.__setattr__(self, name, value)
+        if not isinstance(self.note, str):
+            raise ValueError(f"note must be a string, got {self.note!r}")
+        if self.at is not None:
+            if isinstance(self.at, bool) or int(self.at) != self.at or self.at < 0:
+                raise ValueError(f"at must be a non-negative integer or None, got {self.at!r}")
+            object.__setattr__(self, "at", int(self.at))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict of this charge (inf encoded as "inf")."""
+        d = asdict(self)
+        for name in ("epsilon", "rho", "sensitivity", "scale"):
+            d[name] = _encode(d[name])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Charge:
+        """Rebuild a charge from `to_dict` output."""
+        return cls(
+            mechanism=d["mechanism"],
+            epsilon=_decode(d.get("epsilon", 0.0)),
+            rho=_decode(d.get("rho", 0.0)),
+            sensitivity=_decode(d["sensitivity"]),
+            scale=_decode(d["scale"]),
+            note=d.get("note", ""),
+            at=d.get("at"),
+        )
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Total spend of a run: (epsilon, delta)-DP overall, plus its pure and zCDP parts."""
+
+    epsilon: float
+    delta: float
+    epsilon_pure: float
+    rho: float
+
+    def to_dict(self) -> dict[str, float | str]:
+        """JSON-safe dict of the totals (inf encoded as "inf")."""
+        return {k: _encode(v) for k, v in asdict(self).items()}
+
+
+class Ledger:
+    """Append-only record of every privacy-spending release of one run, for one user.
+
+    Totals are kept as exact running sums, so `epsilon_pure`, `rho`, `totals` and `by_mechanism`
+    cost O(1) (per mechanism name) however many charges a long run records.
+    """
+
+    def __init__(self, entries: Iterable[Charge] = ()) -> None:
+        """Start a ledger, optionally from existing charges (e.g. when restoring a run)."""
+        self._entries: list[Charge] = []
+        self._epsilon = _ExactSum()
+        self._rho = _ExactSum()
+        self._groups: dict[str, tuple[_ExactSum, _ExactSum, list[int]]] = {}
+        for entry in entries:
+            if not isinstance(entry, Charge):
+                raise TypeError(f"ledger entries must be Charge objects, got {type(entry)!r}")
+            self._append(entry)
+
+    def _append(self, entry: Charge) -> None:
+        """Store a validated charge and update the running sums (O(1) totals later)."""
+        self._entries.append(entry)
+        self._epsilon.add(entry.epsilon)
+        self._rho.add(entry.rho)
+        eps, rho, count = self._groups.setdefault(entry.mechanism, (_ExactSum(), _ExactSum(), [0]))
+        eps.add(entry.epsilon)
+        rho.add(entry.rho)
+        count[0] += 1
+
+    def charge(
+        self,
+        mechanism: str,
+        *,
+        epsilon: float = 0.0,
+        rho: float = 0.0,
+        sensitivity: float,
+        scale: float,
+        note: str = "",
+        at: int | None = None,
+    ) -> None:
+        """Record one release: pure `epsilon` and/or zCDP `rho` spent by `mechanism`."""
+        self._append(
+            Charge(
+                mechanism=mechanism,
+                epsilon=epsilon,
+                rho=rho,
+                sensitivity=sensitivity,
+                scale=scale,
+                note=note,
+                at=at,
+            )
+        )
+
+    @property
+    def entries(self) -> tuple[Charge, ...]:
+        """All charges, in the order they were made."""
+        return tuple(self._entries)
+
+    @property
+    def epsilon_pure(self) -> float:
+        """Sum of the pure-DP epsilons (basic composition)."""
+        return self._epsilon.value
+
+    @property
+    def rho(self) -> float:
+        """Sum of the zCDP rhos (zCDP composition)."""
+        return self._rho.value
+
+    def totals(self, delta: float) -> Totals:
+        """Overall (epsilon, delta): pure part plus the tight conversion of the zCDP part."""
+        eps_pure, rho = self.epsilon_pure, self.rho
+        if rho > 0.0:
+            return Totals(
+                epsilon=eps_pure + rho_to_epsilon(rho, delta),
+                delta=float(delta),
+                epsilon_pure=eps_pure,
+                rho=rho,
+            )
+        return Totals(epsilon=eps_pure, delta=0.0, epsilon_pure=eps_pure, rho=0.0)
+
+    def by_mechanism(self) -> dict[str, dict[str, float | int]]:
+        """Summed epsilon and rho and the number of charges, per mechanism name."""
+        return {
+            name: {"epsilon": eps.value, "rho": rho.value, "count": count[0]}
+            for name, (eps, rho, count) in self._groups.items()
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict: the entries plus (informational) summed epsilon_pure and rho."""
+        return {
+            "entries": [c.to_dict() for c in self._entries],
+            "epsilon_pure": _encode(self.epsilon_pure),
+            "rho": _encode(self.rho),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Ledger:
+        """Rebuild a ledger from `to_dict` output (sums are recomputed from the entries)."""
+        return cls(Charge.from_dict(e) for e in d["entries"])
+
+    def __len__(self) -> int:
+        """Number of charges recorded."""
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        """Short summary: number of charges and summed costs."""
+        return f"Ledger(n={len(self)}, epsilon_pure={self.epsilon_pure!r}, rho={self.rho!r})"

@@ -1,0 +1,158 @@
+"""Additive noise mechanisms that carry their own privacy map (OpenDP style).
+
+Each mechanism is a frozen value object holding its noise scale. It knows how to draw its noise
+from a `numpy.random.Generator` that the caller passes in (never global `np.random`), and it maps
+a sensitivity to the privacy it buys:
+
+* `Laplace(scale=b)` is pure DP: a query with l1 sensitivity `D1` released with `Lap(b)` noise
+  per coordinate is `D1 / b`-DP.
+* `Gaussian(sigma=s)` is zCDP: a query with l2 sensitivity `D2` released with `N(0, s^2)` noise
+  per coordinate is `D2^2 / (2 s^2)`-zCDP (Bun & Steinke 2016, Lemma 2.4).
+
+Sensitivities passed to these maps are **replace-one-user** sensitivities: the largest l1 (or l2)
+distance between the query's values on two datasets that differ by replacing one user's data
+with another user's data. The caller computes them (this is where the factor 2 of replacement
+over add/remove lives, see spec tabular-dp-ucbvi.md §10 E3); these classes never rescale them.
+
+Degenerate scales are allowed and meaningful: scale 0 means no noise (privacy loss `inf` for any
+positive sensitivity, 0 for sensitivity 0); scale `inf` is what calibrating to a zero budget
+gives (privacy loss 0) and cannot be sampled. Sampling always consumes the same standard draws
+whatever the scale, so runs that differ only in the budget see common random numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+Shape = int | tuple[int, ...]
+
+__all__ = ["Gaussian", "Laplace", "Mechanism", "Shape"]
+
+
+def _check_nonneg(name: str, value: float) -> float:
+    """Return `value` as a float, refusing NaN and negatives (inf is allowed)."""
+    value = float(value)
+    if math.isnan(value) or value < 0.0:
+        raise ValueError(f"{name} must be a non-negative number (inf allowed), got {value!r}")
+    return value
+
+
+def _check_delta(delta: float) -> float:
+    """Return `delta` as a float, refusing values outside (0, 1]."""
+    delta = float(delta)
+    if not 0.0 < delta <= 1.0:
+        raise ValueError(f"delta must lie in (0, 1], got {delta!r}")
+    return delta
+
+
+def _check_count(m: int) -> int:
+    """Return `m` as an int, refusing negatives and non-integers."""
+    if isinstance(m, bool) or int(m) != m or m < 0:
+        raise ValueError(f"m (number of summed draws) must be a non-negative integer, got {m!r}")
+    return int(m)
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    """Return numerator / denominator with 0/0 = 0, x/0 = inf and anything/inf = 0."""
+    if numerator == 0.0 or math.isinf(denominator):
+        return 0.0
+    if denominator == 0.0:
+        return math.inf
+    return numerator / denominator
+
+
+@dataclass(frozen=True)
+class Laplace:
+    """The Laplace mechanism with scale `b` per coordinate; pure DP with privacy map D1 / b."""
+
+    scale: float
+    kind: ClassVar[str] = "pure"
+
+    def __post_init__(self) -> None:
+        """Validate and normalise the scale to a Python float."""
+        object.__setattr__(self, "scale", _check_nonneg("Laplace scale", self.scale))
+
+    def sample(self, rng: np.random.Generator, shape: Shape) -> np.ndarray:
+        """Draw iid Lap(0, b) noise of `shape` from `rng` (scale-free draws times b)."""
+        if math.isinf(self.scale):
+            raise ValueError("cannot sample Laplace noise of infinite scale (zero budget)")
+        return np.asarray(rng.laplace(0.0, 1.0, size=shape) * self.scale, dtype=np.float64)
+
+    def epsilon(self, l1_sensitivity: float) -> float:
+        """Privacy map: the pure epsilon of releasing a query of this l1 sensitivity, D1 / b."""
+        return _ratio(_check_nonneg("l1_sensitivity", l1_sensitivity), self.scale)
+
+    def std(self) -> float:
+        """Standard deviation of one noise coordinate, sqrt(2) b."""
+        return math.sqrt(2.0) * self.scale
+
+    @classmethod
+    def calibrate(cls, epsilon: float, l1_sensitivity: float) -> Laplace:
+        """The mechanism spending exactly `epsilon` on l1 sensitivity D1: b = D1 / epsilon."""
+        epsilon = _check_nonneg("epsilon", epsilon)
+        l1_sensitivity = _check_nonneg("l1_sensitivity", l1_sensitivity)
+        if math.isinf(l1_sensitivity) and math.isinf(epsilon):
+            raise ValueError("cannot calibrate infinite sensitivity to an infinite budget")
+        return cls(scale=_ratio(l1_sensitivity, epsilon))
+
+    def tail_bound(self, m: int, delta: float) -> float:
+        """Bound on |sum of m iid draws| holding w.p. >= 1 - delta (spec §4.3, Chernoff)."""
+        m, delta = _check_count(m), _check_delta(delta)
+        if m == 0 or self.scale == 0.0:
+            return 0.0
+        lam = math.log(2.0 / delta)
+        return self.scale * math.sqrt(8.0 * lam) * max(math.sqrt(m), math.sqrt(lam))
+
+
+@dataclass(frozen=True)
+class Gaussian:
+    """The Gaussian mechanism with std `sigma` per coordinate; zCDP with map D2^2 / (2 sigma^2)."""
+
+    sigma: float
+    kind: ClassVar[str] = "zcdp"
+
+    def __post_init__(self) -> None:
+        """Validate and normalise sigma to a Python float."""
+        object.__setattr__(self, "sigma", _check_nonneg("Gaussian sigma", self.sigma))
+
+    def sample(self, rng: np.random.Generator, shape: Shape) -> np.ndarray:
+        """Draw iid N(0, sigma^2) noise of `shape` from `rng` (standard draws times sigma)."""
+        if math.isinf(self.sigma):
+            raise ValueError("cannot sample Gaussian noise of infinite sigma (zero budget)")
+        return np.asarray(rng.standard_normal(size=shape) * self.sigma, dtype=np.float64)
+
+    def rho(self, l2_sensitivity: float) -> float:
+        """Privacy map: the zCDP rho of releasing a query of this l2 sensitivity."""
+        l2_sensitivity = _check_nonneg("l2_sensitivity", l2_sensitivity)
+        if l2_sensitivity == 0.0 or math.isinf(self.sigma):
+            return 0.0
+        if self.sigma == 0.0:
+            return math.inf
+        return l2_sensitivity**2 / (2.0 * self.sigma**2)
+
+    def std(self) -> float:
+        """Standard deviation of one noise coordinate, sigma."""
+        return self.sigma
+
+    @classmethod
+    def calibrate(cls, rho: float, l2_sensitivity: float) -> Gaussian:
+        """The mechanism spending exactly `rho` on l2 sensitivity D2: sigma = D2 / sqrt(2 rho)."""
+        rho = _check_nonneg("rho", rho)
+        l2_sensitivity = _check_nonneg("l2_sensitivity", l2_sensitivity)
+        if math.isinf(l2_sensitivity) and math.isinf(rho):
+            raise ValueError("cannot calibrate infinite sensitivity to an infinite budget")
+        return cls(sigma=_ratio(l2_sensitivity, math.sqrt(2.0 * rho)))
+
+    def tail_bound(self, m: int, delta: float) -> float:
+        """Bound on |sum of m iid draws| holding w.p. >= 1 - delta: sigma sqrt(2 m ln(2/delta))."""
+        m, delta = _check_count(m), _check_delta(delta)
+        if m == 0 or self.sigma == 0.0:
+            return 0.0
+        return self.sigma * math.sqrt(m) * math.sqrt(2.0 * math.log(2.0 / delta))
+
+
+Mechanism = Laplace | Gaussian

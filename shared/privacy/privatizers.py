@@ -1,0 +1,130 @@
+"""Server-side privatizers: turn accepted reports into the public billboard release.
+
+  Identity  (privacy "none"): exact prefix sums; the non-private baseline (E = 0).
+  Central   (JDP, trusted curator): raw count increments go into binary-tree counters; only the
+            noisy prefix sums leave (the exact sums stay inside).
+  Aggregator (LDP, untrusted server): sums of locally randomized reports; nothing raw ever arrives.
+
+Each ingests one item per replica (arrays with leading axis R) and records what it spends in the
+ledger. Derived pair counts N(s,a) = sum_s' N(s,a,s') are added to the release as post-processing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from shared.privacy.accountant import Ledger
+from shared.privacy.calibration import Calibration
+from shared.privacy.mechanisms import Gaussian
+from shared.privacy.tree import TreeCounter, levels_released
+from shared.stats import Stats
+
+
+def _charge(ledger: Ledger, calibration: Calibration, mechanism: str, note: str, at: int) -> None:
+    """Record one node level / one local report of every released family."""
+    mech = calibration.mechanism
+    assert mech is not None
+    scale = mech.sigma if isinstance(mech, Gaussian) else mech.scale
+    for fam in calibration.families:
+        cost = {"rho": fam.cost} if calibration.cost_kind == "zcdp" else {"epsilon": fam.cost}
+        sens = fam.l2 if calibration.cost_kind == "zcdp" else fam.l1
+        ledger.charge(
+            f"{mechanism}:{fam.name}", sensitivity=sens, scale=scale, note=note, at=at, **cost
+        )
+
+
+def _with_pairs(release: Stats) -> Stats:
+    """Add N(s,a) derived from N(s,a,s') when it was not released itself (post-processing)."""
+    if "sa" not in release:
+        release = {**release, "sa": release["sas"].sum(axis=-1)}
+    return release
+
+
+class Identity:
+    """Non-private baseline: the release is the exact prefix sum."""
+
+    def __init__(self, calibration: Calibration, shapes: dict[str, tuple[int, ...]], replicas: int):
+        self.calibration = calibration
+        self.items = 0
+        self.sums = {n: np.zeros((replicas, *s)) for n, s in shapes.items()}
+
+    def ingest(self, stats: Stats, ledger: Ledger) -> None:
+        """Add exact increments (nothing is spent: nothing private is claimed)."""
+        for name, total in self.sums.items():
+            total += stats[name]
+        self.items += 1
+
+    def release(self) -> Stats:
+        """The exact sums."""
+        return dict(self.sums)
+
+
+class Central:
+    """JDP: one tree counter per released family; the billboard sees only noisy prefix sums."""
+
+    def __init__(
+        self, calibration: Calibration, seeds: Sequence[int], max_items: int
+    ) -> None:
+        assert calibration.mechanism is not None
+        self.calibration = calibration
+        self.trees = {
+            f.name: TreeCounter(f.shape, calibration.mechanism, seeds, f.name, max_items)
+            for f in calibration.families
+        }
+        self.items = 0
+
+    def ingest(self, stats: Stats, ledger: Ledger) -> None:
+        """Add raw increments; charge each family's node cost when a new tree level opens."""
+        for name, tree in self.trees.items():
+            tree.add(stats[name])
+        self.items += 1
+        if levels_released(self.items) > levels_released(self.items - 1):
+            level = levels_released(self.items) - 1
+            _charge(ledger, self.calibration, "tree", f"tree level {level} released", self.items)
+
+    def release(self) -> Stats:
+        """Noisy prefix sums B(items) of every family, plus derived pairs if not released."""
+        return _with_pairs({name: tree.release() for name, tree in self.trees.items()})
+
+
+class Aggregator:
+    """LDP: sums of locally randomized reports (already private when they arrive)."""
+
+    def __init__(self, calibration: Calibration, replicas: int) -> None:
+        self.calibration = calibration
+        self.sums = {f.name: np.zeros((replicas, *f.shape)) for f in calibration.families}
+        self.items = 0
+
+    def ingest(self, stats: Stats, ledger: Ledger) -> None:
+        """Add noisy reports; each user is charged once (one report per user, at its own cost)."""
+        for name, total in self.sums.items():
+            total += stats[name]
+        self.items += 1
+        if self.items == 1:
+            _charge(ledger, self.calibration, "local", "each user's one local report", 1)
+
+    def release(self) -> Stats:
+        """The running noisy sums, plus derived pairs if not released."""
+        return _with_pairs(dict(self.sums))
+
+
+Privatizer = Identity | Central | Aggregator
+
+
+def randomize_locally(
+    stats: Stats, calibration: Calibration, rngs: Sequence[np.random.Generator]
+) -> Stats:
+    """The local randomizer: noise on every entry of every released family (zeros included).
+
+    Row r is user r's report, noised from user r's own generator `rngs[r]` in the user's process;
+    only the output leaves. Families that are not released are not sent at all.
+    """
+    mech = calibration.mechanism
+    assert mech is not None
+    out = {}
+    for f in calibration.families:
+        noise = np.stack([mech.sample(rng, f.shape) for rng in rngs])
+        out[f.name] = stats[f.name] + noise
+    return out

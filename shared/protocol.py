@@ -1,0 +1,180 @@
+"""Every message that crosses the wire (pydantic models), for the server and the users.
+
+Reports are typed by privacy mode. A JDP / non-private report carries one raw trajectory (the
+trusted curator turns it into counts). An LDP report carries only the dense, fixed-shape noisy
+arrays and the ticket: its schema has no field that could carry a state, action or reward.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.config import RunConfig
+
+API_VERSION = "v1"
+TICKET_PATTERN = r"^[A-Za-z0-9_-]{16,128}$"
+
+
+class Strict(BaseModel):
+    """Base: unknown fields are refused; a non-finite float is sent as "Infinity"/"NaN", not null."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+
+
+class ErrorBody(Strict):
+    """Every 4xx/5xx answer: a message that says what is wrong."""
+
+    detail: str
+
+
+class RunStatus(Strict):
+    """Progress of a run."""
+
+    episodes: int
+    claimed: int = Field(description="claims handed out (including expired ones)")
+    outstanding: int = Field(description="claims not yet reported nor expired")
+    reported: int
+    finished: bool
+    policy_version: int
+
+
+class RunInfo(Strict):
+    """A run as listed by the server."""
+
+    id: str
+    config: RunConfig
+    status: RunStatus
+    created_at: float
+    sequential: bool = Field(
+        False, description="at most one outstanding claim at a time (strictly sequential episodes)"
+    )
+
+
+class RunList(Strict):
+    runs: list[RunInfo]
+
+
+class PolicyPayload(Strict):
+    """A deterministic tabular policy: actions[h][s]."""
+
+    version: int
+    actions: list[list[int]]
+
+    def to_array(self) -> np.ndarray:
+        """As an int array (H, S)."""
+        return np.asarray(self.actions, dtype=np.int64)
+
+
+class RandomizerParams(Strict):
+    """The local randomizer's public calibration (LDP runs only)."""
+
+    mechanism: Literal["laplace", "gaussian"]
+    scale: float = Field(description="Laplace b or Gaussian sigma of every entry")
+    families: dict[str, list[int]] = Field(description="name -> shape of each array to send")
+
+
+class Ticket(Strict):
+    """The answer to a claim: episode index, single-use ticket and the policy to play."""
+
+    run_id: str
+    episode: int
+    ticket: str
+    policy: PolicyPayload
+    randomizer: RandomizerParams | None = None
+    expires_in: float = Field(description="seconds before the claim lapses")
+
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+UnitFloat = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+Index = Annotated[int, Field(ge=0)]
+
+
+class TrajectoryReport(Strict):
+    """JDP / non-private: one raw trajectory (s_1..s_{H+1}, a_1..a_H, r_1..r_H)."""
+
+    kind: Literal["trajectory"] = "trajectory"
+    ticket: str = Field(pattern=TICKET_PATTERN)
+    states: list[Index] = Field(description="s_1..s_{H+1}: H+1 states in [0, S)")
+    actions: list[Index] = Field(description="a_1..a_H in [0, A), as the served policy chose")
+    rewards: list[UnitFloat] = Field(description="r_1..r_H in [0, 1]")
+
+
+class NoisyReport(Strict):
+    """LDP: dense noisy arrays, flattened in C order, one per released family."""
+
+    kind: Literal["noisy"] = "noisy"
+    ticket: str = Field(pattern=TICKET_PATTERN)
+    arrays: dict[str, list[FiniteFloat]]
+
+
+Report = Annotated[TrajectoryReport | NoisyReport, Field(discriminator="kind")]
+
+
+class Ack(Strict):
+    """The acknowledgement of a report (the same body again for a retried report)."""
+
+    run_id: str
+    episode: int
+    reported: int = Field(description="reports counted so far, this one included")
+    duplicate: bool = False
+
+
+class Billboard(Strict):
+    """The public, privatized statistics a run's learner plans from."""
+
+    run_id: str
+    reported: int
+    radius: float
+    shapes: dict[str, list[int]]
+    arrays: dict[str, list[float]]
+
+
+class LedgerView(Strict):
+    """Privacy spent so far (per user, worst case) and the mechanisms behind it."""
+
+    run_id: str
+    epsilon: float | str
+    delta: float
+    epsilon_pure: float | str
+    rho: float | str
+    by_mechanism: dict[str, dict]
+    charges: list[dict]
+
+
+EpisodeOutcome = Literal["reported", "outstanding", "expired"]
+
+
+class PolicyLog(Strict):
+    """The public policy log: every policy version and which version each episode was served."""
+
+    run_id: str
+    versions: dict[int, list[list[int]]]
+    episodes: list[int] = Field(description="policy version served at claim, per episode index")
+    outcomes: list[EpisodeOutcome] = Field(
+        default_factory=list,
+        description="per episode index: its report was counted, is still awaited, or the claim"
+        " expired unreported (an expired episode is not part of the run's K episodes)",
+    )
+
+
+class Health(Strict):
+    """Liveness: the process answers."""
+
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(Strict):
+    """Readiness: the store is open and every run has been rebuilt from it."""
+
+    ready: bool
+    runs: int = Field(description="runs hosted (rebuilt so far while not ready)")
+    detail: str = ""
+
+
+def encode_number(x: float) -> float | str:
+    """JSON-safe float ('inf' as a string)."""
+    return "inf" if math.isinf(x) else float(x)

@@ -1,0 +1,95 @@
+"""Exact values of tabular MDPs by backward induction (spec §1.2): V*, V^pi, expected regret.
+
+The evaluator uses these on the true world and the public policy log; nothing here is random.
+Policies are deterministic int arrays `pi[..., h, s] -> a` with any leading batch dims.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from shared.worlds.tabular import TabularMDP
+
+# optimal (Q*, V*) per MDP object; MDP arrays are read-only, so the cache can never go stale
+_OPTIMAL_CACHE: weakref.WeakKeyDictionary[TabularMDP, tuple[np.ndarray, np.ndarray]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _optimal(mdp: TabularMDP) -> tuple[np.ndarray, np.ndarray]:
+    """Cached read-only (Q*, V*) of `mdp`, computed once per MDP object."""
+    cached = _OPTIMAL_CACHE.get(mdp)
+    if cached is not None:
+        return cached
+    H, S, A = mdp.H, mdp.S, mdp.A
+    Q = np.empty((H, S, A))
+    V = np.zeros((H + 1, S))
+    for h in range(H - 1, -1, -1):
+        Q[h] = mdp.R[h] + mdp.P[h] @ V[h + 1]
+        V[h] = Q[h].max(axis=-1)
+    Q.setflags(write=False)
+    V.setflags(write=False)
+    _OPTIMAL_CACHE[mdp] = (Q, V)
+    return Q, V
+
+
+def optimal_q(mdp: TabularMDP) -> tuple[np.ndarray, np.ndarray]:
+    """Q* (H, S, A) and V* (H+1, S) with V*_{H+1} = 0 (fresh writable copies)."""
+    Q, V = _optimal(mdp)
+    return Q.copy(), V.copy()
+
+
+def _check_policies(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
+    """Validate deterministic policies (..., H, S) with actions in [0, A); return them as intp."""
+    pol = np.asarray(policies)
+    if not np.issubdtype(pol.dtype, np.integer):
+        raise ValueError(f"policies must be an integer array of actions, got dtype {pol.dtype}")
+    if pol.ndim < 2 or pol.shape[-2:] != (mdp.H, mdp.S):
+        raise ValueError(
+            f"policies must have shape (..., H, S) = (..., {mdp.H}, {mdp.S}), got {pol.shape}"
+        )
+    if pol.size and (pol.min() < 0 or pol.max() >= mdp.A):
+        raise ValueError(
+            f"policies contain actions outside [0, {mdp.A}): min {pol.min()}, max {pol.max()}"
+        )
+    return pol.astype(np.intp, copy=False)
+
+
+def policy_values(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
+    """V^pi (..., H+1, S) of deterministic policies (..., H, S), vectorized over the batch dims."""
+    pol = _check_policies(mdp, policies)
+    batch = pol.shape[:-2]
+    H, S = mdp.H, mdp.S
+    V = np.zeros((*batch, H + 1, S))
+    s_idx = np.arange(S)
+    for h in range(H - 1, -1, -1):
+        a = pol[..., h, :]  # (..., S)
+        r_pi = mdp.R[h][s_idx, a]  # (..., S)
+        P_pi = mdp.P[h][s_idx, a]  # (..., S, S')
+        V[..., h, :] = r_pi + (P_pi @ V[..., h + 1, :, None])[..., 0]
+    return V
+
+
+def expected_return(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
+    """Expected episode return d1 · V^pi_1 for each policy in the batch, shape (...)."""
+    return policy_values(mdp, policies)[..., 0, :] @ mdp.d1
+
+
+def optimal_return(mdp: TabularMDP) -> float:
+    """Optimal expected episode return d1 · V*_1."""
+    return float(mdp.d1 @ _optimal(mdp)[1][0])
+
+
+def episode_regret(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
+    """Exact expected per-episode regret d1 · (V*_1 - V^pi_1), shape (...), >= 0 up to fp."""
+    return optimal_return(mdp) - expected_return(mdp, policies)
+
+
+def uniform_random_return(mdp: TabularMDP) -> float:
+    """Expected return of the uniformly random (stochastic) policy, a no-learning baseline."""
+    V = np.zeros(mdp.S)
+    for h in range(mdp.H - 1, -1, -1):
+        V = (mdp.R[h] + mdp.P[h] @ V).mean(axis=-1)
+    return float(mdp.d1 @ V)

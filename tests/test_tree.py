@@ -1,0 +1,95 @@
+"""Binary-tree counter: exact sums without noise, persisted node noise, restart safety, variance."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shared.privacy.mechanisms import Gaussian, Laplace
+from shared.privacy.tree import TreeCounter, levels_released, tree_levels
+
+
+def test_levels_match_spec():
+    assert tree_levels(50_000) == 16  # floor(log2 50000) + 1 (spec Appendix A)
+    assert tree_levels(1) == 1 and tree_levels(2) == 2 and tree_levels(3) == 2
+    assert [levels_released(t) for t in range(6)] == [0, 1, 2, 2, 3, 3]
+
+
+def test_noise_free_release_is_exact_prefix_sum():
+    rng = np.random.default_rng(0)
+    items = rng.integers(0, 3, size=(100, 2, 4)).astype(float)
+    tree = TreeCounter((4,), Laplace(0.0), [1, 2], "x", 100)
+    for t in range(100):
+        tree.add(items[t])
+        np.testing.assert_array_equal(tree.release(), items[: t + 1].sum(axis=0))
+
+
+def test_release_error_is_sum_of_popcount_nodes_and_is_repeatable():
+    tree = TreeCounter((3,), Laplace(2.0), [7], "x", 64)
+    for _ in range(13):  # 13 = 0b1101: nodes at levels 0, 2, 3
+        tree.add(np.ones((1, 3)))
+    first = tree.release()
+    again = tree.release()
+    np.testing.assert_array_equal(first, again)
+    expected = sum(tree.node_noise(level, 13 >> level) for level in (0, 2, 3))
+    np.testing.assert_allclose(first - 13.0, expected)
+
+
+def test_restart_rebuilds_identical_releases():
+    """A fresh counter fed the same items releases bit-identical values (contract 2)."""
+    rng = np.random.default_rng(1)
+    items = rng.random((37, 1, 5))
+    a = TreeCounter((5,), Gaussian(3.0), [11], "sas", 100)
+    for x in items:
+        a.add(x)
+    b = TreeCounter((5,), Gaussian(3.0), [11], "sas", 100)
+    for x in items:
+        b.add(x)
+    np.testing.assert_array_equal(a.release(), b.release())
+    other = TreeCounter((5,), Gaussian(3.0), [12], "sas", 100)
+    for x in items:
+        other.add(x)
+    assert not np.allclose(a.release(), other.release())
+
+
+def test_releases_are_post_processing_of_dyadic_nodes():
+    """B(t) = sum over bits j of t of (exact dyadic node sum + that node's noise), and each item
+    lies in exactly one node per level: at most L noisy node values ever depend on it."""
+    rng = np.random.default_rng(2)
+    max_items = 45
+    items = rng.random((max_items, 1, 2))
+    tree = TreeCounter((2,), Laplace(1.0), [3], "x", max_items)
+    for t in range(1, max_items + 1):
+        tree.add(items[t - 1])
+        expected = np.zeros((1, 2))
+        for j in range(t.bit_length()):
+            if (t >> j) & 1:
+                idx = t >> j  # node covering items ((idx-1) 2^j, idx 2^j]
+                exact = items[(idx - 1) * 2**j : idx * 2**j].sum(axis=0)
+                expected += exact + tree.node_noise(j, idx)
+        np.testing.assert_allclose(tree.release(), expected, atol=1e-12)
+    for i in range(1, max_items + 1):
+        nodes = {(j, (i - 1) // 2**j + 1) for j in range(tree.levels)}
+        assert len(nodes) == tree.levels  # one node per level
+
+
+def test_release_variance_matches_popcount():
+    """Monte Carlo over seeds: Var(B(t) - exact) = sigma^2 popcount(t)."""
+    t = 11  # popcount 3
+    errors = []
+    for seed in range(400):
+        tree = TreeCounter((50,), Gaussian(1.5), [seed], "x", 16)
+        for _ in range(t):
+            tree.add(np.zeros((1, 50)))
+        errors.append(tree.release().ravel())
+    var = np.var(np.concatenate(errors))
+    assert var == pytest.approx(1.5**2 * 3, rel=0.05)
+    assert tree.release_std() == pytest.approx(1.5 * np.sqrt(3))
+
+
+def test_full_counter_refuses_more_items():
+    tree = TreeCounter((1,), Laplace(1.0), [0], "x", 2)
+    tree.add(np.zeros((1, 1)))
+    tree.add(np.zeros((1, 1)))
+    with pytest.raises(ValueError, match="full"):
+        tree.add(np.zeros((1, 1)))
