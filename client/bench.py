@@ -29,8 +29,7 @@ def rlberry_ms_per_episode(episodes: int, horizon: int) -> float | None:
     except ImportError:
         return None
     env = Chain(L=6, fail_prob=0.1)
-    agent = UCBVIAgent(env, horizon=horizon, stage_dependent=True, real_time_dp=False,
-                       seeder=0)
+    agent = UCBVIAgent(env, horizon=horizon, stage_dependent=True, real_time_dp=False, seeder=0)
     start = time.perf_counter()
     agent.fit(budget=episodes)
     return 1e3 * (time.perf_counter() - start) / episodes
@@ -45,18 +44,30 @@ def cmd_bench(args: argparse.Namespace) -> int:
         mdp = riverswim(args.horizon)
     print(f"world {mdp!r}, K = {args.episodes}, {len(seeds)} seed(s) per run")
     print(f"{'variant':<26} {'ms/episode':>11} {'ms/replica-ep':>14} {'episodes/s':>11}")
-    rows = [("non-private UCBVI", "none", "laplace", 0.0),
-            ("JDP laplace eps=1", "jdp", "laplace", 0.0),
-            ("JDP gaussian eps=1", "jdp", "gaussian", 1e-5),
-            ("LDP laplace eps=1", "ldp", "laplace", 0.0)]
+    rows = [
+        ("non-private UCBVI", "none", "laplace", 0.0),
+        ("JDP laplace eps=1", "jdp", "laplace", 0.0),
+        ("JDP gaussian eps=1", "jdp", "gaussian", 1e-5),
+        ("LDP laplace eps=1", "ldp", "laplace", 0.0),
+    ]
     for name, privacy, mech, delta in rows:
-        cfg = RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=args.episodes,
-                        privacy=privacy, epsilon=1.0, delta=delta, mechanism=mech,
-                        preset="practical")
+        cfg = RunConfig(
+            n_states=mdp.S,
+            n_actions=mdp.A,
+            horizon=mdp.H,
+            episodes=args.episodes,
+            privacy=privacy,
+            epsilon=1.0,
+            delta=delta,
+            mechanism=mech,
+            preset="practical",
+        )
         sec = _time_config(cfg, mdp, seeds)
         per_ep = 1e3 * sec / args.episodes
-        print(f"{name:<26} {per_ep:>11.3f} {per_ep / len(seeds):>14.4f} "
-              f"{args.episodes * len(seeds) / sec:>11.0f}")
+        print(
+            f"{name:<26} {per_ep:>11.3f} {per_ep / len(seeds):>14.4f} "
+            f"{args.episodes * len(seeds) / sec:>11.0f}"
+        )
     if args.rlberry:
         ms = rlberry_ms_per_episode(args.episodes, args.horizon)
         if ms is None:

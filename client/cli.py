@@ -41,7 +41,9 @@ def epsilon_value(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"epsilon must be a number or 'inf', got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"epsilon must be a number or 'inf', got {text!r}"
+        ) from None
     if not value > 0 or math.isnan(value):
         raise argparse.ArgumentTypeError(f"epsilon must be > 0, got {text}")
     return value
@@ -60,18 +62,35 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
     """Algorithm, privacy and length options shared by `run` and `runs create`."""
     nargs = "+" if many else None
     p.add_argument("--algo", default="dp-ucbvi", choices=["dp-ucbvi"])
-    p.add_argument("--privacy", nargs=nargs, default=["jdp"] if many else "jdp",
-                   choices=["none", "jdp", "ldp"])
-    p.add_argument("--epsilon", nargs=nargs, type=epsilon_value, default=[1.0] if many else 1.0,
-                   help="privacy budget per user; several values make a sweep")
-    p.add_argument("--delta", type=float, default=None,
-                   help="delta for the Gaussian mechanism (default 1e-5 with --mechanism gaussian)")
-    p.add_argument("--mechanism", nargs=nargs, default=["laplace"] if many else "laplace",
-                   choices=["laplace", "gaussian"])
+    p.add_argument(
+        "--privacy", nargs=nargs, default=["jdp"] if many else "jdp", choices=["none", "jdp", "ldp"]
+    )
+    p.add_argument(
+        "--epsilon",
+        nargs=nargs,
+        type=epsilon_value,
+        default=[1.0] if many else 1.0,
+        help="privacy budget per user; several values make a sweep",
+    )
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=None,
+        help="delta for the Gaussian mechanism (default 1e-5 with --mechanism gaussian)",
+    )
+    p.add_argument(
+        "--mechanism",
+        nargs=nargs,
+        default=["laplace"] if many else "laplace",
+        choices=["laplace", "gaussian"],
+    )
     p.add_argument("--episodes", type=positive_int, default=10_000, help="K")
     p.add_argument("--preset", default="practical", choices=sorted(PRESETS))
-    p.add_argument("--pooled", action="store_true",
-                   help="pool statistics over h (time-homogeneous worlds only; an extension)")
+    p.add_argument(
+        "--pooled",
+        action="store_true",
+        help="pool statistics over h (time-homogeneous worlds only; an extension)",
+    )
     p.add_argument("--pair-counts", choices=["released", "derived"], default=None)
     p.add_argument("--bonus-scale", type=float, default=None, help="override c_b")
     p.add_argument("--radius-scale", type=float, default=None, help="override c_E")
@@ -81,13 +100,19 @@ def world_from_args(args: argparse.Namespace):
     """The WorldSpec the arguments describe."""
     from client.experiments import WorldSpec
 
-    return WorldSpec(args.env, args.horizon, args.garnet_states, args.garnet_actions,
-                     args.world_seed)
+    return WorldSpec(
+        args.env, args.horizon, args.garnet_states, args.garnet_actions, args.world_seed
+    )
 
 
 def config_from_args(
-    args: argparse.Namespace, privacy: str, epsilon: float, mechanism: str, n_states: int,
-    n_actions: int, seed: int,
+    args: argparse.Namespace,
+    privacy: str,
+    epsilon: float,
+    mechanism: str,
+    n_states: int,
+    n_actions: int,
+    seed: int,
 ) -> RunConfig:
     """One RunConfig from the parsed options (pydantic errors become CliError)."""
     delta = args.delta
@@ -104,10 +129,20 @@ def config_from_args(
         knobs = base.model_copy(update=update)
     try:
         return RunConfig(
-            algo=args.algo, n_states=n_states, n_actions=n_actions, horizon=args.horizon,
-            episodes=args.episodes, privacy=privacy, epsilon=epsilon,
-            delta=delta if privacy != "none" else 0.0, mechanism=mechanism, preset=args.preset,
-            knobs=knobs, pair_counts=args.pair_counts, pooled=args.pooled, seed=seed,
+            algo=args.algo,
+            n_states=n_states,
+            n_actions=n_actions,
+            horizon=args.horizon,
+            episodes=args.episodes,
+            privacy=privacy,
+            epsilon=epsilon,
+            delta=delta if privacy != "none" else 0.0,
+            mechanism=mechanism,
+            preset=args.preset,
+            knobs=knobs,
+            pair_counts=args.pair_counts,
+            pooled=args.pooled,
+            seed=seed,
         )
     except ValidationError as exc:
         raise CliError(_pydantic_message(exc)) from None
@@ -130,9 +165,7 @@ def sweep_configs(args: argparse.Namespace, n_states: int, n_actions: int) -> li
         if key in seen:
             continue
         seen.add(key)
-        configs.append(
-            config_from_args(args, privacy, eps, mech, n_states, n_actions, args.seed)
-        )
+        configs.append(config_from_args(args, privacy, eps, mech, n_states, n_actions, args.seed))
     return configs
 
 
@@ -144,10 +177,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     world = world_from_args(args)
     mdp = world.build()
     configs = sweep_configs(args, mdp.S, mdp.A)
-    print(f"world {mdp!r}; {len(configs)} configuration(s) x {args.seeds} seed(s) x "
-          f"{args.episodes} episodes", file=sys.stderr)
-    results = run_many(configs, world, args.seeds, workers=args.workers,
-                       show_progress=not args.quiet)
+    print(
+        f"world {mdp!r}; {len(configs)} configuration(s) x {args.seeds} seed(s) x "
+        f"{args.episodes} episodes",
+        file=sys.stderr,
+    )
+    results = run_many(
+        configs, world, args.seeds, workers=args.workers, show_progress=not args.quiet
+    )
     out = Path(args.out)
     path = save(results, out)
     plot_cumulative(results, out / "regret.png")
@@ -160,16 +197,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def print_table(results) -> None:
     """One line per configuration: regret and the ledger's spend."""
-    print(f"{'configuration':<28} {'cum. regret':>14} {'last-1000/ep':>13} {'%random':>8} "
-          f"{'eps spent':>10} {'delta':>8} {'ms/ep':>7}")
+    print(
+        f"{'configuration':<28} {'cum. regret':>14} {'last-1000/ep':>13} {'%random':>8} "
+        f"{'eps spent':>10} {'delta':>8} {'ms/ep':>7}"
+    )
     for r in results:
         reg, led = r["regret"], r["ledger"]
         pct = 100 * reg["tail_per_episode_mean"] / reg["random_policy_per_episode"]
         eps = led["epsilon"]
         eps_txt = eps if isinstance(eps, str) else f"{eps:.4g}"
-        print(f"{r['label']:<28} {reg['final_cumulative_mean']:>9.1f}±{reg['final_cumulative_std']:<5.0f}"
-              f"{reg['tail_per_episode_mean']:>12.4f} {pct:>7.1f}% {eps_txt:>10} "
-              f"{led['delta']:>8.0e} {r['ms_per_episode']:>7.3f}")
+        print(
+            f"{r['label']:<28} {reg['final_cumulative_mean']:>9.1f}"
+            f"±{reg['final_cumulative_std']:<5.0f}"
+            f"{reg['tail_per_episode_mean']:>12.4f} {pct:>7.1f}% {eps_txt:>10} "
+            f"{led['delta']:>8.0e} {r['ms_per_episode']:>7.3f}"
+        )
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

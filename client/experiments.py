@@ -11,8 +11,9 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
+from multiprocessing import Manager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from shared.worlds import optimal_return, uniform_random_return
 from shared.worlds.tabular import TabularMDP, WorldError, garnet, load_npz, riverswim
 
 TAIL = 1000  # "final per-episode regret" = mean over the last TAIL episodes
+PROGRESS_EVERY = 500  # episodes between progress messages from a worker
 
 
 @dataclass(frozen=True)
@@ -55,12 +57,19 @@ def _round(x: np.ndarray, digits: int = 6) -> list:
     return np.round(x, digits).tolist()
 
 
-def summarize(config: RunConfig, world: WorldSpec, regret: np.ndarray, ledger, seconds: float,
-              policy_versions: int, mdp: TabularMDP) -> dict[str, Any]:
+def summarize(
+    config: RunConfig,
+    world: WorldSpec,
+    regret: np.ndarray,
+    ledger,
+    seconds: float,
+    policy_versions: int,
+    mdp: TabularMDP,
+) -> dict[str, Any]:
     """The JSON record of one configuration (all seeds)."""
     totals = ledger.totals(config.delta if config.delta > 0 else 1e-5)
     cumulative = regret.sum(axis=1)
-    tail = regret[:, -min(TAIL, regret.shape[1]):].mean(axis=1)
+    tail = regret[:, -min(TAIL, regret.shape[1]) :].mean(axis=1)
     random_regret = optimal_return(mdp) - uniform_random_return(mdp)
     return {
         "label": label(config),
@@ -102,12 +111,24 @@ def label(config: RunConfig) -> str:
     return f"{config.privacy} eps={config.epsilon:g} {config.mechanism}"
 
 
-def run_one(config: RunConfig, world: WorldSpec, n_seeds: int) -> dict[str, Any]:
-    """Run one configuration for seeds config.seed .. config.seed + n_seeds - 1."""
+def run_one(
+    config: RunConfig, world: WorldSpec, n_seeds: int, progress: Any = None
+) -> dict[str, Any]:
+    """Run one configuration for seeds config.seed .. config.seed + n_seeds - 1.
+
+    `progress` (a queue, or None) receives the number of newly finished episodes now and then.
+    """
     mdp = world.build()
     seeds = [config.seed + i for i in range(n_seeds)]
+    done = [0]
+
+    def report(k: int) -> None:
+        if progress is not None:
+            progress.put(k - done[0])
+            done[0] = k
+
     start = time.perf_counter()
-    res = run_in_process(config, mdp, seeds)
+    res = run_in_process(config, mdp, seeds, progress=report, progress_every=PROGRESS_EVERY)
     seconds = time.perf_counter() - start
     return summarize(config, world, res.regret, res.ledger, seconds, res.policy_versions, mdp)
 
@@ -122,21 +143,38 @@ def run_many(
     """Run every configuration (in parallel processes when there are several)."""
     workers = workers or min(len(configs), os.cpu_count() or 1)
     results: list[dict[str, Any] | None] = [None] * len(configs)
-    bar = tqdm(total=len(configs), desc="configurations", unit="cfg", disable=not show_progress)
+    total = sum(c.episodes for c in configs)
+    bar = tqdm(total=total, desc="episodes", unit="ep", unit_scale=True, disable=not show_progress)
     if workers <= 1 or len(configs) == 1:
         for i, cfg in enumerate(configs):
-            results[i] = run_one(cfg, world, n_seeds)
-            bar.update()
+            queue: Any = _BarQueue(bar)
+            results[i] = run_one(cfg, world, n_seeds, queue)
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(run_one, c, world, n_seeds): i for i, c in enumerate(configs)}
-            for fut in as_completed(futures):
-                i = futures[fut]
-                results[i] = fut.result()
-                bar.set_postfix_str(str(results[i]["label"]))
-                bar.update()
+        with Manager() as manager, ProcessPoolExecutor(max_workers=workers) as pool:
+            queue = manager.Queue()
+            futures = {
+                pool.submit(run_one, c, world, n_seeds, queue): i for i, c in enumerate(configs)
+            }
+            pending = set(futures)
+            while pending:
+                finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                while not queue.empty():
+                    bar.update(queue.get())
+                for fut in finished:
+                    results[futures[fut]] = fut.result()
+                    bar.set_postfix_str(str(results[futures[fut]]["label"]))
     bar.close()
     return [r for r in results if r is not None]
+
+
+class _BarQueue:
+    """Queue-like adapter that advances a progress bar directly (single-process runs)."""
+
+    def __init__(self, bar: tqdm) -> None:
+        self.bar = bar
+
+    def put(self, n: int) -> None:
+        self.bar.update(n)
 
 
 def save(results: list[dict[str, Any]], out: Path) -> Path:

@@ -54,13 +54,18 @@ class GaveUp(UserError):
 
 @dataclass(frozen=True)
 class Backoff:
-    """Exponential backoff with jitter: bounded attempts for errors, bounded patience for 409."""
+    """Exponential backoff with jitter: bounded attempts for errors, bounded patience for 409.
+
+    A claim asks the server to wait up to `claim_wait` seconds for a free slot (sequential runs,
+    or all K episodes claimed) before it answers 409; 409s are retried until `patience` runs out.
+    """
 
     attempts: int = 8
     base: float = 0.02
     factor: float = 2.0
     cap: float = 1.0
     patience: float = 120.0
+    claim_wait: float = 10.0  # ?wait= of a claim: the server holds it until a slot frees
 
     def delay(self, attempt: int, rng: random.Random) -> float:
         """Seconds to wait before retry number `attempt` (0-based), jittered in [50%, 100%]."""
@@ -247,7 +252,8 @@ class User:
 
     async def claim(self) -> tuple[Ticket, float]:
         """POST a claim; return the ticket and the successful request's latency."""
-        resp, seconds = await self._post(f"{self.base}/claims", "claiming an episode", None)
+        path = f"{self.base}/claims?wait={self.backoff.claim_wait:g}"
+        resp, seconds = await self._post(path, "claiming an episode", None)
         if resp.status_code == 410:
             raise RunFinishedError(f"run {self.ctx.run_id} is finished ({error_detail(resp)})")
         if resp.status_code >= 400:
@@ -381,6 +387,7 @@ async def run_users(
         raise UserError("concurrency must be >= 1")
     server = check_url(server)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    timeout = max(timeout, backoff.claim_wait + 10.0)  # a claim may be held claim_wait seconds
     async with httpx.AsyncClient(base_url=server, timeout=timeout, limits=limits,
                                  event_hooks=event_hooks or {}, transport=transport) as http:
         ctx, info = await fetch_context(http, run_id, mdp)

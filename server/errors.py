@@ -57,7 +57,9 @@ class Refusal(Exception):
         self.headers = dict(headers or {})
 
 
-def error_response(status: int, detail: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int, detail: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
     """The JSON answer of every error: ErrorBody with `detail`."""
     return JSONResponse(ErrorBody(detail=detail).model_dump(), status_code=status, headers=headers)
 
@@ -82,6 +84,8 @@ def describe_validation(errors: Sequence[Mapping[str, Any]], limit: int = 5) -> 
             where = err.get("loc", ())
             pos = f" at character {where[-1]}" if where and isinstance(where[-1], int) else ""
             return 400, f"malformed JSON body{pos}: {reason}"
+    if any(e.get("type") == "missing" and tuple(e.get("loc", ())) == ("body",) for e in errors):
+        return 422, "the request body is missing: send a JSON object"
     parts = [f"{_location(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors[:limit]]
     more = f" (and {len(errors) - limit} more)" if len(errors) > limit else ""
     return 422, "invalid request: " + "; ".join(parts) + more
@@ -107,6 +111,9 @@ def install_error_handlers(app: FastAPI, on_report_refused: Any) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         status, detail = describe_validation(exc.errors())
+        content_type = request.headers.get("content-type", "")
+        if request.method in ("POST", "PUT", "PATCH") and "json" not in content_type.lower():
+            detail += " (send the body as JSON with 'Content-Type: application/json')"
         if is_report(request):
             on_report_refused("malformed" if status == 400 else "schema")
         return error_response(status, detail)

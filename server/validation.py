@@ -14,12 +14,12 @@ import math
 
 import numpy as np
 
+from server.errors import Refusal
 from shared.config import RunConfig
 from shared.privacy.calibration import Calibration
 from shared.privacy.mechanisms import Gaussian
 from shared.protocol import NoisyReport, TrajectoryReport
 from shared.worlds.rollout import Trajectories
-from server.errors import Refusal
 
 # An honest local report is a clean count (at most H per entry when pooled, else 1) plus noise;
 # 1000 noise scales are never exceeded in practice (Laplace: probability e^-1000 per entry).

@@ -83,9 +83,7 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> RunConfig:
-        if self.privacy != "none" and self.mechanism == "gaussian" and not math.isinf(
-            self.epsilon
-        ):
+        if self.privacy != "none" and self.mechanism == "gaussian" and not math.isinf(self.epsilon):
             if not 0 < self.delta < 1:
                 raise ValueError("the Gaussian mechanism needs 0 < delta < 1 (e.g. --delta 1e-5)")
         if self.privacy != "none" and self.mechanism == "laplace" and self.delta != 0:

@@ -1,4 +1,4 @@
-"""A run = learner + privatizer/aggregator + billboard + ledger + policy log (spec §3 of the design).
+"""A run = learner + privatizer/aggregator + billboard + ledger (the design's §3 episode life).
 
 `Run` executes the life of an episode without HTTP: the server wraps one `Run` (one replica) and
 the in-process runner drives several replicas at once. Same seeds, same numbers either way.
@@ -167,9 +167,7 @@ def run_in_process(
     for k in range(k_total):
         pol = run.policy()
         changed = (
-            np.ones(n_rep, bool)
-            if last_policy is None
-            else np.any(pol != last_policy, axis=(1, 2))
+            np.ones(n_rep, bool) if last_policy is None else np.any(pol != last_policy, axis=(1, 2))
         )
         if changed.any():
             last_regret = last_regret.copy()

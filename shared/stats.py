@@ -35,8 +35,8 @@ def tabular_counts(
     n_rep, horizon = traj.actions.shape
     shapes = family_shapes(n_states, n_actions, horizon, pooled)
     rows = np.repeat(np.arange(n_rep), horizon)
-    steps = np.zeros(n_rep * horizon, dtype=np.int64) if pooled else np.tile(
-        np.arange(horizon), n_rep
+    steps = (
+        np.zeros(n_rep * horizon, dtype=np.int64) if pooled else np.tile(np.arange(horizon), n_rep)
     )
     s = traj.states[:, :-1].ravel()
     a = traj.actions.ravel()

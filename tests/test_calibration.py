@@ -21,8 +21,12 @@ def paper_config(**kw) -> RunConfig:
     return RunConfig(**{**base, **kw})
 
 
-@pytest.mark.parametrize(("eps", "paper_scale", "paper_radius"), [(1, 960, 244_096), (10, 96, 24_410)])
-def test_jdp_laplace_matches_spec_appendix_a_with_replace_one_factor(eps, paper_scale, paper_radius):
+@pytest.mark.parametrize(
+    ("eps", "paper_scale", "paper_radius"), [(1, 960, 244_096), (10, 96, 24_410)]
+)
+def test_jdp_laplace_matches_spec_appendix_a_with_replace_one_factor(
+    eps, paper_scale, paper_radius
+):
     """Strict (replace-one) calibration doubles the paper's node scale 3HL/eps and its E."""
     cal = calibrate(paper_config(privacy="jdp", epsilon=eps))
     assert cal.levels == 16
@@ -30,8 +34,12 @@ def test_jdp_laplace_matches_spec_appendix_a_with_replace_one_factor(eps, paper_
     assert cal.union_radius == pytest.approx(2 * paper_radius, rel=2e-4)
 
 
-@pytest.mark.parametrize(("eps", "paper_scale", "paper_radius"), [(1, 60, 719_587), (5, 12, 143_917)])
-def test_ldp_laplace_matches_spec_appendix_a_with_replace_one_factor(eps, paper_scale, paper_radius):
+@pytest.mark.parametrize(
+    ("eps", "paper_scale", "paper_radius"), [(1, 60, 719_587), (5, 12, 143_917)]
+)
+def test_ldp_laplace_matches_spec_appendix_a_with_replace_one_factor(
+    eps, paper_scale, paper_radius
+):
     cal = calibrate(paper_config(privacy="ldp", epsilon=eps))
     assert cal.mechanism.scale == pytest.approx(2 * paper_scale)
     assert cal.union_radius == pytest.approx(2 * paper_radius, rel=2e-4)
@@ -40,8 +48,10 @@ def test_ldp_laplace_matches_spec_appendix_a_with_replace_one_factor(eps, paper_
 def test_radius_decreases_with_eps_and_grows_with_k():
     radii = [calibrate(paper_config(privacy="jdp", epsilon=e)).union_radius for e in (0.5, 1, 5)]
     assert radii[0] > radii[1] > radii[2]
-    assert (calibrate(paper_config(privacy="jdp", episodes=1000)).union_radius
-            < calibrate(paper_config(privacy="jdp", episodes=100_000)).union_radius)
+    assert (
+        calibrate(paper_config(privacy="jdp", episodes=1000)).union_radius
+        < calibrate(paper_config(privacy="jdp", episodes=100_000)).union_radius
+    )
     assert calibrate(paper_config(privacy="jdp", epsilon=math.inf)).union_radius == 0
 
 
@@ -106,3 +116,22 @@ def test_pooled_sensitivity_is_larger_in_l2():
     assert per_step.families[0].l2 == pytest.approx(math.sqrt(40))
     assert pooled.families[0].l2 == pytest.approx(math.sqrt(2) * 20)
     assert pooled.mechanism.sigma / per_step.mechanism.sigma == pytest.approx(math.sqrt(20))
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_local_randomizer_noise_has_the_declared_scale(mechanism):
+    cfg = paper_config(
+        privacy="ldp",
+        epsilon=4.0,
+        mechanism=mechanism,
+        delta=1e-5 if mechanism == "gaussian" else 0.0,
+    )
+    cal = calibrate(cfg)
+    zeros = {f.name: np.zeros((1, *f.shape)) for f in cal.families}
+    rngs = [np.random.default_rng(seed) for seed in range(120)]
+    noise = np.concatenate([randomize_locally(zeros, cal, [g])["sas"].ravel() for g in rngs])
+    assert noise.size > 100_000
+    assert noise.std() == pytest.approx(cal.mechanism.std(), rel=0.02)
+    assert abs(noise.mean()) < 0.02 * cal.mechanism.std()
+    if mechanism == "laplace":
+        assert np.abs(noise).mean() == pytest.approx(cal.mechanism.scale, rel=0.02)

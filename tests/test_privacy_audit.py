@@ -33,8 +33,17 @@ def random_trajectory(rng: np.random.Generator, disjoint_from: Trajectories | No
 
 def config(privacy: str, mechanism: str, **kw) -> RunConfig:
     delta = 1e-5 if mechanism == "gaussian" else 0.0
-    return RunConfig(n_states=S, n_actions=A, horizon=H, episodes=64, privacy=privacy,
-                     epsilon=0.7, delta=delta, mechanism=mechanism, **kw)
+    return RunConfig(
+        n_states=S,
+        n_actions=A,
+        horizon=H,
+        episodes=64,
+        privacy=privacy,
+        epsilon=0.7,
+        delta=delta,
+        mechanism=mechanism,
+        **kw,
+    )
 
 
 def released_difference(cal, x: Trajectories, y: Trajectories, pooled: bool) -> np.ndarray:
@@ -109,13 +118,17 @@ def test_jdp_neighbouring_streams_differ_by_at_most_the_declared_loss(mechanism)
             a = np.stack([tabular_counts(u, S, A)[fam.name][0].ravel() for u in users])
             b = a.copy()
             b[j] = tabular_counts(other, S, A)[fam.name][0].ravel()
-            diffs = [x - y for x, y in zip(_node_sums(a, levels), _node_sums(b, levels), strict=True)]
+            diffs = [
+                x - y for x, y in zip(_node_sums(a, levels), _node_sums(b, levels), strict=True)
+            ]
             changed = [d for d in diffs if np.any(d != 0)]
             assert len(changed) <= levels
             if mechanism == "laplace":
                 loss += sum(np.abs(d).sum() for d in changed) / cal.mechanism.scale
             else:
                 loss += sum(float(d @ d) for d in changed) / (2 * cal.mechanism.sigma**2)
-        budget = cfg.epsilon if mechanism == "laplace" else sum(f.cost for f in cal.families) * levels
+        budget = (
+            cfg.epsilon if mechanism == "laplace" else sum(f.cost for f in cal.families) * levels
+        )
         assert loss <= budget + 1e-9
         assert loss == pytest.approx(budget, rel=0.35)  # the worst case nearly attains it

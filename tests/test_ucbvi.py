@@ -1,4 +1,4 @@
-"""DP-UCBVI: edge cases, bonus terms by hand, monotone optimistic Q, eps -> inf reduction, learning."""
+"""DP-UCBVI: edge cases, bonus terms by hand, monotone optimistic Q, eps -> inf, learning."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from shared.learners.ucbvi import DPUCBVI, iota
 from shared.privacy.postprocess import project_counts
 from shared.run import Run, run_in_process, user_episode
 from shared.stats import family_shapes
-from shared.worlds import garnet, optimal_q, riverswim, uniform_random_return, optimal_return
+from shared.worlds import garnet, optimal_q, optimal_return, riverswim, uniform_random_return
 
 RIVER = riverswim(20)
 
@@ -42,8 +42,9 @@ def test_bonus_terms_by_hand():
     c23 = 1000**2 * 2**4 * 1 * io**4 * (2**4 * radius**2 + 2**6)
     g = [min(c1 / n + c23 / n**2, 4.0) for n in (2.0, 8.0)]
     w = 0.25 * g[0] + 0.75 * g[1]
-    expected = (math.sqrt(2 * io / 4) + 20 * 2 * 2 * radius * io / 4
-                + 4 * math.sqrt(io) * math.sqrt(w / 4))
+    expected = (
+        math.sqrt(2 * io / 4) + 20 * 2 * 2 * radius * io / 4 + 4 * math.sqrt(io) * math.sqrt(w / 4)
+    )
     assert bonus[0, 0, 0, 0] == pytest.approx(expected)
     assert math.isinf(bonus[0, 0, 1, 0])  # N = 0 -> +inf
     # h = H: term 4 is 0, so the bonus is terms 2 + 3 only
@@ -61,8 +62,11 @@ def test_first_episode_is_all_optimistic_and_random_tie_breaking():
 
 @pytest.mark.parametrize("privacy", ["none", "jdp", "ldp"])
 def test_q_is_bounded_and_non_increasing_in_k(privacy):
-    c = cfg(privacy=privacy, epsilon=5.0, delta=1e-5, mechanism="gaussian",
-            episodes=120) if privacy != "none" else cfg(episodes=120)
+    c = (
+        cfg(privacy=privacy, epsilon=5.0, delta=1e-5, mechanism="gaussian", episodes=120)
+        if privacy != "none"
+        else cfg(episodes=120)
+    )
     run = Run(c, [3])
     prev = None
     for k in range(c.episodes):
@@ -80,8 +84,13 @@ def test_q_is_bounded_and_non_increasing_in_k(privacy):
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 def test_infinite_epsilon_reduces_exactly_to_non_private(privacy, mechanism):
     base = cfg(episodes=300, privacy="none")
-    private = cfg(episodes=300, privacy=privacy, epsilon=math.inf, mechanism=mechanism,
-                  delta=1e-5 if mechanism == "gaussian" else 0.0)
+    private = cfg(
+        episodes=300,
+        privacy=privacy,
+        epsilon=math.inf,
+        mechanism=mechanism,
+        delta=1e-5 if mechanism == "gaussian" else 0.0,
+    )
     a = run_in_process(base, RIVER, [4, 5])
     b = run_in_process(private, RIVER, [4, 5])
     np.testing.assert_array_equal(a.regret, b.regret)
@@ -98,8 +107,15 @@ def test_huge_finite_epsilon_is_close_to_non_private():
 def test_faithful_jdp_satisfies_the_count_contract_every_episode():
     """Spec §3.3 on the good event: N <= N~(s,a) <= N + E, |N~(s,a,s') - N(s,a,s')| <= E."""
     world = garnet(3, 2, 3, seed=1)
-    c = RunConfig(n_states=3, n_actions=2, horizon=3, episodes=150, preset="faithful",
-                  privacy="jdp", epsilon=2.0)
+    c = RunConfig(
+        n_states=3,
+        n_actions=2,
+        horizon=3,
+        episodes=150,
+        preset="faithful",
+        privacy="jdp",
+        epsilon=2.0,
+    )
     run = Run(c, [7])
     violations = 0
     for k in range(c.episodes):
@@ -118,8 +134,15 @@ def test_faithful_jdp_satisfies_the_count_contract_every_episode():
 
 def test_faithful_q_is_optimistic():
     world = garnet(3, 2, 3, seed=2)
-    c = RunConfig(n_states=3, n_actions=2, horizon=3, episodes=100, preset="faithful",
-                  privacy="jdp", epsilon=5.0)
+    c = RunConfig(
+        n_states=3,
+        n_actions=2,
+        horizon=3,
+        episodes=100,
+        preset="faithful",
+        privacy="jdp",
+        epsilon=5.0,
+    )
     q_star, _ = optimal_q(world)
     run = Run(c, [8])
     for k in range(c.episodes):

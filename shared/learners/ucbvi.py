@@ -54,8 +54,8 @@ class DPUCBVI:
         self.iota = iota(config)
         h, s, a = config.horizon, config.n_states, config.n_actions
         self.q = np.full((len(self.seeds), h, s, a), float(h))
-        self.caps = (h - np.arange(h, dtype=float)) if self.knobs.clip_remaining else np.full(
-            h, float(h)
+        self.caps = (
+            (h - np.arange(h, dtype=float)) if self.knobs.clip_remaining else np.full(h, float(h))
         )
 
     def _static_bonus(self, n_sa: np.ndarray, p: np.ndarray, radius: float) -> np.ndarray:
@@ -72,9 +72,7 @@ class DPUCBVI:
                 n_next = n_sa.sum(axis=-1)  # (R, Hs, S)
                 c1 = 1000.0**2 * h_**3 * s_ * a_ * io**2
                 c23 = 1000.0**2 * s_**4 * a_**2 * io**4 * (h_**4 * radius**2 + h_**6)
-                g = np.where(
-                    n_next > 0, np.minimum(c1 / n_next + c23 / n_next**2, h_**2), h_**2
-                )
+                g = np.where(n_next > 0, np.minimum(c1 / n_next + c23 / n_next**2, h_**2), h_**2)
                 if n_sa.shape[1] == 1:  # pooled over h: the same next-step counts
                     w = np.einsum("rhsat,rht->rhsa", p, g)
                     w = np.broadcast_to(w, (w.shape[0], h_, *w.shape[2:])).copy()
@@ -97,38 +95,44 @@ class DPUCBVI:
         threshold = self.knobs.unknown_below * count_std
         if threshold > 0:
             n_sa = np.where(n_sa >= threshold, n_sa, 0.0)
-        static = self._static_bonus(n_sa, p, radius)
-        n_rep, horizon = self.q.shape[:2]
+        visited = n_sa > 0
+        # Value-independent parts for all h at once; unvisited cells are +inf (b = +inf, E4).
+        base = np.where(visited, r + self._static_bonus(n_sa, p, radius), np.inf)
+        cb = self.knobs.bonus_scale if self.knobs.variance_terms else 0.0
+        with np.errstate(divide="ignore"):
+            var_coef = np.where(visited, 2.0 * cb * np.sqrt(self.iota / n_sa), 0.0)
+        caps = np.broadcast_to(self.caps[None, :, None, None], self.q.shape)
+        ceiling = np.minimum(caps, self.q) if self.knobs.clip_previous else caps
+        n_rep, horizon, n_states = self.q.shape[:3]
         pooled = n_sa.shape[1] == 1
-        io, cb = self.iota, self.knobs.bonus_scale
-        use_var = self.knobs.variance_terms
+        p_flat = p.reshape(n_rep, p.shape[1], -1, n_states)  # (R, Hs, S*A, S)
         q_new = np.empty_like(self.q)
-        v = np.zeros((n_rep, self.q.shape[2]))
+        vv = np.zeros((n_rep, n_states, 2))  # [V, V^2] of the next step
         for h in range(horizon - 1, -1, -1):
             j = 0 if pooled else h
-            ph = p[:, j]
-            moments = np.matmul(
-                ph.reshape(n_rep, -1, ph.shape[-1]), np.stack([v, v * v], axis=-1)
-            ).reshape(*ph.shape[:-1], 2)
+            moments = np.matmul(p_flat[:, j], vv).reshape(*self.q.shape[:1], *self.q.shape[2:], 2)
             pv = moments[..., 0]
-            q = r[:, j] + pv + static[:, j]
-            if use_var and cb > 0:
-                var = np.maximum(moments[..., 1] - pv * pv, 0.0)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    q = q + cb * 2.0 * np.sqrt(var * io / n_sa[:, j])
-            q = np.where(n_sa[:, j] > 0, q, np.inf)  # unvisited: b = +inf (E4)
-            q = np.minimum(q, self.caps[h])
-            if self.knobs.clip_previous:
-                q = np.minimum(q, self.q[:, h])
+            q = base[:, j] + pv
+            if cb > 0:
+                q += var_coef[:, j] * np.sqrt(np.maximum(moments[..., 1] - pv * pv, 0.0))
+            np.minimum(q, ceiling[:, h], out=q)
             q_new[:, h] = q
             v = q.max(axis=-1)
+            vv[..., 0] = v
+            vv[..., 1] = v * v
         self.q = q_new
         return self.greedy(episode)
 
     def greedy(self, episode: int) -> np.ndarray:
-        """argmax_a Q~ with uniformly random tie-breaking from the learner's seeded stream."""
-        shape = self.q.shape[1:]
-        u = np.stack([generator(s, "tiebreak", episode).random(shape) for s in self.seeds])
+        """argmax_a Q~ with uniformly random tie-breaking from the learner's seeded stream.
+
+        Only replicas with a tie draw (from `generator(seed, "tiebreak", episode)`), so the
+        policy stays a pure function of (Q~, seed, episode).
+        """
         best = self.q.max(axis=-1, keepdims=True)
         ties = self.q >= best - TIE_TOL
-        return np.argmax(np.where(ties, u, -1.0), axis=-1)
+        tied = ties.sum(axis=-1).max(axis=(1, 2)) > 1
+        keys = ties.astype(float)
+        for i in np.flatnonzero(tied):
+            keys[i] += generator(self.seeds[i], "tiebreak", episode).random(self.q.shape[1:])
+        return np.argmax(np.where(ties, keys, -1.0), axis=-1)

@@ -64,9 +64,7 @@ class Identity:
 class Central:
     """JDP: one tree counter per released family; the billboard sees only noisy prefix sums."""
 
-    def __init__(
-        self, calibration: Calibration, seeds: Sequence[int], max_items: int
-    ) -> None:
+    def __init__(self, calibration: Calibration, seeds: Sequence[int], max_items: int) -> None:
         assert calibration.mechanism is not None
         self.calibration = calibration
         self.trees = {

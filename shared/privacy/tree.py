@@ -96,7 +96,7 @@ class TreeCounter:
         return total
 
     def release(self) -> np.ndarray:
-        """The noisy prefix sum B(t) after the items added so far (B(0) = 0 plus its noise-free 0)."""
+        """The noisy prefix sum B(t) after the items added so far (B(0) = 0)."""
         return self.exact + self.noise_sum()
 
     def release_std(self, t: int | None = None) -> float:

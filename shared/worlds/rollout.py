@@ -44,8 +44,8 @@ class Trajectories:
 
 def _inverse_cdf(cdf_rows: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Inverse-CDF indices: #{cdf <= u} per row, clipped to S-1 (a vectorized searchsorted)."""
-    idx = np.count_nonzero(cdf_rows <= u[..., None], axis=-1)
-    return np.minimum(idx, cdf_rows.shape[-1] - 1).astype(np.int64)
+    idx = (cdf_rows <= u[..., None]).sum(axis=-1)
+    return np.minimum(idx, cdf_rows.shape[-1] - 1)
 
 
 def _initial_states(mdp: TabularMDP, u0: np.ndarray) -> np.ndarray:
@@ -99,15 +99,21 @@ def rollout(mdp: TabularMDP, policies: np.ndarray, uniforms: np.ndarray) -> Traj
             f"policies contain actions outside [0, {mdp.A}): min {pol.min()}, max {pol.max()}"
         )
     states = np.empty((n, H + 1), dtype=np.int64)
-    actions = np.empty((n, H), dtype=np.int64)
-    rewards = np.empty((n, H), dtype=np.float64)
     rows = np.arange(n)
     states[:, 0] = _initial_states(mdp, u[:, 0])
+    # Gather each policy's own transition CDFs and mean rewards once: (n, H, S, S) and (n, H, S).
+    steps, cells = np.arange(H)[None, :, None], np.arange(S)[None, None, :]
+    cdf_pi = mdp.cum_P[steps, cells, pol]
+    mean_pi = mdp.R[steps, cells, pol]
     for h in range(H):
-        s = states[:, h]
-        a = pol[rows, h, s].astype(np.int64)
-        actions[:, h] = a
-        states[:, h + 1], rewards[:, h] = _transition(mdp, h, s, a, u[:, 1 + h], u[:, 1 + H + h])
+        states[:, h + 1] = _inverse_cdf(cdf_pi[rows, h, states[:, h]], u[:, 1 + h])
+    visited = states[:, :-1]
+    actions = pol[rows[:, None], np.arange(H)[None, :], visited].astype(np.int64)
+    mean = mean_pi[rows[:, None], np.arange(H)[None, :], visited]
+    if mdp.reward_noise == "bernoulli":
+        rewards = (u[:, 1 + H :] < mean).astype(np.float64)
+    else:
+        rewards = mean.astype(np.float64)
     return Trajectories(states=states, actions=actions, rewards=rewards)
 
 

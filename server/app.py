@@ -1,0 +1,102 @@
+"""The FastAPI application: `create_app(settings)` wires store, registry, metrics and routes.
+
+The HTTP layer only moves validated messages; the algorithm lives in `shared.run.Run`. Runs are
+rebuilt from the store in a background thread at startup: /healthz answers at once, /readyz and
+the run routes answer 503 until every run is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio.to_thread
+from fastapi import FastAPI
+from starlette.types import Scope
+
+from server.errors import install_error_handlers
+from server.limits import BodySizeLimit
+from server.metrics import LatencyMiddleware, Metrics
+from server.registry import Registry
+from server.routes import episodes, ops, public, runs
+from server.settings import Settings
+from server.store import Store
+from shared.protocol import API_VERSION
+
+log = logging.getLogger("privrl.server")
+
+DESCRIPTION = """\
+Billboard server of privrl: hosts differentially private episodic RL runs.
+
+Users claim an episode (`POST /v1/runs/{id}/claims`: episode index, single-use ticket, the
+current policy and, in LDP runs, the local randomizer's parameters), roll it out in their own
+world and report it (`POST /v1/runs/{id}/reports`). JDP / non-private runs take the raw
+trajectory (the server is the trusted curator and only publishes privatized statistics); LDP
+runs take only locally randomized arrays. Everything published (billboard, policies, ledger) is
+post-processing of privatized statistics. Errors always have the body `{"detail": "..."}`.
+"""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """A server app for `settings` (default: from PRIVRL_* environment variables)."""
+    settings = settings if settings is not None else Settings()
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = Store(settings.db, synchronous=settings.db_synchronous)
+        registry = Registry(
+            store, settings.claim_timeout, settings.max_cells, settings.max_body_bytes
+        )
+        app.state.store = store
+        app.state.registry = registry
+        log.info("store %s open; rebuilding runs", settings.db)
+        if settings.admin_token is None:
+            log.warning("PRIVRL_ADMIN_TOKEN is not set: admin routes answer 503")
+        async def rebuild() -> None:
+            try:
+                await anyio.to_thread.run_sync(registry.rebuild_all)
+            except Exception as exc:
+                log.exception("rebuilding runs from the store failed")
+                registry.rebuild_error = f"{type(exc).__name__}: {exc}"
+                return
+            for hosted in list(registry.runs.values()):
+                metrics.run_state(
+                    hosted.id, hosted.version, hosted.epsilon_spent(), hosted.run.reported
+                )
+            log.info(
+                "ready: %d run(s) rebuilt, %d failed", len(registry.runs), len(registry.failed)
+            )
+
+        task = asyncio.create_task(rebuild())
+        try:
+            yield
+        finally:
+            registry.stopping = True
+            await task
+        store.close()
+
+    app = FastAPI(
+        title="privrl server",
+        version=API_VERSION,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = metrics
+    for module in (runs, episodes, public, ops):
+        app.include_router(module.router)
+
+    def report_refused(reason: str) -> None:
+        metrics.reports_refused.labels(reason).inc()
+
+    def body_refused(scope: Scope) -> None:
+        if scope.get("method") == "POST" and str(scope.get("path", "")).endswith("/reports"):
+            report_refused("too_large")
+
+    install_error_handlers(app, report_refused)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, on_refused=body_refused)
+    app.add_middleware(LatencyMiddleware, metrics=metrics)
+    return app

@@ -1,0 +1,442 @@
+"""One run as the server hosts it: a `shared.run.Run`, its open claims and its policy log.
+
+All algorithm logic lives in `shared.run.Run`; this class only decides *when* to call it, checks
+tickets and keeps the store in step. It is not thread-safe: the app holds the run's asyncio lock
+(one writer per run) around every call, and runs the call in a worker thread.
+
+When the learner plans matters (DP-UCBVI clips Q~ by the previous plan), so the planning points
+are part of the persisted state: the learner plans before the first episode and at every claim
+(at most once per number of reports counted), and each claim row records that number. A replay
+plans at exactly the same points and therefore rebuilds the same policy versions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+from server.errors import Refusal
+from server.store import ClaimRow, PolicyRow, ReportRow, RunRow, Store
+from server.validation import (
+    canonical,
+    check_kind,
+    decode_noisy,
+    decode_trajectory,
+    noise_scale,
+    noisy_arrays,
+    trajectory_arrays,
+)
+from shared.config import RunConfig
+from shared.privacy.calibration import Calibration
+from shared.privacy.mechanisms import Gaussian
+from shared.protocol import (
+    Ack,
+    Billboard,
+    EpisodeOutcome,
+    LedgerView,
+    NoisyReport,
+    PolicyLog,
+    PolicyPayload,
+    RandomizerParams,
+    RunInfo,
+    RunStatus,
+    Ticket,
+    TrajectoryReport,
+    encode_number,
+)
+from shared.run import Run
+
+log = logging.getLogger("privrl.server")
+T = TypeVar("T")
+
+# (epsilon, delta) totals of a zCDP ledger need a delta; pure-only ledgers report delta 0.
+DEFAULT_DELTA = 1e-5
+
+
+class RebuildError(RuntimeError):
+    """The stored reports do not replay to the stored policy log (the run is not served)."""
+
+
+@dataclass
+class OpenClaim:
+    """A ticket handed out and not yet reported (it may have expired since)."""
+
+    ticket: str
+    episode: int
+    policy_version: int
+    expires_at: float
+
+
+def randomizer_params(calibration: Calibration) -> RandomizerParams | None:
+    """The local randomizer's public calibration (LDP runs only)."""
+    if calibration.mode != "ldp" or calibration.mechanism is None:
+        return None
+    mech = "gaussian" if isinstance(calibration.mechanism, Gaussian) else "laplace"
+    return RandomizerParams(
+        mechanism=mech,
+        scale=noise_scale(calibration),
+        families={f.name: list(f.shape) for f in calibration.families},
+    )
+
+
+class HostedRun:
+    """The server-side state of one run (one replica of `Run`) plus its tickets."""
+
+    def __init__(
+        self, row: RunRow, config: RunConfig, store: Store, claim_timeout: float
+    ) -> None:
+        self.id = row.id
+        self.row = row
+        self.config = config
+        self.store = store
+        self.claim_timeout = float(claim_timeout)
+        self.deleted = False
+        self.lock = asyncio.Lock()
+        self.slot_freed = asyncio.Condition(self.lock)
+        self._reset()
+
+    def _reset(self) -> None:
+        """Empty in-memory state: a fresh Run, no claims, no policy yet."""
+        self.run = Run(self.config)
+        self.claimed = 0
+        self.open: dict[str, OpenClaim] = {}
+        self.version = 0
+        self.actions = np.zeros((self.config.horizon, self.config.n_states), dtype=np.int64)
+
+    @property
+    def sequential(self) -> bool:
+        """At most one outstanding claim at a time."""
+        return self.row.sequential
+
+    # -- life cycle -------------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        run_id: str,
+        config: RunConfig,
+        sequential: bool,
+        store: Store,
+        claim_timeout: float,
+        now: float,
+    ) -> HostedRun:
+        """A new run: plan the first policy (0 reports) and persist spec and policy together."""
+        row = RunRow(run_id, config.model_dump_json(), now, sequential)
+        hosted = cls(row, config, store, claim_timeout)
+        first = hosted._plan()
+        assert first is not None
+        store.insert_run(row, first)
+        return hosted
+
+    @classmethod
+    def restore(cls, row: RunRow, store: Store, claim_timeout: float) -> HostedRun:
+        """Rebuild a stored run by replaying its reports and planning points."""
+        config = RunConfig.model_validate_json(row.config)
+        hosted = cls(row, config, store, claim_timeout)
+        hosted._load()
+        return hosted
+
+    def _load(self) -> None:
+        """(Re)build everything from the store; checks the replay against the stored log."""
+        self._reset()
+        claims = self.store.claims(self.id)
+        stored = {p.version: p for p in self.store.policies(self.id)}
+        plan_points = {0} | {c.planned_at for c in claims}
+        self._replan(stored)
+        for rep in self.store.reports(self.id):
+            if rep.kind == "trajectory":
+                self.run.ingest_trajectories(decode_trajectory(rep.payload))
+            else:
+                self.run.ingest_noisy(decode_noisy(rep.payload, self.run.calibration))
+            if Ack.model_validate_json(rep.ack).reported != self.run.reported:
+                raise RebuildError(f"run {self.id}: report {rep.seq} replays out of order")
+            if self.run.reported in plan_points:
+                self._replan(stored)
+        if stored and self.version != max(stored):
+            raise RebuildError(
+                f"run {self.id}: replay reached policy version {self.version}, the log has"
+                f" {max(stored)}"
+            )
+        self.claimed = max((c.episode for c in claims), default=-1) + 1
+        self.open = {
+            c.ticket: OpenClaim(c.ticket, c.episode, c.policy_version, c.expires_at)
+            for c in claims
+            if c.state == "open"
+        }
+
+    def _replan(self, stored: dict[int, PolicyRow]) -> None:
+        """Plan during a replay; a new version must equal the stored one."""
+        new = self._plan()
+        if new is None:
+            return
+        old = stored.get(new.version)
+        if old is None or json.loads(old.actions) != json.loads(new.actions):
+            raise RebuildError(f"run {self.id}: policy version {new.version} does not replay")
+
+    def _plan(self) -> PolicyRow | None:
+        """Let the learner plan at the current report count; the new version's row, if any."""
+        policy = self.run.policy()[0]
+        if self.run.policy_version == self.version:
+            return None
+        self.version = self.run.policy_version
+        self.actions = np.array(policy, dtype=np.int64)
+        actions = json.dumps(self.actions.tolist(), separators=(",", ":"))
+        return PolicyRow(self.id, self.version, self.run.reported, actions)
+
+    def _atomically(self, what: str, mutate: Callable[[], T]) -> T:
+        """Mutate memory and store together; on failure rebuild memory from the store (503)."""
+        try:
+            return mutate()
+        except Exception as exc:
+            log.exception("run %s: could not record a %s; rebuilding from the store", self.id, what)
+            try:
+                self._load()
+            except Exception:
+                log.exception("run %s: rebuild failed", self.id)
+            raise Refusal(
+                503, "store", f"the server could not record this {what}; nothing changed, retry"
+            ) from exc
+
+    # -- claims -----------------------------------------------------------------------------------
+
+    def outstanding(self, now: float) -> list[OpenClaim]:
+        """Claims neither reported nor expired (a snapshot; safe to call without the lock)."""
+        return [c for c in list(self.open.values()) if c.expires_at > now]
+
+    def _sweep(self, now: float) -> None:
+        """Forget expired claims (their rows stay; expiry is a function of the stored time)."""
+        for ticket in [t for t, c in self.open.items() if c.expires_at <= now]:
+            del self.open[ticket]
+
+    def next_expiry(self, now: float) -> float | None:
+        """Seconds until the earliest outstanding claim lapses (None without any)."""
+        pending = self.outstanding(now)
+        return min(c.expires_at for c in pending) - now if pending else None
+
+    def claim(self, now: float) -> Ticket:
+        """Hand out the next episode: index, single-use ticket, current policy (planned here)."""
+        k_total = self.config.episodes
+        if self.run.finished:
+            raise Refusal(410, "finished", f"run {self.id} has finished: all {k_total} episodes"
+                          " are reported")
+        self._sweep(now)
+        pending = self.outstanding(now)
+        if pending:
+            wait = max(1, math.ceil(min(c.expires_at for c in pending) - now))
+            retry = {"Retry-After": str(wait)}
+            if self.sequential:
+                raise Refusal(
+                    409,
+                    "busy",
+                    f"run {self.id} is sequential and episode {pending[0].episode} is still"
+                    f" outstanding; retry after it is reported or expires (at most {wait} s),"
+                    " or claim with ?wait=SECONDS",
+                    retry,
+                )
+            if self.run.reported + len(pending) >= k_total:
+                raise Refusal(
+                    409,
+                    "full",
+                    f"run {self.id}: {self.run.reported} of {k_total} episodes are reported and"
+                    f" the remaining {len(pending)} claimed; retry after a claim expires (at"
+                    f" most {wait} s) or claim with ?wait=SECONDS",
+                    retry,
+                )
+        episode, planned_at = self.claimed, self.run.reported
+        ticket = secrets.token_urlsafe(24)
+        expires_at = now + self.claim_timeout
+
+        def mutate() -> None:
+            new_policy = self._plan()
+            row = ClaimRow(
+                ticket, self.id, episode, self.version, planned_at, now, expires_at, "open"
+            )
+            self.store.record_claim(row, new_policy)
+
+        self._atomically("claim", mutate)
+        self.claimed += 1
+        self.open[ticket] = OpenClaim(ticket, episode, self.version, expires_at)
+        log.info("run %s: episode %d claimed (policy version %d)", self.id, episode, self.version)
+        return Ticket(
+            run_id=self.id,
+            episode=episode,
+            ticket=ticket,
+            policy=self.policy_payload(),
+            randomizer=randomizer_params(self.run.calibration),
+            expires_in=self.claim_timeout,
+        )
+
+    # -- reports ----------------------------------------------------------------------------------
+
+    def report(self, report: TrajectoryReport | NoisyReport, now: float) -> Ack:
+        """Validate a report against its ticket and the run, ingest it and commit it; or refuse."""
+        payload, digest = canonical(report)
+        claim = self.open.get(report.ticket)
+        if claim is None:
+            claim = self._settled_claim(report.ticket, digest)
+            if isinstance(claim, Ack):
+                return claim
+        if self.run.finished:
+            raise Refusal(410, "finished", f"run {self.id} has finished: all"
+                          f" {self.config.episodes} episodes are reported")
+        if claim.expires_at <= now:
+            self.open.pop(claim.ticket, None)
+            raise Refusal(
+                410,
+                "expired",
+                f"the claim of episode {claim.episode} expired {now - claim.expires_at:.1f} s ago"
+                f" (claims last {self.claim_timeout:g} s); nothing was counted, claim a new"
+                " episode",
+            )
+        check_kind(report, self.config)
+        if isinstance(report, TrajectoryReport):
+            policy = self._served_policy(claim.policy_version)
+            traj = trajectory_arrays(report, self.config, policy, claim.policy_version)
+
+            def ingest() -> None:
+                self.run.ingest_trajectories(traj)
+        else:
+            arrays = noisy_arrays(report, self.config, self.run.calibration)
+
+            def ingest() -> None:
+                self.run.ingest_noisy(arrays)
+
+        def mutate() -> Ack:
+            ingest()
+            ack = Ack(run_id=self.id, episode=claim.episode, reported=self.run.reported)
+            row = ReportRow(
+                self.id,
+                self.run.reported,
+                claim.ticket,
+                claim.episode,
+                report.kind,
+                payload,
+                digest,
+                ack.model_dump_json(),
+            )
+            self.store.record_report(row)
+            return ack
+
+        ack = self._atomically("report", mutate)
+        self.open.pop(claim.ticket, None)
+        log.info(
+            "run %s: report of episode %d accepted (%d/%d reported)",
+            self.id,
+            claim.episode,
+            ack.reported,
+            self.config.episodes,
+        )
+        return ack
+
+    def _settled_claim(self, ticket: str, digest: str) -> OpenClaim | Ack:
+        """A ticket not open in memory: the stored Ack of a retry or a lapsed claim; else refuse."""
+        row = self.store.find_claim(ticket)
+        if row is None or row.run_id != self.id:
+            raise Refusal(404, "unknown_ticket", f"unknown ticket: run {self.id} never issued it")
+        if row.state == "reported":
+            stored = self.store.find_report(ticket)
+            if stored is not None and stored.digest == digest:
+                ack = Ack.model_validate_json(stored.ack)
+                return ack.model_copy(update={"duplicate": True})
+            raise Refusal(
+                409,
+                "conflict",
+                f"this ticket was already used for episode {row.episode} with a different report;"
+                " a ticket is single-use (nothing was counted)",
+            )
+        return OpenClaim(row.ticket, row.episode, row.policy_version, row.expires_at)
+
+    def _served_policy(self, version: int) -> np.ndarray:
+        """The actions (H, S) of policy `version` (the current one, or from the stored log)."""
+        if version == self.version:
+            return self.actions
+        for row in self.store.policies(self.id):
+            if row.version == version:
+                return np.asarray(json.loads(row.actions), dtype=np.int64)
+        raise RebuildError(f"run {self.id}: policy version {version} is missing from the log")
+
+    # -- public views -----------------------------------------------------------------------------
+
+    def status(self, now: float) -> RunStatus:
+        """Progress counters."""
+        return RunStatus(
+            episodes=self.config.episodes,
+            claimed=self.claimed,
+            outstanding=len(self.outstanding(now)),
+            reported=self.run.reported,
+            finished=self.run.finished,
+            policy_version=self.version,
+        )
+
+    def info(self, now: float) -> RunInfo:
+        """Spec and status."""
+        return RunInfo(
+            id=self.id,
+            config=self.config,
+            status=self.status(now),
+            created_at=self.row.created_at,
+            sequential=self.sequential,
+        )
+
+    def policy_payload(self) -> PolicyPayload:
+        """The newest policy (the one the next claim is served unless a report arrives first)."""
+        return PolicyPayload(version=self.version, actions=self.actions.tolist())
+
+    def billboard(self) -> Billboard:
+        """The public release the learner plans from (privatized statistics only)."""
+        release = self.run.billboard()
+        return Billboard(
+            run_id=self.id,
+            reported=self.run.reported,
+            radius=float(self.run.radius()),
+            shapes={name: list(arr.shape[1:]) for name, arr in release.items()},
+            arrays={name: arr[0].ravel().tolist() for name, arr in release.items()},
+        )
+
+    def ledger_view(self) -> LedgerView:
+        """Privacy spent so far, from the charges the privatizer actually made."""
+        ledger = self.run.ledger
+        delta = self.config.delta if self.config.delta > 0 else DEFAULT_DELTA
+        totals = ledger.totals(delta)
+        return LedgerView(
+            run_id=self.id,
+            epsilon=encode_number(totals.epsilon),
+            delta=totals.delta,
+            epsilon_pure=encode_number(totals.epsilon_pure),
+            rho=encode_number(totals.rho),
+            by_mechanism={
+                name: {k: encode_number(v) if isinstance(v, float) else v for k, v in d.items()}
+                for name, d in ledger.by_mechanism().items()
+            },
+            charges=[c.to_dict() for c in ledger.entries],
+        )
+
+    def epsilon_spent(self) -> float:
+        """Total epsilon spent (for the metrics gauge)."""
+        delta = self.config.delta if self.config.delta > 0 else DEFAULT_DELTA
+        return float(self.run.ledger.totals(delta).epsilon)
+
+    def policy_log(self, now: float) -> PolicyLog:
+        """Every policy version and, per episode index, the version served and the outcome."""
+        versions = {p.version: json.loads(p.actions) for p in self.store.policies(self.id)}
+        claims = self.store.claims(self.id)
+        outcomes: list[EpisodeOutcome] = [
+            "reported"
+            if c.state == "reported"
+            else ("outstanding" if c.expires_at > now else "expired")
+            for c in claims
+        ]
+        return PolicyLog(
+            run_id=self.id,
+            versions=versions,
+            episodes=[c.policy_version for c in claims],
+            outcomes=outcomes,
+        )

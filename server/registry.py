@@ -1,0 +1,145 @@
+"""The runs a server process hosts: creation (size limits), lookup, deletion, startup rebuild."""
+
+from __future__ import annotations
+
+import logging
+import math
+import secrets
+import time
+
+from server.errors import Refusal
+from server.hosted import HostedRun
+from server.store import Store
+from shared.config import RunConfig
+from shared.stats import family_shapes
+
+log = logging.getLogger("privrl.server")
+
+# Bytes one number takes in a JSON report ("-12.345678901234567," is 20), with some margin.
+JSON_BYTES_PER_NUMBER = 24
+
+
+class Registry:
+    """Run id -> HostedRun, plus runs that could not be rebuilt (served as 503, deletable)."""
+
+    def __init__(
+        self, store: Store, claim_timeout: float, max_cells: int, max_body_bytes: int
+    ) -> None:
+        self.store = store
+        self.claim_timeout = claim_timeout
+        self.max_cells = max_cells
+        self.max_body_bytes = max_body_bytes
+        self.runs: dict[str, HostedRun] = {}
+        self.failed: dict[str, str] = {}
+        self.ready = False
+        self.stopping = False
+        self.rebuild_error: str | None = None
+
+    def rebuild_all(self) -> None:
+        """Replay every stored run (a run that fails to replay is reported, not served)."""
+        for row in self.store.runs():
+            if self.stopping:
+                return
+            started = time.perf_counter()
+            try:
+                hosted = HostedRun.restore(row, self.store, self.claim_timeout)
+            except Exception as exc:
+                log.exception("run %s could not be rebuilt from the store", row.id)
+                self.failed[row.id] = f"{type(exc).__name__}: {exc}"
+                continue
+            self.runs[row.id] = hosted
+            log.info(
+                "run %s rebuilt: %d reports replayed, policy version %d (%.2f s)",
+                row.id,
+                hosted.run.reported,
+                hosted.version,
+                time.perf_counter() - started,
+            )
+        self.ready = True
+
+    def _check_ready(self) -> None:
+        """Refuse (503) until every run has been rebuilt."""
+        if self.rebuild_error is not None:
+            raise Refusal(503, "not_ready", f"rebuilding runs failed: {self.rebuild_error}")
+        if not self.ready:
+            raise Refusal(503, "not_ready", "the server is still rebuilding runs from its store")
+
+    def get(self, run_id: str) -> HostedRun:
+        """The live run with this id, or a 404/503 refusal saying why not."""
+        self._check_ready()
+        hosted = self.runs.get(run_id)
+        if hosted is not None and not hosted.deleted:
+            return hosted
+        if run_id in self.failed:
+            raise Refusal(
+                503,
+                "broken",
+                f"run {run_id} could not be rebuilt from the store ({self.failed[run_id]})",
+            )
+        if self.store.is_deleted(run_id):
+            raise Refusal(404, "deleted", f"run {run_id} was deleted")
+        raise Refusal(404, "unknown_run", f"no run with id {run_id!r}")
+
+    def check_size(self, config: RunConfig) -> None:
+        """Refuse runs this server cannot hold, or whose LDP reports exceed the body limit."""
+        shapes = family_shapes(config.n_states, config.n_actions, config.horizon, config.pooled)
+        cells = math.prod(shapes["sas"])
+        if cells > self.max_cells:
+            raise Refusal(
+                422,
+                "too_large",
+                f"run too large: its N(s,a,s') array has H*S*A*S = {cells} entries, this server"
+                f" hosts at most {self.max_cells} (PRIVRL_MAX_CELLS)",
+            )
+        if config.privacy == "ldp":
+            numbers = sum(math.prod(s) for s in shapes.values())
+            size = numbers * JSON_BYTES_PER_NUMBER
+            if size > self.max_body_bytes:
+                raise Refusal(
+                    422,
+                    "too_large",
+                    f"an LDP report of this run would carry {numbers} numbers (about {size}"
+                    f" bytes), above this server's body limit of {self.max_body_bytes} bytes"
+                    " (PRIVRL_MAX_BODY_BYTES)",
+                )
+
+    def create(self, config: RunConfig, sequential: bool) -> HostedRun:
+        """A new run with a fresh unguessable id (planned and persisted before it is listed)."""
+        self._check_ready()
+        self.check_size(config)
+        run_id = secrets.token_hex(8)
+        while self.store.run_exists(run_id):  # pragma: no cover - 64 random bits
+            run_id = secrets.token_hex(8)
+        try:
+            hosted = HostedRun.create(
+                run_id, config, sequential, self.store, self.claim_timeout, time.time()
+            )
+        except (ValueError, ArithmeticError) as exc:
+            raise Refusal(422, "invalid_run", f"cannot create this run: {exc}") from exc
+        self.runs[run_id] = hosted
+        log.info(
+            "run %s created: %s %s, K=%d, H=%d, S=%d, A=%d, sequential=%s",
+            run_id,
+            config.algo,
+            config.privacy,
+            config.episodes,
+            config.horizon,
+            config.n_states,
+            config.n_actions,
+            sequential,
+        )
+        return hosted
+
+    def delete(self, run_id: str) -> None:
+        """Flag the run deleted and purge its private rows (the caller holds the run's lock)."""
+        self.store.delete_run(run_id)
+        hosted = self.runs.pop(run_id, None)
+        if hosted is not None:
+            hosted.deleted = True
+        self.failed.pop(run_id, None)
+        log.info("run %s deleted", run_id)
+
+    def live(self) -> list[HostedRun]:
+        """Live runs in creation order."""
+        self._check_ready()
+        return sorted(self.runs.values(), key=lambda h: (h.row.created_at, h.id))

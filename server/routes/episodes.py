@@ -1,0 +1,96 @@
+"""The users' two calls: claim an episode (ticket + policy), report its statistics (Ack)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from fastapi import APIRouter, Query, Request
+
+from server.errors import Refusal, error_responses
+from server.hosted import HostedRun
+from server.metrics import Metrics
+from server.routes.common import ensure_alive, in_thread, metrics_of, registry_of, settings_of
+from shared.protocol import Ack, Report, Ticket
+
+router = APIRouter(prefix="/v1/runs", tags=["episodes"])
+
+RETRYABLE = ("busy", "full")
+
+
+def _update_gauges(metrics: Metrics, hosted: HostedRun) -> None:
+    """Refresh a run's gauges after a claim or report."""
+    metrics.run_state(hosted.id, hosted.version, hosted.epsilon_spent(), hosted.run.reported)
+
+
+@router.post(
+    "/{run_id}/claims",
+    response_model=Ticket,
+    responses=error_responses(404, 409, 410, 422, 503),
+    summary="Claim the next episode: index, single-use ticket, current policy",
+)
+async def claim(
+    run_id: str,
+    request: Request,
+    wait: float = Query(
+        0.0,
+        ge=0,
+        le=600,
+        description="seconds to wait for a free slot (sequential run busy, or all K slots"
+        " claimed) before answering 409; capped by the server's max_claim_wait",
+    ),
+) -> Ticket:
+    """Hand out episode k = claim counter with the newest policy (and LDP randomizer params).
+
+    409 (with Retry-After) when no slot is free: in a sequential run while another episode is
+    outstanding, otherwise when reported + outstanding = K. 410 once the run has finished.
+    """
+    hosted = registry_of(request).get(run_id)
+    metrics = metrics_of(request)
+    deadline = time.monotonic() + min(wait, settings_of(request).max_claim_wait)
+    async with hosted.slot_freed:
+        while True:
+            ensure_alive(hosted)
+            try:
+                ticket = await in_thread(hosted.claim, time.time())
+                break
+            except Refusal as exc:
+                remaining = deadline - time.monotonic()
+                if exc.reason not in RETRYABLE or remaining <= 0:
+                    metrics.claims_refused.labels(exc.reason).inc()
+                    raise
+                lapse = hosted.next_expiry(time.time())
+                timeout = remaining if lapse is None else min(remaining, lapse + 0.005)
+                try:
+                    await asyncio.wait_for(hosted.slot_freed.wait(), timeout)
+                except TimeoutError:
+                    pass
+        metrics.claims.labels(hosted.id).inc()
+        _update_gauges(metrics, hosted)
+    return ticket
+
+
+@router.post(
+    "/{run_id}/reports",
+    response_model=Ack,
+    responses=error_responses(400, 404, 409, 410, 413, 422, 503),
+    summary="Report one episode's statistics with its ticket",
+)
+async def report(run_id: str, report: Report, request: Request) -> Ack:
+    """Validate and count one report; a retry with the same ticket and body gets the stored Ack.
+
+    JDP / non-private runs take kind='trajectory' (raw states, actions, rewards); LDP runs take
+    kind='noisy' (the locally randomized arrays only). Refused reports change nothing.
+    """
+    hosted = registry_of(request).get(run_id)
+    metrics = metrics_of(request)
+    async with hosted.slot_freed:
+        ensure_alive(hosted)
+        ack = await in_thread(hosted.report, report, time.time())
+        if ack.duplicate:
+            metrics.reports_duplicate.labels(hosted.id).inc()
+        else:
+            metrics.reports_accepted.labels(hosted.id).inc()
+            hosted.slot_freed.notify_all()
+        _update_gauges(metrics, hosted)
+    return ack

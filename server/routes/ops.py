@@ -1,0 +1,51 @@
+"""Operations: liveness, readiness and Prometheus metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from server.routes.common import metrics_of, registry_of
+from shared.protocol import Health, Readiness
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", response_model=Health, summary="Liveness")
+async def healthz() -> Health:
+    """The process is up and answering."""
+    return Health()
+
+
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "Runs are still being rebuilt"}},
+    summary="Readiness",
+)
+async def readyz(request: Request) -> Response:
+    """200 once the store is open and every run has been rebuilt from it, else 503."""
+    registry = registry_of(request)
+    broken = f"; {len(registry.failed)} run(s) could not be rebuilt" if registry.failed else ""
+    body = Readiness(
+        ready=registry.ready,
+        runs=len(registry.runs),
+        detail=(
+            f"rebuilding runs failed: {registry.rebuild_error}"
+            if registry.rebuild_error
+            else ("ready" if registry.ready else "rebuilding runs from the store") + broken
+        ),
+    )
+    return JSONResponse(body.model_dump(), status_code=200 if registry.ready else 503)
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
+    summary="Prometheus metrics",
+)
+async def metrics(request: Request) -> Response:
+    """Reports accepted/refused, claims, policy versions, epsilon spent, request latency."""
+    return Response(metrics_of(request).render(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,89 @@
+"""Run management: create and delete (admin token), list and show (public)."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from server.auth import require_admin
+from server.errors import error_responses
+from server.routes.common import (
+    ensure_alive,
+    in_thread,
+    locked,
+    metrics_of,
+    registry_of,
+    settings_of,
+)
+from shared.config import RunConfig
+from shared.protocol import RunInfo, RunList
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+
+
+@router.post(
+    "",
+    response_model=RunInfo,
+    status_code=201,
+    dependencies=[Depends(require_admin)],
+    responses=error_responses(400, 401, 403, 413, 422, 503),
+    summary="Create a run from a public run spec (admin)",
+)
+async def create_run(
+    config: RunConfig,
+    request: Request,
+    sequential: bool | None = Query(
+        None,
+        description="at most one outstanding claim at a time; default: the server's"
+        " --sequential setting (PRIVRL_SEQUENTIAL)",
+    ),
+) -> RunInfo:
+    """Create a run; the learner plans policy version 1 before any report."""
+    registry = registry_of(request)
+    seq = settings_of(request).sequential if sequential is None else sequential
+    hosted = await in_thread(registry.create, config, seq)
+    metrics_of(request).run_state(hosted.id, hosted.version, hosted.epsilon_spent(), 0)
+    return hosted.info(time.time())
+
+
+@router.get("", response_model=RunList, responses=error_responses(503), summary="List runs")
+async def list_runs(request: Request) -> RunList:
+    """Every live run with its status."""
+    now = time.time()
+    return RunList(runs=[h.info(now) for h in registry_of(request).live()])
+
+
+@router.get(
+    "/{run_id}",
+    response_model=RunInfo,
+    responses=error_responses(404, 503),
+    summary="Show one run",
+)
+async def show_run(run_id: str, request: Request) -> RunInfo:
+    """The run's spec and status (episodes claimed, outstanding, reported; finished or not)."""
+    hosted = registry_of(request).get(run_id)
+    return await locked(hosted, hosted.info, time.time())
+
+
+@router.delete(
+    "/{run_id}",
+    status_code=204,
+    response_class=Response,
+    dependencies=[Depends(require_admin)],
+    responses=error_responses(401, 403, 404, 503),
+    summary="Delete a run (admin)",
+)
+async def delete_run(run_id: str, request: Request) -> Response:
+    """Flag the run deleted and purge its stored reports; its id is never reused."""
+    registry = registry_of(request)
+    if run_id in registry.failed:
+        await in_thread(registry.delete, run_id)
+    else:
+        hosted = registry.get(run_id)
+        async with hosted.slot_freed:
+            ensure_alive(hosted)
+            await in_thread(registry.delete, run_id)
+            hosted.slot_freed.notify_all()
+    metrics_of(request).forget_run(run_id)
+    return Response(status_code=204)

@@ -1,0 +1,212 @@
+"""The server as a real process (`python -m server`) over HTTP: flags, SIGKILL, limits, fuzz."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from server_support import AUTH, REPO, LiveServer, snapshot, spec, user_report, world
+
+
+def cycle(http: httpx.Client, run_id: str, config: dict[str, Any], mdp: Any) -> dict[str, Any]:
+    """One honest user's claim + report; returns the report body and its Ack."""
+    resp = http.post(f"/v1/runs/{run_id}/claims")
+    assert resp.status_code == 200, resp.text
+    body = user_report(resp.json(), config, mdp)
+    resp = http.post(f"/v1/runs/{run_id}/reports", json=body)
+    assert resp.status_code == 200, resp.text
+    return {"body": body, "ack": resp.json()}
+
+
+def test_command_line_flags() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "server", "--help"], cwd=REPO, capture_output=True, text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0
+    for flag in ("--host", "--port", "--db", "--claim-timeout", "--sequential"):
+        assert flag in out.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "server", "--claim-timeout", "-3"], cwd=REPO,
+        capture_output=True, text=True, timeout=60,
+    )
+    assert bad.returncode == 2 and "--claim-timeout" in bad.stderr
+
+
+def test_sigkill_mid_run_loses_nothing_and_the_run_completes(tmp_path: Path) -> None:
+    db, log = tmp_path / "privrl.db", tmp_path / "server.log"
+    config = spec("jdp", episodes=40, n_states=5, horizon=6, seed=21)
+    mdp = world(config)
+    server = LiveServer(db, log).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            resp = http.post("/v1/runs", json=config, headers=AUTH)
+            assert resp.status_code == 201, resp.text
+            run_id = resp.json()["id"]
+            done = [cycle(http, run_id, config, mdp) for _ in range(15)]
+            assert [d["ack"]["reported"] for d in done] == list(range(1, 16))
+            before = snapshot(http.get, run_id)
+        server.kill()
+        assert server.proc is not None and server.proc.returncode == -9
+
+        server = LiveServer(db, log).start()
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            after = snapshot(http.get, run_id)
+            assert after == before  # same released values, ledger, policy log and versions
+            assert after["status"]["reported"] == 15
+            assert after["billboard"]["reported"] == 15
+            for d in done:  # every acknowledged report is counted once, and known as such
+                resp = http.post(f"/v1/runs/{run_id}/reports", json=d["body"])
+                assert resp.json() == {**d["ack"], "duplicate": True}
+            rest = [cycle(http, run_id, config, mdp) for _ in range(25)]
+            assert rest[-1]["ack"]["reported"] == 40
+            final = snapshot(http.get, run_id)
+            assert final["status"]["finished"] is True
+            assert final["ledger"]["epsilon"] == pytest.approx(1.0)
+            assert final["policies"]["outcomes"] == ["reported"] * 40
+            resp = http.post(f"/v1/runs/{run_id}/claims")
+            assert resp.status_code == 410
+    finally:
+        server.stop()
+    text = server.log()
+    assert "rebuilt: 15 reports replayed" in text
+    for d in done:
+        assert d["body"]["ticket"] not in text
+
+
+def test_limits_and_malformed_requests_over_real_http(tmp_path: Path) -> None:
+    env = {"PRIVRL_MAX_BODY_BYTES": "65536"}
+    server = LiveServer(tmp_path / "db.sqlite", tmp_path / "log", env=env)
+    with server, httpx.Client(base_url=server.url, timeout=10) as http:
+        config = spec("jdp")
+        run_id = http.post("/v1/runs", json=config, headers=AUTH).json()["id"]
+        ticket = http.post(f"/v1/runs/{run_id}/claims").json()
+        body = user_report(ticket, config, world(config))
+        before = snapshot(http.get, run_id)
+        url = f"/v1/runs/{run_id}/reports"
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: chunked transfer encoding
+            yield b'{"kind": "trajectory", "pad": "'
+            for _ in range(100):
+                yield b"x" * 1024
+            yield b'"}'
+
+        resp = http.post(url, content=chunks(), headers={"Content-Type": "application/json"})
+        assert resp.status_code == 413 and "too large" in resp.json()["detail"]
+        resp = http.post(url, content=b"{" + b" " * 70_000 + b"}",
+                         headers={"Content-Type": "application/json"})
+        assert resp.status_code == 413
+        json_type = {"Content-Type": "application/json"}
+        resp = http.post(url, content=b'{"kind": "traj', headers=json_type)
+        assert resp.status_code == 400 and "malformed JSON" in resp.json()["detail"]
+        assert snapshot(http.get, run_id) == before
+        assert http.post(url, json=body).status_code == 200
+        resp = http.get("/v1/nowhere")
+        assert resp.status_code == 404 and resp.json() == {"detail": "Not Found"}
+        resp = http.put(f"/v1/runs/{run_id}")
+        assert resp.status_code == 405 and "detail" in resp.json()
+
+
+def test_a_waiting_claim_is_woken_by_the_report(tmp_path: Path) -> None:
+    server = LiveServer(tmp_path / "db.sqlite", tmp_path / "log", "--sequential")
+    with server, httpx.Client(base_url=server.url, timeout=30) as http:
+        config = spec("ldp")
+        created = http.post("/v1/runs", json=config, headers=AUTH).json()
+        assert created["sequential"] is True
+        run_id = created["id"]
+        first = http.post(f"/v1/runs/{run_id}/claims").json()
+        result: dict[str, Any] = {}
+
+        def waiter() -> None:
+            started = time.monotonic()
+            with httpx.Client(base_url=server.url, timeout=30) as other:
+                result["resp"] = other.post(f"/v1/runs/{run_id}/claims", params={"wait": 20})
+            result["seconds"] = time.monotonic() - started
+
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        time.sleep(0.4)
+        assert "resp" not in result  # still waiting: episode 0 is outstanding
+        body = user_report(first, config, world(config))
+        assert http.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200
+        thread.join(timeout=10)
+        assert result["resp"].status_code == 200
+        assert result["resp"].json()["episode"] == 1
+        assert 0.3 < result["seconds"] < 5
+
+
+def test_admin_routes_without_a_configured_token(tmp_path: Path) -> None:
+    env = {"PRIVRL_ADMIN_TOKEN": ""}
+    with LiveServer(tmp_path / "db.sqlite", tmp_path / "log", env=env) as server:
+        resp = httpx.post(f"{server.url}/v1/runs", json=spec(), headers=AUTH)
+        assert resp.status_code == 503 and "PRIVRL_ADMIN_TOKEN" in resp.json()["detail"]
+        assert httpx.get(f"{server.url}/healthz").json() == {"status": "ok"}
+
+
+# -- schemathesis: no request the OpenAPI allows (or nearly allows) yields a 5xx ----------------
+
+
+@pytest.fixture(scope="module")
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A server for fuzzing, holding three real runs (none, JDP, LDP) with many free slots."""
+    base = tmp_path_factory.mktemp("fuzz")
+    env = {"PRIVRL_MAX_CELLS": "20000", "PRIVRL_CLAIM_TIMEOUT": "5"}
+    with LiveServer(base / "db.sqlite", base / "log", env=env) as server:
+        server.run_ids = [
+            httpx.post(f"{server.url}/v1/runs", json=spec(p, episodes=100_000), headers=AUTH)
+            .json()["id"]
+            for p in ("none", "jdp", "ldp")
+        ]
+        yield server
+    assert "Traceback" not in server.log(), server.log()[-3000:]
+
+
+@pytest.fixture(scope="module")
+def api_schema(live_server: LiveServer) -> Any:
+    """The live server's OpenAPI document."""
+    return schemathesis.openapi.from_url(f"{live_server.url}/openapi.json")
+
+
+schema = schemathesis.pytest.from_fixture("api_schema")
+FUZZ_COUNTER = iter(range(10**9))
+
+
+def aim_at_real_runs(case: Any, server: LiveServer) -> None:
+    """Point two cases in three at a real run, and give generated reports a real fresh ticket.
+
+    Random ids and tickets only ever reach the 404 branches; this sends generated bodies through
+    the ticket, kind, shape and range checks of real runs too.
+    """
+    n = next(FUZZ_COUNTER)
+    params = case.path_parameters or {}
+    if "run_id" not in params or case.method == "DELETE" or n % 3 == 0:
+        return
+    run_id = server.run_ids[n % len(server.run_ids)]
+    params["run_id"] = run_id
+    if case.path.endswith("/reports") and isinstance(case.body, dict) and "ticket" in case.body:
+        resp = httpx.post(f"{server.url}/v1/runs/{run_id}/claims", timeout=30)
+        if resp.status_code == 200:
+            case.body["ticket"] = resp.json()["ticket"]
+
+
+@schema.parametrize()
+@settings(
+    max_examples=10,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+def test_openapi_fuzz_finds_no_server_error(case: Any, live_server: LiveServer) -> None:
+    aim_at_real_runs(case, live_server)
+    case.call_and_validate(headers=AUTH, timeout=30)

@@ -1,0 +1,211 @@
+"""Helpers of the server tests: run specs, users' reports, in-process apps, a live server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from fastapi.testclient import TestClient
+
+from server.app import create_app
+from server.settings import Settings
+from shared.config import RunConfig
+from shared.privacy.calibration import calibrate
+from shared.protocol import RunInfo, Ticket
+from shared.run import user_episode
+from shared.worlds.tabular import TabularMDP, riverswim
+
+REPO = Path(__file__).resolve().parents[1]
+ADMIN = "test-admin-token-0123456789"
+AUTH = {"Authorization": f"Bearer {ADMIN}"}
+
+
+def spec(privacy: str = "jdp", **overrides: Any) -> dict[str, Any]:
+    """A small RiverSwim run spec (S=4, A=2, H=5) as JSON."""
+    base = dict(n_states=4, n_actions=2, horizon=5, episodes=10, privacy=privacy, seed=3)
+    base.update(overrides)
+    return RunConfig(**base).model_dump(mode="json")
+
+
+def world(config: dict[str, Any]) -> TabularMDP:
+    """The users' private world matching a spec (RiverSwim of the spec's size)."""
+    return riverswim(horizon=config["horizon"], n_states=config["n_states"])
+
+
+def user_report(
+    ticket: dict[str, Any], config: dict[str, Any], mdp: TabularMDP, client_seed: int = 11
+) -> dict[str, Any]:
+    """What an honest user posts for a Ticket: its trajectory (JDP/none) or noisy arrays (LDP)."""
+    cfg = RunConfig.model_validate(config)
+    policy = np.asarray(ticket["policy"]["actions"], dtype=np.int64)[None]
+    traj, noisy = user_episode(
+        mdp, policy, [client_seed], ticket["episode"], calibrate(cfg), cfg.pooled
+    )
+    if noisy is None:
+        return {
+            "kind": "trajectory",
+            "ticket": ticket["ticket"],
+            "states": traj.states[0].tolist(),
+            "actions": traj.actions[0].tolist(),
+            "rewards": traj.rewards[0].tolist(),
+        }
+    return {
+        "kind": "noisy",
+        "ticket": ticket["ticket"],
+        "arrays": {name: arr[0].ravel().tolist() for name, arr in noisy.items()},
+    }
+
+
+def snapshot(get: Callable[[str], httpx.Response], run_id: str) -> dict[str, Any]:
+    """Everything public about a run (billboard, ledger, policy, log, status) as JSON."""
+    out = {}
+    for name in ("billboard", "ledger", "policy", "policies"):
+        resp = get(f"/v1/runs/{run_id}/{name}")
+        assert resp.status_code == 200, resp.text
+        out[name] = resp.json()
+    resp = get(f"/v1/runs/{run_id}")
+    assert resp.status_code == 200, resp.text
+    out["status"] = resp.json()["status"]
+    return out
+
+
+def free_port() -> int:
+    """A loopback TCP port that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LiveServer:
+    """`python -m server` as a real child process on a free loopback port."""
+
+    def __init__(self, db: Path, log: Path, *args: str, env: dict[str, str] | None = None):
+        self.db, self.log_path, self.args = db, log, list(args)
+        self.extra_env = dict(env or {})
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        self.run_ids: list[str] = []
+
+    def start(self, timeout: float = 30.0) -> LiveServer:
+        """Start and wait until /readyz answers 200."""
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        env["PRIVRL_ADMIN_TOKEN"] = ADMIN
+        env.update(self.extra_env)
+        cmd = [sys.executable, "-m", "server", "--host", "127.0.0.1", "--port", str(self.port),
+               "--db", str(self.db), *self.args]
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited ({self.proc.returncode}):\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"server not ready after {timeout} s:\n{self.log()}")
+
+    def log(self) -> str:
+        """Everything the server wrote."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown handler runs."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it hangs."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def __enter__(self) -> LiveServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class Apps:
+    """Opens apps on one database file (closing them at the end); `reopen` simulates a restart."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.opened: list[TestClient] = []
+
+    def __call__(self, **overrides: Any) -> TestClient:
+        fields: dict[str, Any] = {"admin_token": ADMIN, "db": self.db}
+        fields.update(overrides)
+        client = TestClient(create_app(Settings(**fields)))
+        client.__enter__()
+        self.opened.append(client)
+        deadline = time.monotonic() + 10
+        while client.get("/readyz").status_code != 200:
+            assert time.monotonic() < deadline, client.get("/readyz").text
+            time.sleep(0.01)
+        return client
+
+    def close(self, client: TestClient) -> None:
+        """Shut one app down (its lifespan ends, the store closes)."""
+        self.opened.remove(client)
+        client.__exit__(None, None, None)
+
+    def reopen(self, client: TestClient, **overrides: Any) -> TestClient:
+        """Close `client` and start a new app on the same database."""
+        self.close(client)
+        return self(**overrides)
+
+
+def create(client: TestClient, config: dict[str, Any], query: str = "") -> str:
+    """Create a run (admin) and return its id."""
+    resp = client.post(f"/v1/runs{query}", json=config, headers=AUTH)
+    assert resp.status_code == 201, resp.text
+    return RunInfo.model_validate(resp.json()).id
+
+
+def claim(client: TestClient, run_id: str, **params: Any) -> dict[str, Any]:
+    """A successful claim's Ticket JSON."""
+    resp = client.post(f"/v1/runs/{run_id}/claims", params=params)
+    assert resp.status_code == 200, resp.text
+    Ticket.model_validate(resp.json())
+    return resp.json()
+
+
+def play(client: TestClient, run_id: str, config: dict[str, Any], episodes: int) -> list[dict]:
+    """Claim and report `episodes` episodes as honest users; the Acks."""
+    mdp, acks = world(config), []
+    for _ in range(episodes):
+        ticket = claim(client, run_id)
+        resp = client.post(f"/v1/runs/{run_id}/reports", json=user_report(ticket, config, mdp))
+        assert resp.status_code == 200, resp.text
+        acks.append(resp.json())
+    return acks
+
+
+def state(client: TestClient, run_id: str) -> dict[str, Any]:
+    """Public snapshot of a run."""
+    return snapshot(client.get, run_id)

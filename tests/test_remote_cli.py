@@ -1,0 +1,151 @@
+"""`privrl runs | users | evaluate | demo`: clear one-line errors, and the demo end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from client_support import TOKEN, config_for, create_run, run_cli, start_server
+
+from client.procs import child_env, free_port, module_cmd
+
+NO_TOKEN = {k: v for k, v in os.environ.items() if k != "PRIVRL_ADMIN_TOKEN"}
+
+
+def assert_clear_error(done: subprocess.CompletedProcess, pattern: str) -> None:
+    """Exit code 2, one 'privrl: error:' line, no traceback."""
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("privrl: error:"), done.stderr
+    assert re.search(pattern, lines[0]), lines[0]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    proc = start_server(tmp_path_factory.mktemp("cli"))
+    yield proc
+    proc.stop()
+
+
+def test_runs_create_without_token() -> None:
+    done = subprocess.run(module_cmd("client", "runs", "create", "--server", "http://127.0.0.1:9",
+                                     "--episodes", "10"),
+                          env={**child_env(), "PRIVRL_ADMIN_TOKEN": ""}, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert_clear_error(done, "PRIVRL_ADMIN_TOKEN")
+
+
+@pytest.mark.parametrize(("url", "pattern"), [
+    ("not a url", "invalid server URL"),
+    ("ftp://example.org", "invalid server URL"),
+    ("http://127.0.0.1:{closed}", "cannot reach the server"),
+])
+def test_bad_or_unreachable_server(url: str, pattern: str) -> None:
+    url = url.format(closed=free_port())
+    for args in (("runs", "list", "--server", url),
+                 ("users", "--server", url, "--run", "x", "--users", "1", "--quiet"),
+                 ("evaluate", "--server", url, "--run", "x")):
+        assert_clear_error(run_cli(*args, timeout=60), pattern)
+
+
+def test_bad_run_id_and_wrong_token(server) -> None:
+    for args in (("runs", "show", "no-such-run", "--server", server.url),
+                 ("users", "--server", server.url, "--run", "no-such-run", "--quiet"),
+                 ("evaluate", "--server", server.url, "--run", "no-such-run"),
+                 ("runs", "delete", "no-such-run", "--server", server.url)):
+        assert_clear_error(run_cli(*args, env={"PRIVRL_ADMIN_TOKEN": TOKEN}), "no-such-run")
+    done = run_cli("runs", "create", "--server", server.url, "--episodes", "10",
+                   env={"PRIVRL_ADMIN_TOKEN": "wrong-token"})
+    assert_clear_error(done, "admin token")
+    done = run_cli("runs", "create", "--server", server.url, "--privacy", "ldp", "--mechanism",
+                   "laplace", "--delta", "0.1", env={"PRIVRL_ADMIN_TOKEN": TOKEN})
+    assert_clear_error(done, "delta")
+
+
+def test_runs_lifecycle_through_the_cli(server, tmp_path: Path) -> None:
+    env = {"PRIVRL_ADMIN_TOKEN": TOKEN}
+    id_file = tmp_path / "run_id"
+    done = run_cli("runs", "create", "--server", server.url, "--privacy", "ldp", "--mechanism",
+                   "gaussian", "--episodes", "12", "--seed", "3", "--write-id", str(id_file),
+                   env=env)
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip().splitlines()[-1]
+    assert id_file.read_text().strip() == run_id
+    shown = json.loads(run_cli("runs", "show", run_id, "--server", server.url).stdout)
+    assert shown["config"]["privacy"] == "ldp" and shown["config"]["seed"] == 3
+    assert run_id in run_cli("runs", "list", "--server", server.url).stdout
+    done = run_cli("users", "--server", server.url, "--run-file", str(id_file), "--concurrency",
+                   "3", "--seed", "1", "--quiet", "--json-out", str(tmp_path / "u.json"))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "u.json").read_text())
+    assert summary["reported"] == 12 and summary["finished"]
+    assert summary["report_bytes_min"] == summary["report_bytes_max"]
+    done = run_cli("evaluate", "--server", server.url, "--run", run_id)
+    assert done.returncode == 0 and "12 episodes served" in done.stdout, done.stderr
+    assert run_cli("runs", "delete", run_id, "--server", server.url, env=env).returncode == 0
+    assert_clear_error(run_cli("runs", "show", run_id, "--server", server.url), run_id)
+
+
+def test_users_world_must_match_the_run(server) -> None:
+    run_id = create_run(server, config_for("jdp", "laplace", episodes=5))
+    done = run_cli("users", "--server", server.url, "--run", run_id, "--horizon", "10",
+                   "--quiet")
+    assert_clear_error(done, "world")
+
+
+def test_demo_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    done = run_cli("demo", "--episodes", "40", "--users-processes", "2", "--concurrency", "2",
+                   "--out", str(out), timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert any(ln.startswith("non-private") for ln in lines)
+    assert any(ln.startswith("jdp eps=1 gaussian") for ln in lines)
+    assert any(ln.startswith("ldp eps=1 gaussian") for ln in lines)
+    assert (out / "regret.png").stat().st_size > 0
+    results = json.loads((out / "summary.json").read_text())["results"]
+    assert [r["config"]["privacy"] for r in results] == ["none", "jdp", "ldp"]
+    for r in results:
+        assert r["http"]["episodes"] == 40 and len(r["regret"]["per_episode"][0]) == 40
+    sizes = {r["config"]["privacy"]: r["http"]["report_bytes"] for r in results}
+    assert sizes["ldp"] > 10 * sizes["jdp"]
+    assert results[1]["ledger"]["epsilon"] <= 1.0 + 1e-9
+    url = re.search(r"server at (http://[\d.:]+)", done.stderr).group(1)
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/healthz", timeout=2)
+
+
+def test_demo_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        module_cmd("client", "demo", "--episodes", "100000", "--users-processes", "1",
+                   "--out", str(tmp_path / "demo")),
+        env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        url, deadline = None, time.monotonic() + 60
+        assert proc.stderr is not None
+        while time.monotonic() < deadline and url is None:
+            line = proc.stderr.readline()
+            found = re.search(r"server at (http://[\d.:]+)", line)
+            url = found.group(1) if found else None
+        assert url, "the demo never started its server"
+        while "[1/3]" not in proc.stderr.readline():
+            pass
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/healthz", timeout=2)

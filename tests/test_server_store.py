@@ -1,0 +1,160 @@
+"""Persistence: a restarted server rebuilds every run exactly (contract 2) from its SQLite store."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from server_support import AUTH, Apps, claim, create, spec, state, user_report, world
+
+from server.store import Store
+
+
+@pytest.fixture
+def apps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """App factory on tmp_path/privrl.db."""
+    for name in ("ADMIN_TOKEN", "DB", "CLAIM_TIMEOUT", "SEQUENTIAL", "MAX_BODY_BYTES"):
+        monkeypatch.delenv(f"PRIVRL_{name}", raising=False)
+    factory = Apps(tmp_path / "privrl.db")
+    yield factory
+    for client in list(factory.opened):
+        factory.close(client)
+
+
+def interleaved(
+    client: TestClient, run_id: str, config: dict[str, Any], rounds: int, seed: int
+) -> None:
+    """Concurrent-style traffic: several claims out at once, reported in a shuffled order."""
+    rng = np.random.default_rng(seed)
+    mdp = world(config)
+    for _ in range(rounds):
+        tickets = [claim(client, run_id) for _ in range(int(rng.integers(1, 4)))]
+        for i in rng.permutation(len(tickets)):
+            body = user_report(tickets[i], config, mdp, client_seed=7)
+            resp = client.post(f"/v1/runs/{run_id}/reports", json=body)
+            assert resp.status_code == 200, resp.text
+
+
+def comparable(snap: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot without what legitimately differs between two servers (run id)."""
+    text = json.dumps(snap, sort_keys=True)
+    run_id = snap["billboard"]["run_id"]
+    return json.loads(text.replace(run_id, "RUN"))
+
+
+@pytest.mark.parametrize("privacy", ["jdp", "ldp"])
+def test_restart_mid_run_continues_exactly_like_an_uninterrupted_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, privacy: str
+) -> None:
+    """Two servers get the same traffic; one restarts midway. Every public number agrees."""
+    for name in ("ADMIN_TOKEN", "DB", "CLAIM_TIMEOUT", "SEQUENTIAL"):
+        monkeypatch.delenv(f"PRIVRL_{name}", raising=False)
+    config = spec(privacy, episodes=40, n_states=5, horizon=6, seed=9)
+    steady_apps, restarted_apps = Apps(tmp_path / "a.db"), Apps(tmp_path / "b.db")
+    try:
+        steady, restarted = steady_apps(), restarted_apps()
+        run_a, run_b = create(steady, config), create(restarted, config)
+        interleaved(steady, run_a, config, 6, seed=1)
+        interleaved(restarted, run_b, config, 6, seed=1)
+        before = state(restarted, run_b)
+        restarted = restarted_apps.reopen(restarted)
+        assert state(restarted, run_b) == before  # rebuilt exactly: same released values
+        assert comparable(before) == comparable(state(steady, run_a))
+        interleaved(steady, run_a, config, 5, seed=2)
+        interleaved(restarted, run_b, config, 5, seed=2)
+        assert comparable(state(steady, run_a)) == comparable(state(restarted, run_b))
+        assert state(restarted, run_b)["status"]["policy_version"] > 1
+    finally:
+        for factory in (steady_apps, restarted_apps):
+            for client in list(factory.opened):
+                factory.close(client)
+
+
+def test_outstanding_claims_and_acks_survive_a_restart(apps: Apps) -> None:
+    client = apps()
+    config = spec("jdp", episodes=4)
+    run_id = create(client, config)
+    mdp = world(config)
+    done = claim(client, run_id)
+    done_body = user_report(done, config, mdp)
+    first_ack = client.post(f"/v1/runs/{run_id}/reports", json=done_body).json()
+    pending = claim(client, run_id)
+    client = apps.reopen(client)
+    resp = client.post(f"/v1/runs/{run_id}/reports", json=done_body)
+    assert resp.json() == {**first_ack, "duplicate": True}
+    resp = client.post(f"/v1/runs/{run_id}/reports", json=user_report(pending, config, mdp))
+    assert resp.status_code == 200 and resp.json()["reported"] == 2
+    assert claim(client, run_id)["episode"] == 2  # the claim counter is persisted too
+
+
+def test_deleted_runs_stay_deleted_and_their_reports_are_purged(apps: Apps) -> None:
+    client = apps()
+    config = spec("jdp", episodes=4)
+    run_id = create(client, config)
+    ticket = claim(client, run_id)
+    client.post(f"/v1/runs/{run_id}/reports", json=user_report(ticket, config, world(config)))
+    assert client.delete(f"/v1/runs/{run_id}", headers=AUTH).status_code == 204
+    client = apps.reopen(client)
+    assert client.get(f"/v1/runs/{run_id}").status_code == 404
+    with sqlite3.connect(apps.db) as conn:
+        for table in ("reports", "claims", "policies"):
+            count = conn.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id = ?", (run_id,))
+            assert count.fetchone()[0] == 0, table
+        assert conn.execute("SELECT deleted FROM runs WHERE id = ?", (run_id,)).fetchone() == (1,)
+
+
+def test_ldp_store_holds_only_noisy_arrays(apps: Apps) -> None:
+    client = apps()
+    config = spec("ldp", episodes=3)
+    run_id = create(client, config)
+    ticket = claim(client, run_id)
+    body = user_report(ticket, config, world(config))
+    assert client.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200
+    with sqlite3.connect(apps.db) as conn:
+        kind, payload = conn.execute("SELECT kind, payload FROM reports").fetchone()
+    assert kind == "noisy"
+    assert set(json.loads(payload)) == {"arrays"}
+    assert json.loads(payload)["arrays"] == body["arrays"]
+
+
+def test_a_run_whose_log_does_not_replay_is_not_served(apps: Apps) -> None:
+    client = apps()
+    config = spec("jdp", episodes=6)
+    run_id = create(client, config)
+    healthy = create(client, config)
+    mdp = world(config)
+    for _ in range(3):
+        ticket = claim(client, run_id)
+        client.post(f"/v1/runs/{run_id}/reports", json=user_report(ticket, config, mdp))
+    apps.close(client)
+    with sqlite3.connect(apps.db) as conn:  # tamper with the public policy log
+        conn.execute(
+            "UPDATE policies SET actions = ? WHERE run_id = ? AND version = 1",
+            (json.dumps([[9] * config["n_states"]] * config["horizon"]), run_id),
+        )
+    client = apps()
+    resp = client.get(f"/v1/runs/{run_id}/billboard")
+    assert resp.status_code == 503 and "could not be rebuilt" in resp.json()["detail"]
+    assert "could not be rebuilt" in client.get("/readyz").json()["detail"]
+    assert client.get(f"/v1/runs/{healthy}").status_code == 200
+    assert client.delete(f"/v1/runs/{run_id}", headers=AUTH).status_code == 204
+    assert client.get(f"/v1/runs/{run_id}").status_code == 404
+
+
+def test_store_uses_wal_and_commits_each_write(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    try:
+        with sqlite3.connect(tmp_path / "s.db") as other:
+            assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert {r[0] for r in other.execute("SELECT name FROM sqlite_master")} >= {
+                "runs", "claims", "reports", "policies"
+            }
+    finally:
+        store.close()
+    with pytest.raises(FileNotFoundError):
+        Store(tmp_path / "missing" / "s.db")
