@@ -136,15 +136,18 @@ def collect(config: RunConfig, played: dict[str, Any], api: ServerAPI, url: str,
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
-    """The demo's table: regret, privacy spent and HTTP figures per configuration."""
-    print(f"{'configuration':<24} {'cum.regret':>10} {'last-100/ep':>11} {'eps spent':>9} "
+    """The demo's table: regret (also as % of a uniformly random policy's), privacy spent and
+    the HTTP figures per configuration."""
+    print(f"{'configuration':<24} {'cum.regret':>10} {'last-100/ep':>11} {'%random':>7} "
+          f"{'eps spent':>9} "
           f"{'ep/s':>7} {'claim p50/p99 ms':>17} {'report p50/p99 ms':>18} {'report B':>9}")
     for r in results:
         reg, http, led = r["regret"], r["http"], r["ledger"]
         eps = "no DP" if r["config"]["privacy"] == "none" else led["epsilon"]
         eps_txt = eps if isinstance(eps, str) else f"{eps:.4g}"
+        pct = 100 * reg["tail_per_episode_mean"] / reg["random_policy_per_episode"]
         print(f"{r['label']:<24} {reg['final_cumulative_mean']:>10.1f} "
-              f"{reg['tail_per_episode_mean']:>11.4f} {eps_txt:>9} "
+              f"{reg['tail_per_episode_mean']:>11.4f} {pct:>6.1f}% {eps_txt:>9} "
               f"{http['episodes_per_second']:>7.0f} "
               f"{http['claim_ms_p50']:>8.2f}/{http['claim_ms_p99']:<8.2f} "
               f"{http['report_ms_p50']:>9.2f}/{http['report_ms_p99']:<8.2f} "

@@ -100,8 +100,8 @@ class ServerProcess:
     ) -> None:
         """Remember how to start the server; nothing runs until `start()`."""
         self.host, self.port = host, port or free_port(host)
-        self.db, self.token = Path(db), token
-        self.args = server_args(host, self.port, db, claim_timeout, sequential)
+        self.db, self.token = Path(db).resolve(), token
+        self.args = server_args(host, self.port, self.db, claim_timeout, sequential)
         self.log_path = Path(log_path) if log_path else None
         self.extra_env = dict(env or {})
         self.proc: subprocess.Popen | None = None
@@ -156,7 +156,9 @@ class ServerProcess:
 def spawn(
     cmd: Sequence[str], env: Mapping[str, str] | None = None, log_path: str | Path | None = None,
 ) -> subprocess.Popen:
-    """Start a child (stdout+stderr to `log_path` or discarded) in the repo root."""
+    """Start a child (stdout+stderr to `log_path` or discarded) in the package root.
+
+    Paths in `cmd` should be absolute: the child does not run in the caller's directory."""
     out: IO[bytes] | int = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     try:
         return subprocess.Popen(

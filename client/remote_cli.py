@@ -55,8 +55,13 @@ def _positive_float(text: str) -> float:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """privrl serve: replace this process with `python -m server` and the same flags."""
-    flags = server_args(args.host, args.port, args.db, args.claim_timeout, args.sequential)
+    """privrl serve: replace this process with `python -m server` and the same flags.
+
+    The database path is made absolute first: the server starts in the package root, so that
+    `python -m server` cannot pick up an unrelated `server` package from the caller's directory.
+    """
+    db = Path(args.db).expanduser().resolve()
+    flags = server_args(args.host, args.port, db, args.claim_timeout, args.sequential)
     cmd = module_cmd("server", *flags)
     os.chdir(REPO_ROOT)
     os.execve(cmd[0], cmd, child_env())

@@ -1,0 +1,1 @@
+"""privrl server: the FastAPI billboard server, a thin HTTP layer over `shared.run.Run`."""

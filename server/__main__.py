@@ -106,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log_level=args.log_level,
         proxy_headers=False,
         server_header=False,
+        timeout_graceful_shutdown=5,
     )
     return 0
 

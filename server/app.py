@@ -35,7 +35,17 @@ current policy and, in LDP runs, the local randomizer's parameters), roll it out
 world and report it (`POST /v1/runs/{id}/reports`). JDP / non-private runs take the raw
 trajectory (the server is the trusted curator and only publishes privatized statistics); LDP
 runs take only locally randomized arrays. Everything published (billboard, policies, ledger) is
-post-processing of privatized statistics. Errors always have the body `{"detail": "..."}`.
+post-processing of privatized statistics.
+
+**Slots and sequential mode.** Episode k is the claim counter. A claim is refused with 409
+(`code` "full", with `Retry-After`) while reported + outstanding claims = K, and with 409 (`code`
+"busy") in a *sequential* run while another claim is outstanding; `?wait=SECONDS` makes the claim
+wait for a slot instead. A run is sequential when created with `?sequential=true`, or by default
+when the server runs with `--sequential` (PRIVRL_SEQUENTIAL). Claims expire after the claim
+timeout; an expired claim frees its slot and its report is refused with 410 (`code` "expired").
+After the K-th report, claims and reports get 410 (`code` "finished").
+
+**Errors** always have the body `{"detail": "...", "code": "..."}`; `detail` says what is wrong.
 """
 
 

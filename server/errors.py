@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -58,10 +59,14 @@ class Refusal(Exception):
 
 
 def error_response(
-    status: int, detail: str, headers: Mapping[str, str] | None = None
+    status: int,
+    detail: str,
+    headers: Mapping[str, str] | None = None,
+    code: str | None = None,
 ) -> JSONResponse:
-    """The JSON answer of every error: ErrorBody with `detail`."""
-    return JSONResponse(ErrorBody(detail=detail).model_dump(), status_code=status, headers=headers)
+    """The JSON answer of every error: ErrorBody with `detail` (and `code` when known)."""
+    body = ErrorBody(detail=detail, code=code).model_dump(exclude_none=True)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def _location(loc: Sequence[Any]) -> str:
@@ -96,6 +101,16 @@ def _http_detail(detail: Any) -> str:
     return detail if isinstance(detail, str) else json.dumps(detail, default=str)[:500]
 
 
+def allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """The methods the OpenAPI documents at this path (Starlette names only one route's)."""
+    methods: set[str] = set()
+    for template, operations in app.openapi().get("paths", {}).items():
+        pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
+        if re.fullmatch(pattern, path):
+            methods |= {m.upper() for m in operations}
+    return sorted(methods)
+
+
 def install_error_handlers(app: FastAPI, on_report_refused: Any) -> None:
     """Render Refusal, validation and HTTP errors as ErrorBody; count refused reports."""
 
@@ -106,21 +121,27 @@ def install_error_handlers(app: FastAPI, on_report_refused: Any) -> None:
     async def _refusal(request: Request, exc: Refusal) -> JSONResponse:
         if is_report(request):
             on_report_refused(exc.reason)
-        return error_response(exc.status, exc.detail, exc.headers)
+        if request.method == "POST":
+            log.info("%s refused: %s (%d)", request.url.path, exc.reason, exc.status)
+        return error_response(exc.status, exc.detail, exc.headers, exc.reason)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         status, detail = describe_validation(exc.errors())
+        code = "malformed" if status == 400 else "schema"
         content_type = request.headers.get("content-type", "")
         if request.method in ("POST", "PUT", "PATCH") and "json" not in content_type.lower():
             detail += " (send the body as JSON with 'Content-Type: application/json')"
         if is_report(request):
-            on_report_refused("malformed" if status == 400 else "schema")
-        return error_response(status, detail)
+            on_report_refused(code)
+        return error_response(status, detail, code=code)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_response(exc.status_code, _http_detail(exc.detail), exc.headers)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(app, request.url.path))
+        return error_response(exc.status_code, _http_detail(exc.detail), headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -73,6 +73,7 @@ class OpenClaim:
     episode: int
     policy_version: int
     expires_at: float
+    actions: np.ndarray | None = None  # the policy served (H, S); None: look it up in the log
 
 
 def randomizer_params(calibration: Calibration) -> RandomizerParams | None:
@@ -166,10 +167,17 @@ class HostedRun:
                 f" {max(stored)}"
             )
         self.claimed = max((c.episode for c in claims), default=-1) + 1
+        pending = [c for c in claims if c.state == "open"]
+        served = {
+            v: np.asarray(json.loads(stored[v].actions), dtype=np.int64)
+            for v in {c.policy_version for c in pending}
+            if v in stored
+        }
         self.open = {
-            c.ticket: OpenClaim(c.ticket, c.episode, c.policy_version, c.expires_at)
-            for c in claims
-            if c.state == "open"
+            c.ticket: OpenClaim(
+                c.ticket, c.episode, c.policy_version, c.expires_at, served.get(c.policy_version)
+            )
+            for c in pending
         }
 
     def _replan(self, stored: dict[int, PolicyRow]) -> None:
@@ -263,7 +271,7 @@ class HostedRun:
 
         self._atomically("claim", mutate)
         self.claimed += 1
-        self.open[ticket] = OpenClaim(ticket, episode, self.version, expires_at)
+        self.open[ticket] = OpenClaim(ticket, episode, self.version, expires_at, self.actions)
         log.info("run %s: episode %d claimed (policy version %d)", self.id, episode, self.version)
         return Ticket(
             run_id=self.id,
@@ -298,7 +306,11 @@ class HostedRun:
             )
         check_kind(report, self.config)
         if isinstance(report, TrajectoryReport):
-            policy = self._served_policy(claim.policy_version)
+            policy = (
+                claim.actions
+                if claim.actions is not None
+                else self._served_policy(claim.policy_version)
+            )
             traj = trajectory_arrays(report, self.config, policy, claim.policy_version)
 
             def ingest() -> None:

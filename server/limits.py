@@ -32,6 +32,7 @@ class BodySizeLimit:
             413,
             f"request body too large: {size} bytes, the limit is {self.max_bytes} bytes"
             " (PRIVRL_MAX_BODY_BYTES)",
+            code="too_large",
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -46,7 +47,9 @@ class BodySizeLimit:
                 if length < 0:
                     raise ValueError
             except ValueError:
-                await error_response(400, "invalid Content-Length header")(scope, receive, send)
+                await error_response(400, "invalid Content-Length header", code="malformed")(
+                    scope, receive, send
+                )
                 return
             if length > self.max_bytes:
                 await self._too_large(scope, str(length))(scope, receive, send)

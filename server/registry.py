@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import secrets
+import sqlite3
 import time
 
 from server.errors import Refusal
@@ -31,12 +32,14 @@ class Registry:
         self.max_body_bytes = max_body_bytes
         self.runs: dict[str, HostedRun] = {}
         self.failed: dict[str, str] = {}
+        self.deleted: set[str] = set()
         self.ready = False
         self.stopping = False
         self.rebuild_error: str | None = None
 
     def rebuild_all(self) -> None:
         """Replay every stored run (a run that fails to replay is reported, not served)."""
+        self.deleted = self.store.deleted_ids()
         for row in self.store.runs():
             if self.stopping:
                 return
@@ -76,7 +79,7 @@ class Registry:
                 "broken",
                 f"run {run_id} could not be rebuilt from the store ({self.failed[run_id]})",
             )
-        if self.store.is_deleted(run_id):
+        if run_id in self.deleted:
             raise Refusal(404, "deleted", f"run {run_id} was deleted")
         raise Refusal(404, "unknown_run", f"no run with id {run_id!r}")
 
@@ -116,6 +119,9 @@ class Registry:
             )
         except (ValueError, ArithmeticError) as exc:
             raise Refusal(422, "invalid_run", f"cannot create this run: {exc}") from exc
+        except sqlite3.Error as exc:
+            log.exception("could not store a new run")
+            raise Refusal(503, "store", "the server could not store the new run; retry") from exc
         self.runs[run_id] = hosted
         log.info(
             "run %s created: %s %s, K=%d, H=%d, S=%d, A=%d, sequential=%s",
@@ -133,6 +139,7 @@ class Registry:
     def delete(self, run_id: str) -> None:
         """Flag the run deleted and purge its private rows (the caller holds the run's lock)."""
         self.store.delete_run(run_id)
+        self.deleted.add(run_id)
         hosted = self.runs.pop(run_id, None)
         if hosted is not None:
             hosted.deleted = True

@@ -171,9 +171,9 @@ class Store:
         """Whether the id was ever used (deleted runs included)."""
         return bool(self._read("SELECT 1 FROM runs WHERE id = ?", (run_id,)))
 
-    def is_deleted(self, run_id: str) -> bool:
-        """Whether the run existed and was deleted."""
-        return bool(self._read("SELECT 1 FROM runs WHERE id = ? AND deleted = 1", (run_id,)))
+    def deleted_ids(self) -> set[str]:
+        """Ids of deleted runs."""
+        return {r[0] for r in self._read("SELECT id FROM runs WHERE deleted = 1")}
 
     def runs(self) -> list[RunRow]:
         """Live (not deleted) runs in creation order."""

@@ -26,9 +26,14 @@ class Strict(BaseModel):
 
 
 class ErrorBody(Strict):
-    """Every 4xx/5xx answer: a message that says what is wrong."""
+    """Every 4xx/5xx answer: a message that says what is wrong (and a machine-readable code)."""
 
     detail: str
+    code: str | None = Field(
+        None,
+        description="why, for programs: e.g. 'expired' (claim lapsed: claim again), 'finished'"
+        " (stop), 'busy'/'full' (no free slot: retry), 'conflict', 'invalid', 'wrong_kind'",
+    )
 
 
 class RunStatus(Strict):

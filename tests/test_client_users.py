@@ -151,7 +151,7 @@ class FakeServer:
                 raise httpx.ConnectError("refused", request=request)
             if isinstance(step, int):
                 return httpx.Response(step, json={"detail": f"scripted {step}"})
-            if self.episode >= self.config.episodes:
+            if self.reported >= self.config.episodes:
                 return httpx.Response(410, json={"detail": "run finished"})
             tk = ticket_for(self.config, self.episode, self.policy, scale_factor=self.factor)
             self.episode += 1
@@ -200,6 +200,12 @@ def test_refused_report_is_counted_and_others_go_on() -> None:
     fake = FakeServer(make_config("ldp", "gaussian", episodes=4), [], [422])
     result = swarm(fake, 4)
     assert result.refused == 1 and result.reported == 3 and result.errors
+
+
+def test_expired_claim_is_counted_and_the_swarm_goes_on() -> None:
+    fake = FakeServer(make_config("jdp", "laplace", episodes=3), [], [410])
+    result = swarm(fake, None)
+    assert result.refused == 1 and result.reported == 3 and result.finished
 
 
 def test_regret_from_policy_log() -> None:

@@ -54,7 +54,7 @@ def test_admin_routes_need_the_token(client: TestClient) -> None:
     assert resp.headers["WWW-Authenticate"] == "Bearer"
     resp = client.post("/v1/runs", json=config, headers={"Authorization": "Bearer nope"})
     assert resp.status_code == 403
-    assert resp.json() == {"detail": "wrong admin token"}
+    assert resp.json() == {"detail": "wrong admin token", "code": "bad_token"}
     resp = client.post("/v1/runs", json=config, headers={"Authorization": f"Basic {ADMIN}"})
     assert resp.status_code == 401
     run_id = create(client, config)
@@ -414,6 +414,7 @@ def test_expired_claims_free_their_slots_and_the_run_completes(
     late = user_report(tickets[1], config, mdp)
     resp = client.post(url, json=late)
     assert resp.status_code == 410 and "expired" in resp.json()["detail"]
+    assert resp.json()["code"] == "expired"  # for programs: claim again
     assert state(client, run_id) == before
     client2 = make_client.reopen(client, claim_timeout=30.0)  # finish without racing expiry
     acks = play(client2, run_id, config, 2)
@@ -421,6 +422,7 @@ def test_expired_claims_free_their_slots_and_the_run_completes(
     assert client2.get(f"/v1/runs/{run_id}").json()["status"]["finished"] is True
     resp = client2.post(url, json=user_report(tickets[2], config, mdp))
     assert resp.status_code == 410 and "finished" in resp.json()["detail"]
+    assert resp.json()["code"] == "finished"
     log = client2.get(f"/v1/runs/{run_id}/policies").json()
     assert log["outcomes"] == ["reported", "expired", "expired", "reported", "reported"]
 
@@ -433,6 +435,7 @@ def test_sequential_runs_have_one_outstanding_claim(make_client: ClientFactory) 
     ticket = claim(client, run_id)
     resp = client.post(f"/v1/runs/{run_id}/claims")
     assert resp.status_code == 409 and "sequential" in resp.json()["detail"]
+    assert resp.json()["code"] == "busy"
     assert "Retry-After" in resp.headers
     body = user_report(ticket, config, world(config))
     assert client.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200

@@ -14,7 +14,14 @@ import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import (
+    allow_header_conformance,
+    content_type_conformance,
+    not_a_server_error,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 from server_support import AUTH, REPO, LiveServer, snapshot, spec, user_report, world
 
 
@@ -115,6 +122,7 @@ def test_limits_and_malformed_requests_over_real_http(tmp_path: Path) -> None:
         assert resp.status_code == 404 and resp.json() == {"detail": "Not Found"}
         resp = http.put(f"/v1/runs/{run_id}")
         assert resp.status_code == 405 and "detail" in resp.json()
+        assert {"GET", "DELETE"} <= set(resp.headers["Allow"].split(", "))
 
 
 def test_a_waiting_claim_is_woken_by_the_report(tmp_path: Path) -> None:
@@ -208,5 +216,67 @@ def aim_at_real_runs(case: Any, server: LiveServer) -> None:
     suppress_health_check=list(HealthCheck),
 )
 def test_openapi_fuzz_finds_no_server_error(case: Any, live_server: LiveServer) -> None:
+    """No 5xx; and every answer is documented (status, content type, body schema, headers)."""
     aim_at_real_runs(case, live_server)
-    case.call_and_validate(headers=AUTH, checks=[not_a_server_error], timeout=30)
+    checks = [
+        not_a_server_error,
+        status_code_conformance,
+        content_type_conformance,
+        response_schema_conformance,
+        response_headers_conformance,
+        allow_header_conformance,
+    ]
+    case.call_and_validate(headers=AUTH, checks=checks, timeout=30)
+
+
+def test_concurrent_users_with_abandoned_claims_and_retries(tmp_path: Path) -> None:
+    """32 users at once; some abandon their claim, every report is sent twice. K = reported."""
+    import asyncio
+
+    config = spec("jdp", episodes=120, n_states=5, horizon=6, seed=4)
+    mdp = world(config)
+    server = LiveServer(tmp_path / "db.sqlite", tmp_path / "log", "--claim-timeout", "0.5")
+    with server:
+        run_id = httpx.post(f"{server.url}/v1/runs", json=config, headers=AUTH).json()["id"]
+
+        async def user(http: httpx.AsyncClient, index: int) -> list[int]:
+            statuses, walked_away = [], index % 8 != 0
+            while True:
+                resp = await http.post(f"/v1/runs/{run_id}/claims", params={"wait": 5})
+                statuses.append(resp.status_code)
+                if resp.status_code == 410:
+                    return statuses
+                assert resp.status_code == 200, resp.text
+                ticket = resp.json()
+                if not walked_away:  # four users walk away once: their claims expire
+                    walked_away = True
+                    continue
+                body = user_report(ticket, config, mdp, client_seed=index)
+                for _ in range(2):  # the second post is a retry after a lost Ack
+                    resp = await http.post(f"/v1/runs/{run_id}/reports", json=body)
+                    statuses.append(resp.status_code)
+                    if resp.status_code == 410:  # this claim expired (or the run finished)
+                        assert resp.json()["code"] in ("expired", "finished")
+                        break
+                    assert resp.status_code == 200, resp.text
+
+        async def swarm() -> list[list[int]]:
+            async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+                return await asyncio.gather(*(user(http, i) for i in range(32)))
+
+        statuses = [s for per_user in asyncio.run(swarm()) for s in per_user]
+        assert max(statuses) < 500
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            before = snapshot(http.get, run_id)
+            status = before["status"]
+            assert status["finished"] and status["reported"] == 120
+            log = before["policies"]
+            assert log["outcomes"].count("reported") == 120
+            assert log["outcomes"].count("expired") >= 4
+            assert status["claimed"] == len(log["episodes"]) >= 120
+            metrics = http.get("/metrics").text
+            assert f'privrl_reports_accepted_total{{run="{run_id}"}} 120.0' in metrics
+    with LiveServer(tmp_path / "db.sqlite", tmp_path / "log2") as server, httpx.Client(
+        base_url=server.url, timeout=10
+    ) as http:
+        assert snapshot(http.get, run_id) == before  # concurrent planning points replay too

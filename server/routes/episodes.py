@@ -66,7 +66,7 @@ async def claim(
                 except TimeoutError:
                     pass
         metrics.claims.labels(hosted.id).inc()
-        _update_gauges(metrics, hosted)
+        metrics.policy_version.labels(hosted.id).set(hosted.version)
     return ticket
 
 

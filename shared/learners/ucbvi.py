@@ -85,7 +85,12 @@ class DPUCBVI:
         return np.where(n_sa > 0, bonus, np.inf)
 
     def plan(
-        self, release: Stats, radius: float, count_std: float, episode: int, private: bool
+        self,
+        release: Stats,
+        radius: float,
+        count_std: float,
+        episode: int,
+        private: bool,
     ) -> np.ndarray:
         """Optimistic value iteration from the billboard; returns the greedy policy (R, H, S).
 
