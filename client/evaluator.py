@@ -44,6 +44,8 @@ def regret_from_log(mdp: TabularMDP, log: PolicyLog) -> Evaluation:
     """Exact per-episode regret for every served episode (each version evaluated once)."""
     policies = {int(v): np.asarray(a, dtype=np.int64) for v, a in log.versions.items()}
     served = np.asarray(log.episodes, dtype=np.int64)
+    if log.outcomes:  # expired claims are not part of the run's episodes
+        served = served[np.asarray([o == "reported" for o in log.outcomes], dtype=bool)]
     missing = sorted(set(served.tolist()) - set(policies))
     if missing:
         raise ValueError(f"the policy log serves versions {missing[:5]} that it does not list")

@@ -20,7 +20,7 @@ TICKET_PATTERN = r"^[A-Za-z0-9_-]{16,128}$"
 
 
 class Strict(BaseModel):
-    """Base: unknown fields are refused; a non-finite float is sent as "Infinity"/"NaN", not null."""
+    """Base: unknown fields are refused; non-finite floats are sent as "Infinity"/"NaN"."""
 
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from shared.privacy.mechanisms import check_nonneg
+
 __all__ = [
     "Charge",
     "Ledger",
@@ -41,22 +43,6 @@ _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 # Search range for t = alpha - 1 in log space: the optimum is near sqrt(ln(1/delta) / rho), which
 # lies inside for every rho in [1e-300, 1e300] and delta in [1e-300, 1 - 1e-16].
 _LOG_T_GRID = np.linspace(-420.0, 420.0, 1681)
-
-
-def _check_rho(rho: float) -> float:
-    """Return `rho` as a float, refusing NaN and negatives (inf is allowed)."""
-    rho = float(rho)
-    if math.isnan(rho) or rho < 0.0:
-        raise ValueError(f"rho must be a non-negative number (inf allowed), got {rho!r}")
-    return rho
-
-
-def _check_epsilon(epsilon: float) -> float:
-    """Return `epsilon` as a float, refusing NaN and negatives (inf is allowed)."""
-    epsilon = float(epsilon)
-    if math.isnan(epsilon) or epsilon < 0.0:
-        raise ValueError(f"epsilon must be a non-negative number (inf allowed), got {epsilon!r}")
-    return epsilon
 
 
 def _check_delta(delta: float) -> float:
@@ -77,7 +63,7 @@ def _rdp_epsilon(log_t: np.ndarray | float, rho: float, log_inv_delta: float) ->
 
 def rho_to_epsilon_classical(rho: float, delta: float) -> float:
     """The classical zCDP -> DP conversion rho + 2 sqrt(rho ln(1/delta)) (looser, closed form)."""
-    rho, delta = _check_rho(rho), _check_delta(delta)
+    rho, delta = check_nonneg("rho", rho), _check_delta(delta)
     if rho == 0.0:
         return 0.0
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
@@ -85,7 +71,7 @@ def rho_to_epsilon_classical(rho: float, delta: float) -> float:
 
 def epsilon_to_rho_classical(epsilon: float, delta: float) -> float:
     """Inverse of the classical conversion: (sqrt(ln(1/delta) + eps) - sqrt(ln(1/delta)))^2."""
-    epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
+    epsilon, delta = check_nonneg("epsilon", epsilon), _check_delta(delta)
     if math.isinf(epsilon):
         return math.inf
     log_inv_delta = math.log(1.0 / delta)
@@ -95,7 +81,7 @@ def epsilon_to_rho_classical(epsilon: float, delta: float) -> float:
 
 def rho_to_epsilon(rho: float, delta: float) -> float:
     """Tight epsilon such that rho-zCDP implies (epsilon, delta)-DP (Canonne-Kamath-Steinke)."""
-    rho, delta = _check_rho(rho), _check_delta(delta)
+    rho, delta = check_nonneg("rho", rho), _check_delta(delta)
     if rho == 0.0:
         return 0.0
     if math.isinf(rho):
@@ -133,7 +119,7 @@ def rho_to_epsilon(rho: float, delta: float) -> float:
 
 def epsilon_to_rho(epsilon: float, delta: float) -> float:
     """The largest rho with rho_to_epsilon(rho, delta) <= epsilon (bisection, ~1e-12 relative)."""
-    epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
+    epsilon, delta = check_nonneg("epsilon", epsilon), _check_delta(delta)
     if math.isinf(epsilon):
         return math.inf
     # Feasible start: the classical inverse (the tight conversion is never larger), or the
@@ -159,7 +145,7 @@ def epsilon_to_rho(epsilon: float, delta: float) -> float:
 
 def pure_to_rho(eps: float) -> float:
     """The zCDP level implied by pure eps-DP: eps^2 / 2 (Bun & Steinke 2016, Prop. 1.4)."""
-    eps = _check_epsilon(eps)
+    eps = check_nonneg("epsilon", eps)
     return eps * eps / 2.0
 
 
@@ -225,8 +211,8 @@ class Charge:
         """Validate the fields (non-negative, no NaN) and normalise numbers to Python floats."""
         if not isinstance(self.mechanism, str) or not self.mechanism:
             raise ValueError(f"mechanism must be a non-empty string, got {self.mechanism!r}")
-        object.__setattr__(self, "epsilon", _check_epsilon(self.epsilon))
-        object.__setattr__(self, "rho", _check_rho(self.rho))
+        object.__setattr__(self, "epsilon", check_nonneg("epsilon", self.epsilon))
+        object.__setattr__(self, "rho", check_nonneg("rho", self.rho))
         for name in ("sensitivity", "scale"):
             value = float(getattr(self, name))
             if math.isnan(value) or value < 0.0:

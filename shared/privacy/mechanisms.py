@@ -33,7 +33,7 @@ Shape = int | tuple[int, ...]
 __all__ = ["Gaussian", "Laplace", "Mechanism", "Shape"]
 
 
-def _check_nonneg(name: str, value: float) -> float:
+def check_nonneg(name: str, value: float) -> float:
     """Return `value` as a float, refusing NaN and negatives (inf is allowed)."""
     value = float(value)
     if math.isnan(value) or value < 0.0:
@@ -74,7 +74,7 @@ class Laplace:
 
     def __post_init__(self) -> None:
         """Validate and normalise the scale to a Python float."""
-        object.__setattr__(self, "scale", _check_nonneg("Laplace scale", self.scale))
+        object.__setattr__(self, "scale", check_nonneg("Laplace scale", self.scale))
 
     def sample(self, rng: np.random.Generator, shape: Shape) -> np.ndarray:
         """Draw iid Lap(0, b) noise of `shape` from `rng` (scale-free draws times b)."""
@@ -84,7 +84,7 @@ class Laplace:
 
     def epsilon(self, l1_sensitivity: float) -> float:
         """Privacy map: the pure epsilon of releasing a query of this l1 sensitivity, D1 / b."""
-        return _ratio(_check_nonneg("l1_sensitivity", l1_sensitivity), self.scale)
+        return _ratio(check_nonneg("l1_sensitivity", l1_sensitivity), self.scale)
 
     def std(self) -> float:
         """Standard deviation of one noise coordinate, sqrt(2) b."""
@@ -93,8 +93,8 @@ class Laplace:
     @classmethod
     def calibrate(cls, epsilon: float, l1_sensitivity: float) -> Laplace:
         """The mechanism spending exactly `epsilon` on l1 sensitivity D1: b = D1 / epsilon."""
-        epsilon = _check_nonneg("epsilon", epsilon)
-        l1_sensitivity = _check_nonneg("l1_sensitivity", l1_sensitivity)
+        epsilon = check_nonneg("epsilon", epsilon)
+        l1_sensitivity = check_nonneg("l1_sensitivity", l1_sensitivity)
         if math.isinf(l1_sensitivity) and math.isinf(epsilon):
             raise ValueError("cannot calibrate infinite sensitivity to an infinite budget")
         return cls(scale=_ratio(l1_sensitivity, epsilon))
@@ -117,7 +117,7 @@ class Gaussian:
 
     def __post_init__(self) -> None:
         """Validate and normalise sigma to a Python float."""
-        object.__setattr__(self, "sigma", _check_nonneg("Gaussian sigma", self.sigma))
+        object.__setattr__(self, "sigma", check_nonneg("Gaussian sigma", self.sigma))
 
     def sample(self, rng: np.random.Generator, shape: Shape) -> np.ndarray:
         """Draw iid N(0, sigma^2) noise of `shape` from `rng` (standard draws times sigma)."""
@@ -127,7 +127,7 @@ class Gaussian:
 
     def rho(self, l2_sensitivity: float) -> float:
         """Privacy map: the zCDP rho of releasing a query of this l2 sensitivity."""
-        l2_sensitivity = _check_nonneg("l2_sensitivity", l2_sensitivity)
+        l2_sensitivity = check_nonneg("l2_sensitivity", l2_sensitivity)
         if l2_sensitivity == 0.0 or math.isinf(self.sigma):
             return 0.0
         if self.sigma == 0.0:
@@ -141,8 +141,8 @@ class Gaussian:
     @classmethod
     def calibrate(cls, rho: float, l2_sensitivity: float) -> Gaussian:
         """The mechanism spending exactly `rho` on l2 sensitivity D2: sigma = D2 / sqrt(2 rho)."""
-        rho = _check_nonneg("rho", rho)
-        l2_sensitivity = _check_nonneg("l2_sensitivity", l2_sensitivity)
+        rho = check_nonneg("rho", rho)
+        l2_sensitivity = check_nonneg("l2_sensitivity", l2_sensitivity)
         if math.isinf(l2_sensitivity) and math.isinf(rho):
             raise ValueError("cannot calibrate infinite sensitivity to an infinite budget")
         return cls(sigma=_ratio(l2_sensitivity, math.sqrt(2.0 * rho)))
