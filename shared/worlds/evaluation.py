@@ -63,12 +63,11 @@ def policy_values(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
     batch = pol.shape[:-2]
     H, S = mdp.H, mdp.S
     V = np.zeros((*batch, H + 1, S))
-    s_idx = np.arange(S)
+    steps, cells = np.arange(H)[:, None], np.arange(S)[None, :]
+    r_pi = mdp.R[steps, cells, pol]  # (..., H, S): one gather for all steps
+    p_pi = mdp.P[steps, cells, pol]  # (..., H, S, S')
     for h in range(H - 1, -1, -1):
-        a = pol[..., h, :]  # (..., S)
-        r_pi = mdp.R[h][s_idx, a]  # (..., S)
-        P_pi = mdp.P[h][s_idx, a]  # (..., S, S')
-        V[..., h, :] = r_pi + (P_pi @ V[..., h + 1, :, None])[..., 0]
+        V[..., h, :] = r_pi[..., h, :] + (p_pi[..., h, :, :] @ V[..., h + 1, :, None])[..., 0]
     return V
 
 
