@@ -106,9 +106,10 @@ def _finite(x: float) -> float | str:
 
 def label(config: RunConfig) -> str:
     """A short human label: 'jdp eps=1 gaussian'."""
+    pooled = " pooled" if config.pooled else ""
     if config.privacy == "none":
-        return "non-private"
-    return f"{config.privacy} eps={config.epsilon:g} {config.mechanism}"
+        return f"non-private{pooled}"
+    return f"{config.privacy} eps={config.epsilon:g} {config.mechanism}{pooled}"
 
 
 def run_one(

@@ -25,7 +25,7 @@ def plot_cumulative(results: list[dict[str, Any]], path: Path, title: str = "") 
     ax.set_xlabel("episode k")
     ax.set_ylabel("cumulative regret")
     ax.set_title(title or "Cumulative regret (mean ± 1 std over seeds)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -44,7 +44,8 @@ def plot_frontier(results: list[dict[str, Any]], path: Path) -> Path:
         if cfg["privacy"] == "none":
             ax.axhline(reg["tail_per_episode_mean"], color="k", ls="--", label="non-private")
             continue
-        key = f"{cfg['privacy'].upper()} ({cfg['mechanism']})"
+        pooled = ", pooled over h" if cfg.get("pooled") else ""
+        key = f"{cfg['privacy'].upper()} ({cfg['mechanism']}{pooled})"
         eps = float(cfg["epsilon"])
         groups.setdefault(key, []).append(
             (eps, reg["tail_per_episode_mean"], reg["tail_per_episode_std"])
@@ -60,7 +61,7 @@ def plot_frontier(results: list[dict[str, Any]], path: Path) -> Path:
     ax.set_xlabel("ε (per user)")
     ax.set_ylabel("per-episode regret, last episodes")
     ax.set_title("Privacy–utility frontier")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper right")
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -6,9 +6,8 @@ the in-process runner drives several replicas at once. Same seeds, same numbers 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -143,7 +142,6 @@ class InProcessResult:
     regret: np.ndarray  # (R, K)
     ledger: Ledger
     policy_versions: int
-    extras: dict = field(default_factory=dict)
 
 
 def run_in_process(
@@ -183,7 +181,3 @@ def run_in_process(
             progress(k + 1)
     return InProcessResult(config, run.seeds, regret, run.ledger, run.policy_version)
 
-
-def epsilon_is_infinite(config: RunConfig) -> bool:
-    """True for the eps -> inf limit (noise scale 0)."""
-    return math.isinf(config.epsilon)

@@ -17,8 +17,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from shared.config import RunConfig
 from shared.privacy.accountant import epsilon_to_rho
 from shared.privacy.mechanisms import Gaussian, Laplace
@@ -122,7 +120,3 @@ def radius(calibration: Calibration, config: RunConfig, items: int) -> float:
         return knobs.radius_scale * calibration.union_radius
     return knobs.radius_scale * calibration.release_std(items)
 
-
-def empty_release(calibration: Calibration, replicas: int) -> dict[str, np.ndarray]:
-    """All-zero arrays of every released family (a convenience for aggregators)."""
-    return {f.name: np.zeros((replicas, *f.shape)) for f in calibration.families}
