@@ -192,4 +192,6 @@ def run_demo(args: argparse.Namespace) -> int:
     print_table(results)
     print(f"plot: {plot}")
     print(f"results: {out / 'summary.json'}")
+    print("note: at a strong budget (eps ~ 1) the private learners need far more episodes than a"
+          " demo plays; see docs/results/README.md for the privacy-utility frontier at K = 50,000.")
     return 0

@@ -26,7 +26,6 @@ from tqdm import tqdm
 from client.api import check_url, describe_status, describe_transport_error, error_detail, run_path
 from shared.config import RunConfig
 from shared.privacy.calibration import Calibration, calibrate
-from shared.privacy.mechanisms import Gaussian
 from shared.protocol import API_VERSION, Ack, RandomizerParams, RunInfo, Ticket, TrajectoryReport
 from shared.run import user_episode
 from shared.stats import Stats
@@ -94,13 +93,6 @@ class UserContext:
         return cls(info.id, cfg, calibrate(cfg), mdp)
 
 
-def own_scale(calibration: Calibration) -> float:
-    """The noise scale (Laplace b or Gaussian sigma) of this user's own calibration."""
-    mech = calibration.mechanism
-    assert mech is not None
-    return mech.sigma if isinstance(mech, Gaussian) else mech.scale
-
-
 def check_randomizer(params: RandomizerParams | None, calibration: Calibration) -> None:
     """Refuse tickets whose randomizer is weaker than the public config's calibration.
 
@@ -111,8 +103,7 @@ def check_randomizer(params: RandomizerParams | None, calibration: Calibration) 
         return
     if params is None:
         raise UserError("the ticket of an LDP run carries no randomizer parameters")
-    mech = calibration.mechanism
-    expected = "gaussian" if isinstance(mech, Gaussian) else "laplace"
+    expected = calibration.mechanism_name
     if params.mechanism != expected:
         raise UserError(
             f"the ticket asks for the {params.mechanism} randomizer but the run's public "
@@ -124,7 +115,7 @@ def check_randomizer(params: RandomizerParams | None, calibration: Calibration) 
             f"the ticket asks for arrays {params.families} but the run's public configuration "
             f"releases {ours}: refusing to report"
         )
-    scale = own_scale(calibration)
+    scale = calibration.noise_scale
     if not params.scale >= scale * (1.0 - SCALE_RTOL):
         raise UserError(
             f"the ticket's noise scale {params.scale:.6g} is weaker than the calibration "

@@ -30,13 +30,11 @@ from server.validation import (
     check_kind,
     decode_noisy,
     decode_trajectory,
-    noise_scale,
     noisy_arrays,
     trajectory_arrays,
 )
 from shared.config import RunConfig
 from shared.privacy.calibration import Calibration
-from shared.privacy.mechanisms import Gaussian
 from shared.protocol import (
     Ack,
     Billboard,
@@ -80,10 +78,9 @@ def randomizer_params(calibration: Calibration) -> RandomizerParams | None:
     """The local randomizer's public calibration (LDP runs only)."""
     if calibration.mode != "ldp" or calibration.mechanism is None:
         return None
-    mech = "gaussian" if isinstance(calibration.mechanism, Gaussian) else "laplace"
     return RandomizerParams(
-        mechanism=mech,
-        scale=noise_scale(calibration),
+        mechanism=calibration.mechanism_name,
+        scale=calibration.noise_scale,
         families={f.name: list(f.shape) for f in calibration.families},
     )
 

@@ -17,7 +17,6 @@ import numpy as np
 from server.errors import Refusal
 from shared.config import RunConfig
 from shared.privacy.calibration import Calibration
-from shared.privacy.mechanisms import Gaussian
 from shared.protocol import NoisyReport, TrajectoryReport
 from shared.worlds.rollout import Trajectories
 
@@ -88,14 +87,6 @@ def trajectory_arrays(
     return Trajectories(states=states[None], actions=actions[None], rewards=rewards[None])
 
 
-def noise_scale(calibration: Calibration) -> float:
-    """Laplace b or Gaussian sigma of the local randomizer (0 without noise)."""
-    mech = calibration.mechanism
-    if mech is None:
-        return 0.0
-    return mech.sigma if isinstance(mech, Gaussian) else mech.scale
-
-
 def noisy_arrays(
     report: NoisyReport, config: RunConfig, calibration: Calibration
 ) -> dict[str, np.ndarray]:
@@ -111,7 +102,7 @@ def noisy_arrays(
             f"arrays must be exactly the released families {sorted(want)}: " + ", ".join(parts)
         )
     clean_max = float(config.horizon) if config.pooled else 1.0
-    bound = clean_max + NOISE_SCALES_BOUND * noise_scale(calibration)
+    bound = clean_max + NOISE_SCALES_BOUND * calibration.noise_scale
     out = {}
     for name in sorted(want):
         shape = want[name]

@@ -15,7 +15,6 @@ from client.users import (
     UserContext,
     UserError,
     check_randomizer,
-    own_scale,
     play,
     run_users,
 )
@@ -57,7 +56,7 @@ def params_of(config: RunConfig, scale_factor: float = 1.0) -> RandomizerParams 
     if cal.mode != "ldp":
         return None
     return RandomizerParams(
-        mechanism=config.mechanism, scale=own_scale(cal) * scale_factor,
+        mechanism=config.mechanism, scale=cal.noise_scale * scale_factor,
         families={f.name: list(f.shape) for f in cal.families},
     )
 

@@ -53,6 +53,19 @@ class Calibration:
         return tuple(f.name for f in self.families)
 
     @property
+    def mechanism_name(self) -> str:
+        """'laplace' or 'gaussian' (what a ticket names)."""
+        return "gaussian" if isinstance(self.mechanism, Gaussian) else "laplace"
+
+    @property
+    def noise_scale(self) -> float:
+        """Laplace b or Gaussian sigma of every noised entry (0 without noise)."""
+        mech = self.mechanism
+        if mech is None:
+            return 0.0
+        return mech.sigma if isinstance(mech, Gaussian) else mech.scale
+
+    @property
     def cost_kind(self) -> str:
         """'pure' (epsilon) or 'zcdp' (rho)."""
         return "pure" if self.mechanism is None else self.mechanism.kind

@@ -17,16 +17,13 @@ import numpy as np
 
 from shared.privacy.accountant import Ledger
 from shared.privacy.calibration import Calibration
-from shared.privacy.mechanisms import Gaussian
 from shared.privacy.tree import TreeCounter, levels_released
 from shared.stats import Stats
 
 
 def _charge(ledger: Ledger, calibration: Calibration, mechanism: str, note: str, at: int) -> None:
     """Record one node level / one local report of every released family."""
-    mech = calibration.mechanism
-    assert mech is not None
-    scale = mech.sigma if isinstance(mech, Gaussian) else mech.scale
+    scale = calibration.noise_scale
     for fam in calibration.families:
         cost = {"rho": fam.cost} if calibration.cost_kind == "zcdp" else {"epsilon": fam.cost}
         sens = fam.l2 if calibration.cost_kind == "zcdp" else fam.l1
