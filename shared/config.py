@@ -76,6 +76,12 @@ class RunConfig(BaseModel):
         description="release N(s,a) as its own family (paper) or derive it from N(s,a,s') for free;"
         " default: released in faithful, derived in practical",
     )
+    tree_smoothing: bool | None = Field(
+        None,
+        description="JDP: noise the full dyadic tree and combine each node with its children"
+        " (Honaker's upward pass; post-processing, same privacy). Default: on in practical,"
+        " off in faithful (the paper's binary mechanism)",
+    )
     pooled: bool = Field(
         False, description="pool statistics over h (time-homogeneous worlds only; an extension)"
     )
@@ -94,6 +100,13 @@ class RunConfig(BaseModel):
     def resolved_knobs(self) -> UCBVIKnobs:
         """The knobs in force: explicit ones, else the preset's."""
         return self.knobs if self.knobs is not None else PRESETS[self.preset]
+
+    @property
+    def smoothed_tree(self) -> bool:
+        """Whether JDP tree counters use the variance-reducing upward pass."""
+        if self.tree_smoothing is None:
+            return self.preset == "practical"
+        return self.tree_smoothing
 
     @property
     def derived_pairs(self) -> bool:

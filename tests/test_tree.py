@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from shared.privacy.mechanisms import Gaussian, Laplace
-from shared.privacy.tree import TreeCounter, levels_released, tree_levels
+from shared.privacy.tree import (
+    TreeCounter,
+    levels_released,
+    release_variance,
+    smoothed_variance,
+    tree_levels,
+)
 
 
 def test_levels_match_spec():
@@ -93,3 +99,51 @@ def test_full_counter_refuses_more_items():
     tree.add(np.zeros((1, 1)))
     with pytest.raises(ValueError, match="full"):
         tree.add(np.zeros((1, 1)))
+
+
+def test_smoothed_tree_without_noise_is_exact():
+    rng = np.random.default_rng(4)
+    items = rng.random((70, 1, 3))
+    tree = TreeCounter((3,), Laplace(0.0), [1], "x", 70, smooth=True)
+    for t in range(70):
+        tree.add(items[t])
+        np.testing.assert_allclose(tree.release(), items[: t + 1].sum(axis=0), atol=1e-12)
+
+
+def test_smoothed_node_is_the_min_variance_combination_of_node_and_children():
+    """Node (1, 1) after 2 items: w own + (1 - w)(child 1 + child 2), w = 2/3."""
+    tree = TreeCounter((2,), Gaussian(1.0), [9], "x", 8, smooth=True)
+    tree.add(np.zeros((1, 2)))
+    first_leaf = tree.node_noise(0, 1).copy()
+    tree.add(np.zeros((1, 2)))
+    expected = (2 / 3) * tree.node_noise(1, 1) + (1 / 3) * (first_leaf + tree.node_noise(0, 2))
+    np.testing.assert_allclose(tree.release(), expected)
+    assert smoothed_variance(1) == pytest.approx(2 / 3)
+    assert smoothed_variance(30) == pytest.approx(0.5, abs=1e-6)
+
+
+def test_smoothed_release_variance_is_lower_and_as_declared():
+    t = 15  # popcount 4: binary variance 4 sigma^2, smoothed 1 + 2/3 + 4/7 + 8/15
+    assert release_variance(t, smooth=False) == 4
+    assert release_variance(t, smooth=True) == pytest.approx(1 + 2 / 3 + 4 / 7 + 8 / 15)
+    errors = []
+    for seed in range(400):
+        tree = TreeCounter((50,), Gaussian(2.0), [seed], "x", 16, smooth=True)
+        for _ in range(t):
+            tree.add(np.zeros((1, 50)))
+        errors.append(tree.release().ravel())
+    var = np.var(np.concatenate(errors))
+    assert var == pytest.approx(4.0 * release_variance(t, smooth=True), rel=0.05)
+    assert tree.release_std() == pytest.approx(2.0 * np.sqrt(release_variance(t, True)))
+
+
+def test_smoothed_restart_rebuilds_identical_releases():
+    rng = np.random.default_rng(5)
+    items = rng.random((29, 2, 4))
+    a = TreeCounter((4,), Laplace(1.0), [3, 4], "sas", 64, smooth=True)
+    b = TreeCounter((4,), Laplace(1.0), [3, 4], "sas", 64, smooth=True)
+    for x in items:
+        a.add(x)
+    for x in items:
+        b.add(x)
+    np.testing.assert_array_equal(a.release(), b.release())

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from shared.config import RunConfig
 from shared.privacy.accountant import epsilon_to_rho
 from shared.privacy.mechanisms import Gaussian, Laplace
-from shared.privacy.tree import tree_levels
+from shared.privacy.tree import release_variance, tree_levels
 from shared.stats import family_shapes
 
 Mechanism = Laplace | Gaussian
@@ -46,6 +46,7 @@ class Calibration:
     families: tuple[FamilyCalibration, ...]
     levels: int  # tree levels L (JDP); 1 otherwise
     union_radius: float  # spec §4.3 / §5.3 radius E (0 without noise)
+    smooth: bool = False  # JDP trees with the variance-reducing upward pass
 
     @property
     def released(self) -> tuple[str, ...]:
@@ -75,7 +76,7 @@ class Calibration:
         if self.mechanism is None or items == 0:
             return 0.0
         if self.mode == "jdp":
-            return self.mechanism.std() * math.sqrt(int(items).bit_count())
+            return self.mechanism.std() * math.sqrt(release_variance(items, self.smooth))
         return self.mechanism.std() * math.sqrt(items)
 
     def pair_std(self, items: int, derived: bool) -> float:
@@ -99,6 +100,7 @@ def calibrate(config: RunConfig) -> Calibration:
     names = ["sas", "r"] if config.derived_pairs else ["sas", "sa", "r"]
     l1, l2 = _sensitivities(config.horizon, config.pooled)
     levels = tree_levels(config.episodes) if config.privacy == "jdp" else 1
+    smooth = config.privacy == "jdp" and config.smoothed_tree
     if config.privacy == "none":
         return Calibration("none", None, (), 1, 0.0)
     eps = config.epsilon
@@ -106,7 +108,7 @@ def calibrate(config: RunConfig) -> Calibration:
         mech: Mechanism = Laplace(0.0) if config.mechanism == "laplace" else Gaussian(0.0)
         cost = mech.epsilon(l1) if isinstance(mech, Laplace) else mech.rho(l2)  # = inf: no noise
         fams = tuple(FamilyCalibration(n, shapes[n], l1, l2, cost) for n in names)
-        return Calibration(config.privacy, mech, fams, levels, 0.0)
+        return Calibration(config.privacy, mech, fams, levels, 0.0, smooth)
     if config.mechanism == "laplace":
         eps_f = eps / len(names)
         mech = Laplace.calibrate(eps_f / levels, l1)
@@ -121,7 +123,7 @@ def calibrate(config: RunConfig) -> Calibration:
     counters = config.episodes * config.horizon * s * a * (s + 2)
     delta_prime = config.beta / (3.0 * counters)
     radius = 4.0 * mech.tail_bound(m, delta_prime)
-    return Calibration(config.privacy, mech, fams, levels, radius)
+    return Calibration(config.privacy, mech, fams, levels, radius, smooth)
 
 
 def radius(calibration: Calibration, config: RunConfig, items: int) -> float:

@@ -65,7 +65,9 @@ class Central:
         assert calibration.mechanism is not None
         self.calibration = calibration
         self.trees = {
-            f.name: TreeCounter(f.shape, calibration.mechanism, seeds, f.name, max_items)
+            f.name: TreeCounter(
+                f.shape, calibration.mechanism, seeds, f.name, max_items, calibration.smooth
+            )
             for f in calibration.families
         }
         self.items = 0
