@@ -26,13 +26,15 @@ from client.api import ApiError, ServerAPI
 from client.cli import CliError
 from client.evaluator import evaluate
 from client.experiments import label as config_label
+from client.experiments import regret_summary
 from client.plots import plot_cumulative
 from client.procs import ServerProcess, module_cmd, spawn, stop_process
 from client.users import percentile
 from shared.config import RunConfig
-from shared.worlds import optimal_return, riverswim, uniform_random_return
+from shared.worlds import riverswim
 from shared.worlds.tabular import TabularMDP
 
+DEMO_TAIL = 100  # the table's "last-100/ep" column
 USERS_TIMEOUT = 900.0  # seconds one run's user processes may take before the demo gives up
 
 
@@ -102,22 +104,11 @@ def collect(config: RunConfig, played: dict[str, Any], api: ServerAPI, url: str,
     claims = [x for s in swarms for x in s["claim_seconds"]]
     reports = [x for s in swarms for x in s["report_seconds"]]
     sizes = [x for s in swarms for x in s["report_bytes"]]
-    tail = min(100, ev.regret.size)
-    random_regret = optimal_return(mdp) - uniform_random_return(mdp)
     return {
         "label": config_label(config),
         "config": config.model_dump(mode="json"),
         "run_id": run_id,
-        "regret": {
-            "per_episode": [ev.regret.tolist()],
-            "final_cumulative_mean": ev.cumulative,
-            "final_cumulative_std": 0.0,
-            "tail_per_episode_mean": ev.tail_mean(tail),
-            "tail_per_episode_std": 0.0,
-            "tail_episodes": tail,
-            "random_policy_per_episode": float(random_regret),
-            "optimal_return": float(optimal_return(mdp)),
-        },
+        "regret": regret_summary(ev.regret[None, :], mdp, tail=DEMO_TAIL),
         "ledger": led.model_dump(mode="json", exclude={"charges"}),
         "policy_versions": len(ev.policies),
         "http": {

@@ -7,7 +7,6 @@ run. Several configurations run in parallel worker processes with a progress bar
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections.abc import Sequence
@@ -21,6 +20,8 @@ import numpy as np
 from tqdm import tqdm
 
 from shared.config import RunConfig
+from shared.privacy.accountant import Ledger
+from shared.protocol import LedgerView
 from shared.run import run_in_process
 from shared.worlds import optimal_return, uniform_random_return
 from shared.worlds.tabular import TabularMDP, WorldError, garnet, load_npz, riverswim
@@ -57,51 +58,46 @@ def _round(x: np.ndarray, digits: int = 6) -> list:
     return np.round(x, digits).tolist()
 
 
+def regret_summary(regret: np.ndarray, mdp: TabularMDP, tail: int = TAIL) -> dict[str, Any]:
+    """Per-seed per-episode regret (R, K) and its summaries: cumulative and last-`tail` means."""
+    tail = min(tail, regret.shape[1])
+    cumulative = regret.sum(axis=1)
+    last = regret[:, regret.shape[1] - tail :].mean(axis=1)
+    n = regret.shape[0]
+    return {
+        "per_episode": [_round(r) for r in regret],
+        "final_cumulative_mean": float(cumulative.mean()),
+        "final_cumulative_std": float(cumulative.std(ddof=1)) if n > 1 else 0.0,
+        "tail_per_episode_mean": float(last.mean()),
+        "tail_per_episode_std": float(last.std(ddof=1)) if n > 1 else 0.0,
+        "tail_episodes": int(tail),
+        "random_policy_per_episode": float(optimal_return(mdp) - uniform_random_return(mdp)),
+        "optimal_return": float(optimal_return(mdp)),
+    }
+
+
 def summarize(
     config: RunConfig,
     world: WorldSpec,
     regret: np.ndarray,
-    ledger,
+    ledger: Ledger,
     seconds: float,
     policy_versions: int,
     mdp: TabularMDP,
 ) -> dict[str, Any]:
     """The JSON record of one configuration (all seeds)."""
-    totals = ledger.totals(config.delta if config.delta > 0 else 1e-5)
-    cumulative = regret.sum(axis=1)
-    tail = regret[:, -min(TAIL, regret.shape[1]) :].mean(axis=1)
-    random_regret = optimal_return(mdp) - uniform_random_return(mdp)
+    view = LedgerView.of("in-process", ledger, config.accounting_delta)
     return {
         "label": label(config),
         "config": config.model_dump(mode="json"),
         "world": world.__dict__,
         "seeds": [config.seed + i for i in range(regret.shape[0])],
-        "regret": {
-            "per_episode": [_round(r) for r in regret],
-            "final_cumulative_mean": float(cumulative.mean()),
-            "final_cumulative_std": float(cumulative.std(ddof=1)) if len(cumulative) > 1 else 0.0,
-            "tail_per_episode_mean": float(tail.mean()),
-            "tail_per_episode_std": float(tail.std(ddof=1)) if len(tail) > 1 else 0.0,
-            "tail_episodes": int(min(TAIL, regret.shape[1])),
-            "random_policy_per_episode": float(random_regret),
-            "optimal_return": float(optimal_return(mdp)),
-        },
-        "ledger": {
-            "epsilon": _finite(totals.epsilon),
-            "delta": totals.delta,
-            "epsilon_pure": _finite(totals.epsilon_pure),
-            "rho": _finite(totals.rho),
-            "by_mechanism": ledger.by_mechanism(),
-            "charges": len(ledger),
-        },
+        "regret": regret_summary(regret, mdp),
+        "ledger": view.model_dump(mode="json", exclude={"run_id"}),
         "policy_versions": policy_versions,
         "seconds": seconds,
         "ms_per_episode": 1e3 * seconds / regret.shape[1],
     }
-
-
-def _finite(x: float) -> float | str:
-    return "inf" if math.isinf(x) else float(x)
 
 
 def label(config: RunConfig) -> str:

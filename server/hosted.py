@@ -48,15 +48,12 @@ from shared.protocol import (
     RunStatus,
     Ticket,
     TrajectoryReport,
-    encode_number,
 )
 from shared.run import Run
 
 log = logging.getLogger("privrl.server")
 T = TypeVar("T")
 
-# (epsilon, delta) totals of a zCDP ledger need a delta; pure-only ledgers report delta 0.
-DEFAULT_DELTA = 1e-5
 
 
 class RebuildError(RuntimeError):
@@ -412,26 +409,11 @@ class HostedRun:
 
     def ledger_view(self) -> LedgerView:
         """Privacy spent so far, from the charges the privatizer actually made."""
-        ledger = self.run.ledger
-        delta = self.config.delta if self.config.delta > 0 else DEFAULT_DELTA
-        totals = ledger.totals(delta)
-        return LedgerView(
-            run_id=self.id,
-            epsilon=encode_number(totals.epsilon),
-            delta=totals.delta,
-            epsilon_pure=encode_number(totals.epsilon_pure),
-            rho=encode_number(totals.rho),
-            by_mechanism={
-                name: {k: encode_number(v) if isinstance(v, float) else v for k, v in d.items()}
-                for name, d in ledger.by_mechanism().items()
-            },
-            charges=[c.to_dict() for c in ledger.entries],
-        )
+        return LedgerView.of(self.id, self.run.ledger, self.config.accounting_delta)
 
     def epsilon_spent(self) -> float:
         """Total epsilon spent (for the metrics gauge)."""
-        delta = self.config.delta if self.config.delta > 0 else DEFAULT_DELTA
-        return float(self.run.ledger.totals(delta).epsilon)
+        return float(self.run.ledger.totals(self.config.accounting_delta).epsilon)
 
     def policy_log(self, now: float) -> PolicyLog:
         """Every policy version and, per episode index, the version served and the outcome."""

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 PrivacyMode = Literal["none", "jdp", "ldp"]
 MechanismName = Literal["laplace", "gaussian"]
 PresetName = Literal["faithful", "practical"]
+DEFAULT_ACCOUNTING_DELTA = 1e-5
 
 
 class UCBVIKnobs(BaseModel):
@@ -100,6 +101,12 @@ class RunConfig(BaseModel):
     def resolved_knobs(self) -> UCBVIKnobs:
         """The knobs in force: explicit ones, else the preset's."""
         return self.knobs if self.knobs is not None else PRESETS[self.preset]
+
+    @property
+    def accounting_delta(self) -> float:
+        """The delta at which the ledger's (eps, delta) totals are stated (zCDP parts need one;
+        pure-epsilon ledgers ignore it)."""
+        return self.delta if self.delta > 0 else DEFAULT_ACCOUNTING_DELTA
 
     @property
     def smoothed_tree(self) -> bool:

@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.config import RunConfig
+from shared.privacy.accountant import Ledger
 
 API_VERSION = "v1"
 TICKET_PATTERN = r"^[A-Za-z0-9_-]{16,128}$"
@@ -148,6 +149,23 @@ class LedgerView(Strict):
     rho: float | str
     by_mechanism: dict[str, dict]
     charges: list[dict]
+
+    @classmethod
+    def of(cls, run_id: str, ledger: Ledger, delta: float) -> LedgerView:
+        """The view of a ledger's charges, totals stated at `delta` (one home for the format)."""
+        totals = ledger.totals(delta)
+        return cls(
+            run_id=run_id,
+            epsilon=encode_number(totals.epsilon),
+            delta=totals.delta,
+            epsilon_pure=encode_number(totals.epsilon_pure),
+            rho=encode_number(totals.rho),
+            by_mechanism={
+                name: {k: encode_number(v) if isinstance(v, float) else v for k, v in d.items()}
+                for name, d in ledger.by_mechanism().items()
+            },
+            charges=[c.to_dict() for c in ledger.entries],
+        )
 
 
 EpisodeOutcome = Literal["reported", "outstanding", "expired"]
