@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,20 +25,9 @@ ClientFactory = Apps
 
 
 @pytest.fixture
-def make_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Apps]:
-    """Start apps on one database file; each is closed at the end."""
-    for name in ("ADMIN_TOKEN", "DB", "CLAIM_TIMEOUT", "SEQUENTIAL", "MAX_BODY_BYTES"):
-        monkeypatch.delenv(f"PRIVRL_{name}", raising=False)
-    apps = Apps(tmp_path / "privrl.db")
-    yield apps
-    for client in list(apps.opened):
-        apps.close(client)
-
-
-@pytest.fixture
-def client(make_client: ClientFactory) -> TestClient:
+def client(apps: ClientFactory) -> TestClient:
     """One app with the default settings."""
-    return make_client()
+    return apps()
 
 
 # -- admin token ------------------------------------------------------------------------------
@@ -64,8 +51,8 @@ def test_admin_routes_need_the_token(client: TestClient) -> None:
     assert client.get("/v1/runs").json()["runs"][0]["id"] == run_id
 
 
-def test_admin_routes_answer_503_without_a_configured_token(make_client: ClientFactory) -> None:
-    client = make_client(admin_token=None)
+def test_admin_routes_answer_503_without_a_configured_token(apps: ClientFactory) -> None:
+    client = apps(admin_token=None)
     resp = client.post("/v1/runs", json=spec(), headers=AUTH)
     assert resp.status_code == 503
     assert "PRIVRL_ADMIN_TOKEN" in resp.json()["detail"]
@@ -394,9 +381,9 @@ def test_report_to_another_runs_ticket_is_unknown(client: TestClient) -> None:
 
 
 def test_expired_claims_free_their_slots_and_the_run_completes(
-    make_client: ClientFactory,
+    apps: ClientFactory,
 ) -> None:
-    client = make_client(claim_timeout=0.3)
+    client = apps(claim_timeout=0.3)
     config = spec("jdp", episodes=3)
     run_id = create(client, config)
     tickets = [claim(client, run_id) for _ in range(3)]
@@ -416,7 +403,7 @@ def test_expired_claims_free_their_slots_and_the_run_completes(
     assert resp.status_code == 410 and "expired" in resp.json()["detail"]
     assert resp.json()["code"] == "expired"  # for programs: claim again
     assert state(client, run_id) == before
-    client2 = make_client.reopen(client, claim_timeout=30.0)  # finish without racing expiry
+    client2 = apps.reopen(client, claim_timeout=30.0)  # finish without racing expiry
     acks = play(client2, run_id, config, 2)
     assert [a["episode"] for a in acks] == [3, 4]
     assert client2.get(f"/v1/runs/{run_id}").json()["status"]["finished"] is True
@@ -427,8 +414,8 @@ def test_expired_claims_free_their_slots_and_the_run_completes(
     assert log["outcomes"] == ["reported", "expired", "expired", "reported", "reported"]
 
 
-def test_sequential_runs_have_one_outstanding_claim(make_client: ClientFactory) -> None:
-    client = make_client()
+def test_sequential_runs_have_one_outstanding_claim(apps: ClientFactory) -> None:
+    client = apps()
     config = spec("jdp", episodes=3)
     run_id = create(client, config, "?sequential=true")
     assert client.get(f"/v1/runs/{run_id}").json()["sequential"] is True
@@ -441,7 +428,7 @@ def test_sequential_runs_have_one_outstanding_claim(make_client: ClientFactory) 
     assert client.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200
     assert claim(client, run_id)["episode"] == 1
     # The server-wide default applies to runs created without the query parameter.
-    seq_client = make_client.reopen(client, sequential=True)
+    seq_client = apps.reopen(client, sequential=True)
     run2 = create(seq_client, config)
     run3 = create(seq_client, config, "?sequential=false")
     assert seq_client.get(f"/v1/runs/{run2}").json()["sequential"] is True
@@ -450,9 +437,9 @@ def test_sequential_runs_have_one_outstanding_claim(make_client: ClientFactory) 
 
 
 def test_claim_wait_returns_when_the_outstanding_claim_lapses(
-    make_client: ClientFactory,
+    apps: ClientFactory,
 ) -> None:
-    client = make_client(claim_timeout=0.3)
+    client = apps(claim_timeout=0.3)
     run_id = create(client, spec("jdp"), "?sequential=true")
     claim(client, run_id)
     started = time.monotonic()
@@ -466,8 +453,8 @@ def test_claim_wait_returns_when_the_outstanding_claim_lapses(
 # -- limits, documentation, metrics, logs --------------------------------------------------------
 
 
-def test_oversized_body_is_refused_with_413(make_client: ClientFactory) -> None:
-    client = make_client(max_body_bytes=64 * 1024)
+def test_oversized_body_is_refused_with_413(apps: ClientFactory) -> None:
+    client = apps(max_body_bytes=64 * 1024)
     config = spec("jdp")
     run_id = create(client, config)
     ticket = claim(client, run_id)

@@ -15,17 +15,6 @@ from server_support import AUTH, Apps, claim, create, spec, state, user_report, 
 from server.store import Store
 
 
-@pytest.fixture
-def apps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """App factory on tmp_path/privrl.db."""
-    for name in ("ADMIN_TOKEN", "DB", "CLAIM_TIMEOUT", "SEQUENTIAL", "MAX_BODY_BYTES"):
-        monkeypatch.delenv(f"PRIVRL_{name}", raising=False)
-    factory = Apps(tmp_path / "privrl.db")
-    yield factory
-    for client in list(factory.opened):
-        factory.close(client)
-
-
 def interleaved(
     client: TestClient, run_id: str, config: dict[str, Any], rounds: int, seed: int
 ) -> None:

@@ -19,6 +19,7 @@ weights sum to one, the improvement again acts on the noise alone.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -47,6 +48,7 @@ def levels_released(t: int) -> int:
     return int(t).bit_length()
 
 
+@functools.cache
 def smoothed_variance(level: int) -> float:
     """Noise variance (in units of sigma^2) of an improved node: v_0 = 1, v_j = 2v/(1 + 2v)."""
     v = 1.0
