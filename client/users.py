@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from shared.config import RunConfig
 from shared.privacy.calibration import Calibration, calibrate
 from shared.protocol import API_VERSION, Ack, RandomizerParams, RunInfo, Ticket, TrajectoryReport
 from shared.run import user_episode
+from shared.seeding import generator
 from shared.stats import Stats
 from shared.worlds.rollout import Trajectories
 from shared.worlds.tabular import TabularMDP
@@ -66,7 +66,7 @@ class Backoff:
     patience: float = 120.0
     claim_wait: float = 10.0  # ?wait= of a claim: the server holds it until a slot frees
 
-    def delay(self, attempt: int, rng: random.Random) -> float:
+    def delay(self, attempt: int, rng: np.random.Generator) -> float:
         """Seconds to wait before retry number `attempt` (0-based), jittered in [50%, 100%]."""
         raw = min(self.cap, self.base * self.factor**attempt)
         return raw * (0.5 + 0.5 * rng.random())
@@ -195,12 +195,12 @@ class User:
 
     def __init__(
         self, http: httpx.AsyncClient, ctx: UserContext, client_seed: int,
-        backoff: Backoff = Backoff(), jitter: random.Random | None = None,  # noqa: B008
+        backoff: Backoff = Backoff(), jitter: np.random.Generator | None = None,  # noqa: B008
         keep_trajectory: bool = False,
     ) -> None:
         """Use `http` (base_url = the server) for the run of `ctx`."""
         self.http, self.ctx, self.client_seed = http, ctx, int(client_seed)
-        self.backoff, self.jitter = backoff, jitter or random.Random(client_seed)
+        self.backoff, self.jitter = backoff, jitter or generator(client_seed, "backoff")
         self.keep_trajectory = keep_trajectory
         self.base = f"/{API_VERSION}{run_path(ctx.run_id)}"
 
@@ -391,7 +391,7 @@ async def run_users(
             done.set()
 
         async def worker(index: int) -> None:
-            user = User(http, ctx, seed, backoff, random.Random(seed * 1_000_003 + index),
+            user = User(http, ctx, seed, backoff, generator(seed, "backoff", index),
                         keep_trajectory=keep_outcomes)
             while not done.is_set():
                 if n_users is not None:

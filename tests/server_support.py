@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import httpx
 import numpy as np
 from fastapi.testclient import TestClient
 
+from client.procs import free_port
 from server.app import create_app
 from server.settings import Settings
 from shared.config import RunConfig
@@ -76,13 +76,6 @@ def snapshot(get: Callable[[str], httpx.Response], run_id: str) -> dict[str, Any
     assert resp.status_code == 200, resp.text
     out["status"] = resp.json()["status"]
     return out
-
-
-def free_port() -> int:
-    """A loopback TCP port that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class LiveServer:
