@@ -124,10 +124,14 @@ class ServerAPI:
             msg = f"{what}: unexpected answer from the server: {exc.errors()[:1]}"
             raise ApiError(msg) from None
 
-    def create_run(self, config: RunConfig) -> RunInfo:
-        """POST /v1/runs (admin)."""
+    def create_run(self, config: RunConfig, seed: int | None = None) -> RunInfo:
+        """POST /v1/runs (admin). `seed`: the server's secret seed (reproducible experiments
+        only; the server draws one from its CSPRNG without it, and never returns it)."""
         what = "creating the run"
-        resp = self._call("POST", "/runs", what, admin=True, body=config.model_dump(mode="json"))
+        body = config.model_dump(mode="json")
+        if seed is not None:
+            body["seed"] = seed
+        resp = self._call("POST", "/runs", what, admin=True, body=body)
         return self._model(RunInfo, resp, what)
 
     def list_runs(self) -> RunList:

@@ -112,7 +112,6 @@ def config_from_args(
     mechanism: str,
     n_states: int,
     n_actions: int,
-    seed: int,
 ) -> RunConfig:
     """One RunConfig from the parsed options (pydantic errors become CliError)."""
     delta = args.delta
@@ -142,7 +141,6 @@ def config_from_args(
             knobs=knobs,
             pair_counts=args.pair_counts,
             pooled=args.pooled,
-            seed=seed,
         )
     except ValidationError as exc:
         raise CliError(_pydantic_message(exc)) from None
@@ -165,7 +163,7 @@ def sweep_configs(args: argparse.Namespace, n_states: int, n_actions: int) -> li
         if key in seen:
             continue
         seen.add(key)
-        configs.append(config_from_args(args, privacy, eps, mech, n_states, n_actions, args.seed))
+        configs.append(config_from_args(args, privacy, eps, mech, n_states, n_actions))
     return configs
 
 
@@ -182,9 +180,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{args.episodes} episodes",
         file=sys.stderr,
     )
-    results = run_many(
-        configs, world, args.seeds, workers=args.workers, show_progress=not args.quiet
-    )
+    seeds = [args.seed + i for i in range(args.seeds)]
+    results = run_many(configs, world, seeds, workers=args.workers, show_progress=not args.quiet)
     out = Path(args.out)
     path = save(results, out)
     plot_cumulative(results, out / "regret.png")
@@ -241,7 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_world_options(p)
     add_learning_options(p, many=True)
     p.add_argument("--seeds", type=positive_int, default=5, help="number of seeds")
-    p.add_argument("--seed", type=int, default=0, help="first seed")
+    p.add_argument("--seed", type=int, default=0,
+                   help="first seed (in-process simulation: nothing is published, seeds are"
+                   " recorded in summary.json)")
     p.add_argument("--workers", type=positive_int, default=None, help="parallel processes")
     p.add_argument("--out", default="results", help="output directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

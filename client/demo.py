@@ -31,6 +31,7 @@ from client.plots import plot_cumulative
 from client.procs import ServerProcess, module_cmd, spawn, stop_process
 from client.users import percentile
 from shared.config import RunConfig
+from shared.seeding import derived_seed, secret_seed
 from shared.worlds import riverswim
 from shared.worlds.tabular import TabularMDP
 
@@ -41,7 +42,7 @@ USERS_TIMEOUT = 900.0  # seconds one run's user processes may take before the de
 def demo_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
     """Non-private, JDP and LDP DP-UCBVI on the demo world (practical preset)."""
     common = dict(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=args.episodes,
-                  preset="practical", seed=args.seed)
+                  preset="practical")
     delta = args.delta if args.mechanism == "gaussian" else 0.0
     try:
         return [RunConfig(privacy="none", **common)] + [
@@ -51,6 +52,14 @@ def demo_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
         ]
     except ValueError as exc:
         raise CliError(f"demo configuration: {exc}") from None
+
+
+def demo_seeds(seed: int | None, run: str) -> tuple[int, int]:
+    """(server seed, users' seed) of one demo run: independent, from the CSPRNG unless --seed
+    asks for a reproducible simulation (then both are derived from it along different paths)."""
+    if seed is None:
+        return secret_seed(), secret_seed()
+    return derived_seed(seed, "demo", run, "server"), derived_seed(seed, "demo", run, "users")
 
 
 def _tail(path: Path, lines: int = 8) -> str:
@@ -64,7 +73,8 @@ def play_run(
     children: list[subprocess.Popen],
 ) -> dict[str, Any]:
     """Create one run, swarm it with user processes, and collect their timings."""
-    info = api.create_run(config)
+    server_seed, users_seed = demo_seeds(args.seed, config.privacy)
+    info = api.create_run(config, seed=server_seed)
     procs_n = min(args.users_processes, config.episodes)
     split = [config.episodes // procs_n + (i < config.episodes % procs_n) for i in range(procs_n)]
     outputs, logs, procs = [], [], []
@@ -74,10 +84,12 @@ def play_run(
         logs.append(tmp / f"users-{info.id}-{i}.log")
         cmd = module_cmd(
             "client", "users", "--server", url, "--run", info.id, "--users", str(n),
-            "--concurrency", str(args.concurrency), "--seed", str(args.seed),
+            "--concurrency", str(args.concurrency),
             "--horizon", str(config.horizon), "--quiet", "--json-out", str(outputs[-1]),
         )
-        procs.append(spawn(cmd, log_path=logs[-1]))
+        # the users' seed goes through the environment, not the (world-readable) command line
+        seed_env = {"PRIVRL_CLIENT_SEED": str(derived_seed(users_seed, i))}
+        procs.append(spawn(cmd, env=seed_env, log_path=logs[-1]))
         children.append(procs[-1])
     for proc, log in zip(procs, logs, strict=True):
         try:

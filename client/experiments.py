@@ -84,6 +84,7 @@ def summarize(
     seconds: float,
     policy_versions: int,
     mdp: TabularMDP,
+    seeds: Sequence[int],
 ) -> dict[str, Any]:
     """The JSON record of one configuration (all seeds)."""
     view = LedgerView.of("in-process", ledger, config.accounting_delta)
@@ -91,7 +92,7 @@ def summarize(
         "label": label(config),
         "config": config.model_dump(mode="json"),
         "world": world.__dict__,
-        "seeds": [config.seed + i for i in range(regret.shape[0])],
+        "seeds": [int(x) for x in seeds],
         "regret": regret_summary(regret, mdp),
         "ledger": view.model_dump(mode="json", exclude={"run_id"}),
         "policy_versions": policy_versions,
@@ -109,14 +110,13 @@ def label(config: RunConfig) -> str:
 
 
 def run_one(
-    config: RunConfig, world: WorldSpec, n_seeds: int, progress: Any = None
+    config: RunConfig, world: WorldSpec, seeds: Sequence[int], progress: Any = None
 ) -> dict[str, Any]:
-    """Run one configuration for seeds config.seed .. config.seed + n_seeds - 1.
+    """Run one configuration with one replica per seed (simulation: the seeds are recorded).
 
     `progress` (a queue, or None) receives the number of newly finished episodes now and then.
     """
     mdp = world.build()
-    seeds = [config.seed + i for i in range(n_seeds)]
     done = [0]
 
     def report(k: int) -> None:
@@ -127,13 +127,15 @@ def run_one(
     start = time.perf_counter()
     res = run_in_process(config, mdp, seeds, progress=report, progress_every=PROGRESS_EVERY)
     seconds = time.perf_counter() - start
-    return summarize(config, world, res.regret, res.ledger, seconds, res.policy_versions, mdp)
+    return summarize(
+        config, world, res.regret, res.ledger, seconds, res.policy_versions, mdp, seeds
+    )
 
 
 def run_many(
     configs: Sequence[RunConfig],
     world: WorldSpec,
-    n_seeds: int,
+    seeds: Sequence[int],
     workers: int | None = None,
     show_progress: bool = True,
 ) -> list[dict[str, Any]]:
@@ -145,12 +147,12 @@ def run_many(
     if workers <= 1 or len(configs) == 1:
         for i, cfg in enumerate(configs):
             queue: Any = _BarQueue(bar)
-            results[i] = run_one(cfg, world, n_seeds, queue)
+            results[i] = run_one(cfg, world, seeds, queue)
     else:
         with Manager() as manager, ProcessPoolExecutor(max_workers=workers) as pool:
             queue = manager.Queue()
             futures = {
-                pool.submit(run_one, c, world, n_seeds, queue): i for i, c in enumerate(configs)
+                pool.submit(run_one, c, world, list(seeds), queue): i for i, c in enumerate(configs)
             }
             pending = set(futures)
             while pending:

@@ -26,6 +26,8 @@ from client.cli import (
 from client.procs import REPO_ROOT, child_env, module_cmd, server_args
 
 SERVER_ENV = "PRIVRL_SERVER"
+SERVER_SEED_ENV = "PRIVRL_SEED"  # `runs create`: the server's noise seed
+CLIENT_SEED_ENV = "PRIVRL_CLIENT_SEED"  # `users`: the users' own seed
 
 
 def _server(args: argparse.Namespace) -> str:
@@ -42,6 +44,34 @@ def _api(args: argparse.Namespace, admin: bool = False) -> ServerAPI:
         return ServerAPI(_server(args), token=token)
     except ApiError as exc:
         raise CliError(str(exc)) from None
+
+
+def _seed(value: int | None, env: str) -> int | None:
+    """--seed, else $ENV when set and not blank, else None (the seed is then drawn from the
+    OS CSPRNG by its owner: the server for its noise, the users for theirs)."""
+    if value is not None:
+        return value
+    text = os.environ.get(env, "").strip()
+    if not text:
+        return None
+    try:
+        seed = int(text)
+    except ValueError:
+        raise CliError(f"${env} must be a whole number >= 0, got {text!r}") from None
+    if seed < 0:
+        raise CliError(f"${env} must be a whole number >= 0, got {seed}")
+    return seed
+
+
+def _seed_type(text: str) -> int:
+    """argparse type: a seed, a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a seed is >= 0, got {value}")
+    return value
 
 
 def _positive_float(text: str) -> float:
@@ -71,11 +101,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_runs_create(args: argparse.Namespace) -> int:
     """privrl runs create: POST a RunConfig (the world options only give S and A)."""
     mdp = world_from_args(args).build()
-    config = config_from_args(args, args.privacy, args.epsilon, args.mechanism, mdp.S, mdp.A,
-                              args.seed)
+    config = config_from_args(args, args.privacy, args.epsilon, args.mechanism, mdp.S, mdp.A)
+    seed = _seed(args.seed, SERVER_SEED_ENV)
     with _api(args, admin=True) as api:
         try:
-            info = api.create_run(config)
+            info = api.create_run(config, seed=seed)
         except ApiError as exc:
             raise CliError(str(exc)) from None
     if args.write_id:
@@ -146,7 +176,8 @@ def cmd_users(args: argparse.Namespace) -> int:
     server, run_id = _server(args), _run_id(args)
     backoff = Backoff(attempts=args.attempts, patience=args.patience)
     try:
-        result = asyncio.run(run_users(server, run_id, args.users, args.concurrency, args.seed,
+        seed = _seed(args.seed, CLIENT_SEED_ENV)
+        result = asyncio.run(run_users(server, run_id, args.users, args.concurrency, seed,
                                        mdp, backoff=backoff, progress=not args.quiet))
     except (UserError, ApiError) as exc:
         raise CliError(str(exc)) from None
@@ -212,7 +243,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     _server_option(p)
     add_world_options(p)
     add_learning_options(p, many=False)
-    p.add_argument("--seed", type=int, default=0, help="the server's seed (central noise)")
+    p.add_argument("--seed", type=_seed_type, default=None,
+                   help="the server's secret noise seed, for reproducible experiments only"
+                   f" (default ${SERVER_SEED_ENV}, else the server draws one from its CSPRNG);"
+                   " no route ever returns it")
     p.add_argument("--write-id", default=None, metavar="FILE", help="also write the id to FILE")
     p.set_defaults(handler=cmd_runs_create)
     p = rsub.add_parser("list", help="list runs")
@@ -233,8 +267,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--users", type=positive_int, default=None,
                    help="number of users (episodes); default: until the run is finished")
     p.add_argument("--concurrency", type=positive_int, default=8, help="users at a time")
-    p.add_argument("--seed", type=int, default=0,
-                   help="client seed: user k draws from (seed, 'user', k) and nothing else")
+    p.add_argument("--seed", type=_seed_type, default=None,
+                   help="the users' secret seed: user k draws from (seed, 'user', k) and nothing"
+                   f" else (default ${CLIENT_SEED_ENV}, else drawn from the OS CSPRNG); fixed"
+                   " seeds are for reproducible simulation only")
     p.add_argument("--attempts", type=positive_int, default=8,
                    help="attempts per request on transient failures")
     p.add_argument("--patience", type=_positive_float, default=120.0,
@@ -261,7 +297,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--mechanism", choices=["laplace", "gaussian"], default="gaussian")
     p.add_argument("--horizon", type=positive_int, default=20)
-    p.add_argument("--seed", type=int, default=0, help="server and client seed")
+    p.add_argument("--seed", type=_seed_type, default=None,
+                   help="reproducible simulation: the server's and the users' seeds are derived"
+                   " from it independently (default: each drawn from the OS CSPRNG)")
     p.add_argument("--sequential", action="store_true",
                    help="strictly sequential server (one episode in flight)")
     p.add_argument("--out", default="results/demo", help="output directory")

@@ -27,7 +27,7 @@ from shared.config import RunConfig
 from shared.privacy.calibration import Calibration, calibrate
 from shared.protocol import API_VERSION, Ack, RandomizerParams, RunInfo, Ticket, TrajectoryReport
 from shared.run import user_episode
-from shared.seeding import generator
+from shared.seeding import generator, secret_seed
 from shared.stats import Stats
 from shared.worlds.rollout import Trajectories
 from shared.worlds.tabular import TabularMDP
@@ -360,20 +360,23 @@ async def fetch_context(http: httpx.AsyncClient, run_id: str, mdp: TabularMDP) -
 
 
 async def run_users(
-    server: str, run_id: str, n_users: int | None, concurrency: int, seed: int,
+    server: str, run_id: str, n_users: int | None, concurrency: int, seed: int | None,
     mdp: TabularMDP, *, backoff: Backoff = Backoff(), progress: bool = True,  # noqa: B008
     event_hooks: dict[str, list[Callable]] | None = None, keep_outcomes: bool = False,
     timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None,
 ) -> SwarmResult:
     """Simulate `n_users` users (None: until the run is finished), `concurrency` at a time.
 
-    Every user draws from `user_generator(seed, episode)`; a user that meets a finished run
+    Every user draws from `user_generator(seed, episode)`, where `seed` is the users' own secret
+    (None: drawn from the OS CSPRNG, the default for anything but reproducible simulation; a
+    known seed lets anyone subtract the users' local noise). A user that meets a finished run
     stops the swarm. Permanent refusals (a weaker randomizer, a mismatched world) raise
     `UserError`; a report refused with a 4xx is counted and the others go on. `event_hooks`
     and `transport` are passed to httpx (tests record or fake the traffic with them).
     """
     if concurrency < 1:
         raise UserError("concurrency must be >= 1")
+    seed = secret_seed() if seed is None else seed
     server = check_url(server)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     timeout = max(timeout, backoff.claim_wait + 10.0)  # a claim may be held claim_wait seconds

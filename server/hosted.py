@@ -100,7 +100,7 @@ class HostedRun:
 
     def _reset(self) -> None:
         """Empty in-memory state: a fresh Run, no claims, no policy yet."""
-        self.run = Run(self.config)
+        self.run = Run(self.config, [self.row.seed])
         self.claimed = 0
         self.open: dict[str, OpenClaim] = {}
         self.version = 0
@@ -122,9 +122,11 @@ class HostedRun:
         store: Store,
         claim_timeout: float,
         now: float,
+        seed: int,
     ) -> HostedRun:
-        """A new run: plan the first policy (0 reports) and persist spec and policy together."""
-        row = RunRow(run_id, config.model_dump_json(), now, sequential)
+        """A new run: plan the first policy (0 reports) and persist spec, secret seed and policy
+        together."""
+        row = RunRow(run_id, config.model_dump_json(), now, sequential, seed)
         hosted = cls(row, config, store, claim_timeout)
         first = hosted._plan()
         assert first is not None

@@ -12,6 +12,7 @@ from server.errors import Refusal
 from server.hosted import HostedRun
 from server.store import Store
 from shared.config import RunConfig
+from shared.seeding import secret_seed
 from shared.stats import family_shapes
 
 log = logging.getLogger("privrl.server")
@@ -106,8 +107,12 @@ class Registry:
                     " (PRIVRL_MAX_BODY_BYTES)",
                 )
 
-    def create(self, config: RunConfig, sequential: bool) -> HostedRun:
-        """A new run with a fresh unguessable id (planned and persisted before it is listed)."""
+    def create(self, config: RunConfig, sequential: bool, seed: int | None = None) -> HostedRun:
+        """A new run with a fresh unguessable id (planned and persisted before it is listed).
+
+        `seed` is the admin's seed for a reproducible experiment; without one the run's noise
+        seed comes from the OS CSPRNG. Either way it is a secret: no route or log shows it.
+        """
         self._check_ready()
         self.check_size(config)
         run_id = secrets.token_hex(8)
@@ -115,7 +120,13 @@ class Registry:
             run_id = secrets.token_hex(8)
         try:
             hosted = HostedRun.create(
-                run_id, config, sequential, self.store, self.claim_timeout, time.time()
+                run_id,
+                config,
+                sequential,
+                self.store,
+                self.claim_timeout,
+                time.time(),
+                secret_seed() if seed is None else seed,
             )
         except (ValueError, ArithmeticError) as exc:
             raise Refusal(422, "invalid_run", f"cannot create this run: {exc}") from exc

@@ -1,7 +1,9 @@
 """SQLite persistence (WAL): runs, claims, accepted reports and the public policy log.
 
 What is stored, and who may see it:
-  runs      public run specs (and a deleted flag; a deleted run's other rows are purged).
+  runs      public run specs, each run's secret seed (its central noise is a function of it: it
+            never leaves this file) and a deleted flag (a deleted run's seed and other rows are
+            purged).
   claims    one row per ticket handed out: episode index, policy version served, the number of
             reports counted when it was claimed (the learner planned there), expiry, state.
   reports   every accepted report in acceptance order with its Ack. JDP / non-private: the raw
@@ -11,12 +13,13 @@ What is stored, and who may see it:
 
 Each write is one transaction, committed before the server answers: an Ack is only sent for a
 report that is on disk. Startup replays `reports` through a fresh `shared.run.Run`; the central
-noise is counter-based on the run seed, so the replay rebuilds exactly the values already
-released (contract 2). The connection is shared by worker threads behind one lock.
+noise is counter-based on the run's secret seed, so the replay rebuilds exactly the values
+already released (contract 2). The connection is shared by worker threads behind one lock.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -29,7 +32,8 @@ CREATE TABLE IF NOT EXISTS runs (
     config      TEXT NOT NULL,
     created_at  REAL NOT NULL,
     sequential  INTEGER NOT NULL,
-    deleted     INTEGER NOT NULL DEFAULT 0
+    deleted     INTEGER NOT NULL DEFAULT 0,
+    seed        TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS claims (
     ticket          TEXT PRIMARY KEY,
@@ -68,9 +72,14 @@ class RunRow:
     """A stored run spec."""
 
     id: str
-    config: str  # RunConfig JSON
+    config: str  # RunConfig JSON (public)
     created_at: float
     sequential: bool
+    seed: int  # the server's secret seed of this run (never served, never logged)
+
+    def __repr__(self) -> str:
+        """Everything but the seed (a repr can end up in a log line)."""
+        return f"RunRow(id={self.id!r}, created_at={self.created_at}, sequential={self.sequential})"
 
 
 @dataclass(frozen=True)
@@ -129,6 +138,21 @@ class Store:
             raise ValueError(f"synchronous must be FULL or NORMAL, got {synchronous!r}")
         self._conn.execute(f"PRAGMA synchronous={synchronous}")
         self._conn.executescript(SCHEMA)
+        self._migrate_public_seeds()
+
+    def _migrate_public_seeds(self) -> None:
+        """Databases written before seeds were secret: move the seed out of the public config."""
+        columns = {r[1] for r in self._conn.execute("PRAGMA table_info(runs)")}
+        if "seed" not in columns:
+            self._conn.execute("ALTER TABLE runs ADD COLUMN seed TEXT NOT NULL DEFAULT ''")
+        rows = self._conn.execute("SELECT id, config FROM runs WHERE seed = ''").fetchall()
+        for run_id, text in rows:
+            config = json.loads(text)
+            seed = int(config.pop("seed", 0))
+            self._conn.execute(
+                "UPDATE runs SET config = ?, seed = ? WHERE id = ?",
+                (json.dumps(config), str(seed), run_id),
+            )
 
     def close(self) -> None:
         """Close the connection (checkpointing the WAL)."""
@@ -160,8 +184,9 @@ class Store:
         self._write(
             [
                 (
-                    "INSERT INTO runs (id, config, created_at, sequential) VALUES (?, ?, ?, ?)",
-                    (run.id, run.config, run.created_at, int(run.sequential)),
+                    "INSERT INTO runs (id, config, created_at, sequential, seed)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (run.id, run.config, run.created_at, int(run.sequential), str(run.seed)),
                 ),
                 _insert_policy(first_policy),
             ]
@@ -178,16 +203,16 @@ class Store:
     def runs(self) -> list[RunRow]:
         """Live (not deleted) runs in creation order."""
         rows = self._read(
-            "SELECT id, config, created_at, sequential FROM runs WHERE deleted = 0"
+            "SELECT id, config, created_at, sequential, seed FROM runs WHERE deleted = 0"
             " ORDER BY created_at, id"
         )
-        return [RunRow(r[0], r[1], r[2], bool(r[3])) for r in rows]
+        return [RunRow(r[0], r[1], r[2], bool(r[3]), int(r[4])) for r in rows]
 
     def delete_run(self, run_id: str) -> None:
         """Flag the run deleted and purge its claims, reports (private data) and policy log."""
         self._write(
             [
-                ("UPDATE runs SET deleted = 1 WHERE id = ?", (run_id,)),
+                ("UPDATE runs SET deleted = 1, seed = 'purged' WHERE id = ?", (run_id,)),
                 ("DELETE FROM claims WHERE run_id = ?", (run_id,)),
                 ("DELETE FROM reports WHERE run_id = ?", (run_id,)),
                 ("DELETE FROM policies WHERE run_id = ?", (run_id,)),

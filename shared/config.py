@@ -1,7 +1,9 @@
 """Public run configuration: everything fixed before a run starts (and known to everyone).
 
 The true world is *not* part of it: the server only knows the model class (S, A, H). Presets fill
-the learner's public, data-independent knobs; no knob ever changes the privacy noise.
+the learner's public, data-independent knobs; no knob ever changes the privacy noise. Seeds are
+not part of it either: a seed behind published noise is as private as the data (anyone who knows
+it can recompute the noise and subtract it), so seeds travel separately (`shared.seeding`).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ PRESETS: dict[str, UCBVIKnobs] = {
 
 
 class RunConfig(BaseModel):
-    """A learning run: algorithm, model class, privacy, length, seed and knobs (all public)."""
+    """A learning run: algorithm, model class, privacy, length and knobs (all public, no seed)."""
 
     # epsilon = inf is legal: serialize it as "Infinity" (which validates back), not as null.
     model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
@@ -86,7 +88,6 @@ class RunConfig(BaseModel):
     pooled: bool = Field(
         False, description="pool statistics over h (time-homogeneous worlds only; an extension)"
     )
-    seed: int = Field(0, ge=0, description="the server's seed (central noise, tie-breaking)")
 
     @model_validator(mode="after")
     def _check(self) -> RunConfig:

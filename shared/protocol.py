@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.config import RunConfig
 from shared.privacy.accountant import Ledger
+from shared.seeding import SEED_BITS
 
 API_VERSION = "v1"
 TICKET_PATTERN = r"^[A-Za-z0-9_-]{16,128}$"
@@ -35,6 +36,28 @@ class ErrorBody(Strict):
         description="why, for programs: e.g. 'expired' (claim lapsed: claim again), 'finished'"
         " (stop), 'busy'/'full' (no free slot: retry), 'conflict', 'invalid', 'wrong_kind'",
     )
+
+
+class RunRequest(RunConfig):
+    """The body of POST /v1/runs: the public run config plus, optionally, the server's seed.
+
+    The seed is write-only: it is stored as a secret of the server and returned by no route (a
+    seed behind published noise lets anyone subtract that noise). Without it the server draws
+    one from the OS CSPRNG. Pass one only for reproducible simulation.
+    """
+
+    seed: int | None = Field(
+        None,
+        ge=0,
+        lt=2**SEED_BITS,
+        description="optional secret seed of the server's noise (reproducible experiments"
+        " only); write-only: never returned, logged or shown in metrics. Default: drawn from"
+        " the OS CSPRNG",
+    )
+
+    def public(self) -> RunConfig:
+        """The public part: everything but the seed."""
+        return RunConfig.model_validate(self.model_dump(exclude={"seed"}))
 
 
 class RunStatus(Strict):

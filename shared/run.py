@@ -28,11 +28,16 @@ class RunFinished(RuntimeError):
 
 
 class Run:
-    """The server-side state of one learning run, for R replicas (R = 1 on a server)."""
+    """The server-side state of one learning run, for R replicas (R = 1 on a server).
 
-    def __init__(self, config: RunConfig, seeds: Sequence[int] | None = None) -> None:
+    `seeds[r]` is replica r's secret server seed (central noise, tie-breaking): never published.
+    """
+
+    def __init__(self, config: RunConfig, seeds: Sequence[int]) -> None:
+        if not seeds:
+            raise ValueError("a run needs one server seed per replica")
         self.config = config
-        self.seeds = [int(s) for s in (seeds if seeds is not None else [config.seed])]
+        self.seeds = [int(s) for s in seeds]
         self.calibration: Calibration = calibrate(config)
         self.ledger = Ledger()
         self.learner = DPUCBVI(config, self.seeds)
@@ -151,7 +156,11 @@ def run_in_process(
     progress: Callable[[int], None] | None = None,
     progress_every: int = 1000,
 ) -> InProcessResult:
-    """Run K episodes for every seed at once; replica r uses server and client seed seeds[r]."""
+    """Run K episodes for every seed at once; replica r uses server and client seed seeds[r].
+
+    Sharing one seed between the server's and the users' roles is harmless here: both sides live
+    in this process and publish nothing, and their streams have different paths.
+    """
     if (mdp.S, mdp.A, mdp.H) != (config.n_states, config.n_actions, config.horizon):
         raise ValueError(
             f"world has (S, A, H) = {(mdp.S, mdp.A, mdp.H)} but the run was configured for "

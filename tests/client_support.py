@@ -23,12 +23,11 @@ TOKEN = "test-token-" + secrets.token_hex(8)
 
 
 def config_for(privacy: str, mechanism: str = "gaussian", episodes: int = 60,
-               seed: int = 7, epsilon: float = 1.0) -> RunConfig:
+               epsilon: float = 1.0) -> RunConfig:
     """A small DP-UCBVI run on RiverSwim (H = 20)."""
     delta = 1e-5 if mechanism == "gaussian" and privacy != "none" else 0.0
     return RunConfig(n_states=MDP.S, n_actions=MDP.A, horizon=MDP.H, episodes=episodes,
-                     privacy=privacy, epsilon=epsilon, mechanism=mechanism, delta=delta,
-                     seed=seed)
+                     privacy=privacy, epsilon=epsilon, mechanism=mechanism, delta=delta)
 
 
 def start_server(tmp: Path, *, sequential: bool = False,
@@ -40,10 +39,10 @@ def start_server(tmp: Path, *, sequential: bool = False,
     return server.start(timeout=60.0)
 
 
-def create_run(server: ServerProcess, config: RunConfig) -> str:
-    """POST /v1/runs with the admin token; the new run's id."""
+def create_run(server: ServerProcess, config: RunConfig, seed: int | None = None) -> str:
+    """POST /v1/runs with the admin token (and the server's secret seed); the new run's id."""
     with ServerAPI(server.url, token=TOKEN) as api:
-        return api.create_run(config).id
+        return api.create_run(config, seed=seed).id
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120.0,
@@ -64,9 +63,11 @@ class Reference:
     noisy: list[Stats | None]
 
 
-def reference_run(config: RunConfig, client_seed: int, mdp: TabularMDP = MDP) -> Reference:
+def reference_run(
+    config: RunConfig, server_seed: int, client_seed: int, mdp: TabularMDP = MDP
+) -> Reference:
     """Replay the protocol in process: policy, user episode, ingest — K times."""
-    run = Run(config, [config.seed])
+    run = Run(config, [server_seed])
     policies, trajs, raws, noisies = [], [], [], []
     for k in range(config.episodes):
         pol = run.policy()

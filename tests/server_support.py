@@ -20,7 +20,7 @@ from server.app import create_app
 from server.settings import Settings
 from shared.config import RunConfig
 from shared.privacy.calibration import calibrate
-from shared.protocol import RunInfo, Ticket
+from shared.protocol import RunInfo, RunRequest, Ticket
 from shared.run import user_episode
 from shared.worlds.tabular import TabularMDP, riverswim
 
@@ -30,10 +30,16 @@ AUTH = {"Authorization": f"Bearer {ADMIN}"}
 
 
 def spec(privacy: str = "jdp", **overrides: Any) -> dict[str, Any]:
-    """A small RiverSwim run spec (S=4, A=2, H=5) as JSON."""
+    """A small RiverSwim run (S=4, A=2, H=5) as a POST /v1/runs body: the public config plus
+    the server's secret seed (3 unless overridden; seed=None leaves it to the server)."""
     base = dict(n_states=4, n_actions=2, horizon=5, episodes=10, privacy=privacy, seed=3)
     base.update(overrides)
-    return RunConfig(**base).model_dump(mode="json")
+    return RunRequest(**base).model_dump(mode="json", exclude_none=True)
+
+
+def public(config: dict[str, Any]) -> RunConfig:
+    """The public part of a run spec (what GET /v1/runs/{id} shows)."""
+    return RunRequest.model_validate(config).public()
 
 
 def world(config: dict[str, Any]) -> TabularMDP:
@@ -45,7 +51,7 @@ def user_report(
     ticket: dict[str, Any], config: dict[str, Any], mdp: TabularMDP, client_seed: int = 11
 ) -> dict[str, Any]:
     """What an honest user posts for a Ticket: its trajectory (JDP/none) or noisy arrays (LDP)."""
-    cfg = RunConfig.model_validate(config)
+    cfg = public(config)
     policy = np.asarray(ticket["policy"]["actions"], dtype=np.int64)[None]
     traj, noisy = user_episode(
         mdp, policy, [client_seed], ticket["episode"], calibrate(cfg), cfg.pooled

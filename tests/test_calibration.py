@@ -57,7 +57,7 @@ def test_radius_decreases_with_eps_and_grows_with_k():
 
 def _spend(config: RunConfig, episodes: int) -> Run:
     """Feed `episodes` dummy trajectories (or noisy reports) and return the run."""
-    run = Run(config)
+    run = Run(config, [0])
     traj = Trajectories(np.zeros((1, 21), int), np.zeros((1, 20), int), np.zeros((1, 20)))
     for _ in range(episodes):
         if config.privacy == "ldp":

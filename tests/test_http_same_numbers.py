@@ -27,15 +27,15 @@ def server(tmp_path_factory):
 
 @pytest.mark.parametrize(("privacy", "mechanism"), CASES)
 def test_sequential_http_run_matches_in_process(server, privacy: str, mechanism: str) -> None:
-    config = config_for(privacy, mechanism, episodes=60, seed=SEED)
-    run_id = create_run(server, config)
+    config = config_for(privacy, mechanism, episodes=60)
+    run_id = create_run(server, config, seed=SEED)
     done = run_cli("users", "--server", server.url, "--run", run_id, "--users", "60",
                    "--concurrency", "1", "--seed", str(SEED), "--quiet")
     assert done.returncode == 0, done.stderr
     assert "60 episodes reported" in done.stdout
 
     in_process = run_in_process(config, MDP, [SEED])
-    reference = reference_run(config, SEED)
+    reference = reference_run(config, SEED, SEED)
     ev = evaluate(server.url, run_id, MDP)
     with ServerAPI(server.url) as api:
         info, board, ledger = api.get_run(run_id), api.billboard(run_id), api.ledger(run_id)

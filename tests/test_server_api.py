@@ -14,9 +14,20 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from server_support import ADMIN, AUTH, Apps, claim, create, play, spec, state, user_report, world
+from server_support import (
+    ADMIN,
+    AUTH,
+    Apps,
+    claim,
+    create,
+    play,
+    public,
+    spec,
+    state,
+    user_report,
+    world,
+)
 
-from shared.config import RunConfig
 from shared.privacy.calibration import calibrate
 from shared.protocol import Ack, PolicyLog, RunInfo, RunList
 from shared.run import Run, user_episode
@@ -68,7 +79,8 @@ def test_create_list_show_delete(client: TestClient) -> None:
     resp = client.post("/v1/runs", json=config, headers=AUTH)
     assert resp.status_code == 201
     info = RunInfo.model_validate_json(resp.content)
-    assert info.config == RunConfig.model_validate(config)
+    assert info.config == public(config)
+    assert "seed" not in resp.json()["config"]
     assert info.status.model_dump() == {
         "episodes": 10, "claimed": 0, "outstanding": 0, "reported": 0, "finished": False,
         "policy_version": 1,
@@ -138,7 +150,7 @@ def test_full_cycle(client: TestClient, privacy: str) -> None:
     assert ticket["episode"] == 0 and ticket["policy"]["version"] == 1
     assert ticket["expires_in"] == 30.0
     if privacy == "ldp":
-        cal = calibrate(RunConfig.model_validate(config))
+        cal = calibrate(public(config))
         assert ticket["randomizer"] == {
             "mechanism": "laplace",
             "scale": cal.mechanism.scale,
@@ -190,14 +202,14 @@ def test_http_run_reproduces_the_in_process_run(client: TestClient) -> None:
     """Sequential HTTP episodes = the in-process sequence (same seeds, same numbers)."""
     for privacy in ("jdp", "ldp"):
         config = spec(privacy, episodes=12, seed=5)
-        cfg = RunConfig.model_validate(config)
+        cfg = public(config)
         mdp = world(config)
-        run = Run(cfg)
+        run = Run(cfg, [5])
         expected = []
         for k in range(cfg.episodes):
             pol = run.policy()
             expected.append(pol[0].tolist())
-            traj, noisy = user_episode(mdp, pol, [cfg.seed], k, run.calibration, cfg.pooled)
+            traj, noisy = user_episode(mdp, pol, [5], k, run.calibration, cfg.pooled)
             if noisy is None:
                 run.ingest_trajectories(traj)
             else:
@@ -207,7 +219,7 @@ def test_http_run_reproduces_the_in_process_run(client: TestClient) -> None:
             ticket = claim(client, run_id)
             assert ticket["episode"] == k
             assert ticket["policy"]["actions"] == expected[k]
-            body = user_report(ticket, config, mdp, client_seed=cfg.seed)
+            body = user_report(ticket, config, mdp, client_seed=5)
             assert client.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200
         board = client.get(f"/v1/runs/{run_id}/billboard").json()
         for name, arr in run.billboard().items():

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from server_support import AUTH, Apps, claim, create, spec, state, user_report, world
+from server_support import AUTH, Apps, claim, create, play, spec, state, user_report, world
 
 from server.store import Store
 
@@ -147,3 +147,26 @@ def test_store_uses_wal_and_commits_each_write(tmp_path: Path) -> None:
         store.close()
     with pytest.raises(FileNotFoundError):
         Store(tmp_path / "missing" / "s.db")
+
+
+def test_databases_with_public_seeds_are_migrated(tmp_path: Path, apps: Apps) -> None:
+    """A database from before seeds were secret: the seed moves out of the public config, and
+    the run keeps the noise it already published (same seed, same billboard)."""
+    seed = 987654321987
+    config = spec("jdp", episodes=6, seed=seed)
+    first = apps()
+    run_id = create(first, config)
+    play(first, run_id, config, 3)
+    before = state(first, run_id)
+    apps.close(first)
+    with sqlite3.connect(tmp_path / "privrl.db") as db:  # rewrite the row the old way
+        (text,) = db.execute("SELECT config FROM runs WHERE id = ?", (run_id,)).fetchone()
+        old = {**json.loads(text), "seed": seed}
+        db.execute("ALTER TABLE runs DROP COLUMN seed")
+        db.execute("UPDATE runs SET config = ? WHERE id = ?", (json.dumps(old), run_id))
+    rows = Store(tmp_path / "privrl.db").runs()
+    assert rows[0].seed == seed and "seed" not in json.loads(rows[0].config)
+    assert str(seed) not in repr(rows[0])
+    again = apps()
+    assert state(again, run_id) == before
+    assert "seed" not in again.get(f"/v1/runs/{run_id}").json()["config"]

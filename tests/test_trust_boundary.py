@@ -109,8 +109,8 @@ def test_ldp_nothing_raw_reaches_the_server(tmp_path_factory, mechanism: str) ->
     tmp = tmp_path_factory.mktemp(f"ldp-{mechanism}")
     server = start_server(tmp, sequential=True)
     try:
-        config = config_for("ldp", mechanism, episodes=K, seed=SEED)
-        run_id = create_run(server, config)
+        config = config_for("ldp", mechanism, episodes=K)
+        run_id = create_run(server, config, seed=SEED)
         rec = Recorder()
         result = swarm(server, run_id, SEED, K, rec)
         assert result.reported == K
@@ -119,7 +119,7 @@ def test_ldp_nothing_raw_reaches_the_server(tmp_path_factory, mechanism: str) ->
             api.get_run(run_id), api.billboard(run_id), api.ledger(run_id)
     finally:
         server.stop()
-    ref = reference_run(config, SEED)
+    ref = reference_run(config, SEED, SEED)
     sizes = {f: int(np.prod(a.shape)) for f, a in ref.raw[0].items()}
 
     # what the users sent: only tickets and dense noisy arrays, never raw keys or values
@@ -200,11 +200,11 @@ def test_ldp_nothing_raw_reaches_the_server(tmp_path_factory, mechanism: str) ->
 
 
 def test_jdp_no_endpoint_returns_raw_reports(server) -> None:
-    config = config_for("jdp", "gaussian", episodes=K, seed=SEED)
-    run_id = create_run(server, config)
+    config = config_for("jdp", "gaussian", episodes=K)
+    run_id = create_run(server, config, seed=SEED)
     result = swarm(server, run_id, SEED, K, Recorder())
     assert result.reported == K
-    ref = reference_run(config, SEED)
+    ref = reference_run(config, SEED, SEED)
     sequences = [t.states[0].tolist() for t in ref.trajectories]
     sequences += [t.actions[0].tolist() for t in ref.trajectories]
     sequences += [t.rewards[0].tolist() for t in ref.trajectories]
@@ -248,10 +248,10 @@ def test_server_never_sends_user_randomness(server) -> None:
     openapi = httpx.get(f"{server.url}/openapi.json", timeout=10).json()
     assert "seed" not in json.dumps(openapi["components"]["schemas"]["Ticket"]).lower()
 
-    config = config_for("jdp", "laplace", episodes=5, seed=SEED)
+    config = config_for("jdp", "laplace", episodes=5)
     answers, trajectories = [], []
     for client_seed in (1, 2):
-        run_id = create_run(server, config)  # two identical runs, same server seed
+        run_id = create_run(server, config, seed=SEED)  # two identical runs, same server seed
         rec = Recorder()
         result = swarm(server, run_id, client_seed, 1, rec)
         out = result.outcomes[0]

@@ -181,6 +181,6 @@ def test_world_and_config_must_agree():
 
 
 def test_knobs_never_change_the_noise():
-    a = Run(cfg(privacy="jdp", epsilon=1.0))
-    b = Run(cfg(privacy="jdp", epsilon=1.0, knobs=UCBVIKnobs(bonus_scale=5, radius_scale=9)))
+    a = Run(cfg(privacy="jdp", epsilon=1.0), [0])
+    b = Run(cfg(privacy="jdp", epsilon=1.0, knobs=UCBVIKnobs(bonus_scale=5, radius_scale=9)), [0])
     assert a.calibration == b.calibration

@@ -16,8 +16,7 @@ from server.routes.common import (
     registry_of,
     settings_of,
 )
-from shared.config import RunConfig
-from shared.protocol import RunInfo, RunList
+from shared.protocol import RunInfo, RunList, RunRequest
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
@@ -28,10 +27,10 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"])
     status_code=201,
     dependencies=[Depends(require_admin)],
     responses=error_responses(400, 401, 403, 413, 422, 503),
-    summary="Create a run from a public run spec (admin)",
+    summary="Create a run from a public run spec and an optional secret seed (admin)",
 )
 async def create_run(
-    config: RunConfig,
+    body: RunRequest,
     request: Request,
     sequential: bool | None = Query(
         None,
@@ -39,10 +38,13 @@ async def create_run(
         " --sequential setting (PRIVRL_SEQUENTIAL)",
     ),
 ) -> RunInfo:
-    """Create a run; the learner plans policy version 1 before any report."""
+    """Create a run; the learner plans policy version 1 before any report.
+
+    The answer holds the public config only: the seed, given or drawn, is never returned.
+    """
     registry = registry_of(request)
     seq = settings_of(request).sequential if sequential is None else sequential
-    hosted = await in_thread(registry.create, config, seq)
+    hosted = await in_thread(registry.create, body.public(), seq, body.seed)
     metrics_of(request).run_state(hosted.id, hosted.version, hosted.epsilon_spent(), 0)
     return hosted.info(time.time())
 
