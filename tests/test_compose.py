@@ -28,7 +28,8 @@ from client.api import ServerAPI
 from client.procs import REPO_ROOT, child_env, free_port, stop_process
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
-SCHEMA = REPO_ROOT / ".." / "shared" / "data" / "compose-spec.json"
+# The official Compose Specification schema, vendored unmodified (see tests/data/README.md).
+SCHEMA = Path(__file__).resolve().parent / "data" / "compose-spec.json"
 VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
