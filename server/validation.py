@@ -16,13 +16,9 @@ import numpy as np
 
 from server.errors import Refusal
 from shared.config import RunConfig
-from shared.privacy.calibration import Calibration
+from shared.privacy.calibration import FALSE_REFUSAL, Calibration
 from shared.protocol import NoisyReport, TrajectoryReport
 from shared.worlds.rollout import Trajectories
-
-# An honest local report is a clean count (at most H per entry when pooled, else 1) plus noise;
-# 1000 noise scales are never exceeded in practice (Laplace: probability e^-1000 per entry).
-NOISE_SCALES_BOUND = 1000.0
 
 AnyReport = TrajectoryReport | NoisyReport
 
@@ -90,7 +86,9 @@ def trajectory_arrays(
 def noisy_arrays(
     report: NoisyReport, config: RunConfig, calibration: Calibration
 ) -> dict[str, np.ndarray]:
-    """Validate an LDP report: exactly the released families, exact flattened sizes, sane values."""
+    """Validate an LDP report: exactly the released families, exact flattened sizes, and every
+    entry within its family's clean range widened by the mechanism's tail at a false-refusal
+    probability of FALSE_REFUSAL per honest report (`Calibration.acceptance_margin`)."""
     want = {f.name: f.shape for f in calibration.families}
     got = set(report.arrays)
     if got != set(want):
@@ -101,8 +99,8 @@ def noisy_arrays(
         raise _invalid(
             f"arrays must be exactly the released families {sorted(want)}: " + ", ".join(parts)
         )
-    clean_max = float(config.horizon) if config.pooled else 1.0
-    bound = clean_max + NOISE_SCALES_BOUND * calibration.noise_scale
+    margin = calibration.acceptance_margin(FALSE_REFUSAL)
+    clean = {f.name: f.clean_max for f in calibration.families}
     out = {}
     for name in sorted(want):
         shape = want[name]
@@ -114,10 +112,13 @@ def noisy_arrays(
                 f" order), got {len(values)}"
             )
         arr = np.asarray(values, dtype=np.float64)
-        if arr.size and not np.abs(arr).max() <= bound:
+        lo, hi = -margin, clean[name] + margin
+        outside = np.flatnonzero((arr < lo) | (arr > hi))
+        if outside.size:
             raise _invalid(
-                f"arrays[{name!r}] has entries of magnitude above {bound:g} (a clean count plus"
-                f" {NOISE_SCALES_BOUND:g} noise scales); no honest local report gets there"
+                f"arrays[{name!r}][{int(outside[0])}] is outside [{lo:.6g}, {hi:.6g}]: a clean"
+                f" value in [0, {clean[name]:g}] plus this run's noise lands there with"
+                f" probability below {FALSE_REFUSAL:g} per honest report"
             )
         out[name] = arr.reshape((1, *shape))
     return out

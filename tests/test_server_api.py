@@ -333,7 +333,7 @@ def test_bad_ldp_reports_are_refused_and_change_nothing(client: TestClient) -> N
         ("long array", {**good, "arrays": {**arrays, "sas": arrays["sas"] + [0.0]}}, 422,
          "arrays['sas'] must have 160 entries"),
         ("absurd value", {**good, "arrays": {**arrays, "r": [1e6 * scale] + arrays["r"][1:]}},
-         422, "magnitude above"),
+         422, "arrays['r'][0] is outside"),
         ("string value", {**good, "arrays": {**arrays, "r": ["a"] + arrays["r"][1:]}}, 422,
          "valid number"),
         ("unknown ticket", {**good, "ticket": "B" * 40}, 404, "unknown ticket"),

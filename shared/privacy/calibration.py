@@ -24,6 +24,9 @@ from shared.privacy.tree import release_variance, tree_levels
 from shared.stats import family_shapes
 
 Mechanism = Laplace | Gaussian
+# Probability that the server refuses one honest local report (its noise lands beyond the
+# acceptance bounds): small enough never to be seen, large enough to keep the bounds tight.
+FALSE_REFUSAL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class FamilyCalibration:
     l1: float
     l2: float
     cost: float  # pure eps (Laplace) or rho (Gaussian) of one tree node / one local report
+    clean_max: float = 1.0  # one user's clean entries lie in [0, clean_max] (H when pooled)
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,29 @@ class Calibration:
             return self.mechanism.std() * math.sqrt(release_variance(items, self.smooth))
         return self.mechanism.std() * math.sqrt(items)
 
+    def report_entries(self) -> int:
+        """Numbers in one local report (every entry of every released family)."""
+        return sum(math.prod(f.shape) for f in self.families)
+
+    def acceptance_margin(self, false_refusal: float = FALSE_REFUSAL) -> float:
+        """How far outside its clean range [0, clean_max] a local report's entry may lie.
+
+        The mechanism's tail at `false_refusal / entries` per entry: an honest report (clean
+        values plus this calibration's noise) has any entry beyond it with probability at most
+        `false_refusal` (union bound over the report's entries).
+        """
+        if self.mechanism is None or self.mode != "ldp":
+            return 0.0
+        return self.mechanism.max_abs_bound(self.report_entries(), false_refusal)
+
+    def max_shift(self, false_refusal: float = FALSE_REFUSAL) -> float:
+        """The largest change one dishonest user can make to one billboard entry, in noise
+        scales: any accepted value minus any honest clean value, over the noise scale."""
+        if not self.noise_scale:
+            return 0.0
+        clean = max((f.clean_max for f in self.families), default=0.0)
+        return (clean + self.acceptance_margin(false_refusal)) / self.noise_scale
+
     def pair_std(self, items: int, derived: bool) -> float:
         """Std of the N(s,a) release error: sqrt(S) x larger when summed from N(s,a,s')."""
         std = self.release_std(items)
@@ -99,6 +126,7 @@ def calibrate(config: RunConfig) -> Calibration:
     shapes = family_shapes(config.n_states, config.n_actions, config.horizon, config.pooled)
     names = ["sas", "r"] if config.derived_pairs else ["sas", "sa", "r"]
     l1, l2 = _sensitivities(config.horizon, config.pooled)
+    clean_max = float(config.horizon) if config.pooled else 1.0
     levels = tree_levels(config.episodes) if config.privacy == "jdp" else 1
     smooth = config.privacy == "jdp" and config.smoothed_tree
     if config.privacy == "none":
@@ -107,17 +135,21 @@ def calibrate(config: RunConfig) -> Calibration:
     if math.isinf(eps):
         mech: Mechanism = Laplace(0.0) if config.mechanism == "laplace" else Gaussian(0.0)
         cost = mech.epsilon(l1) if isinstance(mech, Laplace) else mech.rho(l2)  # = inf: no noise
-        fams = tuple(FamilyCalibration(n, shapes[n], l1, l2, cost) for n in names)
+        fams = tuple(FamilyCalibration(n, shapes[n], l1, l2, cost, clean_max) for n in names)
         return Calibration(config.privacy, mech, fams, levels, 0.0, smooth)
     if config.mechanism == "laplace":
         eps_f = eps / len(names)
         mech = Laplace.calibrate(eps_f / levels, l1)
-        fams = tuple(FamilyCalibration(n, shapes[n], l1, l2, mech.epsilon(l1)) for n in names)
+        fams = tuple(
+            FamilyCalibration(n, shapes[n], l1, l2, mech.epsilon(l1), clean_max) for n in names
+        )
     else:
         rho = epsilon_to_rho(eps, config.delta)
         sigma = math.sqrt(levels * len(names) * l2**2 / (2.0 * rho))
         mech = Gaussian(sigma)
-        fams = tuple(FamilyCalibration(n, shapes[n], l1, l2, mech.rho(l2)) for n in names)
+        fams = tuple(
+            FamilyCalibration(n, shapes[n], l1, l2, mech.rho(l2), clean_max) for n in names
+        )
     m = levels if config.privacy == "jdp" else config.episodes
     s, a = config.n_states, config.n_actions
     counters = config.episodes * config.horizon * s * a * (s + 2)

@@ -56,6 +56,26 @@ def _check_count(m: int) -> int:
     return int(m)
 
 
+def _check_probability(p: float) -> float:
+    """Return `p` as a float, refusing values outside (0, 1)."""
+    p = float(p)
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"a tail probability must lie in (0, 1), got {p!r}")
+    return p
+
+
+def _erfc_inverse(q: float) -> float:
+    """x >= 0 with erfc(x) = q for q in (0, 1] (bisection: erfc is decreasing; no scipy)."""
+    lo, hi = 0.0, 30.0  # erfc(30) ~ 1e-393 underflows: below any q we are asked about
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if math.erfc(mid) > q:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
 def _ratio(numerator: float, denominator: float) -> float:
     """Return numerator / denominator with 0/0 = 0, x/0 = inf and anything/inf = 0."""
     if numerator == 0.0 or math.isinf(denominator):
@@ -107,6 +127,13 @@ class Laplace:
         lam = math.log(2.0 / delta)
         return self.scale * math.sqrt(8.0 * lam) * max(math.sqrt(m), math.sqrt(lam))
 
+    def max_abs_bound(self, n: int, p: float) -> float:
+        """t with P(max of n iid |Lap(b)| draws > t) <= p (union bound): b ln(n / p)."""
+        n, p = _check_count(n), _check_probability(p)
+        if n == 0 or self.scale == 0.0:
+            return 0.0
+        return self.scale * max(0.0, math.log(n / p))
+
 
 @dataclass(frozen=True)
 class Gaussian:
@@ -153,6 +180,14 @@ class Gaussian:
         if m == 0 or self.sigma == 0.0:
             return 0.0
         return self.sigma * math.sqrt(m) * math.sqrt(2.0 * math.log(2.0 / delta))
+
+    def max_abs_bound(self, n: int, p: float) -> float:
+        """t with P(max of n iid |N(0, s^2)| draws > t) <= p (union bound):
+        s sqrt(2) erfc^-1(p / n)."""
+        n, p = _check_count(n), _check_probability(p)
+        if n == 0 or self.sigma == 0.0:
+            return 0.0
+        return self.sigma * math.sqrt(2.0) * _erfc_inverse(p / n)
 
 
 Mechanism = Laplace | Gaussian
