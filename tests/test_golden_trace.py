@@ -1,0 +1,62 @@
+"""Golden regret traces of DP-UCBVI, committed before the plug-in refactor: numbers must not move.
+
+`python tests/test_golden_trace.py --write` regenerates tests/data/golden_ucbvi.json; do that
+only for a change that is meant to alter the numbers, and say so in the commit.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from shared.config import RunConfig
+from shared.run import run_in_process
+from shared.worlds import riverswim
+
+GOLDEN = Path(__file__).resolve().parent / "data" / "golden_ucbvi.json"
+CASES = {
+    "none": dict(privacy="none"),
+    "jdp-laplace": dict(privacy="jdp", mechanism="laplace", epsilon=2.0),
+    "jdp-gaussian-faithful": dict(privacy="jdp", mechanism="gaussian", epsilon=1.0, delta=1e-5,
+                                  preset="faithful"),
+    "ldp-gaussian": dict(privacy="ldp", mechanism="gaussian", epsilon=4.0, delta=1e-5),
+    "ldp-laplace-pooled": dict(privacy="ldp", mechanism="laplace", epsilon=4.0, pooled=True),
+}
+SEEDS = [3, 4]
+
+
+def trace(case: str) -> dict[str, Any]:
+    """Per-seed, per-episode exact regret and the ledger totals of one case."""
+    mdp = riverswim(10)
+    config = RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=200,
+                       **CASES[case])
+    res = run_in_process(config, mdp, SEEDS)
+    totals = res.ledger.totals(config.accounting_delta)
+    return {
+        "regret": res.regret.tolist(),
+        "policy_versions": res.policy_versions,
+        "epsilon": totals.epsilon,
+        "rho": totals.rho,
+    }
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_regret_trace_is_unchanged(case: str) -> None:
+    want = json.loads(GOLDEN.read_text())[case]
+    got = trace(case)
+    np.testing.assert_array_equal(np.asarray(got["regret"]), np.asarray(want["regret"]))
+    assert got["policy_versions"] == want["policy_versions"]
+    assert got["epsilon"] == pytest.approx(want["epsilon"], rel=1e-12)
+    assert got["rho"] == pytest.approx(want["rho"], rel=1e-12)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        raise SystemExit(__doc__)
+    GOLDEN.write_text(json.dumps({case: trace(case) for case in sorted(CASES)}, indent=0))
+    print(f"wrote {GOLDEN}")
