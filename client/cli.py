@@ -94,6 +94,13 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
     p.add_argument("--pair-counts", choices=["released", "derived"], default=None)
     p.add_argument("--bonus-scale", type=float, default=None, help="override c_b")
     p.add_argument("--radius-scale", type=float, default=None, help="override c_E")
+    p.add_argument(
+        "--noise",
+        default="numpy",
+        choices=["numpy", "opendp"],
+        help="noise backend: numpy (seeded, reproducible) or opendp (OS CSPRNG, exact samplers;"
+        " needs privrl[secure])",
+    )
 
 
 def world_from_args(args: argparse.Namespace):
@@ -137,6 +144,7 @@ def config_from_args(
             epsilon=epsilon,
             delta=delta if privacy != "none" else 0.0,
             mechanism=mechanism,
+            noise=args.noise,
             preset=args.preset,
             knobs=knobs,
             pair_counts=args.pair_counts,

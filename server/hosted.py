@@ -8,6 +8,10 @@ When the learner plans matters (DP-UCBVI clips Q~ by the previous plan), so the 
 are part of the persisted state: the learner plans before the first episode and at every claim
 (at most once per number of reports counted), and each claim row records that number. A replay
 plans at exactly the same points and therefore rebuilds the same policy versions.
+
+With the unseeded 'opendp' noise backend the JDP tree noise cannot be re-derived: every node
+value drawn while ingesting a report is stored in that report's transaction, and a replay takes
+node values only from the store (a missing one is a RebuildError, never a fresh draw).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import TypeVar
 import numpy as np
 
 from server.errors import Refusal
-from server.store import ClaimRow, PolicyRow, ReportRow, RunRow, Store
+from server.store import ClaimRow, NoiseRow, PolicyRow, ReportRow, RunRow, Store
 from server.validation import (
     canonical,
     check_kind,
@@ -35,6 +39,7 @@ from server.validation import (
 )
 from shared.config import RunConfig
 from shared.privacy.calibration import Calibration
+from shared.privacy.tree import NodeNoise, StoredNoiseError
 from shared.protocol import (
     Ack,
     Billboard,
@@ -105,6 +110,7 @@ class HostedRun:
         self.open: dict[str, OpenClaim] = {}
         self.version = 0
         self.actions = np.zeros((self.config.horizon, self.config.n_states), dtype=np.int64)
+        self.run.privatizer.journal_noise()
 
     @property
     def sequential(self) -> bool:
@@ -138,12 +144,16 @@ class HostedRun:
         """Rebuild a stored run by replaying its reports and planning points."""
         config = RunConfig.model_validate_json(row.config)
         hosted = cls(row, config, store, claim_timeout)
-        hosted._load()
+        try:
+            hosted._load()
+        except StoredNoiseError as exc:
+            raise RebuildError(f"run {row.id}: {exc}") from exc
         return hosted
 
     def _load(self) -> None:
         """(Re)build everything from the store; checks the replay against the stored log."""
         self._reset()
+        self.run.privatizer.begin_replay(self._stored_noise())
         claims = self.store.claims(self.id)
         stored = {p.version: p for p in self.store.policies(self.id)}
         plan_points = {0} | {c.planned_at for c in claims}
@@ -157,6 +167,7 @@ class HostedRun:
                 raise RebuildError(f"run {self.id}: report {rep.seq} replays out of order")
             if self.run.reported in plan_points:
                 self._replan(stored)
+        self.run.privatizer.end_replay()
         if stored and self.version != max(stored):
             raise RebuildError(
                 f"run {self.id}: replay reached policy version {self.version}, the log has"
@@ -175,6 +186,26 @@ class HostedRun:
             )
             for c in pending
         }
+
+    def _stored_noise(self) -> list[NodeNoise]:
+        """The node noise this run drew and stored (unseeded backend only; else empty)."""
+        return [
+            NodeNoise(r.family, r.level, r.index, np.frombuffer(r.value, dtype="<f8"))
+            for r in self.store.node_noise(self.id)
+        ]
+
+    def _drawn_noise(self) -> list[NoiseRow]:
+        """The node noise drawn since last asked, as rows to store with the current write."""
+        return [
+            NoiseRow(
+                self.id,
+                node.family,
+                node.level,
+                node.index,
+                np.ascontiguousarray(node.value, dtype="<f8").tobytes(),
+            )
+            for node in self.run.privatizer.take_drawn()
+        ]
 
     def _replan(self, stored: dict[int, PolicyRow]) -> None:
         """Plan during a replay; a new version must equal the stored one."""
@@ -263,7 +294,7 @@ class HostedRun:
             row = ClaimRow(
                 ticket, self.id, episode, self.version, planned_at, now, expires_at, "open"
             )
-            self.store.record_claim(row, new_policy)
+            self.store.record_claim(row, new_policy, self._drawn_noise())
 
         self._atomically("claim", mutate)
         self.claimed += 1
@@ -330,7 +361,7 @@ class HostedRun:
                 digest,
                 ack.model_dump_json(),
             )
-            self.store.record_report(row)
+            self.store.record_report(row, self._drawn_noise())
             return ack
 
         ack = self._atomically("report", mutate)

@@ -10,11 +10,16 @@ What is stored, and who may see it:
             trajectory, the trusted curator's private store, never served by any endpoint.
             LDP: only the locally randomized arrays (nothing raw ever reaches the server).
   policies  the public policy log: each policy version's actions.
+  node_noise  JDP runs with the unseeded 'opendp' backend: every tree node's noise as drawn
+            (float64 bytes), keyed by run, family, level and index. Private: with the billboard
+            it gives the exact sums, so no endpoint serves it and deleting a run purges it.
 
 Each write is one transaction, committed before the server answers: an Ack is only sent for a
-report that is on disk. Startup replays `reports` through a fresh `shared.run.Run`; the central
-noise is counter-based on the run's secret seed, so the replay rebuilds exactly the values
-already released (contract 2). The connection is shared by worker threads behind one lock.
+report that is on disk, and node noise is written in the transaction of the report whose
+ingestion drew it. Startup replays `reports` through a fresh `shared.run.Run`; the central noise
+is counter-based on the run's secret seed (numpy backend) or read back from `node_noise`
+(opendp), so the replay rebuilds exactly the values already released (contract 2). The
+connection is shared by worker threads behind one lock.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +68,14 @@ CREATE TABLE IF NOT EXISTS policies (
     planned_at  INTEGER NOT NULL,
     actions     TEXT NOT NULL,
     PRIMARY KEY (run_id, version)
+);
+CREATE TABLE IF NOT EXISTS node_noise (
+    run_id  TEXT NOT NULL,
+    family  TEXT NOT NULL,
+    level   INTEGER NOT NULL,
+    idx     INTEGER NOT NULL,
+    value   BLOB NOT NULL,
+    PRIMARY KEY (run_id, family, level, idx)
 );
 """
 
@@ -118,6 +131,17 @@ class PolicyRow:
     version: int
     planned_at: int
     actions: str  # JSON list[list[int]]
+
+
+@dataclass(frozen=True)
+class NoiseRow:
+    """One tree node's noise as drawn (little-endian float64 bytes, the tree knows its shape)."""
+
+    run_id: str
+    family: str
+    level: int
+    index: int
+    value: bytes
 
 
 class Store:
@@ -216,13 +240,16 @@ class Store:
                 ("DELETE FROM claims WHERE run_id = ?", (run_id,)),
                 ("DELETE FROM reports WHERE run_id = ?", (run_id,)),
                 ("DELETE FROM policies WHERE run_id = ?", (run_id,)),
+                ("DELETE FROM node_noise WHERE run_id = ?", (run_id,)),
             ]
         )
 
     # -- claims -------------------------------------------------------------------------------
 
-    def record_claim(self, claim: ClaimRow, new_policy: PolicyRow | None) -> None:
-        """A ticket handed out (and the policy version it serves, when it is new)."""
+    def record_claim(
+        self, claim: ClaimRow, new_policy: PolicyRow | None, noise: Sequence[NoiseRow] = ()
+    ) -> None:
+        """A ticket handed out (the policy version it serves when new, any noise drawn)."""
         statements = [
             (
                 "INSERT INTO claims (ticket, run_id, episode, policy_version, planned_at,"
@@ -241,7 +268,7 @@ class Store:
         ]
         if new_policy is not None:
             statements.append(_insert_policy(new_policy))
-        self._write(statements)
+        self._write(statements + [_insert_noise(row) for row in noise])
 
     def claims(self, run_id: str) -> list[ClaimRow]:
         """All claims of a run by episode index."""
@@ -263,8 +290,8 @@ class Store:
 
     # -- reports ------------------------------------------------------------------------------
 
-    def record_report(self, report: ReportRow) -> None:
-        """An accepted report, and its claim marked reported, in one transaction."""
+    def record_report(self, report: ReportRow, noise: Sequence[NoiseRow] = ()) -> None:
+        """An accepted report, its claim marked reported and the noise it drew: one transaction."""
         self._write(
             [
                 (
@@ -285,6 +312,7 @@ class Store:
                     "UPDATE claims SET state = 'reported' WHERE ticket = ? AND state = 'open'",
                     (report.ticket,),
                 ),
+                *(_insert_noise(row) for row in noise),
             ]
         )
 
@@ -322,6 +350,25 @@ class Store:
             (run_id,),
         )
         return [PolicyRow(*r) for r in rows]
+
+    # -- node noise (private) -------------------------------------------------------------------
+
+    def node_noise(self, run_id: str) -> list[NoiseRow]:
+        """Every stored tree node noise of a run (what its replay must reuse, never re-draw)."""
+        rows = self._read(
+            "SELECT run_id, family, level, idx, value FROM node_noise WHERE run_id = ?"
+            " ORDER BY family, level, idx",
+            (run_id,),
+        )
+        return [NoiseRow(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
+
+
+def _insert_noise(row: NoiseRow) -> tuple[str, tuple]:
+    """The INSERT of one node's noise (a node is drawn once: a second insert is an error)."""
+    return (
+        "INSERT INTO node_noise (run_id, family, level, idx, value) VALUES (?, ?, ?, ?, ?)",
+        (row.run_id, row.family, row.level, row.index, row.value),
+    )
 
 
 def _insert_policy(policy: PolicyRow) -> tuple[str, tuple]:

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from shared.privacy.noise import NoiseName
+
 PrivacyMode = Literal["none", "jdp", "ldp"]
 MechanismName = Literal["laplace", "gaussian"]
 PresetName = Literal["faithful", "practical"]
@@ -71,6 +73,12 @@ class RunConfig(BaseModel):
     epsilon: float = Field(1.0, gt=0, description="privacy budget per user (inf allowed)")
     delta: float = Field(0.0, ge=0, lt=1, description="needed (> 0) for the Gaussian mechanism")
     mechanism: MechanismName = "laplace"
+    noise: NoiseName = Field(
+        "numpy",
+        description="who draws the noise: 'numpy' (seeded generators, reproducible: for"
+        " simulation) or 'opendp' (OpenDP's exact samplers on the OS CSPRNG: for deployments;"
+        " needs privrl[secure]). Same calibration either way",
+    )
     beta: float = Field(0.1, gt=0, lt=1, description="failure probability in the radii")
     preset: PresetName = "practical"
     knobs: UCBVIKnobs | None = Field(None, description="overrides the preset's knobs")

@@ -172,6 +172,11 @@ class LedgerView(Strict):
     rho: float | str
     by_mechanism: dict[str, dict]
     charges: list[dict]
+    noise: list[str] = Field(
+        default_factory=list,
+        description="the noise backends that drew the charged releases: 'numpy' (seeded,"
+        " reproducible) or 'opendp' (OS CSPRNG, exact samplers); each charge names its own",
+    )
 
     @classmethod
     def of(cls, run_id: str, ledger: Ledger, delta: float) -> LedgerView:
@@ -188,6 +193,7 @@ class LedgerView(Strict):
                 for name, d in ledger.by_mechanism().items()
             },
             charges=[c.to_dict() for c in ledger.entries],
+            noise=ledger.noise_backends(),
         )
 
 

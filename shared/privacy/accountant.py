@@ -197,7 +197,11 @@ class _ExactSum:
 
 @dataclass(frozen=True)
 class Charge:
-    """One privacy-spending release: its mechanism, cost (pure eps and/or zCDP rho) and scale."""
+    """One privacy-spending release: mechanism, cost (pure eps and/or zCDP rho), scale, backend.
+
+    `noise` names the backend that drew the release's noise ('numpy': seeded, reproducible;
+    'opendp': CSPRNG, exact samplers); the cost is the same either way.
+    """
 
     mechanism: str
     epsilon: float = 0.0
@@ -206,11 +210,14 @@ class Charge:
     scale: float = 0.0
     note: str = ""
     at: int | None = None
+    noise: str = "numpy"
 
     def __post_init__(self) -> None:
         """Validate the fields (non-negative, no NaN) and normalise numbers to Python floats."""
-        if not isinstance(self.mechanism, str) or not self.mechanism:
-            raise ValueError(f"mechanism must be a non-empty string, got {self.mechanism!r}")
+        for name in ("mechanism", "noise"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{name} must be a non-empty string, got {value!r}")
         object.__setattr__(self, "epsilon", check_nonneg("epsilon", self.epsilon))
         object.__setattr__(self, "rho", check_nonneg("rho", self.rho))
         for name in ("sensitivity", "scale"):
@@ -243,6 +250,7 @@ class Charge:
             scale=_decode(d["scale"]),
             note=d.get("note", ""),
             at=d.get("at"),
+            noise=d.get("noise", "numpy"),
         )
 
 
@@ -298,6 +306,7 @@ class Ledger:
         scale: float,
         note: str = "",
         at: int | None = None,
+        noise: str = "numpy",
     ) -> None:
         """Record one release: pure `epsilon` and/or zCDP `rho` spent by `mechanism`."""
         self._append(
@@ -309,6 +318,7 @@ class Ledger:
                 scale=scale,
                 note=note,
                 at=at,
+                noise=noise,
             )
         )
 
@@ -338,6 +348,10 @@ class Ledger:
                 rho=rho,
             )
         return Totals(epsilon=eps_pure, delta=0.0, epsilon_pure=eps_pure, rho=0.0)
+
+    def noise_backends(self) -> list[str]:
+        """The noise backends that drew the charged releases, sorted (one in a normal run)."""
+        return sorted({entry.noise for entry in self._entries})
 
     def by_mechanism(self) -> dict[str, dict[str, float | int]]:
         """Summed epsilon and rho and the number of charges, per mechanism name."""

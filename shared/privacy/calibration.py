@@ -15,11 +15,12 @@ Budget split:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shared.config import RunConfig
 from shared.privacy.accountant import epsilon_to_rho
 from shared.privacy.mechanisms import Gaussian, Laplace
+from shared.privacy.noise import noise_backend
 from shared.privacy.tree import release_variance, tree_levels
 from shared.stats import family_shapes
 
@@ -69,6 +70,11 @@ class Calibration:
         if mech is None:
             return 0.0
         return mech.sigma if isinstance(mech, Gaussian) else mech.scale
+
+    @property
+    def noise(self) -> str:
+        """The backend that draws the noise: 'numpy' (seeded) or 'opendp' (CSPRNG, exact)."""
+        return "numpy" if self.mechanism is None else self.mechanism.backend.name
 
     @property
     def cost_kind(self) -> str:
@@ -132,21 +138,24 @@ def calibrate(config: RunConfig) -> Calibration:
     if config.privacy == "none":
         return Calibration("none", None, (), 1, 0.0)
     eps = config.epsilon
+    backend = noise_backend(config.noise)
     if math.isinf(eps):
-        mech: Mechanism = Laplace(0.0) if config.mechanism == "laplace" else Gaussian(0.0)
+        mech: Mechanism = (
+            Laplace(0.0, backend) if config.mechanism == "laplace" else Gaussian(0.0, backend)
+        )
         cost = mech.epsilon(l1) if isinstance(mech, Laplace) else mech.rho(l2)  # = inf: no noise
         fams = tuple(FamilyCalibration(n, shapes[n], l1, l2, cost, clean_max) for n in names)
         return Calibration(config.privacy, mech, fams, levels, 0.0, smooth)
     if config.mechanism == "laplace":
         eps_f = eps / len(names)
-        mech = Laplace.calibrate(eps_f / levels, l1)
+        mech = replace(Laplace.calibrate(eps_f / levels, l1), backend=backend)
         fams = tuple(
             FamilyCalibration(n, shapes[n], l1, l2, mech.epsilon(l1), clean_max) for n in names
         )
     else:
         rho = epsilon_to_rho(eps, config.delta)
         sigma = math.sqrt(levels * len(names) * l2**2 / (2.0 * rho))
-        mech = Gaussian(sigma)
+        mech = Gaussian(sigma, backend)
         fams = tuple(
             FamilyCalibration(n, shapes[n], l1, l2, mech.rho(l2), clean_max) for n in names
         )

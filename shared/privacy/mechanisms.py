@@ -16,8 +16,13 @@ over add/remove lives, see spec tabular-dp-ucbvi.md §10 E3); these classes neve
 
 Degenerate scales are allowed and meaningful: scale 0 means no noise (privacy loss `inf` for any
 positive sensitivity, 0 for sensitivity 0); scale `inf` is what calibrating to a zero budget
-gives (privacy loss 0) and cannot be sampled. Sampling always consumes the same standard draws
-whatever the scale, so runs that differ only in the budget see common random numbers.
+gives (privacy loss 0) and cannot be sampled. With the default numpy backend, sampling always
+consumes the same standard draws whatever the scale, so runs that differ only in the budget see
+common random numbers.
+
+Each mechanism also holds its noise backend (`shared.privacy.noise`): `sample` hands the scale
+to the backend, which draws from a seeded numpy generator (reproducible, the default) or from
+OpenDP's exact samplers on the OS CSPRNG. The backend never changes the scale or the privacy map.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import ClassVar
 
 import numpy as np
 
-Shape = int | tuple[int, ...]
+from shared.privacy.noise import NUMPY_NOISE, NoiseBackend, Shape
 
 __all__ = ["Gaussian", "Laplace", "Mechanism", "Shape"]
 
@@ -90,17 +95,23 @@ class Laplace:
     """The Laplace mechanism with scale `b` per coordinate; pure DP with privacy map D1 / b."""
 
     scale: float
+    backend: NoiseBackend = NUMPY_NOISE
     kind: ClassVar[str] = "pure"
 
     def __post_init__(self) -> None:
         """Validate and normalise the scale to a Python float."""
         object.__setattr__(self, "scale", check_nonneg("Laplace scale", self.scale))
 
-    def sample(self, rng: np.random.Generator, shape: Shape) -> np.ndarray:
-        """Draw iid Lap(0, b) noise of `shape` from `rng` (scale-free draws times b)."""
+    @property
+    def reproducible(self) -> bool:
+        """Whether the draws are a function of the generator passed in (numpy backend)."""
+        return self.backend.reproducible
+
+    def sample(self, rng: np.random.Generator | None, shape: Shape) -> np.ndarray:
+        """Draw iid Lap(0, b) noise of `shape` from the backend (`rng`: the seeded stream)."""
         if math.isinf(self.scale):
             raise ValueError("cannot sample Laplace noise of infinite scale (zero budget)")
-        return np.asarray(rng.laplace(0.0, 1.0, size=shape) * self.scale, dtype=np.float64)
+        return self.backend.laplace(rng, self.scale, shape)
 
     def epsilon(self, l1_sensitivity: float) -> float:
         """Privacy map: the pure epsilon of releasing a query of this l1 sensitivity, D1 / b."""
@@ -140,17 +151,23 @@ class Gaussian:
     """The Gaussian mechanism with std `sigma` per coordinate; zCDP with map D2^2 / (2 sigma^2)."""
 
     sigma: float
+    backend: NoiseBackend = NUMPY_NOISE
     kind: ClassVar[str] = "zcdp"
 
     def __post_init__(self) -> None:
         """Validate and normalise sigma to a Python float."""
         object.__setattr__(self, "sigma", check_nonneg("Gaussian sigma", self.sigma))
 
-    def sample(self, rng: np.random.Generator, shape: Shape) -> np.ndarray:
-        """Draw iid N(0, sigma^2) noise of `shape` from `rng` (standard draws times sigma)."""
+    @property
+    def reproducible(self) -> bool:
+        """Whether the draws are a function of the generator passed in (numpy backend)."""
+        return self.backend.reproducible
+
+    def sample(self, rng: np.random.Generator | None, shape: Shape) -> np.ndarray:
+        """Draw iid N(0, sigma^2) noise of `shape` from the backend (`rng`: the seeded stream)."""
         if math.isinf(self.sigma):
             raise ValueError("cannot sample Gaussian noise of infinite sigma (zero budget)")
-        return np.asarray(rng.standard_normal(size=shape) * self.sigma, dtype=np.float64)
+        return self.backend.gaussian(rng, self.sigma, shape)
 
     def rho(self, l2_sensitivity: float) -> float:
         """Privacy map: the zCDP rho of releasing a query of this l2 sensitivity."""

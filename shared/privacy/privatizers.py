@@ -6,18 +6,23 @@
   Aggregator (LDP, untrusted server): sums of locally randomized reports; nothing raw ever arrives.
 
 Each ingests one item per replica (arrays with leading axis R) and records what it spends in the
-ledger. Derived pair counts N(s,a) = sum_s' N(s,a,s') are added to the release as post-processing.
+ledger, naming the noise backend that drew the release. Derived pair counts
+N(s,a) = sum_s' N(s,a,s') are added to the release as post-processing.
+
+Only `Central` draws noise on the server; with an unseeded backend it hands out the node values
+it drew (`take_drawn`) for the server to persist, and replays from them (`begin_replay`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from shared.privacy.accountant import Ledger
 from shared.privacy.calibration import Calibration
-from shared.privacy.tree import TreeCounter, levels_released
+from shared.privacy.noise import sample_rows
+from shared.privacy.tree import NodeNoise, StoredNoiseError, TreeCounter, levels_released
 from shared.stats import Stats
 
 
@@ -28,7 +33,13 @@ def _charge(ledger: Ledger, calibration: Calibration, mechanism: str, note: str,
         cost = {"rho": fam.cost} if calibration.cost_kind == "zcdp" else {"epsilon": fam.cost}
         sens = fam.l2 if calibration.cost_kind == "zcdp" else fam.l1
         ledger.charge(
-            f"{mechanism}:{fam.name}", sensitivity=sens, scale=scale, note=note, at=at, **cost
+            f"{mechanism}:{fam.name}",
+            sensitivity=sens,
+            scale=scale,
+            note=note,
+            at=at,
+            noise=calibration.noise,
+            **cost,
         )
 
 
@@ -39,7 +50,26 @@ def _with_pairs(release: Stats) -> Stats:
     return release
 
 
-class Identity:
+class _NoServerNoise:
+    """A privatizer that draws no noise itself: nothing to journal or replay."""
+
+    def journal_noise(self) -> None:
+        """Nothing is drawn here, so there is nothing to keep."""
+
+    def take_drawn(self) -> list[NodeNoise]:
+        """No node noise is ever drawn here."""
+        return []
+
+    def begin_replay(self, nodes: Iterable[NodeNoise]) -> None:
+        """A replay needs no stored noise; any stored node is a broken store."""
+        if any(True for _ in nodes):
+            raise StoredNoiseError("node noise is stored for a run whose server draws none")
+
+    def end_replay(self) -> None:
+        """Nothing to check."""
+
+
+class Identity(_NoServerNoise):
     """Non-private baseline: the release is the exact prefix sum."""
 
     def __init__(self, calibration: Calibration, shapes: dict[str, tuple[int, ...]], replicas: int):
@@ -85,8 +115,32 @@ class Central:
         """Noisy prefix sums B(items) of every family, plus derived pairs if not released."""
         return _with_pairs({name: tree.release() for name, tree in self.trees.items()})
 
+    def journal_noise(self) -> None:
+        """Keep every unseeded node value drawn until `take_drawn` (a server persists them)."""
+        for tree in self.trees.values():
+            tree.journal = True
 
-class Aggregator:
+    def take_drawn(self) -> list[NodeNoise]:
+        """The unseeded node values drawn since the last call, every family."""
+        return [node for tree in self.trees.values() for node in tree.take_drawn()]
+
+    def begin_replay(self, nodes: Iterable[NodeNoise]) -> None:
+        """Replay from stored node values: a needed node that is not stored is an error."""
+        by_family: dict[str, list[NodeNoise]] = {name: [] for name in self.trees}
+        for node in nodes:
+            if node.family not in by_family:
+                raise StoredNoiseError(f"node noise is stored for unknown family {node.family!r}")
+            by_family[node.family].append(node)
+        for name, tree in self.trees.items():
+            tree.begin_replay(by_family[name])
+
+    def end_replay(self) -> None:
+        """Draw fresh noise again; refuse stored node values the replay never used."""
+        for tree in self.trees.values():
+            tree.end_replay()
+
+
+class Aggregator(_NoServerNoise):
     """LDP: sums of locally randomized reports (already private when they arrive)."""
 
     def __init__(self, calibration: Calibration, replicas: int) -> None:
@@ -115,13 +169,13 @@ def randomize_locally(
 ) -> Stats:
     """The local randomizer: noise on every entry of every released family (zeros included).
 
-    Row r is user r's report, noised from user r's own generator `rngs[r]` in the user's process;
-    only the output leaves. Families that are not released are not sent at all.
+    Row r is user r's report, noised from user r's own generator `rngs[r]` (numpy backend) or
+    from OpenDP's CSPRNG (opendp backend) in the user's process; only the output leaves.
+    Families that are not released are not sent at all.
     """
     mech = calibration.mechanism
     assert mech is not None
     out = {}
     for f in calibration.families:
-        noise = np.stack([mech.sample(rng, f.shape) for rng in rngs])
-        out[f.name] = stats[f.name] + noise
+        out[f.name] = stats[f.name] + sample_rows(mech, rngs.__getitem__, len(rngs), f.shape)
     return out

@@ -5,8 +5,13 @@ sums are kept apart, and the release after t items is
 
     B(t) = exact_sum(t) + sum_{j : bit j of t is 1} node_noise(level=j, index=t >> j)
 
-Node noise is drawn from a counter-based seed path (seed, family, level, index), so a restarted
-process rebuilds exactly the values it already published (contract 2) from the exact sums alone.
+With a reproducible (numpy) backend, node noise is drawn from a counter-based seed path
+(seed, family, level, index), so a restarted process rebuilds exactly the values it already
+published (contract 2) from the exact sums alone. With an unseeded backend (OpenDP on the OS
+CSPRNG) nothing can be re-derived: a counter that journals keeps every node it draws for its
+owner to persist, and a replay takes node values from that store and refuses to draw any
+(`StoredNoiseError`), so a published value is never re-drawn. Nodes are drawn only when an item
+is added, never by a release, so a read-only path draws nothing.
 State is O(log T) noise arrays. Each item enters at most `levels` noisy nodes over the run.
 
 With `smooth=True` every node of the full dyadic tree is noised (each item still enters exactly
@@ -20,20 +25,34 @@ weights sum to one, the improvement again acts on the noise alone.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
+from shared.privacy.noise import RowSampler, sample_rows
 from shared.seeding import generator
 
 
-class NoiseSampler(Protocol):
+class NoiseSampler(RowSampler, Protocol):
     """Anything that draws calibrated noise of a given shape (Laplace, Gaussian, symmetric...)."""
 
-    def sample(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray: ...
-
     def std(self) -> float: ...
+
+
+class StoredNoiseError(RuntimeError):
+    """A replay needs node noise that was not stored, or stored noise does not fit the replay."""
+
+
+@dataclass(frozen=True)
+class NodeNoise:
+    """The noise of one tree node for every replica, as drawn: what a server persists."""
+
+    family: str
+    level: int
+    index: int
+    value: np.ndarray  # (R, *shape) when drawn; any layout of that many float64s when loaded
 
 
 def tree_levels(max_items: int) -> int:
@@ -91,29 +110,86 @@ class TreeCounter:
         self._nodes: dict[int, tuple[int, np.ndarray]] = {}
         # smooth: the last two completed nodes of each level, (index, improved noise)
         self._done: dict[int, list[tuple[int, np.ndarray]]] = {}
+        self.journal = False  # keep unseeded draws in `_drawn` until taken (a server persists)
+        self._drawn: list[NodeNoise] = []
+        self._stored: dict[tuple[int, int], np.ndarray] = {}
+        self._replaying = False
 
     def node_noise(self, level: int, index: int) -> np.ndarray:
-        """The noise of tree node (level, index) for every replica; a pure function of the seed."""
+        """The noise of tree node (level, index) for every replica: stored, seeded or fresh.
+
+        A reproducible backend makes it a pure function of the seed. An unseeded one draws it
+        once (journalled if asked); during a replay it must come from the stored values.
+        """
         cached = self._nodes.get(level)
         if cached is not None and cached[0] == index:
             return cached[1]
-        value = np.stack(
-            [
-                self.noise.sample(generator(seed, "tree", self.family, level, index), self.shape)
-                for seed in self.seeds
-            ]
-        )
+        value = self._stored.pop((level, index), None)
+        if value is None:
+            value = self._draw(level, index)
         self._nodes[level] = (index, value)
         return value
 
+    def _draw(self, level: int, index: int) -> np.ndarray:
+        """Fresh noise for node (level, index); refused while replaying unseeded noise."""
+        if self._replaying and not self.noise.reproducible:
+            raise StoredNoiseError(
+                f"tree '{self.family}' needs the noise of node (level {level}, index {index}),"
+                " which is not stored; unseeded noise is never re-drawn"
+            )
+        value = sample_rows(
+            self.noise,
+            lambda r: generator(self.seeds[r], "tree", self.family, level, index),
+            len(self.seeds),
+            self.shape,
+        )
+        if self.journal and not self.noise.reproducible:
+            self._drawn.append(NodeNoise(self.family, level, index, value))
+        return value
+
+    def take_drawn(self) -> list[NodeNoise]:
+        """The unseeded node values drawn since the last call (journal on), oldest first."""
+        drawn, self._drawn = self._drawn, []
+        return drawn
+
+    def begin_replay(self, nodes: Iterable[NodeNoise]) -> None:
+        """Serve these stored node values, and draw no unseeded node, until `end_replay`."""
+        rows = (len(self.seeds), *self.shape)
+        for node in nodes:
+            value = np.asarray(node.value, dtype=np.float64)
+            if value.size != int(np.prod(rows)) or node.family != self.family:
+                raise StoredNoiseError(
+                    f"stored noise of node (level {node.level}, index {node.index}) does not fit"
+                    f" tree '{self.family}' of shape {rows}"
+                )
+            self._stored[(node.level, node.index)] = value.reshape(rows)
+        self._replaying = True
+
+    def end_replay(self) -> None:
+        """Draw fresh noise again; stored nodes the replay never used mean a broken store."""
+        self._replaying = False
+        unused, self._stored = sorted(self._stored), {}
+        if unused:
+            raise StoredNoiseError(
+                f"tree '{self.family}' has stored noise the replay never used: nodes"
+                f" (level, index) {unused[:5]}{' ...' if len(unused) > 5 else ''}"
+            )
+
     def add(self, items: np.ndarray) -> None:
-        """Append one item per replica (shape (R, *shape)); items beyond max_items are refused."""
+        """Append one item per replica (shape (R, *shape)); items beyond max_items are refused.
+
+        Every node the new release needs is drawn here, so `release` never draws.
+        """
         if self.t >= self.max_items:
             raise ValueError(f"tree counter '{self.family}' is full ({self.max_items} items)")
         self.exact += items
         self.t += 1
         if self.smooth:
             self._complete_nodes(self.t)
+        else:
+            for level in range(levels_released(self.t)):
+                if (self.t >> level) & 1:
+                    self.node_noise(level, self.t >> level)
 
     def _complete_nodes(self, t: int) -> None:
         """Improve the nodes that complete with item t, bottom-up (levels 0 .. ctz(t))."""
@@ -134,12 +210,10 @@ class TreeCounter:
             level += 1
 
     def _node_for_release(self, level: int, t: int) -> np.ndarray:
-        """The (improved, if smooth) noise of node (level, t >> level)."""
-        if not self.smooth:
-            return self.node_noise(level, t >> level)
-        index, best = self._done[level][-1]
+        """The (improved, if smooth) noise of node (level, t >> level), drawn when added."""
+        index, value = self._done[level][-1] if self.smooth else self._nodes[level]
         assert index == t >> level
-        return best
+        return value
 
     def noise_sum(self) -> np.ndarray:
         """Total noise in the current release: the nodes of t's binary representation."""
