@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -15,7 +16,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from shared.config import PRESETS, RunConfig
+from shared import algorithms
+from shared.config import RunConfig
 from shared.worlds.tabular import WorldError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -49,6 +51,18 @@ def epsilon_value(text: str) -> float:
     return value
 
 
+def knob_value(text: str) -> tuple[str, object]:
+    """argparse type: NAME=VALUE, VALUE parsed as JSON when it is JSON (else kept as text)."""
+    name, sep, raw = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return name.strip(), value
+
+
 def add_world_options(p: argparse.ArgumentParser) -> None:
     """--env and the world's parameters (known to users, not to the server)."""
     p.add_argument("--env", default="riverswim", help="riverswim | garnet | FILE.npz")
@@ -61,7 +75,8 @@ def add_world_options(p: argparse.ArgumentParser) -> None:
 def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
     """Algorithm, privacy and length options shared by `run` and `runs create`."""
     nargs = "+" if many else None
-    p.add_argument("--algo", default="dp-ucbvi", choices=["dp-ucbvi"])
+    p.add_argument("--algo", default="dp-ucbvi", choices=algorithms.names(),
+                   help="a registered algorithm (`privrl algorithms` lists them)")
     p.add_argument(
         "--privacy", nargs=nargs, default=["jdp"] if many else "jdp", choices=["none", "jdp", "ldp"]
     )
@@ -85,15 +100,23 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
         choices=["laplace", "gaussian"],
     )
     p.add_argument("--episodes", type=positive_int, default=10_000, help="K")
-    p.add_argument("--preset", default="practical", choices=sorted(PRESETS))
+    p.add_argument("--preset", default="practical", choices=["faithful", "practical"])
     p.add_argument(
-        "--pooled",
-        action="store_true",
-        help="pool statistics over h (time-homogeneous worlds only; an extension)",
+        "--knob",
+        action="append",
+        default=[],
+        type=knob_value,
+        metavar="NAME=VALUE",
+        help="override one of the algorithm's public knobs (repeatable; VALUE is JSON or a"
+        " word), e.g. --knob bonus_scale=0.05 --knob pair_counts=released",
     )
-    p.add_argument("--pair-counts", choices=["released", "derived"], default=None)
-    p.add_argument("--bonus-scale", type=float, default=None, help="override c_b")
-    p.add_argument("--radius-scale", type=float, default=None, help="override c_E")
+    p.add_argument("--pooled", action="store_true",
+                   help="dp-ucbvi: pool statistics over h (same as --knob pooled=true)")
+    p.add_argument("--pair-counts", choices=["released", "derived"], default=None,
+                   help="dp-ucbvi: same as --knob pair_counts=...")
+    p.add_argument("--bonus-scale", type=float, default=None, help="same as --knob bonus_scale=")
+    p.add_argument("--radius-scale", type=float, default=None,
+                   help="same as --knob radius_scale=")
     p.add_argument(
         "--noise",
         default="numpy",
@@ -124,15 +147,10 @@ def config_from_args(
     delta = args.delta
     if delta is None:
         delta = 1e-5 if mechanism == "gaussian" else 0.0
-    knobs = None
-    if args.bonus_scale is not None or args.radius_scale is not None:
-        base = PRESETS[args.preset]
-        update = {}
-        if args.bonus_scale is not None:
-            update["bonus_scale"] = args.bonus_scale
-        if args.radius_scale is not None:
-            update["radius_scale"] = args.radius_scale
-        knobs = base.model_copy(update=update)
+    knobs = dict(args.knob)
+    shortcuts = {"pooled": args.pooled or None, "pair_counts": args.pair_counts,
+                 "bonus_scale": args.bonus_scale, "radius_scale": args.radius_scale}
+    knobs.update({k: v for k, v in shortcuts.items() if v is not None})
     try:
         return RunConfig(
             algo=args.algo,
@@ -146,9 +164,7 @@ def config_from_args(
             mechanism=mechanism,
             noise=args.noise,
             preset=args.preset,
-            knobs=knobs,
-            pair_counts=args.pair_counts,
-            pooled=args.pooled,
+            knobs=knobs or None,
         )
     except ValidationError as exc:
         raise CliError(_pydantic_message(exc)) from None

@@ -44,7 +44,8 @@ def plot_frontier(results: list[dict[str, Any]], path: Path) -> Path:
         if cfg["privacy"] == "none":
             ax.axhline(reg["tail_per_episode_mean"], color="k", ls="--", label="non-private")
             continue
-        pooled = ", pooled over h" if cfg.get("pooled") else ""
+        pooled_h = cfg.get("pooled") or (cfg.get("knobs") or {}).get("pooled")
+        pooled = ", pooled over h" if pooled_h else ""
         key = f"{cfg['privacy'].upper()} ({cfg['mechanism']}{pooled})"
         eps = float(cfg["epsilon"])
         groups.setdefault(key, []).append(

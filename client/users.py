@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from tqdm import tqdm
 
 from client.api import check_url, describe_status, describe_transport_error, error_detail, run_path
+from shared.algorithms.base import Algorithm
 from shared.config import RunConfig
 from shared.privacy.calibration import Calibration, calibrate
 from shared.protocol import API_VERSION, Ack, RandomizerParams, RunInfo, Ticket, TrajectoryReport
@@ -80,6 +81,7 @@ class UserContext:
     config: RunConfig
     calibration: Calibration
     mdp: TabularMDP
+    algorithm: Algorithm
 
     @classmethod
     def create(cls, info: RunInfo, mdp: TabularMDP) -> UserContext:
@@ -90,7 +92,8 @@ class UserContext:
                 f"the users' world has (S, A, H) = {(mdp.S, mdp.A, mdp.H)} but run {info.id} is "
                 f"for {(cfg.n_states, cfg.n_actions, cfg.horizon)}: pass matching world options"
             )
-        return cls(info.id, cfg, calibrate(cfg), mdp)
+        algorithm = cfg.algorithm()
+        return cls(info.id, cfg, calibrate(cfg, algorithm.families()), mdp, algorithm)
 
 
 def check_randomizer(params: RandomizerParams | None, calibration: Calibration) -> None:
@@ -165,8 +168,9 @@ def play(ctx: UserContext, ticket: Ticket, client_seed: int) -> tuple[Trajectori
             f"the ticket's policy has shape {policy.shape} or actions outside [0, {cfg.n_actions})"
         )
     check_randomizer(ticket.randomizer, ctx.calibration)
+    message = {"actions": policy[None]}
     traj, noisy = user_episode(
-        ctx.mdp, policy[None], [client_seed], ticket.episode, ctx.calibration, cfg.pooled
+        ctx.mdp, message, [client_seed], ticket.episode, ctx.algorithm, ctx.calibration
     )
     if noisy is None:
         return traj, encode_trajectory(ticket.ticket, traj)

@@ -29,14 +29,6 @@ import numpy as np
 
 from server.errors import Refusal
 from server.store import ClaimRow, NoiseRow, PolicyRow, ReportRow, RunRow, Store
-from server.validation import (
-    canonical,
-    check_kind,
-    decode_noisy,
-    decode_trajectory,
-    noisy_arrays,
-    trajectory_arrays,
-)
 from shared.config import RunConfig
 from shared.privacy.calibration import Calibration
 from shared.privacy.tree import NodeNoise, StoredNoiseError
@@ -54,6 +46,7 @@ from shared.protocol import (
     Ticket,
     TrajectoryReport,
 )
+from shared.reports import ReportRejected, accept, digest_of, restore
 from shared.run import Run
 
 log = logging.getLogger("privrl.server")
@@ -157,12 +150,17 @@ class HostedRun:
         claims = self.store.claims(self.id)
         stored = {p.version: p for p in self.store.policies(self.id)}
         plan_points = {0} | {c.planned_at for c in claims}
+        version_of = {c.ticket: c.policy_version for c in claims}
+        actions = {v: np.asarray(json.loads(p.actions), dtype=np.int64) for v, p in stored.items()}
         self._replan(stored)
         for rep in self.store.reports(self.id):
-            if rep.kind == "trajectory":
-                self.run.ingest_trajectories(decode_trajectory(rep.payload))
-            else:
-                self.run.ingest_noisy(decode_noisy(rep.payload, self.run.calibration))
+            version = version_of[rep.ticket]
+            served = {"actions": actions[version][None]}
+            try:
+                accepted = restore(rep.kind, rep.payload, self.run, served, version)
+            except ReportRejected as exc:
+                raise RebuildError(f"run {self.id}: stored report {rep.seq}: {exc}") from exc
+            accepted.ingest(self.run, served)
             if Ack.model_validate_json(rep.ack).reported != self.run.reported:
                 raise RebuildError(f"run {self.id}: report {rep.seq} replays out of order")
             if self.run.reported in plan_points:
@@ -175,14 +173,9 @@ class HostedRun:
             )
         self.claimed = max((c.episode for c in claims), default=-1) + 1
         pending = [c for c in claims if c.state == "open"]
-        served = {
-            v: np.asarray(json.loads(stored[v].actions), dtype=np.int64)
-            for v in {c.policy_version for c in pending}
-            if v in stored
-        }
         self.open = {
             c.ticket: OpenClaim(
-                c.ticket, c.episode, c.policy_version, c.expires_at, served.get(c.policy_version)
+                c.ticket, c.episode, c.policy_version, c.expires_at, actions.get(c.policy_version)
             )
             for c in pending
         }
@@ -313,10 +306,9 @@ class HostedRun:
 
     def report(self, report: TrajectoryReport | NoisyReport, now: float) -> Ack:
         """Validate a report against its ticket and the run, ingest it and commit it; or refuse."""
-        payload, digest = canonical(report)
         claim = self.open.get(report.ticket)
         if claim is None:
-            claim = self._settled_claim(report.ticket, digest)
+            claim = self._settled_claim(report.ticket, digest_of(report))
             if isinstance(claim, Ack):
                 return claim
         if self.run.finished:
@@ -331,34 +323,26 @@ class HostedRun:
                 f" (claims last {self.claim_timeout:g} s); nothing was counted, claim a new"
                 " episode",
             )
-        check_kind(report, self.config)
-        if isinstance(report, TrajectoryReport):
-            policy = (
-                claim.actions
-                if claim.actions is not None
-                else self._served_policy(claim.policy_version)
-            )
-            traj = trajectory_arrays(report, self.config, policy, claim.policy_version)
-
-            def ingest() -> None:
-                self.run.ingest_trajectories(traj)
-        else:
-            arrays = noisy_arrays(report, self.config, self.run.calibration)
-
-            def ingest() -> None:
-                self.run.ingest_noisy(arrays)
+        actions = claim.actions if claim.actions is not None else self._served_policy(
+            claim.policy_version
+        )
+        served = {"actions": actions[None]}
+        try:
+            accepted = accept(report, self.run, served, claim.policy_version)
+        except ReportRejected as exc:
+            raise Refusal(422, exc.code, exc.detail) from None
 
         def mutate() -> Ack:
-            ingest()
+            accepted.ingest(self.run, served)
             ack = Ack(run_id=self.id, episode=claim.episode, reported=self.run.reported)
             row = ReportRow(
                 self.id,
                 self.run.reported,
                 claim.ticket,
                 claim.episode,
-                report.kind,
-                payload,
-                digest,
+                accepted.kind,
+                accepted.payload,
+                accepted.digest,
                 ack.model_dump_json(),
             )
             self.store.record_report(row, self._drawn_noise())

@@ -13,7 +13,6 @@ from server.hosted import HostedRun
 from server.store import Store
 from shared.config import RunConfig
 from shared.seeding import secret_seed
-from shared.stats import family_shapes
 
 log = logging.getLogger("privrl.server")
 
@@ -85,18 +84,25 @@ class Registry:
         raise Refusal(404, "unknown_run", f"no run with id {run_id!r}")
 
     def check_size(self, config: RunConfig) -> None:
-        """Refuse runs this server cannot hold, or whose LDP reports exceed the body limit."""
-        shapes = family_shapes(config.n_states, config.n_actions, config.horizon, config.pooled)
-        cells = math.prod(shapes["sas"])
+        """Refuse runs this server cannot hold, or whose LDP reports exceed the body limit.
+
+        The size of a run is the entries of its largest released statistic family (for
+        DP-UCBVI: N(s,a,s'), H*S*A*S), as its algorithm declares them.
+        """
+        families = config.algorithm().families()
+        largest = max(families, key=lambda f: math.prod(f.shape), default=None)
+        cells = math.prod(largest.shape) if largest is not None else 0
         if cells > self.max_cells:
+            assert largest is not None
             raise Refusal(
                 422,
                 "too_large",
-                f"run too large: its N(s,a,s') array has H*S*A*S = {cells} entries, this server"
-                f" hosts at most {self.max_cells} (PRIVRL_MAX_CELLS)",
+                f"run too large: its {largest.name!r} array has {cells} entries (shape"
+                f" {list(largest.shape)}), this server hosts at most {self.max_cells}"
+                " (PRIVRL_MAX_CELLS)",
             )
         if config.privacy == "ldp":
-            numbers = sum(math.prod(s) for s in shapes.values())
+            numbers = sum(math.prod(f.shape) for f in families)
             size = numbers * JSON_BYTES_PER_NUMBER
             if size > self.max_body_bytes:
                 raise Refusal(

@@ -9,53 +9,19 @@ it can recompute the noise and subtract it), so seeds travel separately (`shared
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.privacy.noise import NoiseName
 
+if TYPE_CHECKING:
+    from .algorithms.base import Algorithm
+
 PrivacyMode = Literal["none", "jdp", "ldp"]
 MechanismName = Literal["laplace", "gaussian"]
 PresetName = Literal["faithful", "practical"]
 DEFAULT_ACCOUNTING_DELTA = 1e-5
-
-
-class UCBVIKnobs(BaseModel):
-    """DP-UCBVI's public knobs (spec §7.5). Faithful values are the paper's constants."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    bonus_scale: float = Field(1.0, ge=0, description="c_b, multiplies bonus terms 1, 2 and 4")
-    privacy_scale: float = Field(1.0, ge=0, description="c_p, multiplies bonus term 3")
-    radius_mode: Literal["union", "std"] = Field(
-        "union", description="E: union-bound tail radius (paper) or radius_scale x release std"
-    )
-    radius_scale: float = Field(1.0, gt=0, description="c_E: multiplier of the error radius E")
-    clip_previous: bool = Field(True, description="Q~^k = min(Q~^{k-1}, ...) as in the paper")
-    clip_remaining: bool = Field(False, description="clip Q~_h at H-h+1 instead of H (E15)")
-    variance_terms: bool = Field(True, description="keep Bernstein terms 1 and 4")
-    unknown_below: float = Field(
-        0.0,
-        ge=0,
-        description="treat (h,s,a) as unvisited (optimistic) while N~(s,a) < this x the release"
-        " std of N(s,a): a public, data-independent threshold",
-    )
-
-
-PRESETS: dict[str, UCBVIKnobs] = {
-    "faithful": UCBVIKnobs(),
-    "practical": UCBVIKnobs(
-        bonus_scale=0.01,
-        privacy_scale=0.0,
-        radius_mode="std",
-        radius_scale=1.0,
-        clip_previous=True,
-        clip_remaining=True,
-        variance_terms=True,
-        unknown_below=1.0,
-    ),
-}
 
 
 class RunConfig(BaseModel):
@@ -64,7 +30,9 @@ class RunConfig(BaseModel):
     # epsilon = inf is legal: serialize it as "Infinity" (which validates back), not as null.
     model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
 
-    algo: Literal["dp-ucbvi"] = "dp-ucbvi"
+    algo: str = Field(
+        "dp-ucbvi", description="a registered algorithm (`privrl algorithms` lists them)"
+    )
     n_states: int = Field(..., ge=1, le=500, description="S (public model class)")
     n_actions: int = Field(..., ge=1, le=50, description="A (public model class)")
     horizon: int = Field(..., ge=1, le=1000, description="H")
@@ -81,20 +49,16 @@ class RunConfig(BaseModel):
     )
     beta: float = Field(0.1, gt=0, lt=1, description="failure probability in the radii")
     preset: PresetName = "practical"
-    knobs: UCBVIKnobs | None = Field(None, description="overrides the preset's knobs")
-    pair_counts: Literal["released", "derived"] | None = Field(
+    knobs: dict[str, Any] | None = Field(
         None,
-        description="release N(s,a) as its own family (paper) or derive it from N(s,a,s') for free;"
-        " default: released in faithful, derived in practical",
+        description="overrides of the preset's public knobs, checked by the algorithm (e.g."
+        " dp-ucbvi: bonus_scale, radius_scale, pair_counts, pooled)",
     )
     tree_smoothing: bool | None = Field(
         None,
         description="JDP: noise the full dyadic tree and combine each node with its children"
         " (Honaker's upward pass; post-processing, same privacy). Default: on in practical,"
         " off in faithful (the paper's binary mechanism)",
-    )
-    pooled: bool = Field(
-        False, description="pool statistics over h (time-homogeneous worlds only; an extension)"
     )
 
     @model_validator(mode="after")
@@ -104,12 +68,14 @@ class RunConfig(BaseModel):
                 raise ValueError("the Gaussian mechanism needs 0 < delta < 1 (e.g. --delta 1e-5)")
         if self.privacy != "none" and self.mechanism == "laplace" and self.delta != 0:
             raise ValueError("the Laplace mechanism is pure epsilon-DP: leave delta at 0")
+        self.algorithm()  # the algorithm refuses a privacy mode or knobs it does not have
         return self
 
-    @property
-    def resolved_knobs(self) -> UCBVIKnobs:
-        """The knobs in force: explicit ones, else the preset's."""
-        return self.knobs if self.knobs is not None else PRESETS[self.preset]
+    def algorithm(self) -> Algorithm:
+        """The registered algorithm bound to this configuration (knobs resolved)."""
+        from .algorithms import registry
+
+        return registry.get(self.algo)(self)
 
     @property
     def accounting_delta(self) -> float:
@@ -123,10 +89,3 @@ class RunConfig(BaseModel):
         if self.tree_smoothing is None:
             return self.preset == "practical"
         return self.tree_smoothing
-
-    @property
-    def derived_pairs(self) -> bool:
-        """Whether N(s,a) is post-processed from N(s,a,s') instead of released."""
-        if self.pair_counts is None:
-            return self.preset == "practical"
-        return self.pair_counts == "derived"

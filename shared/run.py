@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shared.algorithms.base import Algorithm, Learner, PolicyMessage
 from shared.config import RunConfig
-from shared.learners.ucbvi import DPUCBVI
 from shared.privacy.accountant import Ledger
-from shared.privacy.calibration import Calibration, calibrate, radius
-from shared.privacy.privatizers import Aggregator, Central, Identity, Privatizer, randomize_locally
+from shared.privacy.calibration import Calibration, calibrate
+from shared.privacy.privatizers import Privatizer, make_privatizer, randomize_locally
 from shared.seeding import user_generator
-from shared.stats import Stats, family_shapes, tabular_counts
+from shared.stats import Stats
 from shared.worlds.evaluation import episode_regret
 from shared.worlds.rollout import Trajectories, draw_uniforms, rollout
 from shared.worlds.tabular import TabularMDP
@@ -27,9 +27,16 @@ class RunFinished(RuntimeError):
     """All K episodes of the run have been reported."""
 
 
+def same_message(a: PolicyMessage | None, b: PolicyMessage) -> bool:
+    """Whether two policy messages are identical (same arrays, same values)."""
+    return a is not None and a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
 class Run:
     """The server-side state of one learning run, for R replicas (R = 1 on a server).
 
+    Written against the plug-in contract only: the algorithm declares its families, computes
+    contributions and builds the learner; the privacy layer calibrates and releases.
     `seeds[r]` is replica r's secret server seed (central noise, tie-breaking): never published.
     """
 
@@ -38,22 +45,14 @@ class Run:
             raise ValueError("a run needs one server seed per replica")
         self.config = config
         self.seeds = [int(s) for s in seeds]
-        self.calibration: Calibration = calibrate(config)
+        self.algorithm: Algorithm = config.algorithm()
+        self.calibration: Calibration = calibrate(config, self.algorithm.families())
         self.ledger = Ledger()
-        self.learner = DPUCBVI(config, self.seeds)
-        self.privatizer: Privatizer = self._make_privatizer()
-        self._policy: np.ndarray | None = None
+        self.learner: Learner = self.algorithm.learner(self.calibration, self.seeds)
+        self.privatizer: Privatizer = make_privatizer(self.calibration, self.seeds, config.episodes)
+        self._message: PolicyMessage | None = None
         self._planned_at = -1
         self.policy_version = 0
-
-    def _make_privatizer(self) -> Privatizer:
-        cfg, cal, n_rep = self.config, self.calibration, len(self.seeds)
-        if cfg.privacy == "none":
-            shapes = family_shapes(cfg.n_states, cfg.n_actions, cfg.horizon, cfg.pooled)
-            return Identity(cal, shapes, n_rep)
-        if cfg.privacy == "jdp":
-            return Central(cal, self.seeds, cfg.episodes)
-        return Aggregator(cal, n_rep)
 
     @property
     def reported(self) -> int:
@@ -65,44 +64,39 @@ class Run:
         """True once all K episodes are in."""
         return self.reported >= self.config.episodes
 
-    @property
-    def private(self) -> bool:
-        """Whether the billboard holds noisy statistics."""
-        return self.config.privacy != "none"
-
     def radius(self) -> float:
-        """The public error radius E for the current billboard."""
-        return radius(self.calibration, self.config, self.reported)
+        """The public error radius the learner uses with the current billboard."""
+        return self.learner.radius(self.reported)
 
     def billboard(self) -> Stats:
         """The public release the learner plans from (post-processing of private values only)."""
-        return self.privatizer.release()
+        return self.algorithm.postprocess(self.privatizer.release())
+
+    def message(self) -> PolicyMessage:
+        """The current policy message (arrays with leading axis R), planned lazily when the
+        learner's schedule says so; a changed message is a new policy version."""
+        if self._message is None or (
+            self._planned_at != self.reported
+            and self.learner.plans_at(self.reported, self._planned_at)
+        ):
+            new = self.learner.plan(self.billboard(), self.reported)
+            if not same_message(self._message, new):
+                self.policy_version += 1
+            self._message = new
+            self._planned_at = self.reported
+        return self._message
 
     def policy(self) -> np.ndarray:
-        """The current policy (R, H, S), planned lazily at most once per new report."""
-        if self._planned_at != self.reported:
-            new = self.learner.plan(
-                self.billboard(),
-                self.radius(),
-                self.calibration.pair_std(self.reported, self.config.derived_pairs),
-                self.reported,
-                private=self.private,
-            )
-            if self._policy is None or not np.array_equal(new, self._policy):
-                self.policy_version += 1
-            self._policy = new
-            self._planned_at = self.reported
-        assert self._policy is not None
-        return self._policy
+        """The current policy's actions (R, H, S)."""
+        return self.message()["actions"]
 
-    def ingest_trajectories(self, traj: Trajectories) -> None:
-        """JDP / non-private: raw trajectories (trusted curator) become count increments."""
+    def ingest_trajectories(self, traj: Trajectories, message: PolicyMessage) -> None:
+        """JDP / non-private: raw trajectories (trusted curator), played under `message`, become
+        the algorithm's contributions."""
         if self.config.privacy == "ldp":
             raise ValueError("an LDP run accepts only locally randomized reports")
         self._check_open()
-        cfg = self.config
-        stats = tabular_counts(traj, cfg.n_states, cfg.n_actions, cfg.pooled)
-        self.privatizer.ingest(stats, self.ledger)
+        self.privatizer.ingest(self.algorithm.user_statistics(traj, message), self.ledger)
 
     def ingest_noisy(self, stats: Stats) -> None:
         """LDP: locally randomized reports, one per replica."""
@@ -118,11 +112,11 @@ class Run:
 
 def user_episode(
     mdp: TabularMDP,
-    policies: np.ndarray,
+    message: PolicyMessage,
     client_seeds: Sequence[int],
     episode: int,
+    algorithm: Algorithm,
     calibration: Calibration,
-    pooled: bool,
 ) -> tuple[Trajectories, Stats | None]:
     """What users do in episode k: roll out, and in LDP randomize locally before anything leaves.
 
@@ -131,10 +125,10 @@ def user_episode(
     users in LDP) and the noisy report (LDP) or None.
     """
     rngs = [user_generator(cs, episode) for cs in client_seeds]
-    traj = rollout(mdp, policies, draw_uniforms(rngs, mdp.H))
+    traj = rollout(mdp, message["actions"], draw_uniforms(rngs, mdp.H))
     if calibration.mode != "ldp":
         return traj, None
-    stats = tabular_counts(traj, mdp.S, mdp.A, pooled)
+    stats = algorithm.user_statistics(traj, message)
     return traj, randomize_locally(stats, calibration, rngs)
 
 
@@ -181,9 +175,10 @@ def run_in_process(
             last_regret[changed] = episode_regret(mdp, pol[changed])
             last_policy = pol
         regret[:, k] = last_regret
-        traj, noisy = user_episode(mdp, pol, run.seeds, k, run.calibration, config.pooled)
+        message = run.message()
+        traj, noisy = user_episode(mdp, message, run.seeds, k, run.algorithm, run.calibration)
         if noisy is None:
-            run.ingest_trajectories(traj)
+            run.ingest_trajectories(traj, message)
         else:
             run.ingest_noisy(noisy)
         if progress is not None and ((k + 1) % progress_every == 0 or k + 1 == k_total):

@@ -70,14 +70,14 @@ def reference_run(
     run = Run(config, [server_seed])
     policies, trajs, raws, noisies = [], [], [], []
     for k in range(config.episodes):
-        pol = run.policy()
-        policies.append(pol[0].copy())
-        traj, noisy = user_episode(mdp, pol, [client_seed], k, run.calibration, config.pooled)
+        message = run.message()
+        policies.append(message["actions"][0].copy())
+        traj, noisy = user_episode(mdp, message, [client_seed], k, run.algorithm, run.calibration)
         trajs.append(traj)
         raws.append({n: a[0] for n, a in tabular_counts(traj, mdp.S, mdp.A).items()})
         noisies.append(None if noisy is None else {n: a[0] for n, a in noisy.items()})
         if noisy is None:
-            run.ingest_trajectories(traj)
+            run.ingest_trajectories(traj, message)
         else:
             run.ingest_noisy(noisy)
     return Reference(run, policies, trajs, raws, noisies)

@@ -54,7 +54,7 @@ def user_report(
     cfg = public(config)
     policy = np.asarray(ticket["policy"]["actions"], dtype=np.int64)[None]
     traj, noisy = user_episode(
-        mdp, policy, [client_seed], ticket["episode"], calibrate(cfg), cfg.pooled
+        mdp, {"actions": policy}, [client_seed], ticket["episode"], cfg.algorithm(), calibrate(cfg)
     )
     if noisy is None:
         return {

@@ -7,13 +7,18 @@ import math
 import numpy as np
 import pytest
 
+from shared.algorithms.ucbvi import union_radius
 from shared.config import RunConfig
 from shared.privacy.accountant import rho_to_epsilon
 from shared.privacy.calibration import calibrate
 from shared.privacy.privatizers import randomize_locally
 from shared.run import Run
-from shared.stats import tabular_counts
 from shared.worlds.rollout import Trajectories
+
+
+def radius_of(config: RunConfig) -> float:
+    """DP-UCBVI's union-bound radius E for a configuration."""
+    return union_radius(calibrate(config), config.algorithm())
 
 
 def paper_config(**kw) -> RunConfig:
@@ -28,10 +33,11 @@ def test_jdp_laplace_matches_spec_appendix_a_with_replace_one_factor(
     eps, paper_scale, paper_radius
 ):
     """Strict (replace-one) calibration doubles the paper's node scale 3HL/eps and its E."""
-    cal = calibrate(paper_config(privacy="jdp", epsilon=eps))
+    cfg = paper_config(privacy="jdp", epsilon=eps)
+    cal = calibrate(cfg)
     assert cal.levels == 16
     assert cal.mechanism.scale == pytest.approx(2 * paper_scale)
-    assert cal.union_radius == pytest.approx(2 * paper_radius, rel=2e-4)
+    assert radius_of(cfg) == pytest.approx(2 * paper_radius, rel=2e-4)
 
 
 @pytest.mark.parametrize(
@@ -40,19 +46,20 @@ def test_jdp_laplace_matches_spec_appendix_a_with_replace_one_factor(
 def test_ldp_laplace_matches_spec_appendix_a_with_replace_one_factor(
     eps, paper_scale, paper_radius
 ):
-    cal = calibrate(paper_config(privacy="ldp", epsilon=eps))
+    cfg = paper_config(privacy="ldp", epsilon=eps)
+    cal = calibrate(cfg)
     assert cal.mechanism.scale == pytest.approx(2 * paper_scale)
-    assert cal.union_radius == pytest.approx(2 * paper_radius, rel=2e-4)
+    assert radius_of(cfg) == pytest.approx(2 * paper_radius, rel=2e-4)
 
 
 def test_radius_decreases_with_eps_and_grows_with_k():
-    radii = [calibrate(paper_config(privacy="jdp", epsilon=e)).union_radius for e in (0.5, 1, 5)]
+    radii = [radius_of(paper_config(privacy="jdp", epsilon=e)) for e in (0.5, 1, 5)]
     assert radii[0] > radii[1] > radii[2]
     assert (
-        calibrate(paper_config(privacy="jdp", episodes=1000)).union_radius
-        < calibrate(paper_config(privacy="jdp", episodes=100_000)).union_radius
+        radius_of(paper_config(privacy="jdp", episodes=1000))
+        < radius_of(paper_config(privacy="jdp", episodes=100_000))
     )
-    assert calibrate(paper_config(privacy="jdp", epsilon=math.inf)).union_radius == 0
+    assert radius_of(paper_config(privacy="jdp", epsilon=math.inf)) == 0
 
 
 def _spend(config: RunConfig, episodes: int) -> Run:
@@ -61,16 +68,16 @@ def _spend(config: RunConfig, episodes: int) -> Run:
     traj = Trajectories(np.zeros((1, 21), int), np.zeros((1, 20), int), np.zeros((1, 20)))
     for _ in range(episodes):
         if config.privacy == "ldp":
-            stats = tabular_counts(traj, 6, 2, config.pooled)
+            stats = run.algorithm.user_statistics(traj, run.message())
             run.ingest_noisy(randomize_locally(stats, run.calibration, [np.random.default_rng(0)]))
         else:
-            run.ingest_trajectories(traj)
+            run.ingest_trajectories(traj, run.message())
     return run
 
 
 @pytest.mark.parametrize("pairs", ["released", "derived"])
 def test_jdp_ledger_reaches_exactly_epsilon_at_k(pairs):
-    cfg = paper_config(privacy="jdp", epsilon=2.0, episodes=40, pair_counts=pairs)
+    cfg = paper_config(privacy="jdp", epsilon=2.0, episodes=40, knobs={"pair_counts": pairs})
     run = _spend(cfg, 40)
     assert run.ledger.totals(1e-5).epsilon == pytest.approx(2.0)
     assert run.ledger.totals(1e-5).delta == 0
@@ -112,7 +119,8 @@ def test_gaussian_needs_delta_and_laplace_refuses_delta():
 
 def test_pooled_sensitivity_is_larger_in_l2():
     per_step = calibrate(paper_config(privacy="jdp", mechanism="gaussian", delta=1e-5))
-    pooled = calibrate(paper_config(privacy="jdp", mechanism="gaussian", delta=1e-5, pooled=True))
+    pooled = calibrate(paper_config(privacy="jdp", mechanism="gaussian", delta=1e-5,
+                                        knobs={"pooled": True}))
     assert per_step.families[0].l2 == pytest.approx(math.sqrt(40))
     assert pooled.families[0].l2 == pytest.approx(math.sqrt(2) * 20)
     assert pooled.mechanism.sigma / per_step.mechanism.sigma == pytest.approx(math.sqrt(20))

@@ -77,8 +77,8 @@ def test_ldp_report_is_exactly_user_episode_and_fixed_size(mechanism: str) -> No
         for seed in (0, 1, 2):
             traj, body = play(ctx, ticket_for(config, episode, policy), seed)
             report = NoisyReport.model_validate_json(body)  # the server's parser, bit-exact
-            ref_traj, noisy = user_episode(MDP, policy[None], [seed], episode, ctx.calibration,
-                                           False)
+            ref_traj, noisy = user_episode(MDP, {"actions": policy[None]}, [seed], episode,
+                                           ctx.algorithm, ctx.calibration)
             np.testing.assert_array_equal(traj.states, ref_traj.states)
             assert set(report.arrays) == set(noisy) == set(ctx.calibration.released)
             for name, arr in noisy.items():
@@ -99,7 +99,7 @@ def test_jdp_report_is_the_raw_trajectory() -> None:
     policy = Run(config, [3]).policy()[0]
     traj, body = play(ctx, ticket_for(config, 4, policy), 9)
     report = TrajectoryReport.model_validate_json(body)
-    ref, _ = user_episode(MDP, policy[None], [9], 4, ctx.calibration, False)
+    ref, _ = user_episode(MDP, {"actions": policy[None]}, [9], 4, ctx.algorithm, ctx.calibration)
     assert report.states == ref.states[0].tolist()
     assert report.actions == ref.actions[0].tolist()
     assert report.rewards == ref.rewards[0].tolist()

@@ -25,7 +25,8 @@ CASES = {
     "jdp-gaussian-faithful": dict(privacy="jdp", mechanism="gaussian", epsilon=1.0, delta=1e-5,
                                   preset="faithful"),
     "ldp-gaussian": dict(privacy="ldp", mechanism="gaussian", epsilon=4.0, delta=1e-5),
-    "ldp-laplace-pooled": dict(privacy="ldp", mechanism="laplace", epsilon=4.0, pooled=True),
+    "ldp-laplace-pooled": dict(privacy="ldp", mechanism="laplace", epsilon=4.0,
+                               knobs={"pooled": True}),
 }
 SEEDS = [3, 4]
 

@@ -58,7 +58,7 @@ def laplace_log_density(y: np.ndarray, center: np.ndarray, b: float) -> float:
 @pytest.mark.parametrize("pooled", [False, True])
 @pytest.mark.parametrize("pairs", ["released", "derived"])
 def test_ldp_laplace_loss_from_densities_never_exceeds_epsilon(pooled, pairs):
-    cfg = config("ldp", "laplace", pooled=pooled, pair_counts=pairs)
+    cfg = config("ldp", "laplace", knobs={"pooled": pooled, "pair_counts": pairs})
     cal = calibrate(cfg)
     b = cal.mechanism.scale
     rng = np.random.default_rng(0)
@@ -78,7 +78,7 @@ def test_ldp_laplace_loss_from_densities_never_exceeds_epsilon(pooled, pairs):
 
 @pytest.mark.parametrize("pooled", [False, True])
 def test_ldp_gaussian_rho_from_actual_differences(pooled):
-    cfg = config("ldp", "gaussian", pooled=pooled)
+    cfg = config("ldp", "gaussian", knobs={"pooled": pooled})
     cal = calibrate(cfg)
     budget_rho = sum(f.cost for f in cal.families)
     rng = np.random.default_rng(1)

@@ -85,8 +85,9 @@ def play_honestly(url: str, run_id: str, config: dict[str, Any], client_seed: in
             resp = http.post(f"/v1/runs/{run_id}/reports", json=body)
             assert resp.status_code == 200, resp.text
             policy = np.asarray(ticket["policy"]["actions"], dtype=np.int64)[None]
-            traj, _ = user_episode(mdp, policy, [client_seed], ticket["episode"],
-                                   calibrate(public(config)), False)
+            cfg = public(config)
+            traj, _ = user_episode(mdp, {"actions": policy}, [client_seed], ticket["episode"],
+                                   cfg.algorithm(), calibrate(cfg))
             counts = tabular_counts(traj, mdp.S, mdp.A)
             truth = counts if truth is None else {k: truth[k] + v for k, v in counts.items()}
     assert truth is not None
@@ -110,9 +111,10 @@ def local_noise(config: RunConfig, seed: int, policies: dict, served: list[int])
     total: dict[str, np.ndarray] = {}
     for episode, version in enumerate(served):
         policy = np.asarray(policies[str(version)], dtype=np.int64)[None]
-        traj, noisy = user_episode(mdp, policy, [seed], episode, cal, config.pooled)
+        algorithm = config.algorithm()
+        traj, noisy = user_episode(mdp, {"actions": policy}, [seed], episode, algorithm, cal)
         assert noisy is not None
-        clean = tabular_counts(traj, mdp.S, mdp.A, config.pooled)
+        clean = algorithm.user_statistics(traj, {"actions": policy})
         for name, arr in noisy.items():
             total[name] = total.get(name, 0.0) + (arr - clean[name])[0]
     return total

@@ -207,11 +207,11 @@ def test_http_run_reproduces_the_in_process_run(client: TestClient) -> None:
         run = Run(cfg, [5])
         expected = []
         for k in range(cfg.episodes):
-            pol = run.policy()
-            expected.append(pol[0].tolist())
-            traj, noisy = user_episode(mdp, pol, [5], k, run.calibration, cfg.pooled)
+            message = run.message()
+            expected.append(message["actions"][0].tolist())
+            traj, noisy = user_episode(mdp, message, [5], k, run.algorithm, run.calibration)
             if noisy is None:
-                run.ingest_trajectories(traj)
+                run.ingest_trajectories(traj, message)
             else:
                 run.ingest_noisy(noisy)
         run_id = create(client, config)

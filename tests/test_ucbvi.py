@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from shared.config import RunConfig, UCBVIKnobs
-from shared.learners.ucbvi import DPUCBVI, iota
+from shared.algorithms.ucbvi.learner import DPUCBVI, iota
+from shared.config import RunConfig
 from shared.privacy.postprocess import project_counts
 from shared.run import Run, run_in_process, user_episode
 from shared.stats import family_shapes
@@ -31,7 +31,7 @@ def test_iota_matches_appendix_a():
 def test_bonus_terms_by_hand():
     """S=2, A=1, H=2, fixed counts: terms 2, 3, 4 of eq. 31 computed by hand; term 4 = 0 at H."""
     c = RunConfig(n_states=2, n_actions=1, horizon=2, episodes=10, preset="faithful", beta=0.5)
-    learner = DPUCBVI(c, [0])
+    learner = DPUCBVI(c, c.algorithm().knobs, [0])
     n_sa = np.array([[[[4.0], [0.0]], [[2.0], [8.0]]]])  # (R=1, H=2, S=2, A=1)
     p = np.array([[[[[0.25, 0.75]], [[0.5, 0.5]]], [[[1.0, 0.0]], [[0.5, 0.5]]]]])
     radius = 3.0
@@ -55,7 +55,8 @@ def test_bonus_terms_by_hand():
 def test_first_episode_is_all_optimistic_and_random_tie_breaking():
     run = Run(cfg(privacy="none"), [0, 1, 2])
     pol = run.policy()
-    assert np.all(run.learner.q == run.learner.caps[None, :, None, None])
+    planner = run.learner.planner
+    assert np.all(planner.q == planner.caps[None, :, None, None])
     assert pol.shape == (3, 20, 6)
     assert 0.3 < pol.mean() < 0.7  # ties broken at random, not towards action 0
 
@@ -70,14 +71,17 @@ def test_q_is_bounded_and_non_increasing_in_k(privacy):
     run = Run(c, [3])
     prev = None
     for k in range(c.episodes):
-        pol = run.policy()
-        q = run.learner.q.copy()
+        message = run.message()
+        q = run.learner.planner.q.copy()
         assert np.all(q >= 0) and np.all(q <= 20)
         if prev is not None:
             assert np.all(q <= prev + 1e-12)
         prev = q
-        traj, noisy = user_episode(RIVER, pol, run.seeds, k, run.calibration, c.pooled)
-        run.ingest_noisy(noisy) if noisy is not None else run.ingest_trajectories(traj)
+        traj, noisy = user_episode(RIVER, message, run.seeds, k, run.algorithm, run.calibration)
+        if noisy is not None:
+            run.ingest_noisy(noisy)
+        else:
+            run.ingest_trajectories(traj, message)
 
 
 @pytest.mark.parametrize("privacy", ["jdp", "ldp"])
@@ -119,9 +123,9 @@ def test_faithful_jdp_satisfies_the_count_contract_every_episode():
     run = Run(c, [7])
     violations = 0
     for k in range(c.episodes):
-        pol = run.policy()
-        traj, _ = user_episode(world, pol, run.seeds, k, run.calibration, False)
-        run.ingest_trajectories(traj)
+        message = run.message()
+        traj, _ = user_episode(world, message, run.seeds, k, run.algorithm, run.calibration)
+        run.ingest_trajectories(traj, message)
         rel, e = run.billboard(), run.radius()
         exact = {n: t.exact for n, t in run.privatizer.trees.items()}
         proj = project_counts(rel["sas"], rel["sa"], e)
@@ -146,10 +150,10 @@ def test_faithful_q_is_optimistic():
     q_star, _ = optimal_q(world)
     run = Run(c, [8])
     for k in range(c.episodes):
-        pol = run.policy()
-        assert np.all(run.learner.q[0] >= q_star - 1e-9)
-        traj, _ = user_episode(world, pol, run.seeds, k, run.calibration, False)
-        run.ingest_trajectories(traj)
+        message = run.message()
+        assert np.all(run.learner.planner.q[0] >= q_star - 1e-9)
+        traj, _ = user_episode(world, message, run.seeds, k, run.algorithm, run.calibration)
+        run.ingest_trajectories(traj, message)
 
 
 def test_non_private_learns_riverswim_sublinearly():
@@ -171,7 +175,7 @@ def test_faithful_constants_do_not_learn_in_short_runs():
 
 def test_pooled_statistics_have_one_step():
     assert family_shapes(6, 2, 20, pooled=True)["sas"] == (1, 6, 2, 6)
-    res = run_in_process(cfg(episodes=200, privacy="none", pooled=True), RIVER, [0])
+    res = run_in_process(cfg(episodes=200, privacy="none", knobs={"pooled": True}), RIVER, [0])
     assert res.regret.shape == (1, 200)
 
 
@@ -182,5 +186,5 @@ def test_world_and_config_must_agree():
 
 def test_knobs_never_change_the_noise():
     a = Run(cfg(privacy="jdp", epsilon=1.0), [0])
-    b = Run(cfg(privacy="jdp", epsilon=1.0, knobs=UCBVIKnobs(bonus_scale=5, radius_scale=9)), [0])
+    b = Run(cfg(privacy="jdp", epsilon=1.0, knobs={"bonus_scale": 5, "radius_scale": 9}), [0])
     assert a.calibration == b.calibration

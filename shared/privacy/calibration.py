@@ -1,13 +1,13 @@
-"""From a public run configuration to calibrated mechanisms, radii and ledger charges.
+"""From a public run configuration to calibrated mechanisms and ledger charges.
 
-Neighbouring relation: replace one user (one trajectory). Per step h a replaced user moves one
-unit from one cell to another, so every family has replace-one l1 sensitivity 2H (the paper used
-H: erratum E3) and l2 sensitivity sqrt(2H) per step h, or sqrt(2)*H when pooled over h.
+Neighbouring relation: replace one user (one trajectory). Each algorithm declares the statistic
+families it releases with their replace-one sensitivities (`algorithms.base.Family`); this module
+only reads them (DP-UCBVI's: l1 = 2H, l2 = sqrt(2H) per step; erratum E3).
 
 Budget split:
   Laplace (pure eps): eps is split evenly over the released families; in JDP each family's tree
     node gets scale L * Delta_1 / eps_f (an item enters L nodes); in LDP each entry gets
-    Delta_1 / eps_f.
+    Delta_1 / eps_f (Delta_1: the largest l1 of the families).
   Gaussian (zCDP): rho solves rho_to_epsilon(rho, delta) = eps (tight conversion); one sigma for
     all families with sigma^2 = L * sum_f Delta_2f^2 / (2 rho) (JDP, L = 1 in LDP).
 """
@@ -15,14 +15,18 @@ Budget split:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from shared.config import RunConfig
 from shared.privacy.accountant import epsilon_to_rho
 from shared.privacy.mechanisms import Gaussian, Laplace
 from shared.privacy.noise import noise_backend
 from shared.privacy.tree import release_variance, tree_levels
-from shared.stats import family_shapes
+
+if TYPE_CHECKING:
+    from shared.algorithms.base import Family
 
 Mechanism = Laplace | Gaussian
 # Probability that the server refuses one honest local report (its noise lands beyond the
@@ -50,7 +54,6 @@ class Calibration:
     mechanism: Mechanism | None
     families: tuple[FamilyCalibration, ...]
     levels: int  # tree levels L (JDP); 1 otherwise
-    union_radius: float  # spec §4.3 / §5.3 radius E (0 without noise)
     smooth: bool = False  # JDP trees with the variance-reducing upward pass
 
     @property
@@ -112,67 +115,45 @@ class Calibration:
         clean = max((f.clean_max for f in self.families), default=0.0)
         return (clean + self.acceptance_margin(false_refusal)) / self.noise_scale
 
-    def pair_std(self, items: int, derived: bool) -> float:
-        """Std of the N(s,a) release error: sqrt(S) x larger when summed from N(s,a,s')."""
-        std = self.release_std(items)
-        if derived and self.families:
-            std *= math.sqrt(self.families[0].shape[-1])
-        return std
 
+def calibrate(config: RunConfig, families: Sequence[Family] | None = None) -> Calibration:
+    """Calibrate the run's noise from its budget and its algorithm's released families.
 
-def _sensitivities(horizon: int, pooled: bool) -> tuple[float, float]:
-    """Replace-one (l1, l2) sensitivity shared by every tabular family."""
-    l1 = 2.0 * horizon
-    l2 = math.sqrt(2.0) * horizon if pooled else math.sqrt(2.0 * horizon)
-    return l1, l2
-
-
-def calibrate(config: RunConfig) -> Calibration:
-    """Calibrate the run's noise from its budget and the families' sensitivities."""
-    shapes = family_shapes(config.n_states, config.n_actions, config.horizon, config.pooled)
-    names = ["sas", "r"] if config.derived_pairs else ["sas", "sa", "r"]
-    l1, l2 = _sensitivities(config.horizon, config.pooled)
-    clean_max = float(config.horizon) if config.pooled else 1.0
+    `families` defaults to what `config`'s algorithm declares. Every family is released with one
+    mechanism: its scale comes from the largest sensitivity (a family with a smaller one spends
+    less, and the ledger records what it actually spends).
+    """
+    if families is None:
+        families = config.algorithm().families()
+    families = tuple(families)
     levels = tree_levels(config.episodes) if config.privacy == "jdp" else 1
     smooth = config.privacy == "jdp" and config.smoothed_tree
-    if config.privacy == "none":
-        return Calibration("none", None, (), 1, 0.0)
-    eps = config.epsilon
-    backend = noise_backend(config.noise)
-    if math.isinf(eps):
-        mech: Mechanism = (
-            Laplace(0.0, backend) if config.mechanism == "laplace" else Gaussian(0.0, backend)
+    if config.privacy == "none" or not families:
+        return Calibration(
+            config.privacy, None, tuple(_calibrated(f, 0.0) for f in families), levels
         )
-        cost = mech.epsilon(l1) if isinstance(mech, Laplace) else mech.rho(l2)  # = inf: no noise
-        fams = tuple(FamilyCalibration(n, shapes[n], l1, l2, cost, clean_max) for n in names)
-        return Calibration(config.privacy, mech, fams, levels, 0.0, smooth)
+    eps, backend = config.epsilon, noise_backend(config.noise)
+    l1 = max(f.l1 for f in families)
     if config.mechanism == "laplace":
-        eps_f = eps / len(names)
-        mech = replace(Laplace.calibrate(eps_f / levels, l1), backend=backend)
-        fams = tuple(
-            FamilyCalibration(n, shapes[n], l1, l2, mech.epsilon(l1), clean_max) for n in names
-        )
+        eps_f = eps / len(families)
+        mech: Mechanism = replace(Laplace.calibrate(eps_f / levels, l1), backend=backend)
+        if math.isinf(eps):
+            mech = Laplace(0.0, backend)
+        costs = [mech.epsilon(f.l1) for f in families]
     else:
-        rho = epsilon_to_rho(eps, config.delta)
-        sigma = math.sqrt(levels * len(names) * l2**2 / (2.0 * rho))
-        mech = Gaussian(sigma, backend)
-        fams = tuple(
-            FamilyCalibration(n, shapes[n], l1, l2, mech.rho(l2), clean_max) for n in names
-        )
-    m = levels if config.privacy == "jdp" else config.episodes
-    s, a = config.n_states, config.n_actions
-    counters = config.episodes * config.horizon * s * a * (s + 2)
-    delta_prime = config.beta / (3.0 * counters)
-    radius = 4.0 * mech.tail_bound(m, delta_prime)
-    return Calibration(config.privacy, mech, fams, levels, radius, smooth)
+        if math.isinf(eps):
+            mech = Gaussian(0.0, backend)
+        else:
+            rho = epsilon_to_rho(eps, config.delta)
+            mech = Gaussian(math.sqrt(levels * sum(f.l2**2 for f in families) / (2.0 * rho)),
+                            backend)
+        costs = [mech.rho(f.l2) for f in families]
+    fams = tuple(_calibrated(f, c) for f, c in zip(families, costs, strict=True))
+    return Calibration(config.privacy, mech, fams, levels, smooth)
 
 
-def radius(calibration: Calibration, config: RunConfig, items: int) -> float:
-    """The public error radius E used by the learner after `items` reports (spec E1, E7)."""
-    knobs = config.resolved_knobs
-    if calibration.mechanism is None:
-        return 0.0
-    if knobs.radius_mode == "union":
-        return knobs.radius_scale * calibration.union_radius
-    return knobs.radius_scale * calibration.release_std(items)
-
+def _calibrated(family: Family, cost: float) -> FamilyCalibration:
+    """A declared family with the cost of one of its nodes / local reports."""
+    return FamilyCalibration(
+        family.name, family.shape, family.l1, family.l2, cost, family.clean_max
+    )

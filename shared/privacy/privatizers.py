@@ -6,8 +6,9 @@
   Aggregator (LDP, untrusted server): sums of locally randomized reports; nothing raw ever arrives.
 
 Each ingests one item per replica (arrays with leading axis R) and records what it spends in the
-ledger, naming the noise backend that drew the release. Derived pair counts
-N(s,a) = sum_s' N(s,a,s') are added to the release as post-processing.
+ledger, naming the noise backend that drew the release. The families and their shapes come
+from the calibration (that is, from the algorithm's declaration); nothing here knows an
+algorithm.
 
 Only `Central` draws noise on the server; with an unseeded backend it hands out the node values
 it drew (`take_drawn`) for the server to persist, and replays from them (`begin_replay`).
@@ -43,13 +44,6 @@ def _charge(ledger: Ledger, calibration: Calibration, mechanism: str, note: str,
         )
 
 
-def _with_pairs(release: Stats) -> Stats:
-    """Add N(s,a) derived from N(s,a,s') when it was not released itself (post-processing)."""
-    if "sa" not in release:
-        release = {**release, "sa": release["sas"].sum(axis=-1)}
-    return release
-
-
 class _NoServerNoise:
     """A privatizer that draws no noise itself: nothing to journal or replay."""
 
@@ -72,10 +66,10 @@ class _NoServerNoise:
 class Identity(_NoServerNoise):
     """Non-private baseline: the release is the exact prefix sum."""
 
-    def __init__(self, calibration: Calibration, shapes: dict[str, tuple[int, ...]], replicas: int):
+    def __init__(self, calibration: Calibration, replicas: int):
         self.calibration = calibration
         self.items = 0
-        self.sums = {n: np.zeros((replicas, *s)) for n, s in shapes.items()}
+        self.sums = {f.name: np.zeros((replicas, *f.shape)) for f in calibration.families}
 
     def ingest(self, stats: Stats, ledger: Ledger) -> None:
         """Add exact increments (nothing is spent: nothing private is claimed)."""
@@ -112,8 +106,8 @@ class Central:
             _charge(ledger, self.calibration, "tree", f"tree level {level} released", self.items)
 
     def release(self) -> Stats:
-        """Noisy prefix sums B(items) of every family, plus derived pairs if not released."""
-        return _with_pairs({name: tree.release() for name, tree in self.trees.items()})
+        """Noisy prefix sums B(items) of every family."""
+        return {name: tree.release() for name, tree in self.trees.items()}
 
     def journal_noise(self) -> None:
         """Keep every unseeded node value drawn until `take_drawn` (a server persists them)."""
@@ -157,11 +151,20 @@ class Aggregator(_NoServerNoise):
             _charge(ledger, self.calibration, "local", "each user's one local report", 1)
 
     def release(self) -> Stats:
-        """The running noisy sums, plus derived pairs if not released."""
-        return _with_pairs(dict(self.sums))
+        """The running noisy sums."""
+        return dict(self.sums)
 
 
 Privatizer = Identity | Central | Aggregator
+
+
+def make_privatizer(calibration: Calibration, seeds: Sequence[int], max_items: int) -> Privatizer:
+    """The privatizer of a run's privacy mode (a JDP run with nothing to release needs no tree)."""
+    if calibration.mode == "jdp" and calibration.mechanism is not None:
+        return Central(calibration, seeds, max_items)
+    if calibration.mode == "ldp":
+        return Aggregator(calibration, len(seeds))
+    return Identity(calibration, len(seeds))
 
 
 def randomize_locally(
@@ -174,7 +177,8 @@ def randomize_locally(
     Families that are not released are not sent at all.
     """
     mech = calibration.mechanism
-    assert mech is not None
+    if mech is None:  # nothing is released
+        return {}
     out = {}
     for f in calibration.families:
         out[f.name] = stats[f.name] + sample_rows(mech, rngs.__getitem__, len(rngs), f.shape)

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from shared.config import RunConfig
-from shared.privacy.postprocess import project_counts
-from shared.seeding import generator
-from shared.stats import Stats
+from ...config import RunConfig
+from ...privacy.postprocess import project_counts
+from ...seeding import generator
+from ...stats import Stats
+from .knobs import UCBVIKnobs
 
 TIE_TOL = 1e-9
 
@@ -47,9 +48,9 @@ def private_model(release: Stats, radius: float, private: bool) -> tuple[np.ndar
 class DPUCBVI:
     """The learner of a DP-UCBVI run (one per run; R replicas planned at once)."""
 
-    def __init__(self, config: RunConfig, seeds: Sequence[int]) -> None:
+    def __init__(self, config: RunConfig, knobs: UCBVIKnobs, seeds: Sequence[int]) -> None:
         self.config = config
-        self.knobs = config.resolved_knobs
+        self.knobs = knobs
         self.seeds = [int(s) for s in seeds]
         self.iota = iota(config)
         h, s, a = config.horizon, config.n_states, config.n_actions

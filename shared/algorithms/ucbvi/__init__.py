@@ -1,0 +1,113 @@
+"""DP-UCBVI (Qiao & Wang): tabular optimistic value iteration on private counts, JDP and LDP.
+
+Users contribute one-hot counts of their trajectory (N(s,a,s'), N(s,a), reward sums); the
+learner plans at every new report from the billboard and the public radius E.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ...stats import Stats, family_shapes, tabular_counts
+from ...worlds.rollout import Trajectories
+from ..base import Algorithm, Family, Learner, PolicyMessage
+from ..registry import register
+from .knobs import PRESETS, UCBVIKnobs
+from .learner import DPUCBVI
+
+if TYPE_CHECKING:
+    from ...privacy.calibration import Calibration
+
+
+def sensitivities(horizon: int, pooled: bool) -> tuple[float, float]:
+    """Replace-one (l1, l2) of every tabular family: a replaced user moves one unit from one
+    cell to another at each step h, so 2H and sqrt(2H) per step, sqrt(2)*H when pooled (the paper
+    states H: erratum E3)."""
+    l1 = 2.0 * horizon
+    l2 = math.sqrt(2.0) * horizon if pooled else math.sqrt(2.0 * horizon)
+    return l1, l2
+
+
+def union_radius(calibration: Calibration, algorithm: DPUCBVIAlgorithm) -> float:
+    """The paper's radius E (spec §4.3 / §5.3): a union bound over every released counter."""
+    mech, cfg = calibration.mechanism, algorithm.config
+    if mech is None or not calibration.noise_scale:
+        return 0.0
+    m = calibration.levels if calibration.mode == "jdp" else cfg.episodes
+    s, a = cfg.n_states, cfg.n_actions
+    counters = cfg.episodes * cfg.horizon * s * a * (s + 2)
+    return 4.0 * mech.tail_bound(m, cfg.beta / (3.0 * counters))
+
+
+class UCBVILearner(Learner):
+    """Optimistic value iteration from the billboard at every new report (spec §3.6, §7.5)."""
+
+    def __init__(self, algorithm: DPUCBVIAlgorithm, calibration: Calibration, seeds: list[int]):
+        self.algorithm, self.calibration = algorithm, calibration
+        self.knobs: UCBVIKnobs = algorithm.knobs
+        self.planner = DPUCBVI(algorithm.config, self.knobs, seeds)
+        self.union = union_radius(calibration, algorithm)
+
+    def radius(self, reported: int) -> float:
+        """E after `reported` reports (spec E1, E7): the union bound, or c_E x release std."""
+        if self.calibration.mechanism is None:
+            return 0.0
+        if self.knobs.radius_mode == "union":
+            return self.knobs.radius_scale * self.union
+        return self.knobs.radius_scale * self.calibration.release_std(reported)
+
+    def pair_std(self, reported: int) -> float:
+        """Std of the N(s,a) release error: sqrt(S) x larger when summed from N(s,a,s')."""
+        std = self.calibration.release_std(reported)
+        if self.knobs.pair_counts == "derived":
+            std *= math.sqrt(self.algorithm.config.n_states)
+        return std
+
+    def plan(self, billboard: Stats, reported: int) -> PolicyMessage:
+        """The greedy optimistic policy of every replica."""
+        actions = self.planner.plan(
+            billboard,
+            self.radius(reported),
+            self.pair_std(reported),
+            reported,
+            private=self.calibration.mechanism is not None,
+        )
+        return {"actions": actions}
+
+
+@register
+class DPUCBVIAlgorithm(Algorithm):
+    """DP-UCBVI as a privrl plug-in."""
+
+    name = "dp-ucbvi"
+    summary = "tabular DP-UCBVI (Qiao & Wang): private counts, optimistic value iteration"
+    privacy_modes = ("none", "jdp", "ldp")
+    knobs_model = UCBVIKnobs
+    presets = PRESETS
+    default_world = "riverswim"
+
+    def families(self) -> tuple[Family, ...]:
+        """N(s,a,s'), N(s,a) unless derived, and reward sums; all share one sensitivity."""
+        cfg, knobs = self.config, self.knobs
+        shapes = family_shapes(cfg.n_states, cfg.n_actions, cfg.horizon, knobs.pooled)
+        names = ["sas", "r"] if knobs.pair_counts == "derived" else ["sas", "sa", "r"]
+        l1, l2 = sensitivities(cfg.horizon, knobs.pooled)
+        clean_max = float(cfg.horizon) if knobs.pooled else 1.0
+        return tuple(Family(n, shapes[n], l1, l2, clean_max) for n in names)
+
+    def user_statistics(self, trajectories: Trajectories, message: PolicyMessage) -> Stats:
+        """One-hot counts of each trajectory (only the released families)."""
+        cfg = self.config
+        counts = tabular_counts(trajectories, cfg.n_states, cfg.n_actions, self.knobs.pooled)
+        return {f.name: counts[f.name] for f in self.families()}
+
+    def learner(self, calibration: Calibration, seeds: list[int]) -> UCBVILearner:
+        """DP-UCBVI's planner over the billboard."""
+        return UCBVILearner(self, calibration, seeds)
+
+    def postprocess(self, release: Stats) -> Stats:
+        """N(s,a) = sum_s' N(s,a,s') when it is not released itself."""
+        if "sa" not in release:
+            release = {**release, "sa": release["sas"].sum(axis=-1)}
+        return release

@@ -1,0 +1,202 @@
+"""The one place a report is checked: kind, lengths, shapes, ranges, against its run.
+
+`accept` turns a schema-valid report (pydantic already checked types and finiteness at the edge)
+into one typed `Accepted` object, or raises `ReportRejected` whose message says exactly what is
+wrong; nothing is changed before every check has passed. `restore` rebuilds the same object from
+its stored canonical form for a replay. Messages name positions and bounds, never the submitted
+values of other fields (they are the user's data).
+
+Which kind a run takes comes from its algorithm (`Algorithm.report_kind`); how each kind is
+checked comes from the `KINDS` table below, so no code here branches on an algorithm's name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from shared.algorithms.base import PolicyMessage
+from shared.privacy.calibration import FALSE_REFUSAL, Calibration
+from shared.protocol import NoisyReport, TrajectoryReport
+from shared.stats import Stats
+from shared.worlds.rollout import Trajectories
+
+if TYPE_CHECKING:
+    from shared.run import Run
+
+AnyReport = TrajectoryReport | NoisyReport
+
+
+class ReportRejected(ValueError):
+    """A report that fails a check: `code` for programs, the message for people."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+def _invalid(detail: str) -> ReportRejected:
+    return ReportRejected("invalid", detail)
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A report that passed every check: its canonical stored form and what the run ingests."""
+
+    kind: str
+    payload: str  # canonical JSON (ticket excluded)
+    digest: str
+    trajectories: Trajectories | None = None  # raw reports (JDP / non-private)
+    noisy: Stats | None = None  # locally randomized reports (LDP)
+
+    def ingest(self, run: Run, served: PolicyMessage) -> None:
+        """Feed the run: raw trajectories with the message they were played under, or noise."""
+        if self.trajectories is not None:
+            run.ingest_trajectories(self.trajectories, served)
+        else:
+            assert self.noisy is not None
+            run.ingest_noisy(self.noisy)
+
+
+def _first_out_of_range(values: list[int], upper: int) -> int | None:
+    """Index of the first value not in [0, upper), or None."""
+    return next((i for i, v in enumerate(values) if not 0 <= v < upper), None)
+
+
+def _trajectory(report: TrajectoryReport, run: Run, served: PolicyMessage, version: int
+                ) -> Trajectories:
+    """A raw trajectory checked against (S, A, H) and the policy served with its ticket."""
+    cfg = run.config
+    n_s, n_a, horizon = cfg.n_states, cfg.n_actions, cfg.horizon
+    for name, values, want, what in (
+        ("states", report.states, horizon + 1, "H+1 (s_1..s_{H+1})"),
+        ("actions", report.actions, horizon, "H (a_1..a_H)"),
+        ("rewards", report.rewards, horizon, "H (r_1..r_H)"),
+    ):
+        if len(values) != want:
+            raise _invalid(f"{name} must have {what} = {want} entries, got {len(values)}")
+    bad = _first_out_of_range(report.states, n_s)
+    if bad is not None:
+        raise _invalid(f"states[{bad}] is outside [0, S) = [0, {n_s})")
+    bad = _first_out_of_range(report.actions, n_a)
+    if bad is not None:
+        raise _invalid(f"actions[{bad}] is outside [0, A) = [0, {n_a})")
+    states = np.asarray(report.states, dtype=np.int64)
+    actions = np.asarray(report.actions, dtype=np.int64)
+    played = served["actions"][0][np.arange(horizon), states[:-1]]
+    wrong = np.flatnonzero(played != actions)
+    if wrong.size:
+        h = int(wrong[0])
+        raise _invalid(
+            f"actions[{h}] is not the action that policy version {version} (served with this"
+            f" ticket) takes in states[{h}]; a user plays the policy it was sent"
+        )
+    rewards = np.asarray(report.rewards, dtype=np.float64)
+    return Trajectories(states=states[None], actions=actions[None], rewards=rewards[None])
+
+
+def _noisy(report: NoisyReport, calibration: Calibration) -> Stats:
+    """An LDP report: exactly the released families, exact flattened sizes, and every entry
+    within its family's clean range widened by the mechanism's tail at a false-refusal
+    probability of FALSE_REFUSAL per honest report (`Calibration.acceptance_margin`)."""
+    want = {f.name: f.shape for f in calibration.families}
+    got = set(report.arrays)
+    if got != set(want):
+        missing = sorted(set(want) - got)
+        extra = sorted(got - set(want))
+        parts = [f"missing {missing}"] if missing else []
+        parts += [f"unexpected {extra}"] if extra else []
+        raise _invalid(
+            f"arrays must be exactly the released families {sorted(want)}: " + ", ".join(parts)
+        )
+    margin = calibration.acceptance_margin(FALSE_REFUSAL)
+    clean = {f.name: f.clean_max for f in calibration.families}
+    out = {}
+    for name in sorted(want):
+        shape = want[name]
+        size = math.prod(shape)
+        values = report.arrays[name]
+        if len(values) != size:
+            raise _invalid(
+                f"arrays[{name!r}] must have {size} entries (shape {list(shape)} flattened in C"
+                f" order), got {len(values)}"
+            )
+        arr = np.asarray(values, dtype=np.float64)
+        lo, hi = -margin, clean[name] + margin
+        outside = np.flatnonzero((arr < lo) | (arr > hi))
+        if outside.size:
+            raise _invalid(
+                f"arrays[{name!r}][{int(outside[0])}] is outside [{lo:.6g}, {hi:.6g}]: a clean"
+                f" value in [0, {clean[name]:g}] plus this run's noise lands there with"
+                f" probability below {FALSE_REFUSAL:g} per honest report"
+            )
+        out[name] = arr.reshape((1, *shape))
+    return out
+
+
+def _body(report: AnyReport) -> dict:
+    """The report without its ticket and kind (what is stored and hashed)."""
+    return report.model_dump(mode="json", exclude={"ticket", "kind"})
+
+
+def _canonical(kind: str, body: dict) -> tuple[str, str]:
+    """(payload JSON, sha256 digest): key order and float text fixed."""
+    payload = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return payload, hashlib.sha256(f"{kind}\n{payload}".encode()).hexdigest()
+
+
+def _accept_trajectory(report: AnyReport, run: Run, served: PolicyMessage, version: int
+                       ) -> Accepted:
+    assert isinstance(report, TrajectoryReport)
+    traj = _trajectory(report, run, served, version)
+    return Accepted(report.kind, *_canonical(report.kind, _body(report)), trajectories=traj)
+
+
+def _accept_noisy(report: AnyReport, run: Run, served: PolicyMessage, version: int
+                  ) -> Accepted:
+    assert isinstance(report, NoisyReport)
+    noisy = _noisy(report, run.calibration)
+    return Accepted(report.kind, *_canonical(report.kind, _body(report)), noisy=noisy)
+
+
+KindCheck = Callable[[AnyReport, "Run", PolicyMessage, int], Accepted]
+KINDS: dict[str, tuple[type[AnyReport], KindCheck]] = {
+    "trajectory": (TrajectoryReport, _accept_trajectory),
+    "noisy": (NoisyReport, _accept_noisy),
+}
+DESCRIBE = {
+    "trajectory": "raw trajectories (states, actions, rewards)",
+    "noisy": "locally randomized arrays",
+}
+
+
+def accept(report: AnyReport, run: Run, served: PolicyMessage, version: int) -> Accepted:
+    """Check `report` once against `run` and the message served with its ticket."""
+    want = run.algorithm.report_kind(run.config.privacy)
+    if report.kind != want:
+        extra = " a raw trajectory must never be sent to it" if want == "noisy" else ""
+        raise ReportRejected(
+            "wrong_kind",
+            f"this is a {run.config.privacy!r} run of {run.config.algo!r}: it accepts only"
+            f" kind={want!r} reports ({DESCRIBE.get(want, want)});{extra}",
+        )
+    return KINDS[report.kind][1](report, run, served, version)
+
+
+def digest_of(report: AnyReport) -> str:
+    """The digest a report would be stored under (to recognise a retry)."""
+    return _canonical(report.kind, _body(report))[1]
+
+
+def restore(kind: str, payload: str, run: Run, served: PolicyMessage, version: int) -> Accepted:
+    """A stored report as accepted (for a replay): parsed and checked by the same code."""
+    model = KINDS[kind][0]
+    report = model.model_validate({**json.loads(payload), "kind": kind, "ticket": "0" * 16})
+    return accept(report, run, served, version)
