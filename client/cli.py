@@ -65,7 +65,12 @@ def knob_value(text: str) -> tuple[str, object]:
 
 def add_world_options(p: argparse.ArgumentParser) -> None:
     """--env and the world's parameters (known to users, not to the server)."""
-    p.add_argument("--env", default="riverswim", help="riverswim | garnet | FILE.npz")
+    p.add_argument(
+        "--env",
+        default="riverswim",
+        help="riverswim | garnet | gymnasium:<EnvId> (e.g. gymnasium:FrozenLake-v1, needs "
+        "privrl[gym]) | FILE.npz",
+    )
     p.add_argument("--horizon", type=positive_int, default=20, help="H (default 20)")
     p.add_argument("--garnet-states", type=positive_int, default=10)
     p.add_argument("--garnet-actions", type=positive_int, default=3)

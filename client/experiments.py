@@ -24,7 +24,8 @@ from shared.privacy.accountant import Ledger
 from shared.protocol import LedgerView
 from shared.run import run_in_process
 from shared.worlds import optimal_return, uniform_random_return
-from shared.worlds.tabular import TabularMDP, WorldError, garnet, load_npz, riverswim
+from shared.worlds.registry import UnknownWorld, make
+from shared.worlds.tabular import TabularMDP, WorldError
 
 TAIL = 1000  # "final per-episode regret" = mean over the last TAIL episodes
 PROGRESS_EVERY = 500  # episodes between progress messages from a worker
@@ -41,16 +42,18 @@ class WorldSpec:
     world_seed: int = 0
 
     def build(self) -> TabularMDP:
-        """The world: riverswim, garnet (seeded) or an .npz file."""
-        if self.env == "riverswim":
-            return riverswim(self.horizon)
+        """The world from the registry: riverswim, garnet (seeded), gymnasium:<EnvId>, FILE.npz."""
+        params: dict[str, Any] = {}
         if self.env == "garnet":
-            return garnet(
-                self.garnet_states, self.garnet_actions, self.horizon, seed=self.world_seed
-            )
-        if self.env.endswith(".npz"):
-            return load_npz(self.env, horizon=self.horizon)
-        raise WorldError(f"unknown --env {self.env!r}: use riverswim, garnet or a FILE.npz")
+            params = {
+                "n_states": self.garnet_states,
+                "n_actions": self.garnet_actions,
+                "seed": self.world_seed,
+            }
+        try:
+            return make(self.env, self.horizon, **params)
+        except UnknownWorld as exc:
+            raise WorldError(f"unknown --env {self.env!r}: use {', '.join(exc.known)}") from None
 
 
 def _round(x: np.ndarray, digits: int = 6) -> list:

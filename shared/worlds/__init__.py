@@ -23,17 +23,26 @@ from shared.worlds.tabular import (
     riverswim,
 )
 
+from .gym import as_gymnasium_env, from_gymnasium, gymnasium_table
+from .registry import WorldInfo, list_worlds, make
+
 __all__ = [
     "N_UNIFORMS",
     "TabularEnv",
     "TabularMDP",
     "Trajectories",
+    "WorldInfo",
     "WorldError",
+    "as_gymnasium_env",
     "draw_uniforms",
     "episode_regret",
     "expected_return",
+    "from_gymnasium",
     "garnet",
+    "gymnasium_table",
+    "list_worlds",
     "load_npz",
+    "make",
     "optimal_q",
     "optimal_return",
     "policy_values",

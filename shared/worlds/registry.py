@@ -1,0 +1,174 @@
+"""Worlds by name: `make("riverswim")`, `make("garnet", seed=3)`, `make("gymnasium:Taxi-v4")`, ...
+
+Names: the built-in `riverswim` and `garnet`, `gymnasium:<EnvId>` for any gymnasium env with a
+public transition table (see `shared.worlds.gym`), and a path ending in `.npz` (see `load_npz`).
+`list_worlds()` describes every name with its parameters, their defaults and its default horizon.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .gym import (
+    DEFAULT_HORIZONS,
+    FAMILY_DESCRIPTIONS,
+    GYM_PREFIX,
+    INSTALL_HINT,
+    GymnasiumMissing,
+    env_family,
+    gymnasium_params,
+    gymnasium_table,
+    require_gymnasium,
+)
+from .tabular import TabularMDP, WorldError, garnet, load_npz, riverswim
+
+NPZ_SUFFIX = ".npz"
+BUILTIN_HORIZON = 20  # default horizon of riverswim and garnet (and of the CLI's --horizon)
+
+
+class UnknownWorld(WorldError):
+    """No world has this name; `known` lists the names that exist."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        """Name the unknown world and list the known ones."""
+        self.known = known
+        super().__init__(f"unknown world {name!r}: known worlds are {', '.join(known)}")
+
+
+@dataclass(frozen=True)
+class WorldInfo:
+    """An entry of `list_worlds()`: name, parameters with defaults, default horizon, description."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    default_horizon: int | None = None
+    description: str = ""
+
+
+def _riverswim(horizon: int, n_states: int = 6) -> TabularMDP:
+    """RiverSwim with `n_states` states."""
+    return riverswim(horizon, n_states=n_states)
+
+
+def _garnet(
+    horizon: int,
+    n_states: int = 10,
+    n_actions: int = 3,
+    seed: int = 0,
+    branching: int | None = None,
+    stationary: bool = True,
+) -> TabularMDP:
+    """A seeded Garnet world."""
+    return garnet(
+        n_states, n_actions, horizon, branching=branching, seed=seed, stationary=stationary
+    )
+
+
+@dataclass(frozen=True)
+class _Builtin:
+    """A named world built by a function (horizon, **params)."""
+
+    build: Callable[..., TabularMDP]
+    description: str
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The builder's parameters (except horizon) with their defaults."""
+        sig = inspect.signature(self.build).parameters
+        return {k: p.default for k, p in sig.items() if k != "horizon"}
+
+
+BUILTINS: dict[str, _Builtin] = {
+    "riverswim": _Builtin(
+        _riverswim,
+        "RiverSwim chain: a small reward at the left bank, a large "
+        "one upstream against the current (Strehl & Littman)",
+    ),
+    "garnet": _Builtin(
+        _garnet,
+        "random Garnet MDP: `branching` random successors per (s, a), "
+        "uniform mean rewards, drawn from `seed`",
+    ),
+}
+NPZ_PARAMS: dict[str, Any] = {"reward_noise": "deterministic"}
+
+
+def _check_params(name: str, params: dict[str, Any], allowed: dict[str, Any]) -> None:
+    """Reject parameters the world does not take, naming the ones it does."""
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        takes = ", ".join(allowed) or "no parameters"
+        raise WorldError(f"world {name!r} does not take {', '.join(unknown)} (it takes: {takes})")
+
+
+def make(name: str, horizon: int | None = None, **params: Any) -> TabularMDP:
+    """The world called `name` over `horizon` steps (default: the world's own default horizon)."""
+    if not isinstance(name, str) or not name:
+        raise WorldError(f"a world name must be a non-empty string, got {name!r}")
+    if name in BUILTINS:
+        entry = BUILTINS[name]
+        _check_params(name, params, entry.params)
+        return entry.build(BUILTIN_HORIZON if horizon is None else horizon, **params)
+    if name.startswith(GYM_PREFIX):
+        env_id = name.removeprefix(GYM_PREFIX)
+        if not env_id:
+            raise WorldError(f"{name!r} names no env: use e.g. {GYM_PREFIX}FrozenLake-v1")
+        return gymnasium_table(env_id, **params).to_mdp(horizon)
+    if name.endswith(NPZ_SUFFIX):
+        _check_params(name, params, NPZ_PARAMS)
+        return load_npz(name, horizon=horizon, **params)
+    raise UnknownWorld(name, [w.name for w in list_worlds()])
+
+
+def _gymnasium_worlds() -> list[WorldInfo]:
+    """The installed gymnasium envs privrl knows defaults for (none when gymnasium is missing)."""
+    try:
+        gym = require_gymnasium()
+    except GymnasiumMissing:
+        return []
+    ids = sorted(
+        env_id
+        for env_id in gym.registry
+        if "/" not in env_id and env_family(env_id) in DEFAULT_HORIZONS
+    )
+    return [
+        WorldInfo(
+            name=f"{GYM_PREFIX}{env_id}",
+            params=gymnasium_params(env_id),
+            default_horizon=DEFAULT_HORIZONS[env_family(env_id)],
+            description=f"gymnasium {env_id}: {FAMILY_DESCRIPTIONS[env_family(env_id)]}",
+        )
+        for env_id in ids
+    ]
+
+
+def list_worlds() -> list[WorldInfo]:
+    """Every world name `make` accepts, with parameters, defaults, horizon and a description."""
+    worlds = [
+        WorldInfo(name, entry.params, BUILTIN_HORIZON, entry.description)
+        for name, entry in BUILTINS.items()
+    ]
+    worlds += _gymnasium_worlds()
+    worlds.append(
+        WorldInfo(
+            name=f"{GYM_PREFIX}<EnvId>",
+            params={},
+            default_horizon=None,
+            description="any gymnasium env with a public table env.unwrapped.P (parameters: its "
+            "make() options; rewards mapped affinely to [0, 1]; horizon: privrl's default, else "
+            f"the env's time limit); needs {INSTALL_HINT}",
+        )
+    )
+    worlds.append(
+        WorldInfo(
+            name=f"FILE{NPZ_SUFFIX}",
+            params=dict(NPZ_PARAMS),
+            default_horizon=None,
+            description="arrays P, R, d1 (and optional H) saved with numpy.savez; horizon: the "
+            "file's H, else required",
+        )
+    )
+    return worlds
