@@ -10,6 +10,7 @@ import argparse
 import itertools
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from shared.config import RunConfig
 from shared.worlds.tabular import WorldError
 
 Handler = Callable[[argparse.Namespace], int]
+PLUGINS_ENV = "PRIVRL_PLUGINS"  # modules of third-party algorithms, imported at start
 
 
 class CliError(Exception):
@@ -299,6 +301,7 @@ def _extensions() -> list[Callable[[argparse._SubParsersAction], None]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `privrl` console command."""
+    algorithms.load_plugins(os.environ.get(PLUGINS_ENV, ""))
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -23,6 +23,7 @@ from server.registry import Registry
 from server.routes import episodes, ops, public, runs
 from server.settings import Settings
 from server.store import Store
+from shared import algorithms
 from shared.protocol import API_VERSION
 
 log = logging.getLogger("privrl.server")
@@ -52,6 +53,7 @@ After the K-th report, claims and reports get 410 (`code` "finished").
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A server app for `settings` (default: from PRIVRL_* environment variables)."""
     settings = settings if settings is not None else Settings()
+    algorithms.load_plugins(settings.plugins)
     metrics = Metrics()
 
     @asynccontextmanager

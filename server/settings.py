@@ -36,6 +36,11 @@ class Settings(BaseSettings):
         ge=1,
         description="largest H*S*A*S (entries of one N(s,a,s') array) of a run this server hosts",
     )
+    plugins: str = Field(
+        "",
+        description="comma-separated Python modules of third-party algorithms, imported at"
+        " start (each registers its algorithm); the built-ins need none",
+    )
     db_synchronous: Literal["FULL", "NORMAL"] = Field(
         "FULL",
         description="SQLite synchronous level: FULL survives power loss, NORMAL only a crash",

@@ -1,0 +1,47 @@
+"""A toy plug-in defined only here: a uniformly random policy that releases no statistics.
+
+It proves the plug-in contract: registering it touches nothing in the server, the users or the
+runner. Servers load it with PRIVRL_PLUGINS=toy_algorithm (this folder on PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shared.algorithms import Algorithm, Family, Learner, PolicyMessage, register
+from shared.privacy.calibration import Calibration
+from shared.seeding import generator
+from shared.stats import Stats
+from shared.worlds.rollout import Trajectories
+
+
+class RandomLearner(Learner):
+    """A fresh uniformly random deterministic policy after every report."""
+
+    def __init__(self, algorithm: Algorithm, seeds: list[int]) -> None:
+        self.config, self.seeds = algorithm.config, seeds
+
+    def plan(self, billboard: Stats, reported: int) -> PolicyMessage:
+        cfg = self.config
+        shape = (cfg.horizon, cfg.n_states)
+        draws = [generator(s, "toy", reported).integers(cfg.n_actions, size=shape)
+                 for s in self.seeds]
+        return {"actions": np.stack(draws)}
+
+
+@register
+class ToyRandom(Algorithm):
+    """Uniformly random policy, no statistics (JDP and non-private only)."""
+
+    name = "toy-random"
+    summary = "uniformly random policy, no statistics (a test plug-in)"
+    privacy_modes = ("none", "jdp")
+
+    def families(self) -> tuple[Family, ...]:
+        return ()
+
+    def user_statistics(self, trajectories: Trajectories, message: PolicyMessage) -> Stats:
+        return {}
+
+    def learner(self, calibration: Calibration, seeds: list[int]) -> Learner:
+        return RandomLearner(self, seeds)
