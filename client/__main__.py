@@ -1,5 +1,5 @@
-"""`python -m client` is the `privrl` command."""
+"""`python -m privrl.client` is the `privrl` command."""
 
-from client.cli import main
+from privrl.client.cli import main
 
 raise SystemExit(main())

@@ -12,10 +12,9 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
+from privrl.config import RunConfig
+from privrl.protocol import API_VERSION, Billboard, LedgerView, PolicyLog, RunInfo, RunList
 from pydantic import BaseModel, ValidationError
-
-from shared.config import RunConfig
-from shared.protocol import API_VERSION, Billboard, LedgerView, PolicyLog, RunInfo, RunList
 
 TOKEN_ENV = "PRIVRL_ADMIN_TOKEN"
 M = TypeVar("M", bound=BaseModel)

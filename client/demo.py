@@ -1,10 +1,11 @@
 """`privrl demo`: a real server and real user processes on loopback, non-private vs JDP vs LDP.
 
-Starts `python -m server` on a free loopback port (temporary database, random admin token passed
-through the environment), creates one run per privacy mode on RiverSwim (practical preset), lets
-swarms of `python -m client users` processes play every episode, evaluates the exact regret from
-the public policy log, prints a table (regret, epsilon spent, episodes/s, latencies, report
-size) and writes a plot. Every child process is stopped on success, error and Ctrl-C.
+Starts `python -m privrl.server` on a free loopback port (temporary database, random admin token
+passed through the environment), creates one run per privacy mode on RiverSwim (practical
+preset), lets swarms of `python -m privrl.client users` processes play every episode, evaluates
+the exact regret from the public policy log, prints a table (regret, epsilon spent, episodes/s,
+latencies, report size) and writes a plot. Every child process is stopped on success, error
+and Ctrl-C.
 """
 
 from __future__ import annotations
@@ -21,19 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from client.api import ApiError, ServerAPI
-from client.cli import CliError
-from client.evaluator import evaluate
-from client.experiments import label as config_label
-from client.experiments import regret_summary
-from client.plots import plot_cumulative
-from client.procs import ServerProcess, module_cmd, spawn, stop_process
-from client.users import percentile
-from shared.config import RunConfig
-from shared.seeding import derived_seed, secret_seed
-from shared.worlds import riverswim
-from shared.worlds.tabular import TabularMDP
+from privrl.client.api import ApiError, ServerAPI
+from privrl.client.cli_common import CliError
+from privrl.client.evaluator import evaluate
+from privrl.client.procs import ServerProcess, module_cmd, spawn, stop_process
+from privrl.client.users import percentile
+from privrl.config import RunConfig
+from privrl.lab.experiments import label as config_label
+from privrl.lab.experiments import regret_summary
+from privrl.lab.plots import plot_cumulative
+from privrl.seeding import derived_seed, secret_seed
+from privrl.worlds import riverswim
+from privrl.worlds.tabular import TabularMDP
 
 DEMO_TAIL = 100  # the table's "last-100/ep" column
 USERS_TIMEOUT = 900.0  # seconds one run's user processes may take before the demo gives up

@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from client.api import ApiError, ServerAPI
-from shared.protocol import PolicyLog
-from shared.worlds import episode_regret
-from shared.worlds.tabular import TabularMDP
+from privrl.client.api import ApiError, ServerAPI
+from privrl.protocol import PolicyLog
+from privrl.worlds import episode_regret
+from privrl.worlds.tabular import TabularMDP
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Local child processes: a privrl server on a free loopback port and user swarms, cleanly stopped.
 
 Used by `privrl demo` and by the tests that launch real processes. The client never imports the
-server package: it starts `python -m server` as a separate program.
+server package: it starts `python -m privrl.server` as a separate program.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def server_args(
     host: str, port: int, db: str | Path, claim_timeout: float | None = None,
     sequential: bool = False,
 ) -> list[str]:
-    """The flags of `python -m server` (the same ones `privrl serve` accepts)."""
+    """The flags of `python -m privrl.server` (the same ones `privrl serve` accepts)."""
     args = ["--host", host, "--port", str(port), "--db", str(db)]
     if claim_timeout is not None:
         args += ["--claim-timeout", f"{claim_timeout:g}"]
@@ -91,7 +91,7 @@ def wait_ready(url: str, proc: subprocess.Popen | None = None, timeout: float = 
 
 
 class ServerProcess:
-    """A `python -m server` child on loopback: started, waited for, and always stopped."""
+    """A `python -m privrl.server` child on loopback: started, waited for, and always stopped."""
 
     def __init__(
         self, db: str | Path, token: str, *, port: int | None = None, host: str = "127.0.0.1",
@@ -118,7 +118,7 @@ class ServerProcess:
         self._log = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115
         out = self._log if self._log is not None else subprocess.DEVNULL
         self.proc = subprocess.Popen(
-            module_cmd("server", *self.args), env=env, cwd=REPO_ROOT, stdout=out, stderr=out,
+            module_cmd("privrl.server", *self.args), env=env, cwd=REPO_ROOT, stdout=out, stderr=out,
             stdin=subprocess.DEVNULL,
         )
         try:

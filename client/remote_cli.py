@@ -1,7 +1,7 @@
 """`privrl serve | runs | users | evaluate | demo`: the client-server half of the command line.
 
 Each handler turns server and user failures into one clear line (`CliError`, exit code 2).
-The client never imports the server package: `privrl serve` executes `python -m server`.
+The client never imports the server package: `privrl serve` executes `python -m privrl.server`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-from client.api import ApiError, ServerAPI, admin_token
-from client.cli import (
+from privrl.client.api import ApiError, ServerAPI, admin_token
+from privrl.client.cli_common import (
     CliError,
     add_learning_options,
     add_world_options,
@@ -23,7 +23,7 @@ from client.cli import (
     positive_int,
     world_from_args,
 )
-from client.procs import REPO_ROOT, child_env, module_cmd, server_args
+from privrl.client.procs import REPO_ROOT, child_env, module_cmd, server_args
 
 SERVER_ENV = "PRIVRL_SERVER"
 SERVER_SEED_ENV = "PRIVRL_SEED"  # `runs create`: the server's noise seed
@@ -85,14 +85,13 @@ def _positive_float(text: str) -> float:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """privrl serve: replace this process with `python -m server` and the same flags.
+    """privrl serve: replace this process with `python -m privrl.server` and the same flags.
 
-    The database path is made absolute first: the server starts in the package root, so that
-    `python -m server` cannot pick up an unrelated `server` package from the caller's directory.
+    The database path is made absolute first: the server starts in the package root.
     """
     db = Path(args.db).expanduser().resolve()
     flags = server_args(args.host, args.port, db, args.claim_timeout, args.sequential)
-    cmd = module_cmd("server", *flags)
+    cmd = module_cmd("privrl.server", *flags)
     os.chdir(REPO_ROOT)
     os.execve(cmd[0], cmd, child_env())
     return 0  # pragma: no cover (execve does not return)
@@ -101,7 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_runs_create(args: argparse.Namespace) -> int:
     """privrl runs create: POST a RunConfig (the world options only give S and A)."""
     mdp = world_from_args(args).build()
-    config = config_from_args(args, args.privacy, args.epsilon, args.mechanism, mdp.S, mdp.A)
+    config = config_from_args(args, args.privacy, args.epsilon, args.mechanism, mdp)
     seed = _seed(args.seed, SERVER_SEED_ENV)
     with _api(args, admin=True) as api:
         try:
@@ -170,7 +169,7 @@ def _run_id(args: argparse.Namespace) -> str:
 
 def cmd_users(args: argparse.Namespace) -> int:
     """privrl users: a swarm of simulated users against one run."""
-    from client.users import Backoff, UserError, run_users
+    from privrl.client.users import Backoff, UserError, run_users
 
     mdp = world_from_args(args).build()
     server, run_id = _server(args), _run_id(args)
@@ -195,7 +194,7 @@ def cmd_users(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """privrl evaluate: exact regret from the public policy log and the true world."""
-    from client.evaluator import evaluate
+    from privrl.client.evaluator import evaluate
 
     mdp = world_from_args(args).build()
     try:
@@ -215,7 +214,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """privrl demo: server + user processes, non-private / JDP / LDP, table and plot."""
-    from client.demo import run_demo
+    from privrl.client.demo import run_demo
 
     return run_demo(args)
 
@@ -227,7 +226,7 @@ def _server_option(p: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add serve, runs, users, evaluate and demo to the `privrl` parser."""
-    p = sub.add_parser("serve", help="start the billboard server (python -m server)")
+    p = sub.add_parser("serve", help="start the billboard server (python -m privrl.server)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=positive_int, default=8000)
     p.add_argument("--db", default="privrl.db", help="SQLite file holding the runs")

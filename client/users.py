@@ -4,7 +4,7 @@ A user claims an episode, rolls out the policy it received in its own private wo
 randomness `user_generator(client_seed, episode)` (never anything the server sends), and reports:
 the raw trajectory in JDP / non-private runs, or in LDP runs only the locally randomized arrays,
 noised with the calibration the user computes itself from the run's public configuration. The
-numbers are those of `shared.run.user_episode` with one replica, so a sequential HTTP run
+numbers are those of `privrl.run.user_episode` with one replica, so a sequential HTTP run
 reproduces the in-process runner exactly.
 """
 
@@ -19,19 +19,24 @@ from typing import Any
 
 import httpx
 import numpy as np
+from privrl.algorithms.base import Algorithm
+from privrl.client.api import (
+    check_url,
+    describe_status,
+    describe_transport_error,
+    error_detail,
+    run_path,
+)
+from privrl.config import RunConfig
+from privrl.privacy.calibration import Calibration, calibrate
+from privrl.protocol import API_VERSION, Ack, RandomizerParams, RunInfo, Ticket, TrajectoryReport
+from privrl.run import user_episode
+from privrl.seeding import generator, secret_seed
+from privrl.stats import Stats
+from privrl.worlds.rollout import Trajectories
+from privrl.worlds.tabular import TabularMDP
 from pydantic import ValidationError
 from tqdm import tqdm
-
-from client.api import check_url, describe_status, describe_transport_error, error_detail, run_path
-from shared.algorithms.base import Algorithm
-from shared.config import RunConfig
-from shared.privacy.calibration import Calibration, calibrate
-from shared.protocol import API_VERSION, Ack, RandomizerParams, RunInfo, Ticket, TrajectoryReport
-from shared.run import user_episode
-from shared.seeding import generator, secret_seed
-from shared.stats import Stats
-from shared.worlds.rollout import Trajectories
-from shared.worlds.tabular import TabularMDP
 
 SCALE_RTOL = 1e-9  # relative slack when comparing the ticket's noise scale with our own
 
@@ -156,7 +161,7 @@ def encode_trajectory(ticket: str, traj: Trajectories) -> bytes:
 def play(ctx: UserContext, ticket: Ticket, client_seed: int) -> tuple[Trajectories, bytes]:
     """Roll out the ticket's policy with the user's own stream and build the report body.
 
-    Exactly `shared.run.user_episode` with one replica: the rollout and the local noise come from
+    Exactly `privrl.run.user_episode` with one replica: the rollout and the local noise come from
     `user_generator(client_seed, ticket.episode)` only. The trajectory stays with the caller.
     """
     cfg = ctx.config

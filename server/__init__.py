@@ -1,1 +1,1 @@
-"""privrl server: the FastAPI billboard server, a thin HTTP layer over `shared.run.Run`."""
+"""privrl server: the FastAPI billboard server, a thin HTTP layer over `privrl.run.Run`."""

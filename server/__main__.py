@@ -1,4 +1,4 @@
-"""`python -m server --host H --port P --db PATH [--claim-timeout S] [--sequential]` (uvicorn).
+"""`python -m privrl.server --host H --port P --db PATH [--claim-timeout S] [--sequential]`.
 
 `privrl serve` executes exactly this module. Flags override the PRIVRL_* environment variables;
 the admin token is only ever read from PRIVRL_ADMIN_TOKEN (never a flag: it would show in `ps`).
@@ -12,10 +12,9 @@ import sys
 from collections.abc import Sequence
 
 import uvicorn
+from privrl.server.app import create_app
+from privrl.server.settings import Settings
 from pydantic import ValidationError
-
-from server.app import create_app
-from server.settings import Settings
 
 
 def positive_float(text: str) -> float:
@@ -43,7 +42,7 @@ def port_number(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The command-line flags."""
     p = argparse.ArgumentParser(
-        prog="python -m server",
+        prog="python -m privrl.server",
         description="privrl billboard server (admin token from PRIVRL_ADMIN_TOKEN)",
     )
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
@@ -89,10 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         errors = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()
         )
-        print(f"python -m server: error: invalid settings: {errors}", file=sys.stderr)
+        print(f"python -m privrl.server: error: invalid settings: {errors}", file=sys.stderr)
         return 2
     if not settings.db.parent.exists():
-        print(f"python -m server: error: directory {settings.db.parent} does not exist",
+        print(f"python -m privrl.server: error: directory {settings.db.parent} does not exist",
               file=sys.stderr)
         return 2
     logging.basicConfig(

@@ -1,6 +1,6 @@
 """The FastAPI application: `create_app(settings)` wires store, registry, metrics and routes.
 
-The HTTP layer only moves validated messages; the algorithm lives in `shared.run.Run`. Runs are
+The HTTP layer only moves validated messages; the algorithm lives in `privrl.run.Run`. Runs are
 rebuilt from the store in a background thread at startup: /healthz answers at once, /readyz and
 the run routes answer 503 until every run is back.
 """
@@ -14,17 +14,16 @@ from contextlib import asynccontextmanager
 
 import anyio.to_thread
 from fastapi import FastAPI
+from privrl import algorithms
+from privrl.protocol import API_VERSION
+from privrl.server.errors import install_error_handlers
+from privrl.server.limits import BodySizeLimit
+from privrl.server.metrics import LatencyMiddleware, Metrics
+from privrl.server.registry import Registry
+from privrl.server.routes import episodes, ops, public, runs
+from privrl.server.settings import Settings
+from privrl.server.store import Store
 from starlette.types import Scope
-
-from server.errors import install_error_handlers
-from server.limits import BodySizeLimit
-from server.metrics import LatencyMiddleware, Metrics
-from server.registry import Registry
-from server.routes import episodes, ops, public, runs
-from server.settings import Settings
-from server.store import Store
-from shared import algorithms
-from shared.protocol import API_VERSION
 
 log = logging.getLogger("privrl.server")
 

@@ -7,9 +7,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-
-from server.errors import Refusal
-from server.settings import Settings
+from privrl.server.errors import Refusal
+from privrl.server.settings import Settings
 
 bearer = HTTPBearer(
     auto_error=False,

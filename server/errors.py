@@ -16,9 +16,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from privrl.protocol import ErrorBody
 from starlette.exceptions import HTTPException as StarletteHTTPException
-
-from shared.protocol import ErrorBody
 
 log = logging.getLogger("privrl.server")
 

@@ -1,6 +1,6 @@
-"""One run as the server hosts it: a `shared.run.Run`, its open claims and its policy log.
+"""One run as the server hosts it: a `privrl.run.Run`, its open claims and its policy log.
 
-All algorithm logic lives in `shared.run.Run`; this class only decides *when* to call it, checks
+All algorithm logic lives in `privrl.run.Run`; this class only decides *when* to call it, checks
 tickets and keeps the store in step. It is not thread-safe: the app holds the run's asyncio lock
 (one writer per run) around every call, and runs the call in a worker thread.
 
@@ -26,13 +26,10 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
-
-from server.errors import Refusal
-from server.store import ClaimRow, NoiseRow, PolicyRow, ReportRow, RunRow, Store
-from shared.config import RunConfig
-from shared.privacy.calibration import Calibration
-from shared.privacy.tree import NodeNoise, StoredNoiseError
-from shared.protocol import (
+from privrl.config import RunConfig
+from privrl.privacy.calibration import Calibration
+from privrl.privacy.tree import NodeNoise, StoredNoiseError
+from privrl.protocol import (
     Ack,
     Billboard,
     EpisodeOutcome,
@@ -46,8 +43,10 @@ from shared.protocol import (
     Ticket,
     TrajectoryReport,
 )
-from shared.reports import ReportRejected, accept, digest_of, restore
-from shared.run import Run
+from privrl.reports import ReportRejected, accept, digest_of, restore
+from privrl.run import Run
+from privrl.server.errors import Refusal
+from privrl.server.store import ClaimRow, NoiseRow, PolicyRow, ReportRow, RunRow, Store
 
 log = logging.getLogger("privrl.server")
 T = TypeVar("T")

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from privrl.server.errors import error_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from server.errors import error_response
 
 
 class BodySizeLimit:

@@ -8,11 +8,11 @@ import secrets
 import sqlite3
 import time
 
-from server.errors import Refusal
-from server.hosted import HostedRun
-from server.store import Store
-from shared.config import RunConfig
-from shared.seeding import secret_seed
+from privrl.config import RunConfig
+from privrl.seeding import secret_seed
+from privrl.server.errors import Refusal
+from privrl.server.hosted import HostedRun
+from privrl.server.store import Store
 
 log = logging.getLogger("privrl.server")
 

@@ -1,4 +1,4 @@
-"""Server settings from environment variables prefixed PRIVRL_ (flags of `python -m server` win)."""
+"""Server settings from PRIVRL_* environment variables (flags of `python -m privrl.server` win)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ What is stored, and who may see it:
 
 Each write is one transaction, committed before the server answers: an Ack is only sent for a
 report that is on disk, and node noise is written in the transaction of the report whose
-ingestion drew it. Startup replays `reports` through a fresh `shared.run.Run`; the central noise
+ingestion drew it. Startup replays `reports` through a fresh `privrl.run.Run`; the central noise
 is counter-based on the run's secret seed (numpy backend) or read back from `node_noise`
 (opendp), so the replay rebuilds exactly the values already released (contract 2). The
 connection is shared by worker threads behind one lock.

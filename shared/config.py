@@ -3,7 +3,7 @@
 The true world is *not* part of it: the server only knows the model class (S, A, H). Presets fill
 the learner's public, data-independent knobs; no knob ever changes the privacy noise. Seeds are
 not part of it either: a seed behind published noise is as private as the data (anyone who knows
-it can recompute the noise and subtract it), so seeds travel separately (`shared.seeding`).
+it can recompute the noise and subtract it), so seeds travel separately (`privrl.seeding`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Literal
 
+from privrl.privacy.noise import NoiseName
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from shared.privacy.noise import NoiseName
 
 if TYPE_CHECKING:
     from .algorithms.base import Algorithm

@@ -11,11 +11,10 @@ import math
 from typing import Annotated, Literal
 
 import numpy as np
+from privrl.config import RunConfig
+from privrl.privacy.accountant import Ledger
+from privrl.seeding import SEED_BITS
 from pydantic import BaseModel, ConfigDict, Field
-
-from shared.config import RunConfig
-from shared.privacy.accountant import Ledger
-from shared.seeding import SEED_BITS
 
 API_VERSION = "v1"
 TICKET_PATTERN = r"^[A-Za-z0-9_-]{16,128}$"

@@ -20,15 +20,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from shared.algorithms.base import PolicyMessage
-from shared.privacy.calibration import FALSE_REFUSAL, Calibration
-from shared.protocol import NoisyReport, TrajectoryReport
-from shared.stats import Stats
-from shared.worlds.rollout import Trajectories
+from privrl.algorithms.base import PolicyMessage
+from privrl.privacy.calibration import FALSE_REFUSAL, Calibration
+from privrl.protocol import NoisyReport, TrajectoryReport
+from privrl.stats import Stats
+from privrl.worlds.rollout import Trajectories
 
 if TYPE_CHECKING:
-    from shared.run import Run
+    from privrl.run import Run
 
 AnyReport = TrajectoryReport | NoisyReport
 

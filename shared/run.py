@@ -10,17 +10,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from shared.algorithms.base import Algorithm, Learner, PolicyMessage
-from shared.config import RunConfig
-from shared.privacy.accountant import Ledger
-from shared.privacy.calibration import Calibration, calibrate
-from shared.privacy.privatizers import Privatizer, make_privatizer, randomize_locally
-from shared.seeding import user_generator
-from shared.stats import Stats
-from shared.worlds.evaluation import episode_regret
-from shared.worlds.rollout import Trajectories, draw_uniforms, rollout
-from shared.worlds.tabular import TabularMDP
+from privrl.algorithms.base import Algorithm, Learner, PolicyMessage
+from privrl.config import RunConfig
+from privrl.privacy.accountant import Ledger
+from privrl.privacy.calibration import Calibration, calibrate
+from privrl.privacy.privatizers import Privatizer, make_privatizer, randomize_locally
+from privrl.seeding import user_generator
+from privrl.stats import Stats
+from privrl.worlds.evaluation import episode_regret
+from privrl.worlds.rollout import Trajectories, draw_uniforms, rollout
+from privrl.worlds.tabular import TabularMDP
 
 
 class RunFinished(RuntimeError):

@@ -9,8 +9,7 @@ Families (arrays per replica, leading axis R; Hs = 1 when pooled over h, else H)
 from __future__ import annotations
 
 import numpy as np
-
-from shared.worlds.rollout import Trajectories
+from privrl.worlds.rollout import Trajectories
 
 Stats = dict[str, np.ndarray]
 FAMILIES = ("sas", "sa", "r")

@@ -8,15 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from client.api import ServerAPI
-from client.procs import ServerProcess, child_env, module_cmd
-from shared.config import RunConfig
-from shared.run import Run, user_episode
-from shared.stats import Stats, tabular_counts
-from shared.worlds import riverswim
-from shared.worlds.rollout import Trajectories
-from shared.worlds.tabular import TabularMDP
+from privrl.client.api import ServerAPI
+from privrl.client.procs import ServerProcess, child_env, module_cmd
+from privrl.config import RunConfig
+from privrl.run import Run, user_episode
+from privrl.stats import Stats, tabular_counts
+from privrl.worlds import riverswim
+from privrl.worlds.rollout import Trajectories
+from privrl.worlds.tabular import TabularMDP
 
 MDP = riverswim(20)
 TOKEN = "test-token-" + secrets.token_hex(8)
@@ -32,7 +31,7 @@ def config_for(privacy: str, mechanism: str = "gaussian", episodes: int = 60,
 
 def start_server(tmp: Path, *, sequential: bool = False,
                  claim_timeout: float | None = None) -> ServerProcess:
-    """A real `python -m server` on a free loopback port, logging to tmp/server.log."""
+    """A real `python -m privrl.server` on a free loopback port, logging to tmp/server.log."""
     tmp.mkdir(parents=True, exist_ok=True)
     server = ServerProcess(tmp / "privrl.db", TOKEN, sequential=sequential,
                            claim_timeout=claim_timeout, log_path=tmp / "server.log")
@@ -47,8 +46,8 @@ def create_run(server: ServerProcess, config: RunConfig, seed: int | None = None
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120.0,
             cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """`python -m client ARGS` as a real process (text output captured)."""
-    return subprocess.run(module_cmd("client", *args), env=child_env(env), cwd=cwd,
+    """`python -m privrl.client ARGS` as a real process (text output captured)."""
+    return subprocess.run(module_cmd("privrl.client", *args), env=child_env(env), cwd=cwd,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 

@@ -14,15 +14,14 @@ from typing import Any
 import httpx
 import numpy as np
 from fastapi.testclient import TestClient
-
-from client.procs import free_port
-from server.app import create_app
-from server.settings import Settings
-from shared.config import RunConfig
-from shared.privacy.calibration import calibrate
-from shared.protocol import RunInfo, RunRequest, Ticket
-from shared.run import user_episode
-from shared.worlds.tabular import TabularMDP, riverswim
+from privrl.client.procs import free_port
+from privrl.config import RunConfig
+from privrl.privacy.calibration import calibrate
+from privrl.protocol import RunInfo, RunRequest, Ticket
+from privrl.run import user_episode
+from privrl.server.app import create_app
+from privrl.server.settings import Settings
+from privrl.worlds.tabular import TabularMDP, riverswim
 
 REPO = Path(__file__).resolve().parents[1]
 ADMIN = "test-admin-token-0123456789"
@@ -85,7 +84,7 @@ def snapshot(get: Callable[[str], httpx.Response], run_id: str) -> dict[str, Any
 
 
 class LiveServer:
-    """`python -m server` as a real child process on a free loopback port."""
+    """`python -m privrl.server` as a real child process on a free loopback port."""
 
     def __init__(self, db: Path, log: Path, *args: str, env: dict[str, str] | None = None):
         self.db, self.log_path, self.args = db, log, list(args)
@@ -101,8 +100,8 @@ class LiveServer:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         env["PRIVRL_ADMIN_TOKEN"] = ADMIN
         env.update(self.extra_env)
-        cmd = [sys.executable, "-m", "server", "--host", "127.0.0.1", "--port", str(self.port),
-               "--db", str(self.db), *self.args]
+        cmd = [sys.executable, "-m", "privrl.server", "--host", "127.0.0.1",
+               "--port", str(self.port), "--db", str(self.db), *self.args]
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(
                 cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,

@@ -1,4 +1,4 @@
-"""Tests for shared.privacy.accountant: zCDP conversions (vs dp_accounting) and the Ledger."""
+"""Tests for privrl.privacy.accountant: zCDP conversions (vs dp_accounting) and the Ledger."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import math
 
 import numpy as np
 import pytest
-
-from shared.privacy.accountant import (
+from privrl.privacy.accountant import (
     Charge,
     Ledger,
     Totals,
@@ -18,7 +17,7 @@ from shared.privacy.accountant import (
     rho_to_epsilon,
     rho_to_epsilon_classical,
 )
-from shared.privacy.mechanisms import Gaussian, Laplace
+from privrl.privacy.mechanisms import Gaussian, Laplace
 
 dp_accounting = pytest.importorskip("dp_accounting")
 from dp_accounting.rdp import RdpAccountant  # noqa: E402

@@ -6,14 +6,13 @@ import math
 
 import numpy as np
 import pytest
-
-from shared.algorithms.ucbvi import union_radius
-from shared.config import RunConfig
-from shared.privacy.accountant import rho_to_epsilon
-from shared.privacy.calibration import calibrate
-from shared.privacy.privatizers import randomize_locally
-from shared.run import Run
-from shared.worlds.rollout import Trajectories
+from privrl.algorithms.ucbvi import union_radius
+from privrl.config import RunConfig
+from privrl.privacy.accountant import rho_to_epsilon
+from privrl.privacy.calibration import calibrate
+from privrl.privacy.privatizers import randomize_locally
+from privrl.run import Run
+from privrl.worlds.rollout import Trajectories
 
 
 def radius_of(config: RunConfig) -> float:

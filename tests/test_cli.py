@@ -8,14 +8,13 @@ import sys
 
 import numpy as np
 import pytest
-
-from client.cli import main
+from privrl.client.cli import main
 
 
 def privrl(*args: str) -> subprocess.CompletedProcess:
     """Run the real command in a subprocess (what a user types)."""
     return subprocess.run(
-        [sys.executable, "-m", "client", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "privrl.client", *args], capture_output=True, text=True, timeout=300
     )
 
 
@@ -99,7 +98,7 @@ def test_same_seed_same_numbers(tmp_path):
         (["run", "--mechanism", "gaussian", "--delta", "0"], "needs 0 < delta < 1"),
         (["run", "--delta", "1e-5"], "pure epsilon-DP"),
         (["run", "--env", "nowhere.npz"], "nowhere.npz"),
-        (["run", "--env", "mars"], "unknown --env"),
+        (["run", "--env", "mars"], "unknown world 'mars'"),
         (["plot", "/nonexistent/dir"], "no summary.json"),
     ],
 )

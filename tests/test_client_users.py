@@ -8,9 +8,8 @@ import json
 import httpx
 import numpy as np
 import pytest
-
-from client.evaluator import regret_from_log
-from client.users import (
+from privrl.client.evaluator import regret_from_log
+from privrl.client.users import (
     Backoff,
     UserContext,
     UserError,
@@ -18,9 +17,9 @@ from client.users import (
     play,
     run_users,
 )
-from shared.config import RunConfig
-from shared.privacy.calibration import calibrate
-from shared.protocol import (
+from privrl.config import RunConfig
+from privrl.privacy.calibration import calibrate
+from privrl.protocol import (
     Ack,
     NoisyReport,
     PolicyLog,
@@ -31,9 +30,9 @@ from shared.protocol import (
     Ticket,
     TrajectoryReport,
 )
-from shared.run import Run, user_episode
-from shared.stats import tabular_counts
-from shared.worlds import episode_regret, riverswim
+from privrl.run import Run, user_episode
+from privrl.stats import tabular_counts
+from privrl.worlds import episode_regret, riverswim
 
 MDP = riverswim(20)
 FAST = Backoff(attempts=4, base=0.001, cap=0.005, patience=5.0)

@@ -23,9 +23,8 @@ import httpx
 import jsonschema
 import pytest
 import yaml
-
-from client.api import ServerAPI
-from client.procs import REPO_ROOT, child_env, free_port, stop_process
+from privrl.client.api import ServerAPI
+from privrl.client.procs import REPO_ROOT, child_env, free_port, stop_process
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 # The official Compose Specification schema, vendored unmodified (see tests/data/README.md).
@@ -119,7 +118,7 @@ class LocalCompose:
         volumes = self._volumes(service)
         argv = [self._localize(a, volumes) for a in argv]
         if argv[0] == "privrl":
-            argv = [sys.executable, "-m", "client", *argv[1:]]
+            argv = [sys.executable, "-m", "privrl.client", *argv[1:]]
         elif argv[0] == "python":
             argv = [sys.executable, *argv[1:]]
         env = {k: self._localize(str(v), volumes) for k, v in service["environment"].items()}

@@ -13,10 +13,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from shared.config import RunConfig
-from shared.run import run_in_process
-from shared.worlds import riverswim
+from privrl.config import RunConfig
+from privrl.run import run_in_process
+from privrl.worlds import riverswim
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden_ucbvi.json"
 CASES = {

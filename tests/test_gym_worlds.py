@@ -11,12 +11,11 @@ import gymnasium  # in the test extra: a missing gymnasium must fail loudly, not
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-
-from client.cli import main
-from shared.config import RunConfig
-from shared.run import run_in_process
-from shared.seeding import generator
-from shared.worlds import (
+from privrl.client.cli import main
+from privrl.config import RunConfig
+from privrl.run import run_in_process
+from privrl.seeding import generator
+from privrl.worlds import (
     TabularMDP,
     WorldError,
     as_gymnasium_env,
@@ -31,8 +30,8 @@ from shared.worlds import (
     riverswim,
     rollout,
 )
-from shared.worlds.gym import GymnasiumMissing, RewardMap, env_family
-from shared.worlds.registry import UnknownWorld
+from privrl.worlds.gym import GymnasiumMissing, RewardMap, env_family
+from privrl.worlds.registry import UnknownWorld
 
 LEFT, DOWN, RIGHT, UP = 0, 1, 2, 3  # FrozenLake's actions
 SAFE_PATH = [DOWN, DOWN, RIGHT, DOWN, RIGHT, RIGHT]  # S(0,0) -> G(3,3) on the 4x4 map
@@ -369,7 +368,8 @@ def test_missing_gymnasium_is_a_clear_error(monkeypatch, tmp_path, capsys):
 
 def test_importing_worlds_does_not_import_gymnasium():
     code = (
-        "import sys, shared.worlds, shared.worlds.gym, shared.worlds.registry, client.experiments;"
+        "import sys, privrl, privrl.worlds, privrl.worlds.gym, privrl.worlds.registry,"
+        " privrl.lab.experiments;"
         "assert 'gymnasium' not in sys.modules, 'gymnasium imported'"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

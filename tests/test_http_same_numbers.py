@@ -8,10 +8,9 @@ import math
 import numpy as np
 import pytest
 from client_support import MDP, config_for, create_run, reference_run, run_cli, start_server
-
-from client.api import ServerAPI
-from client.evaluator import evaluate
-from shared.run import run_in_process
+from privrl.client.api import ServerAPI
+from privrl.client.evaluator import evaluate
+from privrl.run import run_in_process
 
 SEED = 7
 CASES = [("jdp", "gaussian"), ("jdp", "laplace"), ("ldp", "gaussian"), ("ldp", "laplace"),

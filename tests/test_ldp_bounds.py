@@ -12,12 +12,11 @@ import math
 
 import numpy as np
 import pytest
+from privrl.config import RunConfig
+from privrl.privacy.calibration import FALSE_REFUSAL, calibrate
+from privrl.privacy.mechanisms import Gaussian, Laplace
+from privrl.seeding import generator
 from server_support import Apps, claim, create, play, public, spec
-
-from shared.config import RunConfig
-from shared.privacy.calibration import FALSE_REFUSAL, calibrate
-from shared.privacy.mechanisms import Gaussian, Laplace
-from shared.seeding import generator
 
 
 @pytest.mark.parametrize("mechanism", [Laplace(1.0), Gaussian(1.0)], ids=["laplace", "gaussian"])

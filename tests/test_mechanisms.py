@@ -1,4 +1,4 @@
-"""Tests for shared.privacy.mechanisms: noise scales, privacy maps, calibration and tail bounds."""
+"""Tests for privrl.privacy.mechanisms: noise scales, privacy maps, calibration and tail bounds."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import math
 
 import numpy as np
 import pytest
-
-from shared.privacy.mechanisms import Gaussian, Laplace, Mechanism
-from shared.seeding import generator
+from privrl.privacy.mechanisms import Gaussian, Laplace, Mechanism
+from privrl.seeding import generator
 
 N_DRAWS = 100_000
 

@@ -11,15 +11,14 @@ import httpx
 import numpy as np
 import pytest
 import toy_algorithm  # noqa: F401  (registers toy-random in this process)
+from privrl import algorithms
+from privrl.client.cli import main as cli_main
+from privrl.client.users import run_users
+from privrl.config import RunConfig
+from privrl.run import Run, run_in_process
+from privrl.worlds import riverswim
 from pydantic import ValidationError
 from server_support import AUTH, REPO, LiveServer
-
-from client.cli import main as cli_main
-from client.users import run_users
-from shared import algorithms
-from shared.config import RunConfig
-from shared.run import Run, run_in_process
-from shared.worlds import riverswim
 
 MDP = riverswim(6, n_states=4)
 
@@ -81,7 +80,7 @@ def test_toy_over_http_serves_the_in_process_policies(tmp_path: Path) -> None:
 
 def fake_trajectory(run: Run):
     """Any trajectory: the toy's learner never looks at the (empty) billboard."""
-    from shared.worlds.rollout import Trajectories
+    from privrl.worlds.rollout import Trajectories
 
     h, message = run.config.horizon, run.message()
     return Trajectories(np.zeros((1, h + 1), int), np.zeros((1, h), int), np.zeros((1, h))), message

@@ -10,12 +10,11 @@ import math
 
 import numpy as np
 import pytest
-
-from shared.config import RunConfig
-from shared.privacy.calibration import calibrate
-from shared.privacy.tree import tree_levels
-from shared.stats import tabular_counts
-from shared.worlds.rollout import Trajectories
+from privrl.config import RunConfig
+from privrl.privacy.calibration import calibrate
+from privrl.privacy.tree import tree_levels
+from privrl.stats import tabular_counts
+from privrl.worlds.rollout import Trajectories
 
 S, A, H = 4, 2, 5
 

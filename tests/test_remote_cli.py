@@ -13,8 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from client_support import TOKEN, config_for, create_run, run_cli, start_server
-
-from client.procs import child_env, free_port, module_cmd
+from privrl.client.procs import child_env, free_port, module_cmd
 
 NO_TOKEN = {k: v for k, v in os.environ.items() if k != "PRIVRL_ADMIN_TOKEN"}
 
@@ -36,7 +35,7 @@ def server(tmp_path_factory):
 
 
 def test_runs_create_without_token() -> None:
-    done = subprocess.run(module_cmd("client", "runs", "create", "--server", "http://127.0.0.1:9",
+    done = subprocess.run(module_cmd("privrl.client", "runs", "create", "--server", "http://127.0.0.1:9",
                                      "--episodes", "10"),
                           env={**child_env(), "PRIVRL_ADMIN_TOKEN": ""}, capture_output=True,
                           text=True, timeout=60, check=False)
@@ -125,7 +124,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
 
 def test_demo_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        module_cmd("client", "demo", "--episodes", "100000", "--users-processes", "1",
+        module_cmd("privrl.client", "demo", "--episodes", "100000", "--users-processes", "1",
                    "--out", str(tmp_path / "demo")),
         env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )

@@ -11,9 +11,8 @@ import json
 import re
 
 import jsonschema
+from privrl.client.procs import REPO_ROOT
 from test_compose import SCHEMA
-
-from client.procs import REPO_ROOT
 
 DATA = REPO_ROOT / "tests" / "data"
 

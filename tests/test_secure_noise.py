@@ -11,26 +11,25 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from scipy import stats
-from server_support import AUTH, Apps, LiveServer, create, play, snapshot, spec, state, user_report
-from test_server_store import interleaved
-
-from shared.config import RunConfig
-from shared.privacy import noise as noise_mod
-from shared.privacy.accountant import Charge, Ledger
-from shared.privacy.calibration import calibrate
-from shared.privacy.mechanisms import Gaussian, Laplace
-from shared.privacy.noise import (
+from privrl.config import RunConfig
+from privrl.privacy import noise as noise_mod
+from privrl.privacy.accountant import Charge, Ledger
+from privrl.privacy.calibration import calibrate
+from privrl.privacy.mechanisms import Gaussian, Laplace
+from privrl.privacy.noise import (
     NumpyNoise,
     OpenDPNoise,
     SecureNoiseUnavailable,
     noise_backend,
 )
-from shared.privacy.tree import StoredNoiseError, TreeCounter
-from shared.protocol import LedgerView
-from shared.run import run_in_process
-from shared.seeding import generator
-from shared.worlds.tabular import TabularMDP, riverswim
+from privrl.privacy.tree import StoredNoiseError, TreeCounter
+from privrl.protocol import LedgerView
+from privrl.run import run_in_process
+from privrl.seeding import generator
+from privrl.worlds.tabular import TabularMDP, riverswim
+from scipy import stats
+from server_support import AUTH, Apps, LiveServer, create, play, snapshot, spec, state, user_report
+from test_server_store import interleaved
 
 SECURE = OpenDPNoise()
 N_DRAWS = 20_000

@@ -21,15 +21,14 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from privrl.client.users import run_users
+from privrl.config import RunConfig
+from privrl.privacy.accountant import Ledger
+from privrl.privacy.calibration import calibrate
+from privrl.privacy.privatizers import Central
+from privrl.run import user_episode
+from privrl.stats import tabular_counts
 from server_support import AUTH, LiveServer, public, spec, user_report, world
-
-from client.users import run_users
-from shared.config import RunConfig
-from shared.privacy.accountant import Ledger
-from shared.privacy.calibration import calibrate
-from shared.privacy.privatizers import Central
-from shared.run import user_episode
-from shared.stats import tabular_counts
 
 K = 24
 GUESSES = range(0, 65)  # seeds people type: 0, 1, 42, ...

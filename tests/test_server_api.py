@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from privrl.privacy.calibration import calibrate
+from privrl.protocol import Ack, PolicyLog, RunInfo, RunList
+from privrl.run import Run, user_episode
 from server_support import (
     ADMIN,
     AUTH,
@@ -27,10 +30,6 @@ from server_support import (
     user_report,
     world,
 )
-
-from shared.privacy.calibration import calibrate
-from shared.protocol import Ack, PolicyLog, RunInfo, RunList
-from shared.run import Run, user_episode
 
 ClientFactory = Apps
 

@@ -1,4 +1,4 @@
-"""The server as a real process (`python -m server`) over HTTP: flags, SIGKILL, limits, fuzz."""
+"""The server as a real process (`python -m privrl.server`): flags, SIGKILL, limits, fuzz."""
 
 from __future__ import annotations
 
@@ -37,14 +37,14 @@ def cycle(http: httpx.Client, run_id: str, config: dict[str, Any], mdp: Any) -> 
 
 def test_command_line_flags() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "server", "--help"], cwd=REPO, capture_output=True, text=True,
+        [sys.executable, "-m", "privrl.server", "--help"], cwd=REPO, capture_output=True, text=True,
         timeout=60,
     )
     assert out.returncode == 0
     for flag in ("--host", "--port", "--db", "--claim-timeout", "--sequential"):
         assert flag in out.stdout
     bad = subprocess.run(
-        [sys.executable, "-m", "server", "--claim-timeout", "-3"], cwd=REPO,
+        [sys.executable, "-m", "privrl.server", "--claim-timeout", "-3"], cwd=REPO,
         capture_output=True, text=True, timeout=60,
     )
     assert bad.returncode == 2 and "--claim-timeout" in bad.stderr

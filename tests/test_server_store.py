@@ -10,9 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from privrl.server.store import Store
 from server_support import AUTH, Apps, claim, create, play, spec, state, user_report, world
-
-from server.store import Store
 
 
 def interleaved(

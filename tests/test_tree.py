@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from shared.privacy.mechanisms import Gaussian, Laplace
-from shared.privacy.tree import (
+from privrl.privacy.mechanisms import Gaussian, Laplace
+from privrl.privacy.tree import (
     TreeCounter,
     levels_released,
     release_variance,

@@ -20,12 +20,11 @@ import httpx
 import numpy as np
 import pytest
 from client_support import MDP, TOKEN, config_for, create_run, reference_run, start_server
-
-from client.api import ServerAPI
-from client.users import run_users
-from shared.protocol import Ticket
-from shared.seeding import user_generator
-from shared.worlds import draw_uniforms, rollout
+from privrl.client.api import ServerAPI
+from privrl.client.users import run_users
+from privrl.protocol import Ticket
+from privrl.seeding import user_generator
+from privrl.worlds import draw_uniforms, rollout
 
 SEED = 11
 K = 60

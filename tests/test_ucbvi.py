@@ -6,13 +6,12 @@ import math
 
 import numpy as np
 import pytest
-
-from shared.algorithms.ucbvi.learner import DPUCBVI, iota
-from shared.config import RunConfig
-from shared.privacy.postprocess import project_counts
-from shared.run import Run, run_in_process, user_episode
-from shared.stats import family_shapes
-from shared.worlds import garnet, optimal_q, optimal_return, riverswim, uniform_random_return
+from privrl.algorithms.ucbvi.learner import DPUCBVI, iota
+from privrl.config import RunConfig
+from privrl.privacy.postprocess import project_counts
+from privrl.run import Run, run_in_process, user_episode
+from privrl.stats import family_shapes
+from privrl.worlds import garnet, optimal_q, optimal_return, riverswim, uniform_random_return
 
 RIVER = riverswim(20)
 

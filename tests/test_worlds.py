@@ -1,4 +1,4 @@
-"""Tests for shared.worlds: tabular MDPs, exact evaluation, seeded rollouts, the gym-style env."""
+"""Tests for privrl.worlds: tabular MDPs, exact evaluation, seeded rollouts, the gym-style env."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from shared.seeding import generator
-from shared.worlds import (
+from privrl.seeding import generator
+from privrl.worlds import (
     N_UNIFORMS,
     TabularEnv,
     TabularMDP,

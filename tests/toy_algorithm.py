@@ -7,12 +7,11 @@ runner. Servers load it with PRIVRL_PLUGINS=toy_algorithm (this folder on PYTHON
 from __future__ import annotations
 
 import numpy as np
-
-from shared.algorithms import Algorithm, Family, Learner, PolicyMessage, register
-from shared.privacy.calibration import Calibration
-from shared.seeding import generator
-from shared.stats import Stats
-from shared.worlds.rollout import Trajectories
+from privrl.algorithms import Algorithm, Family, Learner, PolicyMessage, register
+from privrl.privacy.calibration import Calibration
+from privrl.seeding import generator
+from privrl.stats import Stats
+from privrl.worlds.rollout import Trajectories
 
 
 class RandomLearner(Learner):

@@ -7,12 +7,11 @@ from typing import TypeVar
 
 import anyio.to_thread
 from fastapi import Request
-
-from server.errors import Refusal
-from server.hosted import HostedRun
-from server.metrics import Metrics
-from server.registry import Registry
-from server.settings import Settings
+from privrl.server.errors import Refusal
+from privrl.server.hosted import HostedRun
+from privrl.server.metrics import Metrics
+from privrl.server.registry import Registry
+from privrl.server.settings import Settings
 
 T = TypeVar("T")
 

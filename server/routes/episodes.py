@@ -6,12 +6,17 @@ import asyncio
 import time
 
 from fastapi import APIRouter, Query, Request
-
-from server.errors import Refusal, error_responses
-from server.hosted import HostedRun
-from server.metrics import Metrics
-from server.routes.common import ensure_alive, in_thread, metrics_of, registry_of, settings_of
-from shared.protocol import Ack, Report, Ticket
+from privrl.protocol import Ack, Report, Ticket
+from privrl.server.errors import Refusal, error_responses
+from privrl.server.hosted import HostedRun
+from privrl.server.metrics import Metrics
+from privrl.server.routes.common import (
+    ensure_alive,
+    in_thread,
+    metrics_of,
+    registry_of,
+    settings_of,
+)
 
 router = APIRouter(prefix="/v1/runs", tags=["episodes"])
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
+from privrl.protocol import Health, Readiness
+from privrl.server.routes.common import metrics_of, registry_of
 from prometheus_client import CONTENT_TYPE_LATEST
-
-from server.routes.common import metrics_of, registry_of
-from shared.protocol import Health, Readiness
 
 router = APIRouter(tags=["operations"])
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import time
 
 from fastapi import APIRouter, Request
-
-from server.errors import error_responses
-from server.routes.common import locked, registry_of
-from shared.protocol import Billboard, LedgerView, PolicyLog, PolicyPayload
+from privrl.protocol import Billboard, LedgerView, PolicyLog, PolicyPayload
+from privrl.server.errors import error_responses
+from privrl.server.routes.common import locked, registry_of
 
 router = APIRouter(prefix="/v1/runs", tags=["public"])
 

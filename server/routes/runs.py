@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-
-from server.auth import require_admin
-from server.errors import error_responses
-from server.routes.common import (
+from privrl.protocol import RunInfo, RunList, RunRequest
+from privrl.server.auth import require_admin
+from privrl.server.errors import error_responses
+from privrl.server.routes.common import (
     ensure_alive,
     in_thread,
     locked,
@@ -16,7 +16,6 @@ from server.routes.common import (
     registry_of,
     settings_of,
 )
-from shared.protocol import RunInfo, RunList, RunRequest
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 

@@ -124,7 +124,7 @@ class Algorithm(ABC):
         """A fresh learner for replicas seeded by the server's secret `seeds`."""
 
     def report_kind(self, privacy: str) -> str:
-        """The report kind users send (`shared.reports.KINDS`): locally randomized arrays in
+        """The report kind users send (`privrl.reports.KINDS`): locally randomized arrays in
         LDP, else raw trajectories for the trusted curator."""
         return "noisy" if privacy == "ldp" else "trajectory"
 

@@ -25,8 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-
-from shared.privacy.mechanisms import check_nonneg
+from privrl.privacy.mechanisms import check_nonneg
 
 __all__ = [
     "Charge",

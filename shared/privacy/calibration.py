@@ -19,14 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from shared.config import RunConfig
-from shared.privacy.accountant import epsilon_to_rho
-from shared.privacy.mechanisms import Gaussian, Laplace
-from shared.privacy.noise import noise_backend
-from shared.privacy.tree import release_variance, tree_levels
+from privrl.config import RunConfig
+from privrl.privacy.accountant import epsilon_to_rho
+from privrl.privacy.mechanisms import Gaussian, Laplace
+from privrl.privacy.noise import noise_backend
+from privrl.privacy.tree import release_variance, tree_levels
 
 if TYPE_CHECKING:
-    from shared.algorithms.base import Family
+    from privrl.algorithms.base import Family
 
 Mechanism = Laplace | Gaussian
 # Probability that the server refuses one honest local report (its noise lands beyond the

@@ -20,7 +20,7 @@ gives (privacy loss 0) and cannot be sampled. With the default numpy backend, sa
 consumes the same standard draws whatever the scale, so runs that differ only in the budget see
 common random numbers.
 
-Each mechanism also holds its noise backend (`shared.privacy.noise`): `sample` hands the scale
+Each mechanism also holds its noise backend (`privrl.privacy.noise`): `sample` hands the scale
 to the backend, which draws from a seeded numpy generator (reproducible, the default) or from
 OpenDP's exact samplers on the OS CSPRNG. The backend never changes the scale or the privacy map.
 """
@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-
-from shared.privacy.noise import NUMPY_NOISE, NoiseBackend, Shape
+from privrl.privacy.noise import NUMPY_NOISE, NoiseBackend, Shape
 
 __all__ = ["Gaussian", "Laplace", "Mechanism", "Shape"]
 

@@ -8,7 +8,7 @@
 * `OpenDPNoise` ("opendp"): OpenDP's exact samplers fed by the operating system's CSPRNG. The
   float output is the input rounded to a grid plus exactly sampled discrete noise, so there is
   no floating-point leak; nothing is seeded, so the numbers cannot be reproduced (a server keeps
-  what it drew, see `shared.privacy.tree`). Needs the optional extra `privrl[secure]`.
+  what it drew, see `privrl.privacy.tree`). Needs the optional extra `privrl[secure]`.
 
 A backend never changes the calibration: the mechanism passes it the same scale (Laplace b,
 Gaussian sigma) whichever backend draws the noise.

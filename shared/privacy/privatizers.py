@@ -19,12 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-
-from shared.privacy.accountant import Ledger
-from shared.privacy.calibration import Calibration
-from shared.privacy.noise import sample_rows
-from shared.privacy.tree import NodeNoise, StoredNoiseError, TreeCounter, levels_released
-from shared.stats import Stats
+from privrl.privacy.accountant import Ledger
+from privrl.privacy.calibration import Calibration
+from privrl.privacy.noise import sample_rows
+from privrl.privacy.tree import NodeNoise, StoredNoiseError, TreeCounter, levels_released
+from privrl.stats import Stats
 
 
 def _charge(ledger: Ledger, calibration: Calibration, mechanism: str, note: str, at: int) -> None:

@@ -30,9 +30,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-
-from shared.privacy.noise import RowSampler, sample_rows
-from shared.seeding import generator
+from privrl.privacy.noise import RowSampler, sample_rows
+from privrl.seeding import generator
 
 
 class NoiseSampler(RowSampler, Protocol):

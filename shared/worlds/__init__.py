@@ -1,6 +1,6 @@
 """Worlds: tabular MDPs, their exact evaluation and seeded trajectory sampling."""
 
-from shared.worlds.evaluation import (
+from privrl.worlds.evaluation import (
     episode_regret,
     expected_return,
     optimal_q,
@@ -8,14 +8,14 @@ from shared.worlds.evaluation import (
     policy_values,
     uniform_random_return,
 )
-from shared.worlds.rollout import (
+from privrl.worlds.rollout import (
     N_UNIFORMS,
     TabularEnv,
     Trajectories,
     draw_uniforms,
     rollout,
 )
-from shared.worlds.tabular import (
+from privrl.worlds.tabular import (
     TabularMDP,
     WorldError,
     garnet,

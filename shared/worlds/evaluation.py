@@ -9,8 +9,7 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
-
-from shared.worlds.tabular import TabularMDP
+from privrl.worlds.tabular import TabularMDP
 
 # optimal (Q*, V*) per MDP object; MDP arrays are read-only, so the cache can never go stale
 _OPTIMAL_CACHE: weakref.WeakKeyDictionary[TabularMDP, tuple[np.ndarray, np.ndarray]] = (

@@ -1,7 +1,7 @@
 """Gymnasium interoperability: privrl worlds as `gymnasium.Env`, gymnasium toy-text worlds as MDPs.
 
 gymnasium is an optional extra (`pip install 'privrl[gym]'`): it is imported only inside the
-functions below, never when `shared.worlds` is imported.
+functions below, never when `privrl.worlds` is imported.
 
 **privrl -> gymnasium** (`as_gymnasium_env`): a `gymnasium.Env` with `Discrete(S)` observations and
 `Discrete(A)` actions whose transitions are `TabularEnv`'s (the same law and uniform layout as

@@ -1,7 +1,7 @@
 """Worlds by name: `make("riverswim")`, `make("garnet", seed=3)`, `make("gymnasium:Taxi-v4")`, ...
 
 Names: the built-in `riverswim` and `garnet`, `gymnasium:<EnvId>` for any gymnasium env with a
-public transition table (see `shared.worlds.gym`), and a path ending in `.npz` (see `load_npz`).
+public transition table (see `privrl.worlds.gym`), and a path ending in `.npz` (see `load_npz`).
 `list_worlds()` describes every name with its parameters, their defaults and its default horizon.
 """
 
@@ -23,7 +23,7 @@ from .gym import (
     gymnasium_table,
     require_gymnasium,
 )
-from .tabular import TabularMDP, WorldError, garnet, load_npz, riverswim
+from .tabular import HorizonMissing, TabularMDP, WorldError, garnet, load_npz, riverswim
 
 NPZ_SUFFIX = ".npz"
 BUILTIN_HORIZON = 20  # default horizon of riverswim and garnet (and of the CLI's --horizon)
@@ -119,7 +119,10 @@ def make(name: str, horizon: int | None = None, **params: Any) -> TabularMDP:
         return gymnasium_table(env_id, **params).to_mdp(horizon)
     if name.endswith(NPZ_SUFFIX):
         _check_params(name, params, NPZ_PARAMS)
-        return load_npz(name, horizon=horizon, **params)
+        try:
+            return load_npz(name, horizon=horizon, **params)
+        except HorizonMissing:  # stationary arrays: the builtins' default horizon
+            return load_npz(name, horizon=BUILTIN_HORIZON, **params)
     raise UnknownWorld(name, [w.name for w in list_worlds()])
 
 

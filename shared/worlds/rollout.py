@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from shared.seeding import generator
-from shared.worlds.tabular import TabularMDP
+from privrl.seeding import generator
+from privrl.worlds.tabular import TabularMDP
 
 
 def N_UNIFORMS(horizon: int) -> int:
@@ -130,7 +129,7 @@ class TabularEnv:
 
     Each `reset` draws one episode's 2H+1 uniforms from the env's generator, so an env seeded
     with generator `g` produces exactly `rollout(mdp, pi, draw_uniforms([g], H))` episodes.
-    `reset(seed=k)` uses `shared.seeding.generator(k, "env")`; without any seed the env draws
+    `reset(seed=k)` uses `privrl.seeding.generator(k, "env")`; without any seed the env draws
     from fresh OS entropy (like gymnasium) and is not reproducible.
     """
 

@@ -14,8 +14,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
-
-from shared.seeding import generator
+from privrl.seeding import generator
 
 RewardNoise = Literal["deterministic", "bernoulli"]
 REWARD_NOISES: tuple[str, ...] = ("deterministic", "bernoulli")
@@ -29,6 +28,10 @@ class WorldError(ValueError):
 # --------------------------------------------------------------------------------------------
 # validation helpers (each raises WorldError with a precise, user-facing message)
 # --------------------------------------------------------------------------------------------
+
+
+class HorizonMissing(WorldError):
+    """Stationary arrays carry no horizon, and none was given."""
 
 
 def _fmt(x: float) -> str:
@@ -244,7 +247,7 @@ class TabularMDP:
                 raise WorldError(f"horizon={horizon} disagrees with {arr_name}'s horizon {h}")
         if horizon is None:
             if not horizons:
-                raise WorldError(
+                raise HorizonMissing(
                     "horizon must be given when P is (S, A, S) and R is (S, A) (stationary arrays)"
                 )
             horizon = next(iter(horizons.values()))
@@ -420,4 +423,4 @@ def load_npz(
             reward_noise=reward_noise,
         )
     except WorldError as exc:
-        raise WorldError(f"world file {path_str!r}: {exc}") from None
+        raise type(exc)(f"world file {path_str!r}: {exc}") from None

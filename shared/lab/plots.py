@@ -1,20 +1,22 @@
-"""Figures from saved results: cumulative regret (mean +- std band) and regret vs epsilon."""
+"""Figures from results: cumulative regret (mean +- std band) and regret vs epsilon.
+
+Built with matplotlib's object API (`Figure`, no pyplot): no global backend is chosen, so the
+same figures work in scripts (saved to files) and in notebooks (returned and displayed).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import numpy as np
+from matplotlib.figure import Figure
 
 
-def plot_cumulative(results: list[dict[str, Any]], path: Path, title: str = "") -> Path:
+def cumulative_figure(results: list[dict[str, Any]], title: str = "") -> Figure:
     """Cumulative regret vs episode, one line per configuration, band = +-1 std over seeds."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.add_subplot()
     for res in results:
         per = np.asarray(res["regret"]["per_episode"])
         cum = np.cumsum(per, axis=1)
@@ -28,14 +30,19 @@ def plot_cumulative(results: list[dict[str, Any]], path: Path, title: str = "") 
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
+
+
+def plot_cumulative(results: list[dict[str, Any]], path: Path, title: str = "") -> Path:
+    """`cumulative_figure`, saved as a PNG at `path`."""
+    cumulative_figure(results, title).savefig(path, dpi=120)
     return path
 
 
-def plot_frontier(results: list[dict[str, Any]], path: Path) -> Path:
+def frontier_figure(results: list[dict[str, Any]]) -> Figure:
     """Final per-episode regret (last episodes) vs epsilon for JDP and LDP (log-x)."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.add_subplot()
     groups: dict[str, list[tuple[float, float, float]]] = {}
     random_level = None
     for res in results:
@@ -65,6 +72,10 @@ def plot_frontier(results: list[dict[str, Any]], path: Path) -> Path:
     ax.legend(fontsize=8, loc="upper right")
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
+
+
+def plot_frontier(results: list[dict[str, Any]], path: Path) -> Path:
+    """`frontier_figure`, saved as a PNG at `path`."""
+    frontier_figure(results).savefig(path, dpi=120)
     return path

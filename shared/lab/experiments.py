@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import Manager
 from pathlib import Path
 from typing import Any
@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from shared.config import RunConfig
-from shared.privacy.accountant import Ledger
-from shared.protocol import LedgerView
-from shared.run import run_in_process
-from shared.worlds import optimal_return, uniform_random_return
-from shared.worlds.registry import UnknownWorld, make
-from shared.worlds.tabular import TabularMDP, WorldError
+from ..config import RunConfig
+from ..privacy.accountant import Ledger
+from ..protocol import LedgerView
+from ..run import run_in_process
+from ..worlds import optimal_return, uniform_random_return
+from ..worlds.registry import UnknownWorld, make
+from ..worlds.tabular import TabularMDP, WorldError
 
 TAIL = 1000  # "final per-episode regret" = mean over the last TAIL episodes
 PROGRESS_EVERY = 500  # episodes between progress messages from a worker
@@ -33,27 +33,23 @@ PROGRESS_EVERY = 500  # episodes between progress messages from a worker
 
 @dataclass(frozen=True)
 class WorldSpec:
-    """How a user's private world is built (client-side knowledge only)."""
+    """How a user's private world is made: a registered name, a horizon and its parameters
+    (client-side knowledge only; `privrl worlds` lists the names)."""
 
-    env: str = "riverswim"
-    horizon: int = 20
-    garnet_states: int = 10
-    garnet_actions: int = 3
-    world_seed: int = 0
+    name: str = "riverswim"
+    horizon: int | None = None
+    params: dict[str, Any] = field(default_factory=dict)
 
     def build(self) -> TabularMDP:
-        """The world from the registry: riverswim, garnet (seeded), gymnasium:<EnvId>, FILE.npz."""
-        params: dict[str, Any] = {}
-        if self.env == "garnet":
-            params = {
-                "n_states": self.garnet_states,
-                "n_actions": self.garnet_actions,
-                "seed": self.world_seed,
-            }
+        """The world from the registry: riverswim, garnet, gymnasium:<EnvId>, FILE.npz."""
         try:
-            return make(self.env, self.horizon, **params)
+            return make(self.name, self.horizon, **self.params)
         except UnknownWorld as exc:
-            raise WorldError(f"unknown --env {self.env!r}: use {', '.join(exc.known)}") from None
+            raise WorldError(f"unknown world {self.name!r}: use {', '.join(exc.known)}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (summary.json's "world")."""
+        return {"name": self.name, "horizon": self.horizon, "params": dict(self.params)}
 
 
 def _round(x: np.ndarray, digits: int = 6) -> list:
@@ -94,7 +90,7 @@ def summarize(
     return {
         "label": label(config),
         "config": config.model_dump(mode="json"),
-        "world": world.__dict__,
+        "world": world.to_dict(),
         "seeds": [int(x) for x in seeds],
         "regret": regret_summary(regret, mdp),
         "ledger": view.model_dump(mode="json", exclude={"run_id"}),
@@ -119,6 +115,13 @@ def run_one(
 
     `progress` (a queue, or None) receives the number of newly finished episodes now and then.
     """
+    return run_exact(config, world, seeds, progress)[0]
+
+
+def run_exact(
+    config: RunConfig, world: WorldSpec, seeds: Sequence[int], progress: Any = None
+) -> tuple[dict[str, Any], np.ndarray]:
+    """`run_one`'s record, plus the exact (unrounded) regret (R, K)."""
     mdp = world.build()
     done = [0]
 
@@ -130,9 +133,10 @@ def run_one(
     start = time.perf_counter()
     res = run_in_process(config, mdp, seeds, progress=report, progress_every=PROGRESS_EVERY)
     seconds = time.perf_counter() - start
-    return summarize(
+    record = summarize(
         config, world, res.regret, res.ledger, seconds, res.policy_versions, mdp, seeds
     )
+    return record, res.regret
 
 
 def run_many(

@@ -1,0 +1,175 @@
+"""`privrl run | plot | bench | worlds | algorithms`: the in-process half of the command line."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from pathlib import Path
+
+from privrl import algorithms
+from privrl.client.cli_common import (
+    CliError,
+    add_learning_options,
+    add_world_options,
+    config_from_args,
+    positive_int,
+    world_from_args,
+)
+from privrl.config import RunConfig
+from privrl.worlds.tabular import TabularMDP
+
+
+def sweep_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
+    """The cartesian product privacy x epsilon x mechanism (non-private once)."""
+    configs: list[RunConfig] = []
+    seen = set()
+    for privacy, eps, mech in itertools.product(args.privacy, args.epsilon, args.mechanism):
+        key = (privacy, None, None) if privacy == "none" else (privacy, eps, mech)
+        if key in seen:
+            continue
+        seen.add(key)
+        configs.append(config_from_args(args, privacy, eps, mech, mdp))
+    return configs
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """privrl run: in-process runs (a sweep when several values are given)."""
+    from privrl.lab.experiments import run_many, save
+    from privrl.lab.plots import plot_cumulative, plot_frontier
+
+    world = world_from_args(args)
+    mdp = world.build()
+    configs = sweep_configs(args, mdp)
+    print(
+        f"world {mdp!r}; {len(configs)} configuration(s) x {args.seeds} seed(s) x "
+        f"{args.episodes} episodes",
+        file=sys.stderr,
+    )
+    seeds = [args.seed + i for i in range(args.seeds)]
+    results = run_many(configs, world, seeds, workers=args.workers, show_progress=not args.quiet)
+    out = Path(args.out)
+    path = save(results, out)
+    plot_cumulative(results, out / "regret.png")
+    if any(r["config"]["privacy"] != "none" for r in results) and len(results) > 1:
+        plot_frontier(results, out / "frontier.png")
+    print_table(results)
+    print(path)
+    return 0
+
+
+def print_table(results) -> None:
+    """One line per configuration: regret and the ledger's spend."""
+    print(
+        f"{'configuration':<28} {'cum. regret':>14} {'last-1000/ep':>13} {'%random':>8} "
+        f"{'eps spent':>10} {'delta':>8} {'ms/ep':>7}"
+    )
+    for r in results:
+        reg, led = r["regret"], r["ledger"]
+        pct = 100 * reg["tail_per_episode_mean"] / reg["random_policy_per_episode"]
+        eps = led["epsilon"]
+        eps_txt = eps if isinstance(eps, str) else f"{eps:.4g}"
+        print(
+            f"{r['label']:<28} {reg['final_cumulative_mean']:>9.1f}"
+            f"±{reg['final_cumulative_std']:<5.0f}"
+            f"{reg['tail_per_episode_mean']:>12.4f} {pct:>7.1f}% {eps_txt:>10} "
+            f"{led['delta']:>8.0e} {r['ms_per_episode']:>7.3f}"
+        )
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """privrl plot: redraw figures from saved results."""
+    from privrl.lab.experiments import load
+    from privrl.lab.plots import plot_cumulative, plot_frontier
+
+    results = []
+    for src in args.results:
+        try:
+            results.extend(load(Path(src)))
+        except FileNotFoundError as exc:
+            raise CliError(str(exc)) from None
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(plot_cumulative(results, out / "regret.png"))
+    print(plot_frontier(results, out / "frontier.png"))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """privrl bench: measure the variants one after another and print the table."""
+    from privrl.lab.bench import bench_world, measure, rlberry_ms_per_episode
+
+    seeds = list(range(args.seeds))
+    mdp = bench_world(args.env, args.horizon, args.states, args.actions)
+    print(f"world {mdp!r}, K = {args.episodes}, {len(seeds)} seed(s) per run")
+    print(f"{'variant':<26} {'ms/episode':>11} {'ms/replica-ep':>14} {'episodes/s':>11}")
+    for name, sec in measure(mdp, args.episodes, seeds):
+        per_ep = 1e3 * sec / args.episodes
+        print(f"{name:<26} {per_ep:>11.3f} {per_ep / len(seeds):>14.4f} "
+              f"{args.episodes * len(seeds) / sec:>11.0f}")
+    if args.rlberry:
+        ms = rlberry_ms_per_episode(args.episodes, args.horizon)
+        if ms is None:
+            print("rlberry-scool not installed: pip install rlberry-scool to compare")
+        else:
+            print(f"{'rlberry-scool UCBVIAgent':<26} {ms:>11.3f} {ms:>14.4f} {1e3 / ms:>11.0f}")
+    return 0
+
+
+def cmd_worlds(args: argparse.Namespace) -> int:
+    """privrl worlds: every world with its parameters and default horizon."""
+    from privrl.worlds.registry import list_worlds
+
+    for info in list_worlds():
+        params = ", ".join(f"{k}={v!r}" for k, v in info.params.items()) or "-"
+        horizon = "-" if info.default_horizon is None else str(info.default_horizon)
+        print(f"{info.name:<34} H={horizon:<5} {params}")
+        print(f"{'':<34} {info.description}")
+    return 0
+
+
+def cmd_algorithms(args: argparse.Namespace) -> int:
+    """privrl algorithms: every registered algorithm, its privacy modes and default world."""
+    for name in algorithms.names():
+        algo = algorithms.get(name)
+        knobs = ", ".join(sorted(algo.knobs_model.model_fields)) or "-"
+        print(f"{name:<16} privacy: {', '.join(algo.privacy_modes):<16} world: "
+              f"{algo.default_world:<12} presets: {', '.join(sorted(algo.presets))}")
+        print(f"{'':<16} {algo.summary}")
+        print(f"{'':<16} knobs: {knobs}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add run, plot, bench, worlds and algorithms."""
+    p = sub.add_parser("run", help="in-process runs and sweeps (no server)")
+    add_world_options(p)
+    add_learning_options(p, many=True)
+    p.add_argument("--seeds", type=positive_int, default=5, help="number of seeds")
+    p.add_argument("--seed", type=int, default=0,
+                   help="first seed (in-process simulation: nothing is published, seeds are"
+                   " recorded in summary.json)")
+    p.add_argument("--workers", type=positive_int, default=None, help="parallel processes")
+    p.add_argument("--out", default="results", help="output directory")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=cmd_run)
+
+    p = sub.add_parser("plot", help="redraw figures from saved results")
+    p.add_argument("results", nargs="+", help="summary.json files or directories")
+    p.add_argument("--out", default="plots")
+    p.set_defaults(handler=cmd_plot)
+
+    p = sub.add_parser("bench", help="per-episode cost of UCBVI, JDP and LDP")
+    p.add_argument("--env", choices=["riverswim", "garnet"], default="riverswim")
+    p.add_argument("--episodes", type=positive_int, default=2000)
+    p.add_argument("--horizon", type=positive_int, default=20)
+    p.add_argument("--seeds", type=positive_int, default=5)
+    p.add_argument("--states", type=positive_int, default=50, help="garnet S")
+    p.add_argument("--actions", type=positive_int, default=5, help="garnet A")
+    p.add_argument("--rlberry", action="store_true", help="also time rlberry-scool's UCBVIAgent")
+    p.set_defaults(handler=cmd_bench)
+
+    p = sub.add_parser("worlds", help="every world with its parameters and default horizon")
+    p.set_defaults(handler=cmd_worlds)
+    p = sub.add_parser("algorithms", help="every registered algorithm and its privacy modes")
+    p.set_defaults(handler=cmd_algorithms)

@@ -1,0 +1,49 @@
+"""The distribution installs one import name, `privrl` (Flower's layout), and nothing generic.
+
+A regular (non-editable) install of the wheel: `privrl`, `privrl.server` and `privrl.client` import
+from it; `shared`, `server` and `client` do not exist.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FOLDERS = {"privrl": "shared", "privrl.server": "server", "privrl.client": "client"}
+
+
+def test_every_package_folder_is_listed_in_pyproject() -> None:
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = set()
+    for name, folder in FOLDERS.items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(REPO / folder).parts
+            found.add(".".join((name, *rel)))
+    assert found == listed
+
+
+def test_a_regular_install_has_only_privrl(tmp_path: Path) -> None:
+    wheels, target = tmp_path / "wheels", tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                    "-q", "-w", str(wheels), str(REPO)], check=True, capture_output=True)
+    (wheel,) = wheels.glob("privrl-*.whl")
+    tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"privrl"}
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
+                    str(target), str(wheel)], check=True, capture_output=True)
+    code = (
+        "import importlib.util as u, privrl, privrl.server.app, privrl.client.cli, privrl.lab;"
+        f"assert privrl.__file__.startswith({str(target)!r}), privrl.__file__;"
+        "assert not any(u.find_spec(m) for m in ('shared', 'server', 'client'));"
+        "print(privrl.__version__)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
