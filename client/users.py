@@ -152,8 +152,8 @@ def encode_noisy(ticket: str, noisy: Stats, families: Sequence[str]) -> bytes:
 def encode_trajectory(ticket: str, traj: Trajectories) -> bytes:
     """The JDP / non-private report body: one raw trajectory (row 0 of `traj`)."""
     report = TrajectoryReport(
-        ticket=ticket, states=traj.states[0].tolist(), actions=traj.actions[0].tolist(),
-        rewards=traj.rewards[0].tolist(),
+        kind="trajectory", ticket=ticket, states=traj.states[0].tolist(),
+        actions=traj.actions[0].tolist(), rewards=traj.rewards[0].tolist(),
     )
     return report.model_dump_json().encode()
 

@@ -13,14 +13,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio.to_thread
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from privrl import algorithms
 from privrl.protocol import API_VERSION
 from privrl.server.errors import install_error_handlers
 from privrl.server.limits import BodySizeLimit
 from privrl.server.metrics import LatencyMiddleware, Metrics
+from privrl.server.openapi import install_openapi
 from privrl.server.registry import Registry
 from privrl.server.routes import episodes, ops, public, runs
+from privrl.server.routes.common import refuse_unknown_query
 from privrl.server.settings import Settings
 from privrl.server.store import Store
 from starlette.types import Scope
@@ -97,8 +99,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = metrics
-    for module in (runs, episodes, public, ops):
-        app.include_router(module.router)
+    for module in (runs, episodes, public):  # the v1 API: unknown query parameters are refused
+        app.include_router(module.router, dependencies=[Depends(refuse_unknown_query)])
+    app.include_router(ops.router)  # probes and scrapers: lenient
 
     def report_refused(reason: str) -> None:
         metrics.reports_refused.labels(reason).inc()
@@ -108,6 +111,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             report_refused("too_large")
 
     install_error_handlers(app, report_refused)
+    install_openapi(app, settings)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, on_refused=body_refused)
     app.add_middleware(LatencyMiddleware, metrics=metrics)
     return app

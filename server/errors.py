@@ -35,9 +35,19 @@ DESCRIPTIONS: dict[int, str] = {
 }
 
 
-def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses=` entries documenting the given error codes with the ErrorBody model."""
-    return {code: {"model": ErrorBody, "description": DESCRIPTIONS[code]} for code in codes}
+UNKNOWN_QUERY = "A query parameter this route does not take (`code` \"schema\")"
+
+
+def error_responses(
+    *codes: int, described: Mapping[int, str] | None = None
+) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses=` entries documenting the given error codes with the ErrorBody model
+    (`described` replaces the generic description of a code with the route's own)."""
+    own = dict(described or {})
+    return {
+        code: {"model": ErrorBody, "description": own.get(code, DESCRIPTIONS[code])}
+        for code in codes
+    }
 
 
 class Refusal(Exception):
@@ -79,6 +89,46 @@ def _location(loc: Sequence[Any]) -> str:
     return out or "request"
 
 
+# Strict validation: a value of the wrong JSON type is refused, never converted.
+TYPE_ERRORS = frozenset(
+    {"int_type", "float_type", "bool_type", "string_type", "list_type", "dict_type",
+     "model_type", "model_attributes_type"}
+)
+
+
+def _json_type(value: Any) -> str:
+    """The JSON type of a decoded value, for messages (the value itself is never echoed)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__
+
+
+def _describe(err: Mapping[str, Any]) -> str:
+    """One validation error as 'location: what is wrong' (strict types, report kind explained)."""
+    loc = tuple(err.get("loc", ()))
+    kind = err.get("type")
+    msg = err.get("msg", "invalid")
+    if kind == "union_tag_not_found":
+        field = str((err.get("ctx") or {}).get("discriminator", "kind")).strip("'")
+        return (
+            f"{_location((*loc, field))}: field required: the report kind, 'trajectory' (JDP /"
+            " non-private runs) or 'noisy' (LDP runs)"
+        )
+    if kind in TYPE_ERRORS and "input" in err:
+        msg += f", got {_json_type(err['input'])} (values are never converted between types)"
+    return f"{_location(loc)}: {msg}"
+
+
 def describe_validation(errors: Sequence[Mapping[str, Any]], limit: int = 5) -> tuple[int, str]:
     """(status, message) for request validation errors: 400 for malformed JSON, else 422."""
     for err in errors:
@@ -90,7 +140,7 @@ def describe_validation(errors: Sequence[Mapping[str, Any]], limit: int = 5) -> 
             return 400, f"malformed JSON body{pos}: {reason}"
     if any(e.get("type") == "missing" and tuple(e.get("loc", ())) == ("body",) for e in errors):
         return 422, "the request body is missing: send a JSON object"
-    parts = [f"{_location(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors[:limit]]
+    parts = [_describe(e) for e in errors[:limit]]
     more = f" (and {len(errors) - limit} more)" if len(errors) > limit else ""
     return 422, "invalid request: " + "; ".join(parts) + more
 
@@ -129,7 +179,8 @@ def install_error_handlers(app: FastAPI, on_report_refused: Any) -> None:
         status, detail = describe_validation(exc.errors())
         code = "malformed" if status == 400 else "schema"
         content_type = request.headers.get("content-type", "")
-        if request.method in ("POST", "PUT", "PATCH") and "json" not in content_type.lower():
+        about_body = any(tuple(e.get("loc", ()))[:1] == ("body",) for e in exc.errors())
+        if about_body and "json" not in content_type.lower():
             detail += " (send the body as JSON with 'Content-Type: application/json')"
         if is_report(request):
             on_report_refused(code)

@@ -9,10 +9,11 @@ it can recompute the noise and subtract it), so seeds travel separately (`privrl
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from privrl.privacy.noise import NoiseName
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from privrl.wire import FloatOrInfinity, JsonInt
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 if TYPE_CHECKING:
     from .algorithms.base import Algorithm
@@ -23,21 +24,70 @@ PresetName = Literal["faithful", "practical"]
 DEFAULT_ACCOUNTING_DELTA = 1e-5
 
 
+# Numeric domains: beyond them float64 calibration overflows (a noise scale of 1e300, a radius of
+# 1e308) and nothing meaningful is lost (epsilon < 1e-6 or beta < 1e-12 only drown the counts).
+EPSILON_MIN = 1e-6
+BETA_MIN = 1e-12
+RADIUS_SCALE_MAX = 1e6
+
+# Strict mode refuses strings for floats: "Infinity" is the one string an epsilon may be.
+Epsilon = Annotated[
+    FloatOrInfinity,
+    WithJsonSchema(
+        {"anyOf": [{"type": "number", "minimum": EPSILON_MIN}, {"const": "Infinity"}]}
+    ),
+]
+
+# The cross-field rules of RunConfig._check, stated in the JSON schema (absent = the default).
+_DELTA_RULES: dict[str, Any] = {
+    "allOf": [
+        {
+            "if": {
+                "properties": {
+                    "privacy": {"not": {"const": "none"}},
+                    "mechanism": {"const": "gaussian"},
+                    "epsilon": {"type": "number"},
+                },
+                "required": ["mechanism"],
+            },
+            "then": {"properties": {"delta": {"exclusiveMinimum": 0}}, "required": ["delta"]},
+        },
+        {
+            "if": {
+                "properties": {
+                    "privacy": {"not": {"const": "none"}},
+                    "mechanism": {"const": "laplace"},
+                },
+            },
+            "then": {"properties": {"delta": {"const": 0}}},
+        },
+    ]
+}
+
+
 class RunConfig(BaseModel):
     """A learning run: algorithm, model class, privacy, length and knobs (all public, no seed)."""
 
     # epsilon = inf is legal: serialize it as "Infinity" (which validates back), not as null.
-    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        strict=True,
+        ser_json_inf_nan="strings",
+        json_schema_extra=_DELTA_RULES,
+    )
 
     algo: str = Field(
         "dp-ucbvi", description="a registered algorithm (`privrl algorithms` lists them)"
     )
-    n_states: int = Field(..., ge=1, le=500, description="S (public model class)")
-    n_actions: int = Field(..., ge=1, le=50, description="A (public model class)")
-    horizon: int = Field(..., ge=1, le=1000, description="H")
-    episodes: int = Field(..., ge=1, le=10_000_000, description="K, fixed in advance")
+    n_states: JsonInt = Field(..., ge=1, le=500, description="S (public model class)")
+    n_actions: JsonInt = Field(..., ge=1, le=50, description="A (public model class)")
+    horizon: JsonInt = Field(..., ge=1, le=1000, description="H")
+    episodes: JsonInt = Field(..., ge=1, le=10_000_000, description="K, fixed in advance")
     privacy: PrivacyMode = "jdp"
-    epsilon: float = Field(1.0, gt=0, description="privacy budget per user (inf allowed)")
+    epsilon: Epsilon = Field(
+        1.0, ge=EPSILON_MIN, description='privacy budget per user ("Infinity" allowed)'
+    )
     delta: float = Field(0.0, ge=0, lt=1, description="needed (> 0) for the Gaussian mechanism")
     mechanism: MechanismName = "laplace"
     noise: NoiseName = Field(
@@ -46,7 +96,7 @@ class RunConfig(BaseModel):
         " simulation) or 'opendp' (OpenDP's exact samplers on the OS CSPRNG: for deployments;"
         " needs privrl[secure]). Same calibration either way",
     )
-    beta: float = Field(0.1, gt=0, lt=1, description="failure probability in the radii")
+    beta: float = Field(0.1, ge=BETA_MIN, lt=1, description="failure probability in the radii")
     preset: PresetName = "practical"
     knobs: dict[str, Any] | None = Field(
         None,

@@ -14,6 +14,7 @@ import numpy as np
 from privrl.config import RunConfig
 from privrl.privacy.accountant import Ledger
 from privrl.seeding import SEED_BITS
+from privrl.wire import INTEGRAL
 from pydantic import BaseModel, ConfigDict, Field
 
 API_VERSION = "v1"
@@ -21,9 +22,10 @@ TICKET_PATTERN = r"^[A-Za-z0-9_-]{16,128}$"
 
 
 class Strict(BaseModel):
-    """Base: unknown fields are refused; non-finite floats are sent as "Infinity"/"NaN"."""
+    """Base: unknown fields and wrong JSON types are refused (strict: "0" is not a number, 0 not
+    a boolean); non-finite floats are sent as "Infinity"/"NaN"."""
 
-    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+    model_config = ConfigDict(extra="forbid", strict=True, ser_json_inf_nan="strings")
 
 
 class ErrorBody(Strict):
@@ -118,13 +120,15 @@ class Ticket(Strict):
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 UnitFloat = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
-Index = Annotated[int, Field(ge=0)]
+Index = Annotated[int, Field(ge=0), INTEGRAL]
+# A JSON object's keys are strings: an int key is read from its decimal text (even in strict mode).
+IntKey = Annotated[int, Field(strict=False)]
 
 
 class TrajectoryReport(Strict):
     """JDP / non-private: one raw trajectory (s_1..s_{H+1}, a_1..a_H, r_1..r_H)."""
 
-    kind: Literal["trajectory"] = "trajectory"
+    kind: Literal["trajectory"] = Field(description="the report's type: required (discriminator)")
     ticket: str = Field(pattern=TICKET_PATTERN)
     states: list[Index] = Field(description="s_1..s_{H+1}: H+1 states in [0, S)")
     actions: list[Index] = Field(description="a_1..a_H in [0, A), as the served policy chose")
@@ -134,7 +138,7 @@ class TrajectoryReport(Strict):
 class NoisyReport(Strict):
     """LDP: dense noisy arrays, flattened in C order, one per released family."""
 
-    kind: Literal["noisy"] = "noisy"
+    kind: Literal["noisy"] = Field(description="the report's type: required (discriminator)")
     ticket: str = Field(pattern=TICKET_PATTERN)
     arrays: dict[str, list[FiniteFloat]]
 
@@ -203,7 +207,7 @@ class PolicyLog(Strict):
     """The public policy log: every policy version and which version each episode was served."""
 
     run_id: str
-    versions: dict[int, list[list[int]]]
+    versions: dict[IntKey, list[list[int]]]
     episodes: list[int] = Field(description="policy version served at claim, per episode index")
     outcomes: list[EpisodeOutcome] = Field(
         default_factory=list,

@@ -6,6 +6,7 @@ as they were (contract 5).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import time
@@ -14,9 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from jsonschema import Draft202012Validator
+from privrl.config import RunConfig
 from privrl.privacy.calibration import calibrate
 from privrl.protocol import Ack, PolicyLog, RunInfo, RunList
 from privrl.run import Run, user_episode
+from pydantic import ValidationError
 from server_support import (
     ADMIN,
     AUTH,
@@ -136,6 +140,106 @@ def test_create_refuses_bad_specs(
     assert resp.status_code == status, resp.text
     assert fragment in resp.json()["detail"]
     assert client.get("/v1/runs").json()["runs"] == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "where", "got"),
+    [
+        ("episodes", "10", "body.episodes", "a string"),
+        ("episodes", True, "body.episodes", "a boolean"),
+        ("n_states", "4", "body.n_states", "a string"),
+        ("epsilon", "1.0", "body.epsilon", "a string"),
+        ("epsilon", "inf", "body.epsilon", "a string"),
+        ("epsilon", True, "body.epsilon", "a boolean"),
+        ("beta", False, "body.beta", "a boolean"),
+        ("tree_smoothing", "true", "body.tree_smoothing", "a string"),
+    ],
+)
+def test_create_refuses_values_of_the_wrong_json_type(
+    client: TestClient, field: str, value: Any, where: str, got: str
+) -> None:
+    """Strict input: a string, boolean or number where another JSON type belongs is a 422."""
+    resp = client.post("/v1/runs", json={**spec(), field: value}, headers=AUTH)
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["code"] == "schema"
+    detail = resp.json()["detail"]
+    assert where in detail and f"got {got}" in detail and "never converted" in detail
+    assert client.get("/v1/runs").json()["runs"] == []
+
+
+@pytest.mark.parametrize(
+    ("knobs", "fragment"),
+    [
+        ({"bonus_scale": "1"}, "bonus_scale: Input should be a valid number"),
+        ({"clip_previous": 1}, "clip_previous: Input should be a valid boolean"),
+        ({"pooled": 0}, "pooled: Input should be a valid boolean"),
+        ({"no_such_knob": 1}, "no_such_knob: Extra inputs are not permitted"),
+    ],
+)
+def test_create_refuses_knobs_the_algorithm_does_not_have(
+    client: TestClient, knobs: dict, fragment: str
+) -> None:
+    """Knobs are checked by the algorithm, strictly (no conversion), and named in the error."""
+    resp = client.post("/v1/runs", json={**spec(), "knobs": knobs}, headers=AUTH)
+    assert resp.status_code == 422, resp.text
+    assert "knobs of 'dp-ucbvi'" in resp.json()["detail"] and fragment in resp.json()["detail"]
+    assert client.get("/v1/runs").json()["runs"] == []
+
+
+def test_openapi_states_each_algorithms_modes_and_knobs(client: TestClient) -> None:
+    """The create body's schema names the registered algorithms, their modes and their knobs."""
+    body = client.get("/openapi.json").json()["paths"]["/v1/runs"]["post"]["requestBody"]
+    rules = body["content"]["application/json"]["schema"]["allOf"][2]
+    assert "dp-ucbvi" in rules["properties"]["algo"]["enum"]
+    ucbvi = next(r for r in rules["allOf"] if "anyOf" in r["if"])  # the default algorithm
+    assert ucbvi["then"]["properties"]["privacy"]["enum"] == ["none", "jdp", "ldp"]
+    knobs = ucbvi["then"]["properties"]["knobs"]["anyOf"][0]
+    assert knobs["additionalProperties"] is False and "pair_counts" in knobs["properties"]
+
+
+def test_create_takes_what_json_schema_calls_an_integer(client: TestClient) -> None:
+    """JSON has one number type: 10.0 is the integer 10 (and ints are fine in float fields)."""
+    body = {**spec(), "episodes": 10.0, "n_states": 4.0, "epsilon": 2, "beta": 0.25}
+    resp = client.post("/v1/runs", json=body, headers=AUTH)
+    assert resp.status_code == 201, resp.text
+    config = resp.json()["config"]
+    assert config["episodes"] == 10 and isinstance(config["episodes"], int)
+    assert config["epsilon"] == 2.0
+    resp = client.post("/v1/runs", json={**spec(), "episodes": 10.5}, headers=AUTH)
+    assert resp.status_code == 422 and "body.episodes" in resp.json()["detail"]
+
+
+def test_the_run_spec_schema_and_the_model_agree() -> None:
+    """The JSON schema states every rule RunConfig enforces (types, ranges, delta rules)."""
+    validator = Draft202012Validator(RunConfig.model_json_schema())
+    base = {"n_states": 4, "n_actions": 2, "horizon": 5, "episodes": 10}
+    absent = object()
+    grid = itertools.product(
+        (absent, "none", "jdp", "ldp"),
+        (absent, "laplace", "gaussian"),
+        (absent, 1, 2.5, "Infinity", 1e-7, "1.0"),
+        (absent, 0, 0.0, 1e-5, 1, "0"),
+        ({}, {"n_states": 4.0}, {"n_states": "4"}, {"pooled": 0}, {"beta": 1e-13}),
+    )
+    for privacy, mechanism, epsilon, delta, extra in grid:
+        picked = {"privacy": privacy, "mechanism": mechanism, "epsilon": epsilon, "delta": delta}
+        body = {**base, **{k: v for k, v in picked.items() if v is not absent}, **extra}
+        try:
+            RunConfig.model_validate_json(json.dumps(body))
+            accepted = True
+        except ValidationError:
+            accepted = False
+        assert validator.is_valid(body) == accepted, body
+
+
+def test_the_client_librarys_infinite_epsilon_is_accepted(client: TestClient) -> None:
+    """model_dump(mode="json") (what client.api sends, via httpx) carries inf as "Infinity"."""
+    config = RunConfig(n_states=4, n_actions=2, horizon=5, episodes=4, epsilon=float("inf"))
+    body = config.model_dump(mode="json")
+    assert body["epsilon"] == "Infinity"
+    resp = client.post("/v1/runs", json=body, headers=AUTH)
+    assert resp.status_code == 201, resp.text
+    assert RunInfo.model_validate_json(resp.content).config == config
 
 
 # -- the claim / report cycle -----------------------------------------------------------------
@@ -352,6 +456,47 @@ def test_bad_ldp_reports_are_refused_and_change_nothing(client: TestClient) -> N
     assert client.post(url, json=good).status_code == 200
 
 
+def test_report_values_of_the_wrong_json_type_are_refused(client: TestClient) -> None:
+    """Strict input: a state "0", an action true, a reward "0.5" are 422s, never conversions."""
+    config = spec("jdp", episodes=3)
+    run_id = create(client, config)
+    good = user_report(claim(client, run_id), config, world(config))
+    before = state(client, run_id)
+    url = f"/v1/runs/{run_id}/reports"
+    for name, value, got in (
+        ("states", str(good["states"][0]), "a string"),
+        ("states", False, "a boolean"),
+        ("actions", True, "a boolean"),
+        ("rewards", "0.5", "a string"),
+        ("rewards", True, "a boolean"),
+    ):
+        body = {**good, name: [value] + good[name][1:]}
+        resp = client.post(url, json=body)
+        assert resp.status_code == 422, (name, value, resp.text)
+        assert resp.json()["code"] == "schema"
+        detail = resp.json()["detail"]
+        assert f"body.trajectory.{name}[0]" in detail and f"got {got}" in detail, detail
+    assert state(client, run_id) == before
+    as_floats = {**good, "states": [float(x) for x in good["states"]]}  # 2.0 is the integer 2
+    assert client.post(url, json=as_floats).status_code == 200
+
+
+def test_a_report_without_kind_is_refused_with_a_clear_message(client: TestClient) -> None:
+    config = spec("jdp", episodes=3)
+    run_id = create(client, config)
+    good = user_report(claim(client, run_id), config, world(config))
+    before = state(client, run_id)
+    body = {k: v for k, v in good.items() if k != "kind"}
+    resp = client.post(f"/v1/runs/{run_id}/reports", json=body)
+    assert resp.status_code == 422
+    assert resp.json() == {
+        "detail": "invalid request: body.kind: field required: the report kind, 'trajectory'"
+        " (JDP / non-private runs) or 'noisy' (LDP runs)",
+        "code": "schema",
+    }
+    assert state(client, run_id) == before
+
+
 def test_retried_report_returns_the_stored_ack_and_counts_once(client: TestClient) -> None:
     config = spec("jdp", episodes=4)
     run_id = create(client, config)
@@ -461,6 +606,41 @@ def test_claim_wait_returns_when_the_outstanding_claim_lapses(
     assert resp.status_code == 422
 
 
+def test_unknown_query_parameters_are_refused(client: TestClient) -> None:
+    """Like unknown body fields: a typo (?wiat=) is a 422 on the v1 API, never ignored."""
+    run_id = create(client, spec("jdp"))
+    for method, url in (
+        ("POST", f"/v1/runs/{run_id}/claims?wiat=5"),
+        ("GET", f"/v1/runs/{run_id}/billboard?version=2"),
+        ("GET", "/v1/runs?limit=3"),
+    ):
+        resp = client.request(method, url)
+        assert resp.status_code == 422, (url, resp.text)
+        name = url.rsplit("?", 1)[1].split("=")[0]
+        assert resp.json() == {
+            "detail": f"invalid request: query.{name}: Extra inputs are not permitted (this route"
+            " takes no such query parameter)",
+            "code": "schema",
+        }
+    assert client.get(f"/v1/runs/{run_id}").json()["status"]["claimed"] == 0
+    assert client.post(f"/v1/runs/{run_id}/claims?wait=0").status_code == 200
+    assert client.get("/healthz?probe=1").status_code == 200  # probes and scrapers: lenient
+
+
+def test_a_claim_wait_above_the_servers_bound_is_capped_not_refused(
+    apps: ClientFactory,
+) -> None:
+    client = apps(max_claim_wait=0.2)
+    run_id = create(client, spec("jdp"), "?sequential=true")
+    claim(client, run_id)
+    started = time.monotonic()
+    resp = client.post(f"/v1/runs/{run_id}/claims", params={"wait": 30})
+    assert resp.status_code == 409 and resp.json()["code"] == "busy"
+    assert 0.15 < time.monotonic() - started < 3.0
+    resp = client.post(f"/v1/runs/{run_id}/claims", params={"wait": 601})  # the schema's maximum
+    assert resp.status_code == 422
+
+
 # -- limits, documentation, metrics, logs --------------------------------------------------------
 
 
@@ -500,6 +680,49 @@ def test_openapi_documents_every_error(client: TestClient) -> None:
     report_body = paths["/v1/runs/{run_id}/reports"]["post"]["requestBody"]
     assert "discriminator" in json.dumps(report_body) or "oneOf" in json.dumps(report_body)
     assert {"/healthz", "/readyz", "/metrics"} <= set(paths)
+
+
+def test_openapi_states_the_configured_limits(apps: ClientFactory) -> None:
+    """Max cells and max claim wait appear with this server's values, where they are enforced."""
+    client = apps(max_cells=12_345, max_claim_wait=7.5)
+    doc = client.get("/openapi.json").json()
+    assert "12345 entries" in doc["info"]["description"]
+    assert "at most 7.5 s" in doc["info"]["description"]
+    create_op = doc["paths"]["/v1/runs"]["post"]
+    assert create_op["x-privrl-max-cells"] == 12_345
+    assert "12345" in create_op["description"]
+    refused = create_op["responses"]["422"]["description"]
+    assert '"too_large"' in refused and "H*S*A*S <= 12345" in refused
+    body = create_op["requestBody"]["content"]["application/json"]["schema"]
+    assert body["allOf"][0] == {"$ref": "#/components/schemas/RunRequest"}
+    maxima = body["allOf"][1]["properties"]
+    assert maxima == {"n_states": {"maximum": 111}, "n_actions": {"maximum": 50}}  # isqrt(12345)
+    # ... and the server really refuses beyond them (S = 112 needs 112^2 > 12345 cells).
+    assert create(client, spec(n_states=111, n_actions=1, horizon=1))
+    resp = client.post("/v1/runs", json=spec(n_states=112, n_actions=1, horizon=1), headers=AUTH)
+    assert resp.status_code == 422 and resp.json()["code"] == "too_large"
+    params = doc["paths"]["/v1/runs/{run_id}/claims"]["post"]["parameters"]
+    wait = next(p for p in params if p["name"] == "wait")
+    assert wait["x-privrl-max-claim-wait"] == 7.5
+    assert "(this server: 7.5 s)" in wait["description"] and wait["schema"]["maximum"] == 600
+
+
+def test_openapi_schemas_use_only_json_schema_keywords(client: TestClient) -> None:
+    """No pydantic-only constraint names ("ge", "lt", ...) leak in, where validators ignore them."""
+    doc = client.get("/openapi.json").json()
+
+    def leaks(node: Any) -> list[str]:
+        if isinstance(node, list):
+            return [leak for item in node for leak in leaks(item)]
+        if not isinstance(node, dict):
+            return []
+        own = sorted({"ge", "gt", "le", "lt"} & set(node)) if "type" in node else []
+        return own + [leak for value in node.values() for leak in leaks(value)]
+
+    assert leaks(doc) == []
+    report = doc["components"]["schemas"]["TrajectoryReport"]
+    assert "kind" in report["required"]
+    assert report["properties"]["states"]["items"] == {"type": "integer", "minimum": 0}
 
 
 def test_metrics_count_claims_reports_and_privacy(client: TestClient) -> None:

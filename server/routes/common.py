@@ -7,6 +7,8 @@ from typing import TypeVar
 
 import anyio.to_thread
 from fastapi import Request
+from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
 from privrl.server.errors import Refusal
 from privrl.server.hosted import HostedRun
 from privrl.server.metrics import Metrics
@@ -47,3 +49,29 @@ async def locked(hosted: HostedRun, fn: Callable[..., T], *args: object) -> T:
     async with hosted.lock:
         ensure_alive(hosted)
         return await in_thread(fn, *args)
+
+
+def _declared_query(dependant: Dependant) -> set[str]:
+    """The query parameter names a route (and its dependencies) declares."""
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _declared_query(sub)
+    return names
+
+
+async def refuse_unknown_query(request: Request) -> None:
+    """Refuse query parameters the route does not declare, as unknown body fields are: a typo
+    (?wiat=5) is a 422, never silently ignored."""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    if dependant is None:
+        return
+    known = _declared_query(dependant)
+    unknown = [name for name in request.query_params if name not in known]
+    if unknown:
+        raise RequestValidationError(
+            [
+                {"type": "extra_forbidden", "loc": ("query", name), "msg": "Extra inputs are not"
+                 " permitted (this route takes no such query parameter)"}
+                for name in unknown
+            ]
+        )

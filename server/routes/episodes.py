@@ -21,6 +21,7 @@ from privrl.server.routes.common import (
 router = APIRouter(prefix="/v1/runs", tags=["episodes"])
 
 RETRYABLE = ("busy", "full")
+WAIT_LIMIT = 600.0  # largest ?wait= of a claim (above: 422); PRIVRL_MAX_CLAIM_WAIT caps it further
 
 
 def _update_gauges(metrics: Metrics, hosted: HostedRun) -> None:
@@ -31,7 +32,17 @@ def _update_gauges(metrics: Metrics, hosted: HostedRun) -> None:
 @router.post(
     "/{run_id}/claims",
     response_model=Ticket,
-    responses=error_responses(404, 409, 410, 422, 503),
+    responses=error_responses(
+        404,
+        409,
+        410,
+        422,
+        503,
+        described={
+            422: "Invalid query (`code` \"schema\"): `wait` is not a number in [0, 600], or a"
+            " query parameter this route does not take"
+        },
+    ),
     summary="Claim the next episode: index, single-use ticket, current policy",
 )
 async def claim(
@@ -40,9 +51,9 @@ async def claim(
     wait: float = Query(
         0.0,
         ge=0,
-        le=600,
+        le=WAIT_LIMIT,
         description="seconds to wait for a free slot (sequential run busy, or all K slots"
-        " claimed) before answering 409; capped by the server's max_claim_wait",
+        " claimed) before answering 409; capped (not refused) at PRIVRL_MAX_CLAIM_WAIT",
     ),
 ) -> Ticket:
     """Hand out episode k = claim counter with the newest policy (and LDP randomizer params).
@@ -78,7 +89,23 @@ async def claim(
 @router.post(
     "/{run_id}/reports",
     response_model=Ack,
-    responses=error_responses(400, 404, 409, 410, 413, 422, 503),
+    responses=error_responses(
+        400,
+        404,
+        409,
+        410,
+        413,
+        422,
+        503,
+        described={
+            422: "Refused report: not the schema (`code` \"schema\": e.g. no `kind`, a value"
+            " of the wrong JSON type), the wrong kind for the run's privacy mode (`code`"
+            " \"wrong_kind\"), or content that does not fit the run (`code` \"invalid\":"
+            " lengths, states/actions outside [0, S)/[0, A), an action the served policy does"
+            " not take, missing or extra arrays, implausible magnitudes); or a query parameter"
+            " this route does not take (`code` \"schema\")."
+        },
+    ),
     summary="Report one episode's statistics with its ticket",
 )
 async def report(run_id: str, report: Report, request: Request) -> Ack:

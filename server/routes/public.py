@@ -6,7 +6,7 @@ import time
 
 from fastapi import APIRouter, Request
 from privrl.protocol import Billboard, LedgerView, PolicyLog, PolicyPayload
-from privrl.server.errors import error_responses
+from privrl.server.errors import UNKNOWN_QUERY, error_responses
 from privrl.server.routes.common import locked, registry_of
 
 router = APIRouter(prefix="/v1/runs", tags=["public"])
@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1/runs", tags=["public"])
 @router.get(
     "/{run_id}/billboard",
     response_model=Billboard,
-    responses=error_responses(404, 503),
+    responses=error_responses(404, 422, 503, described={422: UNKNOWN_QUERY}),
     summary="The privatized statistics the learner plans from",
 )
 async def billboard(run_id: str, request: Request) -> Billboard:
@@ -27,7 +27,7 @@ async def billboard(run_id: str, request: Request) -> Billboard:
 @router.get(
     "/{run_id}/policy",
     response_model=PolicyPayload,
-    responses=error_responses(404, 503),
+    responses=error_responses(404, 422, 503, described={422: UNKNOWN_QUERY}),
     summary="The newest policy version",
 )
 async def policy(run_id: str, request: Request) -> PolicyPayload:
@@ -39,7 +39,7 @@ async def policy(run_id: str, request: Request) -> PolicyPayload:
 @router.get(
     "/{run_id}/ledger",
     response_model=LedgerView,
-    responses=error_responses(404, 503),
+    responses=error_responses(404, 422, 503, described={422: UNKNOWN_QUERY}),
     summary="Privacy spent so far and the mechanisms behind it",
 )
 async def ledger(run_id: str, request: Request) -> LedgerView:
@@ -51,7 +51,7 @@ async def ledger(run_id: str, request: Request) -> LedgerView:
 @router.get(
     "/{run_id}/policies",
     response_model=PolicyLog,
-    responses=error_responses(404, 503),
+    responses=error_responses(404, 422, 503, described={422: UNKNOWN_QUERY}),
     summary="The public policy log (for the evaluator)",
 )
 async def policies(run_id: str, request: Request) -> PolicyLog:

@@ -7,7 +7,7 @@ import time
 from fastapi import APIRouter, Depends, Query, Request, Response
 from privrl.protocol import RunInfo, RunList, RunRequest
 from privrl.server.auth import require_admin
-from privrl.server.errors import error_responses
+from privrl.server.errors import UNKNOWN_QUERY, error_responses
 from privrl.server.routes.common import (
     ensure_alive,
     in_thread,
@@ -25,7 +25,22 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"])
     response_model=RunInfo,
     status_code=201,
     dependencies=[Depends(require_admin)],
-    responses=error_responses(400, 401, 403, 413, 422, 503),
+    responses=error_responses(
+        400,
+        401,
+        403,
+        413,
+        422,
+        503,
+        described={
+            422: "Refused run spec: not the schema (`code` \"schema\": a missing field, a value"
+            " of the wrong JSON type or out of range, Laplace with delta > 0, Gaussian without"
+            " delta, a privacy mode or knobs the algorithm does not have), a run the learner"
+            " cannot be built for (`code` \"invalid_run\"), or a run too large for this server"
+            " (`code` \"too_large\"); or a query parameter this route does not take"
+            " (`code` \"schema\")."
+        },
+    ),
     summary="Create a run from a public run spec and an optional secret seed (admin)",
 )
 async def create_run(
@@ -48,7 +63,12 @@ async def create_run(
     return hosted.info(time.time())
 
 
-@router.get("", response_model=RunList, responses=error_responses(503), summary="List runs")
+@router.get(
+    "",
+    response_model=RunList,
+    responses=error_responses(422, 503, described={422: UNKNOWN_QUERY}),
+    summary="List runs",
+)
 async def list_runs(request: Request) -> RunList:
     """Every live run with its status."""
     now = time.time()
@@ -58,7 +78,7 @@ async def list_runs(request: Request) -> RunList:
 @router.get(
     "/{run_id}",
     response_model=RunInfo,
-    responses=error_responses(404, 503),
+    responses=error_responses(404, 422, 503, described={422: UNKNOWN_QUERY}),
     summary="Show one run",
 )
 async def show_run(run_id: str, request: Request) -> RunInfo:
@@ -72,7 +92,7 @@ async def show_run(run_id: str, request: Request) -> RunInfo:
     status_code=204,
     response_class=Response,
     dependencies=[Depends(require_admin)],
-    responses=error_responses(401, 403, 404, 503),
+    responses=error_responses(401, 403, 404, 422, 503, described={422: UNKNOWN_QUERY}),
     summary="Delete a run (admin)",
 )
 async def delete_run(run_id: str, request: Request) -> Response:

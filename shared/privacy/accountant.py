@@ -65,7 +65,7 @@ def rho_to_epsilon_classical(rho: float, delta: float) -> float:
     rho, delta = check_nonneg("rho", rho), _check_delta(delta)
     if rho == 0.0:
         return 0.0
-    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+    return rho + 2.0 * math.sqrt(rho * -math.log(delta))
 
 
 def epsilon_to_rho_classical(epsilon: float, delta: float) -> float:
@@ -73,7 +73,7 @@ def epsilon_to_rho_classical(epsilon: float, delta: float) -> float:
     epsilon, delta = check_nonneg("epsilon", epsilon), _check_delta(delta)
     if math.isinf(epsilon):
         return math.inf
-    log_inv_delta = math.log(1.0 / delta)
+    log_inv_delta = -math.log(delta)
     # Same value as (sqrt(l + eps) - sqrt(l))^2, written without cancellation.
     return (epsilon / (math.sqrt(log_inv_delta + epsilon) + math.sqrt(log_inv_delta))) ** 2
 

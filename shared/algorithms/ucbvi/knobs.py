@@ -10,18 +10,22 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...config import RADIUS_SCALE_MAX
+
 
 class UCBVIKnobs(BaseModel):
     """Public, data-independent knobs of DP-UCBVI."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     bonus_scale: float = Field(1.0, ge=0, description="c_b, multiplies bonus terms 1, 2 and 4")
     privacy_scale: float = Field(1.0, ge=0, description="c_p, multiplies bonus term 3")
     radius_mode: Literal["union", "std"] = Field(
         "union", description="E: union-bound tail radius (paper) or radius_scale x release std"
     )
-    radius_scale: float = Field(1.0, gt=0, description="c_E: multiplier of the error radius E")
+    radius_scale: float = Field(
+        1.0, gt=0, le=RADIUS_SCALE_MAX, description="c_E: multiplier of the error radius E"
+    )
     clip_previous: bool = Field(True, description="Q~^k = min(Q~^{k-1}, ...) as in the paper")
     clip_remaining: bool = Field(False, description="clip Q~_h at H-h+1 instead of H (E15)")
     variance_terms: bool = Field(True, description="keep Bernstein terms 1 and 4")
