@@ -1,11 +1,12 @@
 """Simulated users over HTTP: one user's episode, and a swarm of users C at a time.
 
-A user claims an episode, rolls out the policy it received in its own private world with its own
-randomness `user_generator(client_seed, episode)` (never anything the server sends), and reports:
-the raw trajectory in JDP / non-private runs, or in LDP runs only the locally randomized arrays,
-noised with the calibration the user computes itself from the run's public configuration. The
-numbers are those of `privrl.run.user_episode` with one replica, so a sequential HTTP run
-reproduces the in-process runner exactly.
+A user claims an episode, plays the policy it received in its own private world with its own
+randomness `user_generator(client_seed, episode)` (never anything the server sends), and reports
+what the run's algorithm asks for (`Algorithm.report_kind`): the raw trajectory or its first-visit
+returns in JDP / non-private runs, or in LDP runs only the locally randomized arrays, noised with
+the calibration the user computes itself from the run's public configuration. The numbers are
+those of `privrl.run.user_episode` with one replica, so a sequential HTTP run reproduces the
+in-process runner exactly.
 """
 
 from __future__ import annotations
@@ -29,10 +30,19 @@ from privrl.client.api import (
 )
 from privrl.config import RunConfig
 from privrl.privacy.calibration import Calibration, calibrate
-from privrl.protocol import API_VERSION, Ack, RandomizerParams, RunInfo, Ticket, TrajectoryReport
+from privrl.protocol import (
+    API_VERSION,
+    Ack,
+    RandomizerParams,
+    ReturnsReport,
+    RunInfo,
+    Ticket,
+    TrajectoryReport,
+)
 from privrl.run import user_episode
 from privrl.seeding import generator, secret_seed
 from privrl.stats import Stats
+from privrl.worlds.first_visit import FirstVisits
 from privrl.worlds.rollout import Trajectories
 from privrl.worlds.tabular import TabularMDP
 from pydantic import ValidationError
@@ -85,19 +95,18 @@ class UserContext:
     run_id: str
     config: RunConfig
     calibration: Calibration
-    mdp: TabularMDP
+    mdp: TabularMDP | Any  # the users' world (any world the run's algorithm can play in)
     algorithm: Algorithm
 
     @classmethod
-    def create(cls, info: RunInfo, mdp: TabularMDP) -> UserContext:
+    def create(cls, info: RunInfo, mdp: TabularMDP | Any) -> UserContext:
         """Check the world fits the run's public model class and calibrate from the config."""
         cfg = info.config
-        if (mdp.S, mdp.A, mdp.H) != (cfg.n_states, cfg.n_actions, cfg.horizon):
-            raise UserError(
-                f"the users' world has (S, A, H) = {(mdp.S, mdp.A, mdp.H)} but run {info.id} is "
-                f"for {(cfg.n_states, cfg.n_actions, cfg.horizon)}: pass matching world options"
-            )
         algorithm = cfg.algorithm()
+        try:
+            algorithm.check_world(mdp)
+        except ValueError as exc:
+            raise UserError(f"run {info.id}: {exc}") from None
         return cls(info.id, cfg, calibrate(cfg, algorithm.families()), mdp, algorithm)
 
 
@@ -158,7 +167,16 @@ def encode_trajectory(ticket: str, traj: Trajectories) -> bytes:
     return report.model_dump_json().encode()
 
 
-def play(ctx: UserContext, ticket: Ticket, client_seed: int) -> tuple[Trajectories, bytes]:
+def encode_returns(ticket: str, visits: FirstVisits) -> bytes:
+    """The policy-evaluation report body: row 0's first-visit returns [[s, F], ...]."""
+    return ReturnsReport(ticket=ticket, visits=visits.pairs(0)).model_dump_json().encode()
+
+
+ENCODERS = {"trajectory": encode_trajectory, "returns": encode_returns}  # raw kinds, by name
+
+
+def play(ctx: UserContext, ticket: Ticket, client_seed: int
+         ) -> tuple[Trajectories | FirstVisits, bytes]:
     """Roll out the ticket's policy with the user's own stream and build the report body.
 
     Exactly `privrl.run.user_episode` with one replica: the rollout and the local noise come from
@@ -178,7 +196,8 @@ def play(ctx: UserContext, ticket: Ticket, client_seed: int) -> tuple[Trajectori
         ctx.mdp, message, [client_seed], ticket.episode, ctx.algorithm, ctx.calibration
     )
     if noisy is None:
-        return traj, encode_trajectory(ticket.ticket, traj)
+        kind = ctx.algorithm.report_kind(cfg.privacy)
+        return traj, ENCODERS[kind](ticket.ticket, traj)  # type: ignore[operator]
     families = list(ticket.randomizer.families) if ticket.randomizer else []
     return traj, encode_noisy(ticket.ticket, {k: v[0] for k, v in noisy.items()}, families)
 
@@ -192,7 +211,7 @@ class Outcome:
     report_seconds: float
     report_bytes: int
     duplicate: bool
-    trajectory: Trajectories | None = None
+    trajectory: Trajectories | FirstVisits | None = None
 
 
 def _transient(resp: httpx.Response) -> bool:

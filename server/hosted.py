@@ -34,16 +34,14 @@ from privrl.protocol import (
     Billboard,
     EpisodeOutcome,
     LedgerView,
-    NoisyReport,
     PolicyLog,
     PolicyPayload,
     RandomizerParams,
     RunInfo,
     RunStatus,
     Ticket,
-    TrajectoryReport,
 )
-from privrl.reports import ReportRejected, accept, digest_of, restore
+from privrl.reports import AnyReport, ReportRejected, accept, digest_of, restore
 from privrl.run import Run
 from privrl.server.errors import Refusal
 from privrl.server.store import ClaimRow, NoiseRow, PolicyRow, ReportRow, RunRow, Store
@@ -303,7 +301,7 @@ class HostedRun:
 
     # -- reports ----------------------------------------------------------------------------------
 
-    def report(self, report: TrajectoryReport | NoisyReport, now: float) -> Ack:
+    def report(self, report: AnyReport, now: float) -> Ack:
         """Validate a report against its ticket and the run, ingest it and commit it; or refuse."""
         claim = self.open.get(report.ticket)
         if claim is None:

@@ -1,8 +1,9 @@
 """Every message that crosses the wire (pydantic models), for the server and the users.
 
 Reports are typed by privacy mode. A JDP / non-private report carries one raw trajectory (the
-trusted curator turns it into counts). An LDP report carries only the dense, fixed-shape noisy
-arrays and the ticket: its schema has no field that could carry a state, action or reward.
+trusted curator turns it into counts), or for policy evaluation one user's first-visit returns.
+An LDP report carries only the dense, fixed-shape noisy arrays and the ticket: its schema has no
+field that could carry a state, action or reward.
 """
 
 from __future__ import annotations
@@ -143,7 +144,21 @@ class NoisyReport(Strict):
     arrays: dict[str, list[FiniteFloat]]
 
 
-Report = Annotated[TrajectoryReport | NoisyReport, Field(discriminator="kind")]
+NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+
+
+class ReturnsReport(Strict):
+    """Policy evaluation (trusted curator): one user's first-visit returns, sparse."""
+
+    kind: Literal["returns"] = "returns"
+    ticket: str = Field(pattern=TICKET_PATTERN)
+    visits: list[tuple[Index, NonNegFloat]] = Field(
+        description="[[s, F_{x,s}], ...]: every state the trajectory visits, once, with its"
+        " first-visit discounted return (>= 0; the server clips it to the run's public F_max)"
+    )
+
+
+Report = Annotated[TrajectoryReport | NoisyReport | ReturnsReport, Field(discriminator="kind")]
 
 
 class Ack(Strict):

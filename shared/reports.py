@@ -22,14 +22,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 from privrl.algorithms.base import PolicyMessage
 from privrl.privacy.calibration import FALSE_REFUSAL, Calibration
-from privrl.protocol import NoisyReport, TrajectoryReport
+from privrl.protocol import NoisyReport, ReturnsReport, TrajectoryReport
 from privrl.stats import Stats
+from privrl.worlds.first_visit import FirstVisits
 from privrl.worlds.rollout import Trajectories
 
 if TYPE_CHECKING:
     from privrl.run import Run
 
-AnyReport = TrajectoryReport | NoisyReport
+AnyReport = TrajectoryReport | NoisyReport | ReturnsReport
 
 
 class ReportRejected(ValueError):
@@ -52,7 +53,7 @@ class Accepted:
     kind: str
     payload: str  # canonical JSON (ticket excluded)
     digest: str
-    trajectories: Trajectories | None = None  # raw reports (JDP / non-private)
+    trajectories: Trajectories | FirstVisits | None = None  # raw reports (JDP / non-private)
     noisy: Stats | None = None  # locally randomized reports (LDP)
 
     def ingest(self, run: Run, served: PolicyMessage) -> None:
@@ -165,14 +166,46 @@ def _accept_noisy(report: AnyReport, run: Run, served: PolicyMessage, version: i
     return Accepted(report.kind, *_canonical(report.kind, _body(report)), noisy=noisy)
 
 
+def _first_visits(report: ReturnsReport, run: Run) -> FirstVisits:
+    """First-visit returns: every state in [0, S), each at most once (one return per state per
+    user); the values' finiteness and sign were checked by the schema."""
+    n_states = run.config.n_states
+    states = [s for s, _ in report.visits]
+    bad = _first_out_of_range(states, n_states)
+    if bad is not None:
+        raise _invalid(f"visits[{bad}] names a state outside [0, S) = [0, {n_states})")
+    seen: set[int] = set()
+    for i, s in enumerate(states):
+        if s in seen:
+            raise _invalid(
+                f"visits[{i}] repeats a state listed earlier: a user reports one first-visit"
+                " return per state"
+            )
+        seen.add(s)
+    return FirstVisits.from_pairs(report.visits, n_states)
+
+
+def _accept_returns(report: AnyReport, run: Run, served: PolicyMessage, version: int
+                    ) -> Accepted:
+    assert isinstance(report, ReturnsReport)
+    visits = _first_visits(report, run)
+    try:  # the algorithm's own checks of a contribution (e.g. an impossible return)
+        run.algorithm.user_statistics(visits, served)
+    except ValueError as exc:
+        raise _invalid(str(exc)) from None
+    return Accepted(report.kind, *_canonical(report.kind, _body(report)), trajectories=visits)
+
+
 KindCheck = Callable[[AnyReport, "Run", PolicyMessage, int], Accepted]
 KINDS: dict[str, tuple[type[AnyReport], KindCheck]] = {
     "trajectory": (TrajectoryReport, _accept_trajectory),
     "noisy": (NoisyReport, _accept_noisy),
+    "returns": (ReturnsReport, _accept_returns),
 }
 DESCRIBE = {
     "trajectory": "raw trajectories (states, actions, rewards)",
     "noisy": "locally randomized arrays",
+    "returns": "first-visit returns [[state, return], ...]",
 }
 
 

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from privrl.algorithms.base import Algorithm, Learner, PolicyMessage
+from privrl.algorithms.base import Algorithm, Learner, Played, PolicyMessage
 from privrl.config import RunConfig
 from privrl.privacy.accountant import Ledger
 from privrl.privacy.calibration import Calibration, calibrate
-from privrl.privacy.privatizers import Privatizer, make_privatizer, randomize_locally
+from privrl.privacy.privatizers import Privatizer, randomize_locally
 from privrl.seeding import user_generator
 from privrl.stats import Stats
 from privrl.worlds.evaluation import episode_regret
-from privrl.worlds.rollout import Trajectories, draw_uniforms, rollout
 from privrl.worlds.tabular import TabularMDP
 
 
@@ -48,7 +48,9 @@ class Run:
         self.calibration: Calibration = calibrate(config, self.algorithm.families())
         self.ledger = Ledger()
         self.learner: Learner = self.algorithm.learner(self.calibration, self.seeds)
-        self.privatizer: Privatizer = make_privatizer(self.calibration, self.seeds, config.episodes)
+        self.privatizer: Privatizer = self.algorithm.privatizer(
+            self.calibration, self.seeds, config.episodes
+        )
         self._message: PolicyMessage | None = None
         self._planned_at = -1
         self.policy_version = 0
@@ -89,7 +91,7 @@ class Run:
         """The current policy's actions (R, H, S)."""
         return self.message()["actions"]
 
-    def ingest_trajectories(self, traj: Trajectories, message: PolicyMessage) -> None:
+    def ingest_trajectories(self, traj: Played, message: PolicyMessage) -> None:
         """JDP / non-private: raw trajectories (trusted curator), played under `message`, become
         the algorithm's contributions."""
         if self.config.privacy == "ldp":
@@ -110,21 +112,22 @@ class Run:
 
 
 def user_episode(
-    mdp: TabularMDP,
+    mdp: TabularMDP | Any,
     message: PolicyMessage,
     client_seeds: Sequence[int],
     episode: int,
     algorithm: Algorithm,
     calibration: Calibration,
-) -> tuple[Trajectories, Stats | None]:
-    """What users do in episode k: roll out, and in LDP randomize locally before anything leaves.
+) -> tuple[Played, Stats | None]:
+    """What users do in episode k: play, and in LDP randomize locally before anything leaves.
 
-    User r draws everything from `user_generator(client_seeds[r], episode)`: first the rollout's
-    uniforms, then the local randomizer's noise. Returns the trajectories (which stay with the
-    users in LDP) and the noisy report (LDP) or None.
+    User r draws everything from `user_generator(client_seeds[r], episode)`: first what the
+    algorithm's `play` needs in the world `mdp` (a tabular rollout's uniforms by default), then
+    the local randomizer's noise. Returns what was played (which stays with the users in LDP)
+    and the noisy report (LDP) or None.
     """
     rngs = [user_generator(cs, episode) for cs in client_seeds]
-    traj = rollout(mdp, message["actions"], draw_uniforms(rngs, mdp.H))
+    traj = algorithm.play(mdp, message, rngs)
     if calibration.mode != "ldp":
         return traj, None
     stats = algorithm.user_statistics(traj, message)

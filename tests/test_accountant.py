@@ -232,10 +232,10 @@ def test_ledger_mixed_pure_and_zcdp() -> None:
     assert totals.epsilon == pytest.approx(0.5 + rho_to_epsilon(0.1, 1e-6), rel=1e-12)
     by = ledger.by_mechanism()
     assert set(by) == {"laplace", "gaussian-tree", "gaussian-target"}
-    assert by["laplace"] == {"epsilon": pytest.approx(0.5), "rho": 0.0, "count": 2}
+    assert by["laplace"] == {"epsilon": pytest.approx(0.5), "rho": 0.0, "delta": 0.0, "count": 2}
     assert by["gaussian-tree"]["rho"] == pytest.approx(0.05)
     assert by["gaussian-tree"]["count"] == 5
-    assert by["gaussian-target"] == {"epsilon": 0.0, "rho": 0.05, "count": 1}
+    assert by["gaussian-target"] == {"epsilon": 0.0, "rho": 0.05, "delta": 0.0, "count": 1}
     assert sum(v["count"] for v in by.values()) == len(ledger)
 
 
@@ -321,3 +321,22 @@ def test_ledger_sums_are_exact_and_match_entries() -> None:
         big.charge("g", rho=float(v), sensitivity=1.0, scale=1.0)
     assert big.rho == math.fsum(values)
     assert Ledger.from_dict(big.to_dict()).rho == big.rho
+
+
+def test_ledger_approximate_dp_charges_compose_by_basic_composition() -> None:
+    """(eps, delta) charges add both numbers; they are not counted as pure epsilon."""
+    ledger = Ledger()
+    ledger.charge("smoothed", epsilon=0.1, delta=0.1, sensitivity=0.0, scale=0.0)
+    assert ledger.epsilon_pure == 0.0 and ledger.approximate == (0.1, 0.1)
+    assert ledger.totals(1e-5) == Totals(epsilon=0.1, delta=0.1, epsilon_pure=0.0, rho=0.0)
+    ledger.charge("laplace", epsilon=0.5, sensitivity=1.0, scale=2.0)
+    ledger.charge("gaussian", rho=0.01, sensitivity=1.0, scale=7.0)
+    totals = ledger.totals(1e-6)
+    assert totals.epsilon == pytest.approx(0.6 + rho_to_epsilon(0.01, 1e-6), rel=1e-12)
+    assert totals.delta == pytest.approx(0.1 + 1e-6) and totals.epsilon_pure == 0.5
+    assert ledger.by_mechanism()["smoothed"] == {"epsilon": 0.1, "rho": 0.0, "delta": 0.1,
+                                                 "count": 1}
+    back = Ledger.from_dict(json.loads(json.dumps(ledger.to_dict(), allow_nan=False)))
+    assert back.to_dict() == ledger.to_dict() and back.approximate == (0.1, 0.1)
+    with pytest.raises(ValueError, match="delta"):
+        Charge("x", epsilon=1.0, delta=1.0)

@@ -4,7 +4,7 @@ Importing this package registers every built-in algorithm. A third-party algorit
 `Algorithm` and calls `register` (servers import such modules named in PRIVRL_PLUGINS).
 """
 
-from . import ucbvi  # noqa: F401  (registers dp-ucbvi)
+from . import policy_eval, ucbvi  # noqa: F401  (registers dp-lsw, dp-lsl and dp-ucbvi)
 from .base import PRIVACY_MODES, Algorithm, Family, Learner, NoKnobs, PolicyMessage
 from .registry import get, load_plugins, names, register
 

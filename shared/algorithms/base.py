@@ -9,6 +9,11 @@ An algorithm is four small steps (Flower's `Strategy` crossed with TF-Privacy's 
              contributions into the billboard, calibrated from `Algorithm.families()`
   plan       `Learner.plans_at` says when the billboard becomes a new policy
 
+Three optional hooks let a workload other than learning use the same server and users (policy
+evaluation: users post first-visit returns, the server releases one smoothed-sensitivity
+estimate): `play` (how a user plays a message in its world), `check_world` (which worlds can),
+and `privatizer` (an algorithm-specific trusted release instead of the generic privacy layer).
+
 The server, the users, the in-process runner and the CLI are written against this module only:
 adding an algorithm is one folder under `algorithms/` and one `register(...)` line.
 """
@@ -24,15 +29,19 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..stats import Stats
-from ..worlds.rollout import Trajectories
+from ..worlds.first_visit import FirstVisits
+from ..worlds.rollout import Trajectories, draw_uniforms, rollout
 
 if TYPE_CHECKING:
     from ..config import RunConfig
     from ..privacy.calibration import Calibration
+    from ..privacy.privatizers import Privatizer
 
 PRIVACY_MODES = ("none", "jdp", "ldp")
 # What users are sent: "actions" (R, H, S) int is always there; an algorithm may add arrays.
 PolicyMessage = dict[str, np.ndarray]
+# What users' play produces: raw trajectories, or (policy evaluation) first-visit returns.
+Played = Trajectories | FirstVisits
 
 
 @dataclass(frozen=True)
@@ -112,16 +121,44 @@ class Algorithm(ABC):
 
     @abstractmethod
     def families(self) -> tuple[Family, ...]:
-        """The released statistic families (none: nothing is released, nothing is spent)."""
+        """The statistic families the generic privacy layer calibrates and releases (none:
+        it releases and spends nothing; an algorithm's own `privatizer` may still release)."""
 
     @abstractmethod
-    def user_statistics(self, trajectories: Trajectories, message: PolicyMessage) -> Stats:
+    def user_statistics(self, trajectories: Played, message: PolicyMessage) -> Stats:
         """What users compute from their own trajectories, played under `message`: clean
-        contributions of the released families, one row each."""
+        contributions of the released families, one row each. A ValueError refuses the
+        contribution (a server answers it with a 4xx and changes nothing)."""
 
     @abstractmethod
     def learner(self, calibration: Calibration, seeds: list[int]) -> Learner:
         """A fresh learner for replicas seeded by the server's secret `seeds`."""
+
+    def play(
+        self, world: Any, message: PolicyMessage, rngs: list[np.random.Generator]
+    ) -> Played:
+        """User r plays `message` in its own `world` with its own generator `rngs[r]`.
+        Default: a tabular rollout of message["actions"] (2H+1 uniforms per user)."""
+        return rollout(world, message["actions"], draw_uniforms(rngs, world.H))
+
+    def check_world(self, world: Any) -> None:
+        """Refuse (ValueError) a users' world this run cannot be played in. Default: a tabular
+        world whose (S, A, H) is the run's public model class."""
+        cfg = self.config
+        shape = (getattr(world, "S", None), getattr(world, "A", None), getattr(world, "H", None))
+        if shape != (cfg.n_states, cfg.n_actions, cfg.horizon):
+            raise ValueError(
+                f"the users' world has (S, A, H) = {shape} but the run is for"
+                f" {(cfg.n_states, cfg.n_actions, cfg.horizon)}: pass matching world options"
+            )
+
+    def privatizer(self, calibration: Calibration, seeds: list[int], max_items: int
+                   ) -> Privatizer:
+        """The server-side privacy layer of a run. Default: the generic one of the privacy
+        mode (exact sums, tree counters, or the LDP aggregator) over `families()`."""
+        from ..privacy.privatizers import make_privatizer
+
+        return make_privatizer(calibration, seeds, max_items)
 
     def report_kind(self, privacy: str) -> str:
         """The report kind users send (`privrl.reports.KINDS`): locally randomized arrays in

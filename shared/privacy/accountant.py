@@ -5,6 +5,9 @@ calibration actually in use (ARCHITECTURE §5.3). It describes the worst-case pr
 user under the replace-one-user neighbouring relation, so composition is plain addition: pure
 epsilons add (basic composition), zCDP rhos add (Bun & Steinke 2016, Lemma 2.3, also adaptively).
 The total is reported as `epsilon_pure + eps(rho, delta)` with the tight zCDP conversion below.
+A release that is only (epsilon, delta)-DP (e.g. the smoothed Gaussian perturbation of policy
+evaluation, whose variance depends on the data) is charged with both numbers; such charges compose
+by basic composition: their epsilons and deltas add to the totals.
 
 The conversion `rho_to_epsilon` is the tight one of Canonne, Kamath & Steinke 2020 (Prop. 12 /
 Cor. 13; also Asoodeh et al. 2020): rho-zCDP means Renyi DP of every order alpha > 1 at level
@@ -210,6 +213,7 @@ class Charge:
     note: str = ""
     at: int | None = None
     noise: str = "numpy"
+    delta: float = 0.0  # > 0: an (epsilon, delta)-DP release (its epsilon is not pure)
 
     def __post_init__(self) -> None:
         """Validate the fields (non-negative, no NaN) and normalise numbers to Python floats."""
@@ -219,6 +223,10 @@ class Charge:
                 raise ValueError(f"{name} must be a non-empty string, got {value!r}")
         object.__setattr__(self, "epsilon", check_nonneg("epsilon", self.epsilon))
         object.__setattr__(self, "rho", check_nonneg("rho", self.rho))
+        delta = check_nonneg("delta", self.delta)
+        if delta >= 1.0:
+            raise ValueError(f"delta must be < 1, got {delta!r}")
+        object.__setattr__(self, "delta", delta)
         for name in ("sensitivity", "scale"):
             value = float(getattr(self, name))
             if math.isnan(value) or value < 0.0:
@@ -234,7 +242,7 @@ class Charge:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict of this charge (inf encoded as "inf")."""
         d = asdict(self)
-        for name in ("epsilon", "rho", "sensitivity", "scale"):
+        for name in ("epsilon", "rho", "sensitivity", "scale", "delta"):
             d[name] = _encode(d[name])
         return d
 
@@ -250,6 +258,7 @@ class Charge:
             note=d.get("note", ""),
             at=d.get("at"),
             noise=d.get("noise", "numpy"),
+            delta=_decode(d.get("delta", 0.0)),
         )
 
 
@@ -279,7 +288,8 @@ class Ledger:
         self._entries: list[Charge] = []
         self._epsilon = _ExactSum()
         self._rho = _ExactSum()
-        self._groups: dict[str, tuple[_ExactSum, _ExactSum, list[int]]] = {}
+        self._approx = (_ExactSum(), _ExactSum())  # epsilons and deltas of (eps, delta) charges
+        self._groups: dict[str, tuple[_ExactSum, _ExactSum, list[int], _ExactSum]] = {}
         for entry in entries:
             if not isinstance(entry, Charge):
                 raise TypeError(f"ledger entries must be Charge objects, got {type(entry)!r}")
@@ -288,11 +298,18 @@ class Ledger:
     def _append(self, entry: Charge) -> None:
         """Store a validated charge and update the running sums (O(1) totals later)."""
         self._entries.append(entry)
-        self._epsilon.add(entry.epsilon)
+        if entry.delta > 0.0:
+            self._approx[0].add(entry.epsilon)
+            self._approx[1].add(entry.delta)
+        else:
+            self._epsilon.add(entry.epsilon)
         self._rho.add(entry.rho)
-        eps, rho, count = self._groups.setdefault(entry.mechanism, (_ExactSum(), _ExactSum(), [0]))
+        eps, rho, count, delta = self._groups.setdefault(
+            entry.mechanism, (_ExactSum(), _ExactSum(), [0], _ExactSum())
+        )
         eps.add(entry.epsilon)
         rho.add(entry.rho)
+        delta.add(entry.delta)
         count[0] += 1
 
     def charge(
@@ -306,8 +323,10 @@ class Ledger:
         note: str = "",
         at: int | None = None,
         noise: str = "numpy",
+        delta: float = 0.0,
     ) -> None:
-        """Record one release: pure `epsilon` and/or zCDP `rho` spent by `mechanism`."""
+        """Record one release: pure `epsilon` and/or zCDP `rho` spent by `mechanism`, or an
+        (`epsilon`, `delta`)-DP release when `delta` > 0."""
         self._append(
             Charge(
                 mechanism=mechanism,
@@ -318,6 +337,7 @@ class Ledger:
                 note=note,
                 at=at,
                 noise=noise,
+                delta=delta,
             )
         )
 
@@ -332,31 +352,41 @@ class Ledger:
         return self._epsilon.value
 
     @property
+    def approximate(self) -> tuple[float, float]:
+        """Summed (epsilon, delta) of the (epsilon, delta)-DP charges (basic composition)."""
+        return self._approx[0].value, self._approx[1].value
+
+    @property
     def rho(self) -> float:
         """Sum of the zCDP rhos (zCDP composition)."""
         return self._rho.value
 
     def totals(self, delta: float) -> Totals:
-        """Overall (epsilon, delta): pure part plus the tight conversion of the zCDP part."""
+        """Overall (epsilon, delta): pure part, plus the (epsilon, delta) charges, plus the tight
+        conversion of the zCDP part at `delta`."""
         eps_pure, rho = self.epsilon_pure, self.rho
+        eps_approx, delta_approx = self.approximate
         if rho > 0.0:
             return Totals(
-                epsilon=eps_pure + rho_to_epsilon(rho, delta),
-                delta=float(delta),
+                epsilon=eps_pure + eps_approx + rho_to_epsilon(rho, delta),
+                delta=delta_approx + float(delta),
                 epsilon_pure=eps_pure,
                 rho=rho,
             )
-        return Totals(epsilon=eps_pure, delta=0.0, epsilon_pure=eps_pure, rho=0.0)
+        return Totals(
+            epsilon=eps_pure + eps_approx, delta=delta_approx, epsilon_pure=eps_pure, rho=0.0
+        )
 
     def noise_backends(self) -> list[str]:
         """The noise backends that drew the charged releases, sorted (one in a normal run)."""
         return sorted({entry.noise for entry in self._entries})
 
     def by_mechanism(self) -> dict[str, dict[str, float | int]]:
-        """Summed epsilon and rho and the number of charges, per mechanism name."""
+        """Summed epsilon, rho and delta and the number of charges, per mechanism name."""
         return {
-            name: {"epsilon": eps.value, "rho": rho.value, "count": count[0]}
-            for name, (eps, rho, count) in self._groups.items()
+            name: {"epsilon": eps.value, "rho": rho.value, "delta": delta.value,
+                   "count": count[0]}
+            for name, (eps, rho, count, delta) in self._groups.items()
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -17,6 +17,7 @@ it drew (`take_drawn`) for the server to persist, and replays from them (`begin_
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 import numpy as np
 from privrl.privacy.accountant import Ledger
@@ -154,7 +155,23 @@ class Aggregator(_NoServerNoise):
         return dict(self.sums)
 
 
-Privatizer = Identity | Central | Aggregator
+class Privatizer(Protocol):
+    """What a run needs from its privacy layer (the three above, or an algorithm's own, e.g.
+    policy evaluation's one-shot smoothed-sensitivity release)."""
+
+    items: int
+
+    def ingest(self, stats: Stats, ledger: Ledger) -> None: ...
+
+    def release(self) -> Stats: ...
+
+    def journal_noise(self) -> None: ...
+
+    def take_drawn(self) -> list[NodeNoise]: ...
+
+    def begin_replay(self, nodes: Iterable[NodeNoise]) -> None: ...
+
+    def end_replay(self) -> None: ...
 
 
 def make_privatizer(calibration: Calibration, seeds: Sequence[int], max_items: int) -> Privatizer:

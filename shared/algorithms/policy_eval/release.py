@@ -1,0 +1,130 @@
+"""The trusted curator of a policy-evaluation round: sufficient statistics in, one theta out.
+
+Non-private and JDP runs of DP-LSW / DP-LSL use this privatizer instead of the generic tree
+counters: the smoothed-sensitivity release is one Gaussian draw whose scale depends on the data,
+after exactly m reports (spec §6). Until then nothing is published; afterwards only theta_hat
+(the algorithm's post-processing adds V_hat = Phi theta_hat). The counts n, the return sums g and
+the noise scale sigma_X stay inside (spec §3.4: sigma_X is a function of the private signature).
+
+The noise is drawn once, cached, and charged to the ledger once at its true (eps, delta). With the
+seeded numpy backend it is a function of the run's secret seed (`generator(seed,
+"policy-eval", "theta")`), so a restarted server rebuilds the same theta_hat; with the unseeded
+'opendp' backend the draw is journalled for the server to persist and a replay takes it from the
+store (a missing one is a `StoredNoiseError`, never a fresh draw).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ...privacy.accountant import Ledger
+from ...privacy.mechanisms import Gaussian
+from ...privacy.noise import NoiseBackend
+from ...privacy.tree import NodeNoise, StoredNoiseError
+from ...seeding import generator
+from ...stats import Stats
+
+FAMILY = "theta"  # the one released array (and the name its stored noise goes under)
+
+
+class TrustedRelease:
+    """Accumulates (n, g) per replica and releases theta_hat once, after `max_items` reports.
+
+    `estimate(m, n, g)` is the non-private estimate (R, d); `noise_scale(m, n)` the per-replica
+    sigma_X (None: a non-private run, nothing drawn or charged); `charge` records the release.
+    """
+
+    def __init__(
+        self,
+        seeds: Sequence[int],
+        max_items: int,
+        n_states: int,
+        estimate: Callable[[int, np.ndarray, np.ndarray], np.ndarray],
+        noise_scale: Callable[[int, np.ndarray], np.ndarray] | None,
+        charge: Callable[[Ledger, str], None],
+        backend: NoiseBackend,
+    ) -> None:
+        self.seeds = [int(s) for s in seeds]
+        self.max_items = int(max_items)
+        self.items = 0
+        self.n = np.zeros((len(self.seeds), n_states))
+        self.g = np.zeros((len(self.seeds), n_states))
+        self.estimate, self.noise_scale, self.charge = estimate, noise_scale, charge
+        self.backend = backend
+        self.journal = False
+        self._theta: np.ndarray | None = None
+        self._drawn: list[NodeNoise] = []
+        self._stored: np.ndarray | None = None
+        self._replaying = False
+
+    def ingest(self, stats: Stats, ledger: Ledger) -> None:
+        """Add one report per replica; the m-th report triggers the one release."""
+        if self.items >= self.max_items:
+            raise ValueError(f"all {self.max_items} reports of this round are in")
+        self.n += stats["visits"]
+        self.g += stats["returns"]
+        self.items += 1
+        if self.items == self.max_items:
+            self._release(ledger)
+
+    def _release(self, ledger: Ledger) -> None:
+        """theta_hat = theta_X + N(0, sigma_X^2 I) per replica, drawn once and charged once."""
+        m = self.max_items
+        theta = self.estimate(m, self.n, self.g)
+        if self.noise_scale is not None:
+            sigma = np.asarray(self.noise_scale(m, self.n), dtype=np.float64)
+            theta = theta + self._noise(sigma, theta.shape[1])
+            self.charge(ledger, self.backend.name)
+        self._theta = theta
+
+    def _noise(self, sigma: np.ndarray, d: int) -> np.ndarray:
+        """One N(0, sigma_r^2 I_d) draw per replica: seeded, stored (replay) or fresh."""
+        if self._stored is not None:
+            stored, self._stored = self._stored, None
+            return stored
+        if self._replaying and not self.backend.reproducible:
+            raise StoredNoiseError(
+                "the release of theta needs its stored noise, which is missing; unseeded noise"
+                " is never re-drawn"
+            )
+        rows = []
+        for r, seed in enumerate(self.seeds):
+            rng = generator(seed, "policy-eval", FAMILY) if self.backend.reproducible else None
+            rows.append(Gaussian(float(sigma[r]), self.backend).sample(rng, (d,)))
+        value = np.stack(rows)
+        if self.journal and not self.backend.reproducible:
+            self._drawn.append(NodeNoise(FAMILY, 0, 0, value))
+        return value
+
+    def release(self) -> Stats:
+        """{'theta': (R, d)} once all m reports are in; nothing before."""
+        return {} if self._theta is None else {FAMILY: self._theta.copy()}
+
+    def journal_noise(self) -> None:
+        """Keep an unseeded draw until `take_drawn` (a server persists it)."""
+        self.journal = True
+
+    def take_drawn(self) -> list[NodeNoise]:
+        """The unseeded noise drawn since the last call."""
+        drawn, self._drawn = self._drawn, []
+        return drawn
+
+    def begin_replay(self, nodes: Iterable[NodeNoise]) -> None:
+        """Serve the stored draw of theta's noise (if any) and draw no unseeded noise."""
+        for node in nodes:
+            value = np.asarray(node.value, dtype=np.float64)
+            if node.family != FAMILY or (node.level, node.index) != (0, 0) or (
+                value.size % len(self.seeds)
+            ):
+                raise StoredNoiseError(f"stored noise {node.family!r} does not fit this release")
+            self._stored = value.reshape(len(self.seeds), -1)
+        self._replaying = True
+
+    def end_replay(self) -> None:
+        """Draw fresh noise again; a stored draw the replay never used means a broken store."""
+        self._replaying = False
+        if self._stored is not None:
+            self._stored = None
+            raise StoredNoiseError("the stored noise of theta was never used by the replay")

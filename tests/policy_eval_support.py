@@ -1,0 +1,112 @@
+"""Helpers of the policy-evaluation tests: the spec's worked example, random data sets and their
+adversarial neighbours (spec §7.6), run configurations, and the exact hockey-stick divergence of
+two isotropic Gaussians (spec §7.10)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+from privrl.config import RunConfig
+from privrl.worlds.first_visit import FirstVisits, first_visit_returns
+from scipy import stats
+
+# Spec §3.5: N = 3, Phi = I, gamma = 0.9, F_max = 10 (R_max = 1), eps = 1, delta = 0.1, m = 2.
+GOLDEN_KNOBS = {"gamma": 0.9, "f_max": 10.0}
+
+
+def golden_data() -> FirstVisits:
+    """x1 = states [0,1,0,2], rewards [0,1,0,1]; x2 = states [1,1], rewards [0.5,0.5]."""
+    x1 = first_visit_returns([0, 1, 0, 2], [0, 1, 0, 1], 0.9, 3)
+    x2 = first_visit_returns([1, 1], [0.5, 0.5], 0.9, 3)
+    return FirstVisits.stack([x1, x2])
+
+
+def sums(data: FirstVisits) -> tuple[np.ndarray, np.ndarray]:
+    """(n, g) of a data set."""
+    return data.visited.sum(axis=0).astype(float), data.returns.sum(axis=0)
+
+
+def pe_config(algo: str, privacy: str, m: int, n_states: int, epsilon: float = 0.1,
+              delta: float = 0.1, **knobs: object) -> RunConfig:
+    """A policy-evaluation run: one action, a stationary (H = 1) policy table, m trajectories."""
+    return RunConfig(algo=algo, n_states=n_states, n_actions=1, horizon=1, episodes=m,
+                     privacy=privacy, epsilon=epsilon,
+                     delta=delta if privacy != "none" else 0.0, mechanism="gaussian",
+                     knobs=knobs or None)
+
+
+def random_data(rng: np.random.Generator, m: int, n_states: int, f_max: float,
+                p_visit: float = 0.5) -> FirstVisits:
+    """m users, each visiting a random subset of states with returns uniform in [0, F_max]."""
+    visited = rng.random((m, n_states)) < p_visit
+    returns = np.where(visited, rng.random((m, n_states)) * f_max, 0.0)
+    return FirstVisits(visited, returns)
+
+
+def neighbours(data: FirstVisits, f_max: float) -> Iterator[tuple[str, FirstVisits, FirstVisits]]:
+    """(name, X, X'): the adversarial replacements of the last trajectory of spec §7.6."""
+    vis, ret = data.visited.copy(), data.returns.copy()
+    last = vis[-1]
+
+    def swap(new_vis: np.ndarray, new_ret: np.ndarray, x_ret: np.ndarray | None = None
+             ) -> tuple[FirstVisits, FirstVisits]:
+        r0 = ret.copy()
+        if x_ret is not None:
+            r0[-1] = x_ret
+        v1, r1 = vis.copy(), r0.copy()
+        v1[-1], r1[-1] = new_vis, new_ret
+        return FirstVisits(vis.copy(), r0), FirstVisits(v1, r1)
+
+    n_states = vis.shape[1]
+    yield ("complement, F_max", *swap(~last, np.where(~last, f_max, 0.0)))
+    yield ("all states F_max vs returns 0",
+           *swap(np.ones(n_states, bool), np.full(n_states, f_max), np.zeros(n_states)))
+    rare = int(np.argmin(vis.sum(axis=0)))
+    only = np.zeros(n_states, bool)
+    only[rare] = True
+    yield ("least visited only, F_max", *swap(only, np.where(only, f_max, 0.0)))
+    yield ("least visited only, 0", *swap(only, np.zeros(n_states)))
+    yield ("empty trajectory", *swap(np.zeros(n_states, bool), np.zeros(n_states)))
+
+
+def hockey_stick(eps: float, mu_p: np.ndarray, sigma_p: float, mu_q: np.ndarray,
+                 sigma_q: float, grid: int = 40_001) -> float:
+    """E_{Z~P}[(1 - e^{eps - L(Z)})_+] for P = N(mu_p, sigma_p^2 I_d), Q = N(mu_q, sigma_q^2 I_d),
+    L = ln dP/dQ: exact in the chi-square coordinate, a fine quadrature in the normal one.
+
+    With Z = mu_p + sigma_p (a u + xi), u the unit vector along mu_p - mu_q, a ~ N(0,1) and
+    c = |xi|^2 ~ chi2_{d-1}: L = A(a) + B c, B = (s - 1)/2, s = sigma_p^2 / sigma_q^2, so for each
+    a the expectation over c is a chi-square CDF and a tilted chi-square CDF (closed form).
+    """
+    d = mu_p.size
+    dist = float(np.linalg.norm(mu_p - mu_q))
+    ratio = sigma_p**2 / sigma_q**2
+    b = (ratio - 1.0) / 2.0
+    a = np.linspace(-14.0, 14.0, grid)
+    big_a = (d * math.log(sigma_q / sigma_p) - a**2 / 2
+             + (sigma_p * a + dist) ** 2 / (2 * sigma_q**2))
+    k = d - 1
+    if k == 0 or b == 0.0:
+        inner = np.where(big_a > eps, 1.0 - np.exp(np.minimum(eps - big_a, 700.0)), 0.0)
+    else:
+        t = (eps - big_a) / b  # the positive part holds for c > t (b > 0) or c < t (b < 0)
+        chi, tilted = stats.chi2(k), ratio ** (-k / 2)
+        if b > 0:
+            tc = np.maximum(t, 0.0)
+            prob = chi.sf(tc)
+            weight = tilted * chi.sf(ratio * tc)
+        else:
+            tc = np.maximum(t, 0.0)
+            prob = chi.cdf(tc)
+            weight = tilted * chi.cdf(ratio * tc)
+        inner = prob - np.exp(np.minimum(eps - big_a, 700.0)) * weight
+        inner = np.maximum(inner, 0.0)
+    density = np.exp(-a**2 / 2) / math.sqrt(2 * math.pi)
+    return float(np.trapezoid(inner * density, a))
+
+
+def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
+    """One-sided (1 - alpha) upper confidence bound of a binomial proportion."""
+    return 1.0 if k >= n else float(stats.beta.ppf(1 - alpha, k + 1, n - k))
