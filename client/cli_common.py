@@ -157,7 +157,7 @@ def config_from_args(
                  "bonus_scale": args.bonus_scale, "radius_scale": args.radius_scale}
     knobs.update({k: v for k, v in shortcuts.items() if v is not None})
     try:
-        return RunConfig(
+        config = RunConfig(
             algo=args.algo,
             n_states=mdp.S,
             n_actions=mdp.A,
@@ -171,8 +171,12 @@ def config_from_args(
             preset=args.preset,
             knobs=knobs or None,
         )
+        config.algorithm()  # the algorithm's own rules across fields
     except ValidationError as exc:
         raise CliError(_pydantic_message(exc)) from None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    return config
 
 
 def _pydantic_message(exc: ValidationError) -> str:

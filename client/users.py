@@ -169,7 +169,8 @@ def encode_trajectory(ticket: str, traj: Trajectories) -> bytes:
 
 def encode_returns(ticket: str, visits: FirstVisits) -> bytes:
     """The policy-evaluation report body: row 0's first-visit returns [[s, F], ...]."""
-    return ReturnsReport(ticket=ticket, visits=visits.pairs(0)).model_dump_json().encode()
+    report = ReturnsReport(kind="returns", ticket=ticket, visits=visits.pairs(0))
+    return report.model_dump_json().encode()
 
 
 ENCODERS = {"trajectory": encode_trajectory, "returns": encode_returns}  # raw kinds, by name

@@ -120,7 +120,10 @@ class Registry:
         seed comes from the OS CSPRNG. Either way it is a secret: no route or log shows it.
         """
         self._check_ready()
-        self.check_size(config)
+        try:
+            self.check_size(config)
+        except (ValueError, ArithmeticError) as exc:
+            raise Refusal(422, "invalid_run", f"cannot create this run: {exc}") from exc
         run_id = secrets.token_hex(8)
         while self.store.run_exists(run_id):  # pragma: no cover - 64 random bits
             run_id = secrets.token_hex(8)

@@ -117,11 +117,19 @@ class RunConfig(BaseModel):
                 raise ValueError("the Gaussian mechanism needs 0 < delta < 1 (e.g. --delta 1e-5)")
         if self.privacy != "none" and self.mechanism == "laplace" and self.delta != 0:
             raise ValueError("the Laplace mechanism is pure epsilon-DP: leave delta at 0")
-        self.algorithm()  # the algorithm refuses a privacy mode or knobs it does not have
+        # What the schema states too: the algorithm exists and has this privacy mode and knobs.
+        # Rules across fields (e.g. features that need more states) are the algorithm's, checked
+        # when it is bound (`algorithm()`): a server answers them as a run it cannot build.
+        from .algorithms import registry
+
+        algo = registry.get(self.algo)
+        algo.check_mode(self.privacy)
+        algo.resolve_knobs(self.preset, self.knobs)
         return self
 
     def algorithm(self) -> Algorithm:
-        """The registered algorithm bound to this configuration (knobs resolved)."""
+        """The registered algorithm bound to this configuration (knobs resolved and checked
+        against the rest of the configuration: ValueError if they do not fit)."""
         from .algorithms import registry
 
         return registry.get(self.algo)(self)

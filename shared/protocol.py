@@ -9,16 +9,21 @@ field that could carry a state, action or reward.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from privrl.config import RunConfig
 from privrl.privacy.accountant import Ledger
 from privrl.seeding import SEED_BITS
 from privrl.wire import INTEGRAL
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 API_VERSION = "v1"
+
+
+def _pair(value: Any) -> Any:
+    """A two-item JSON array as the tuple it stands for (other values unchanged)."""
+    return tuple(value) if isinstance(value, list) and len(value) == 2 else value
 TICKET_PATTERN = r"^[A-Za-z0-9_-]{16,128}$"
 
 
@@ -48,10 +53,8 @@ class RunRequest(RunConfig):
     one from the OS CSPRNG. Pass one only for reproducible simulation.
     """
 
-    seed: int | None = Field(
+    seed: Annotated[int, Field(ge=0, lt=2**SEED_BITS), INTEGRAL] | None = Field(
         None,
-        ge=0,
-        lt=2**SEED_BITS,
         description="optional secret seed of the server's noise (reproducible experiments"
         " only); write-only: never returned, logged or shown in metrics. Default: drawn from"
         " the OS CSPRNG",
@@ -145,14 +148,16 @@ class NoisyReport(Strict):
 
 
 NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+# A JSON array [s, F]: parsed JSON holds lists, which strict mode would not take as tuples.
+Visit = Annotated[tuple[Index, NonNegFloat], BeforeValidator(_pair)]
 
 
 class ReturnsReport(Strict):
     """Policy evaluation (trusted curator): one user's first-visit returns, sparse."""
 
-    kind: Literal["returns"] = "returns"
+    kind: Literal["returns"]
     ticket: str = Field(pattern=TICKET_PATTERN)
-    visits: list[tuple[Index, NonNegFloat]] = Field(
+    visits: list[Visit] = Field(
         description="[[s, F_{x,s}], ...]: every state the trajectory visits, once, with its"
         " first-visit discounted return (>= 0; the server clips it to the run's public F_max)"
     )

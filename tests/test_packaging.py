@@ -7,6 +7,7 @@ from it; `shared`, `server` and `client` do not exist.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -29,9 +30,12 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
 
 
 def test_a_regular_install_has_only_privrl(tmp_path: Path) -> None:
-    wheels, target = tmp_path / "wheels", tmp_path / "site"
+    wheels, target, source = tmp_path / "wheels", tmp_path / "site", tmp_path / "source"
+    # build from a copy: setuptools writes build/ and *.egg-info/ next to the sources
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", "results"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                    "-q", "-w", str(wheels), str(REPO)], check=True, capture_output=True)
+                    "-q", "-w", str(wheels), str(source)], check=True, capture_output=True)
     (wheel,) = wheels.glob("privrl-*.whl")
     tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"privrl"}

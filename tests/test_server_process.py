@@ -176,13 +176,16 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
 # expects every request the schema allows to be accepted (2xx) or refused for state (401, 403,
 # 404, 409, 429). Two operations refuse schema-valid requests, with 422 and a `code` naming the
 # rule, by rules no static JSON Schema can state: creating a run whose H*S*A*S exceeds the
-# server's cell limit (a product of fields: `too_large`), and a report that does not fit the run
-# it is sent to (that run's H, S, A, served policy and privacy mode: `invalid`, `wrong_kind`).
+# server's cell limit (a product of fields: `too_large`) or that breaks its algorithm's own rules
+# across fields (e.g. feature groups larger than S, a weight per state: `invalid_run`), and a
+# report that does not fit the run it is sent to (that run's H, S, A, served policy and privacy
+# mode: `invalid`, `wrong_kind`). What a schema can state (the algorithm's privacy modes and
+# knobs) is in the served schema and refused as `schema`.
 # For those two operations 422 is one more expected status of positive data, and the extra check
 # `refused_only_by_rules_beyond_the_schema` keeps the rest of the check's power: on any operation,
 # a schema-valid request gets a 400/422 only with one of those codes, never `schema` (refused by
-# request validation) nor `invalid_run` (a spec the learner cannot be built for).
-RULES_BEYOND_THE_SCHEMA = {"too_large", "invalid", "wrong_kind"}
+# request validation).
+RULES_BEYOND_THE_SCHEMA = {"too_large", "invalid_run", "invalid", "wrong_kind"}
 POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
 BEYOND_THE_SCHEMA = [("/v1/runs", "POST"), ("/v1/runs/{run_id}/reports", "POST")]
 FUZZ_CONFIG = {

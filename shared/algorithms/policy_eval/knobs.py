@@ -23,11 +23,13 @@ from .features import group_size
 class PolicyEvalKnobs(BaseModel):
     """Public, data-independent parameters of first-visit Monte Carlo policy evaluation."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     features: str = Field(
-        "tabular", description="Phi: 'tabular' (identity) or 'aggK' (K adjacent states share"
-        " one feature: agg2, agg4, agg8)"
+        "tabular",
+        pattern=r"^(tabular|agg[1-9][0-9]*)$",
+        description="Phi: 'tabular' (identity) or 'aggK' (K adjacent states share one feature:"
+        " agg2, agg4, agg8)",
     )
     gamma: float = Field(0.99, gt=0, lt=1, description="discount of the evaluated returns")
     r_max: float = Field(1.0, gt=0, description="public bound on one step's reward")
