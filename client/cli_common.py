@@ -13,6 +13,7 @@ import math
 from privrl import algorithms
 from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
+from privrl.worlds.linear_mixture import model_spec_of
 from privrl.worlds.tabular import TabularMDP
 from pydantic import ValidationError
 
@@ -61,9 +62,10 @@ def add_world_options(p: argparse.ArgumentParser) -> None:
     """--env and the world's parameters (known to users, not to the server)."""
     p.add_argument(
         "--env",
-        default="riverswim",
-        help="riverswim | garnet | gymnasium:<EnvId> (e.g. gymnasium:FrozenLake-v1, needs "
-        "privrl[gym]) | FILE.npz",
+        default=None,
+        help="riverswim | garnet | lm-hard | lm-mix | zhou-mix | zhou-tabular | gymnasium:<EnvId>"
+        " (e.g. gymnasium:FrozenLake-v1, needs privrl[gym]) | FILE.npz (default: the algorithm's"
+        " own world, riverswim without --algo)",
     )
     p.add_argument("--horizon", type=positive_int, default=None,
                    help="H (default: the world's own, 20 for riverswim and garnet;"
@@ -134,11 +136,15 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
 def world_from_args(args: argparse.Namespace) -> WorldSpec:
     """The WorldSpec the arguments describe (garnet's flags, then any --world-param)."""
     params: dict[str, object] = {}
-    if args.env == "garnet":
+    env = args.env
+    if env is None:
+        algo = getattr(args, "algo", None)
+        env = algorithms.get(algo).default_world if algo else "riverswim"
+    if env == "garnet":
         params = {"n_states": args.garnet_states, "n_actions": args.garnet_actions,
                   "seed": args.world_seed}
     params.update(dict(args.world_param))
-    return WorldSpec(args.env, args.horizon, params)
+    return WorldSpec(env, args.horizon, params)
 
 
 def config_from_args(
@@ -162,6 +168,7 @@ def config_from_args(
             n_states=mdp.S,
             n_actions=mdp.A,
             horizon=mdp.H,
+            model=model_spec_of(mdp),
             episodes=args.episodes,
             privacy=privacy,
             epsilon=epsilon,

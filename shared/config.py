@@ -1,6 +1,7 @@
 """Public run configuration: everything fixed before a run starts (and known to everyone).
 
-The true world is *not* part of it: the server only knows the model class (S, A, H). Presets fill
+The true world is *not* part of it: the server only knows the model class (S, A, H), and for
+linear-mixture worlds the public feature map (`model`, never the true parameters). Presets fill
 the learner's public, data-independent knobs; no knob ever changes the privacy noise. Seeds are
 not part of it either: a seed behind published noise is as private as the data (anyone who knows
 it can recompute the noise and subtract it), so seeds travel separately (`privrl.seeding`).
@@ -12,6 +13,7 @@ import math
 from typing import TYPE_CHECKING, Any, Literal
 
 from privrl.privacy.noise import NoiseName
+from privrl.worlds.linear_mixture import ModelSpec
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 if TYPE_CHECKING:
@@ -36,6 +38,12 @@ class RunConfig(BaseModel):
     n_actions: int = Field(..., ge=1, le=50, description="A (public model class)")
     horizon: int = Field(..., ge=1, le=1000, description="H")
     episodes: int = Field(..., ge=1, le=10_000_000, description="K, fixed in advance")
+    model: ModelSpec | None = Field(
+        None,
+        description="the public model class beyond (S, A, H): a registered feature map (e.g."
+        " lm-hard, lm-mix, zhou-mix) with its public parameters, or 'inline' arrays; the true"
+        " parameters stay with the users' world. Needed by linear-mixture algorithms",
+    )
     privacy: PrivacyMode = "jdp"
     epsilon: float = Field(1.0, gt=0, description="privacy budget per user (inf allowed)")
     delta: float = Field(0.0, ge=0, lt=1, description="needed (> 0) for the Gaussian mechanism")
