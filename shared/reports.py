@@ -115,10 +115,9 @@ def _noisy(report: NoisyReport, calibration: Calibration) -> Stats:
         raise _invalid(
             f"arrays must be exactly the released families {sorted(want)}: " + ", ".join(parts)
         )
-    margin = calibration.acceptance_margin(FALSE_REFUSAL)
-    clean = {f.name: f.clean_max for f in calibration.families}
     out = {}
     for name in sorted(want):
+        fam = calibration.family(name)
         shape = want[name]
         size = math.prod(shape)
         values = report.arrays[name]
@@ -128,15 +127,25 @@ def _noisy(report: NoisyReport, calibration: Calibration) -> Stats:
                 f" order), got {len(values)}"
             )
         arr = np.asarray(values, dtype=np.float64)
-        lo, hi = -margin, clean[name] + margin
+        margin = calibration.acceptance_margin(FALSE_REFUSAL, name)
+        lo, hi = fam.clean_min - margin, fam.clean_max + margin
         outside = np.flatnonzero((arr < lo) | (arr > hi))
         if outside.size:
             raise _invalid(
                 f"arrays[{name!r}][{int(outside[0])}] is outside [{lo:.6g}, {hi:.6g}]: a clean"
-                f" value in [0, {clean[name]:g}] plus this run's noise lands there with"
-                f" probability below {FALSE_REFUSAL:g} per honest report"
+                f" value in [{fam.clean_min:g}, {fam.clean_max:g}] plus this run's noise lands"
+                f" there with probability below {FALSE_REFUSAL:g} per honest report"
             )
-        out[name] = arr.reshape((1, *shape))
+        arr = arr.reshape((1, *shape))
+        if fam.symmetric:
+            asym = np.argwhere(arr != np.swapaxes(arr, -1, -2))
+            if asym.size:
+                where = tuple(int(i) for i in asym[0][1:])
+                raise _invalid(
+                    f"arrays[{name!r}] must hold symmetric matrices (its last two axes), but entry"
+                    f" {list(where)} differs from its mirror; honest users mirror their noise"
+                )
+        out[name] = arr
     return out
 
 

@@ -38,14 +38,23 @@ PolicyMessage = dict[str, np.ndarray]
 @dataclass(frozen=True)
 class Family:
     """A statistic family an algorithm releases: one user's contribution has `shape`, entries in
-    [0, clean_max], and replace-one-user sensitivities `l1`, `l2` (the calibration and the ledger
-    read these; nobody re-derives them)."""
+    [clean_min, clean_max], and replace-one-user sensitivities `l1`, `l2` (the calibration and the
+    ledger read these; nobody re-derives them).
+
+    `symmetric`: the last two axes hold symmetric matrices; noise is i.i.d. on the upper triangle
+    (diagonal included) and mirrored, and `l1`, `l2` are measured on those released coordinates.
+    `scale`: a fixed noise scale (a paper's calibration) instead of one calibrated from the
+    budget; the ledger still charges what that scale actually spends.
+    """
 
     name: str
     shape: tuple[int, ...]
     l1: float
     l2: float
     clean_max: float = 1.0
+    clean_min: float = 0.0
+    symmetric: bool = False
+    scale: float | None = None
 
 
 class NoKnobs(BaseModel):
