@@ -103,8 +103,10 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
     p.add_argument(
         "--mechanism",
         nargs=nargs,
-        default=["laplace"] if many else "laplace",
+        default=None,
         choices=["laplace", "gaussian"],
+        help="noise mechanism (default: the algorithm's own; laplace for dp-ucbvi, gaussian for"
+        " the linear-mixture algorithms)",
     )
     p.add_argument("--episodes", type=positive_int, default=10_000, help="K")
     p.add_argument("--preset", default="practical", choices=["faithful", "practical"])
@@ -131,6 +133,13 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
         help="noise backend: numpy (seeded, reproducible) or opendp (OS CSPRNG, exact samplers;"
         " needs privrl[secure])",
     )
+
+
+def mechanisms_from_args(args: argparse.Namespace) -> list[str]:
+    """--mechanism as a list, or the algorithm's default mechanism."""
+    if args.mechanism is None:
+        return [algorithms.get(args.algo).default_mechanism]
+    return args.mechanism if isinstance(args.mechanism, list) else [args.mechanism]
 
 
 def world_from_args(args: argparse.Namespace) -> WorldSpec:

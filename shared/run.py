@@ -18,6 +18,7 @@ from privrl.privacy.privatizers import Privatizer, make_privatizer, randomize_lo
 from privrl.seeding import user_generator
 from privrl.stats import Stats
 from privrl.worlds.evaluation import episode_regret
+from privrl.worlds.linear_mixture import model_spec_of
 from privrl.worlds.rollout import Trajectories, draw_uniforms, rollout
 from privrl.worlds.tabular import TabularMDP
 
@@ -159,6 +160,9 @@ def run_in_process(
             f"world has (S, A, H) = {(mdp.S, mdp.A, mdp.H)} but the run was configured for "
             f"{(config.n_states, config.n_actions, config.horizon)}"
         )
+    spec = model_spec_of(mdp)
+    if config.model is not None and spec != config.model:
+        raise ValueError("the world's public model differs from the run's configured model")
     run = Run(config, seeds)
     n_rep, k_total = len(run.seeds), config.episodes
     regret = np.empty((n_rep, k_total))

@@ -4,7 +4,10 @@ Importing this package registers every built-in algorithm. A third-party algorit
 `Algorithm` and calls `register` (servers import such modules named in PRIVRL_PLUGINS).
 """
 
-from . import ucbvi  # noqa: F401  (registers dp-ucbvi)
+from . import (
+    linmix,  # noqa: F401  (registers ucrl-vtr, linopt-vi, linopt-po)
+    ucbvi,  # noqa: F401  (registers dp-ucbvi)
+)
 from .base import PRIVACY_MODES, Algorithm, Family, Learner, NoKnobs, PolicyMessage
 from .registry import get, load_plugins, names, register
 

@@ -91,6 +91,7 @@ class Algorithm(ABC):
     knobs_model: ClassVar[type[BaseModel]] = NoKnobs
     presets: ClassVar[Mapping[str, BaseModel]] = {"faithful": NoKnobs(), "practical": NoKnobs()}
     default_world: ClassVar[str] = "riverswim"
+    default_mechanism: ClassVar[str] = "laplace"
 
     def __init__(self, config: RunConfig) -> None:
         """Bind to `config`; refuse (ValueError) a privacy mode or knobs this algorithm lacks."""
