@@ -33,6 +33,7 @@ from privrl.protocol import API_VERSION, Ack, RandomizerParams, RunInfo, Ticket,
 from privrl.run import user_episode
 from privrl.seeding import generator, secret_seed
 from privrl.stats import Stats
+from privrl.worlds.linear_mixture import model_spec_of
 from privrl.worlds.rollout import Trajectories
 from privrl.worlds.tabular import TabularMDP
 from pydantic import ValidationError
@@ -97,6 +98,11 @@ class UserContext:
                 f"the users' world has (S, A, H) = {(mdp.S, mdp.A, mdp.H)} but run {info.id} is "
                 f"for {(cfg.n_states, cfg.n_actions, cfg.horizon)}: pass matching world options"
             )
+        if cfg.model is not None and model_spec_of(mdp) != cfg.model:
+            raise UserError(
+                f"the users' world has another public model than run {info.id} (its features or"
+                " rewards differ): pass the run's world and its options"
+            )
         algorithm = cfg.algorithm()
         return cls(info.id, cfg, calibrate(cfg, algorithm.families()), mdp, algorithm)
 
@@ -129,6 +135,13 @@ def check_randomizer(params: RandomizerParams | None, calibration: Calibration) 
             f"the ticket's noise scale {params.scale:.6g} is weaker than the calibration "
             f"{scale:.6g} of the run's public configuration: refusing to report"
         )
+    for name, own in calibration.scales().items():
+        asked = params.scales.get(name, params.scale)
+        if not asked >= own * (1.0 - SCALE_RTOL):
+            raise UserError(
+                f"the ticket's noise scale {asked:.6g} for {name!r} is weaker than the calibration"
+                f" {own:.6g} of the run's public configuration: refusing to report"
+            )
 
 
 def _fixed(x: float) -> str:
@@ -173,7 +186,15 @@ def play(ctx: UserContext, ticket: Ticket, client_seed: int) -> tuple[Trajectori
             f"the ticket's policy has shape {policy.shape} or actions outside [0, {cfg.n_actions})"
         )
     check_randomizer(ticket.randomizer, ctx.calibration)
-    message = {"actions": policy[None]}
+    try:
+        message = ticket.policy.message()
+    except ValueError as exc:
+        raise UserError(f"the ticket's policy arrays are malformed: {exc}") from None
+    want = ctx.algorithm.message_arrays()
+    got = {k: tuple(v.shape[1:]) for k, v in message.items() if k != "actions"}
+    if got != want:
+        raise UserError(f"the ticket's policy carries arrays {got}, the run's algorithm sends"
+                        f" {want}: refusing to play it")
     traj, noisy = user_episode(
         ctx.mdp, message, [client_seed], ticket.episode, ctx.algorithm, ctx.calibration
     )

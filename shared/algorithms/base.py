@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from ..privacy.calibration import Calibration
 
 PRIVACY_MODES = ("none", "jdp", "ldp")
-# What users are sent: "actions" (R, H, S) int is always there; an algorithm may add arrays.
+# What users are sent: "actions" (R, H, S) int is always there; an algorithm may add float
+# arrays (declared by `Algorithm.message_arrays`), e.g. value tables users compute features from.
 PolicyMessage = dict[str, np.ndarray]
 
 
@@ -132,6 +133,11 @@ class Algorithm(ABC):
     @abstractmethod
     def learner(self, calibration: Calibration, seeds: list[int]) -> Learner:
         """A fresh learner for replicas seeded by the server's secret `seeds`."""
+
+    def message_arrays(self) -> dict[str, tuple[int, ...]]:
+        """The arrays the policy message carries besides "actions", with their shapes for one
+        replica (users refuse a ticket that does not match); default: none."""
+        return {}
 
     def report_kind(self, privacy: str) -> str:
         """The report kind users send (`privrl.reports.KINDS`): locally randomized arrays in

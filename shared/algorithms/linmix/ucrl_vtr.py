@@ -193,6 +193,10 @@ class UCRLVTRAlgorithm(Algorithm):
                    False, scale),
         )
 
+    def message_arrays(self) -> dict[str, tuple[int, ...]]:
+        """The value tables V~_1..V~_{H+1} (V~_{H+1} = 0) users compute X and y from."""
+        return {"values": (self.config.horizon + 1, self.config.n_states)}
+
     def user_statistics(self, trajectories: Trajectories, message: PolicyMessage) -> Stats:
         """X X^T and X y per step from the user's trajectory and the message's value tables."""
         h = float(self.config.horizon)
