@@ -89,13 +89,19 @@ def _trajectory(report: TrajectoryReport, run: Run, served: PolicyMessage, versi
         raise _invalid(f"actions[{bad}] is outside [0, A) = [0, {n_a})")
     states = np.asarray(report.states, dtype=np.int64)
     actions = np.asarray(report.actions, dtype=np.int64)
-    played = served["actions"][0][np.arange(horizon), states[:-1]]
-    wrong = np.flatnonzero(played != actions)
+    if "probs" in served:  # a stochastic policy: the action must be possible
+        possible = served["probs"][0][np.arange(horizon), states[:-1], actions] > 0
+        wrong = np.flatnonzero(~possible)
+        what = "an action that policy version {v} (served with this ticket) never takes"
+    else:
+        played = served["actions"][0][np.arange(horizon), states[:-1]]
+        wrong = np.flatnonzero(played != actions)
+        what = "not the action that policy version {v} (served with this ticket) takes"
     if wrong.size:
         h = int(wrong[0])
         raise _invalid(
-            f"actions[{h}] is not the action that policy version {version} (served with this"
-            f" ticket) takes in states[{h}]; a user plays the policy it was sent"
+            f"actions[{h}] is {what.format(v=version)} in states[{h}]; a user plays the policy"
+            " it was sent"
         )
     rewards = np.asarray(report.rewards, dtype=np.float64)
     return Trajectories(states=states[None], actions=actions[None], rewards=rewards[None])

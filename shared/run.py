@@ -17,14 +17,27 @@ from privrl.privacy.calibration import Calibration, calibrate
 from privrl.privacy.privatizers import Privatizer, make_privatizer, randomize_locally
 from privrl.seeding import user_generator
 from privrl.stats import Stats
-from privrl.worlds.evaluation import episode_regret
+from privrl.worlds.evaluation import episode_regret, episode_regret_stochastic
 from privrl.worlds.linear_mixture import model_spec_of
-from privrl.worlds.rollout import Trajectories, draw_uniforms, rollout
+from privrl.worlds.rollout import Trajectories, draw_uniforms, rollout, rollout_stochastic
 from privrl.worlds.tabular import TabularMDP
 
 
 class RunFinished(RuntimeError):
     """All K episodes of the run have been reported."""
+
+
+def played_policy(message: PolicyMessage) -> np.ndarray:
+    """What users play: the stochastic policy "probs" (R, H, S, A) when the message has one,
+    else the deterministic "actions" (R, H, S)."""
+    return message["probs"] if "probs" in message else message["actions"]
+
+
+def message_regret(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
+    """Exact per-episode regret of `played_policy` arrays (deterministic or stochastic)."""
+    if policies.ndim == 4:
+        return episode_regret_stochastic(mdp, policies)
+    return episode_regret(mdp, policies)
 
 
 def same_message(a: PolicyMessage | None, b: PolicyMessage) -> bool:
@@ -121,11 +134,17 @@ def user_episode(
     """What users do in episode k: roll out, and in LDP randomize locally before anything leaves.
 
     User r draws everything from `user_generator(client_seeds[r], episode)`: first the rollout's
-    uniforms, then the local randomizer's noise. Returns the trajectories (which stay with the
-    users in LDP) and the noisy report (LDP) or None.
+    uniforms, then (stochastic policies only) H uniforms for its actions, then the local
+    randomizer's noise. Returns the trajectories (which stay with the users in LDP) and the noisy
+    report (LDP) or None.
     """
     rngs = [user_generator(cs, episode) for cs in client_seeds]
-    traj = rollout(mdp, message["actions"], draw_uniforms(rngs, mdp.H))
+    uniforms = draw_uniforms(rngs, mdp.H)
+    if "probs" in message:
+        action_uniforms = np.stack([rng.random(mdp.H) for rng in rngs])
+        traj = rollout_stochastic(mdp, message["probs"], uniforms, action_uniforms)
+    else:
+        traj = rollout(mdp, message["actions"], uniforms)
     if calibration.mode != "ldp":
         return traj, None
     stats = algorithm.user_statistics(traj, message)
@@ -169,13 +188,15 @@ def run_in_process(
     last_policy: np.ndarray | None = None
     last_regret = np.zeros(n_rep)
     for k in range(k_total):
-        pol = run.policy()
+        pol = played_policy(run.message())
         changed = (
-            np.ones(n_rep, bool) if last_policy is None else np.any(pol != last_policy, axis=(1, 2))
+            np.ones(n_rep, bool)
+            if last_policy is None
+            else np.any((pol != last_policy).reshape(n_rep, -1), axis=1)
         )
         if changed.any():
             last_regret = last_regret.copy()
-            last_regret[changed] = episode_regret(mdp, pol[changed])
+            last_regret[changed] = message_regret(mdp, pol[changed])
             last_policy = pol
         regret[:, k] = last_regret
         message = run.message()

@@ -42,14 +42,14 @@ def request_body(config: RunConfig, seed: int = 3) -> dict[str, Any]:
     return RunRequest(**config.model_dump(), seed=seed).model_dump(mode="json", exclude_none=True)
 
 
-def reference(config: RunConfig, server_seed: int, client_seed: int):
+def reference(config: RunConfig, server_seed: int, client_seed: int, mdp=HARD):
     """The in-process protocol, one user at a time: messages, trajectories, raw and noisy stats."""
     run = Run(config, [server_seed])
     messages, raws, noisies = [], [], []
     for k in range(config.episodes):
         message = run.message()
         messages.append({n: a[0].copy() for n, a in message.items()})
-        traj, noisy = user_episode(HARD, message, [client_seed], k, run.algorithm,
+        traj, noisy = user_episode(mdp, message, [client_seed], k, run.algorithm,
                                    run.calibration)
         raws.append({n: a[0] for n, a in run.algorithm.user_statistics(traj, message).items()})
         noisies.append(None if noisy is None else {n: a[0] for n, a in noisy.items()})
@@ -96,6 +96,30 @@ def test_sequential_http_run_matches_in_process(server, privacy: str) -> None:
         spent = in_process.ledger.totals(config.delta).epsilon
         assert ledger.epsilon == pytest.approx(spent, rel=1e-12)
         assert spent == pytest.approx(config.epsilon, rel=1e-6)
+
+
+@pytest.mark.parametrize(("algo", "privacy"), [("linopt-po", "jdp"), ("linopt-vi", "ldp")])
+def test_linopt_over_http_matches_in_process(server, algo: str, privacy: str) -> None:
+    """LinOpt too; PO's policy is stochastic: users sample from the served probabilities."""
+    e2 = make("zhou-mix")
+    config = RunConfig(algo=algo, n_states=e2.S, n_actions=e2.A, horizon=e2.H,
+                       model=model_spec_of(e2), episodes=30, privacy=privacy, epsilon=100.0,
+                       delta=1e-5, mechanism="gaussian")
+    run_id = create_run(server, config, seed=SEED)
+    done = run_cli("users", "--server", server.url, "--run", run_id, "--concurrency", "1",
+                   "--seed", str(SEED), "--env", "zhou-mix", "--quiet")
+    assert done.returncode == 0, done.stderr
+    _, messages, _, _ = reference(config, SEED, SEED, e2)
+    in_process = run_in_process(config, e2, [SEED])
+    ev = evaluate(server.url, run_id, e2)
+    with ServerAPI(server.url) as api:
+        log = api.policies(run_id)
+    for k in range(30):
+        for name, arr in log.arrays[log.episodes[k]].items():
+            np.testing.assert_array_equal(arr.to_array(), messages[k][name])
+    np.testing.assert_allclose(ev.regret, in_process.regret[0], rtol=0, atol=1e-12)
+    if algo == "linopt-po":
+        assert "probs" in log.arrays[log.episodes[-1]]
 
 
 def _ldp_run(apps) -> tuple[Any, str, RunConfig, dict[str, Any]]:

@@ -3,4 +3,4 @@
 Importing this package registers them.
 """
 
-from . import ucrl_vtr  # noqa: F401  (registers ucrl-vtr)
+from . import linopt, ucrl_vtr  # noqa: F401  (register ucrl-vtr, linopt-vi, linopt-po)
