@@ -13,6 +13,7 @@ import math
 from privrl import algorithms
 from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
+from privrl.worlds.linear_mixture import model_spec_of
 from privrl.worlds.tabular import TabularMDP
 from pydantic import ValidationError
 
@@ -61,9 +62,10 @@ def add_world_options(p: argparse.ArgumentParser) -> None:
     """--env and the world's parameters (known to users, not to the server)."""
     p.add_argument(
         "--env",
-        default="riverswim",
-        help="riverswim | garnet | gymnasium:<EnvId> (e.g. gymnasium:FrozenLake-v1, needs "
-        "privrl[gym]) | FILE.npz",
+        default=None,
+        help="riverswim | garnet | lm-hard | lm-mix | zhou-mix | zhou-tabular | gymnasium:<EnvId>"
+        " (e.g. gymnasium:FrozenLake-v1, needs privrl[gym]) | FILE.npz (default: the algorithm's"
+        " own world, riverswim without --algo)",
     )
     p.add_argument("--horizon", type=positive_int, default=None,
                    help="H (default: the world's own, 20 for riverswim and garnet;"
@@ -101,8 +103,10 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
     p.add_argument(
         "--mechanism",
         nargs=nargs,
-        default=["laplace"] if many else "laplace",
+        default=None,
         choices=["laplace", "gaussian"],
+        help="noise mechanism (default: the algorithm's own; laplace for dp-ucbvi, gaussian for"
+        " the linear-mixture algorithms)",
     )
     p.add_argument("--episodes", type=positive_int, default=10_000, help="K")
     p.add_argument("--preset", default="practical", choices=["faithful", "practical"])
@@ -131,14 +135,25 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
     )
 
 
+def mechanisms_from_args(args: argparse.Namespace) -> list[str]:
+    """--mechanism as a list, or the algorithm's default mechanism."""
+    if args.mechanism is None:
+        return [algorithms.get(args.algo).default_mechanism]
+    return args.mechanism if isinstance(args.mechanism, list) else [args.mechanism]
+
+
 def world_from_args(args: argparse.Namespace) -> WorldSpec:
     """The WorldSpec the arguments describe (garnet's flags, then any --world-param)."""
     params: dict[str, object] = {}
-    if args.env == "garnet":
+    env = args.env
+    if env is None:
+        algo = getattr(args, "algo", None)
+        env = algorithms.get(algo).default_world if algo else "riverswim"
+    if env == "garnet":
         params = {"n_states": args.garnet_states, "n_actions": args.garnet_actions,
                   "seed": args.world_seed}
     params.update(dict(args.world_param))
-    return WorldSpec(args.env, args.horizon, params)
+    return WorldSpec(env, args.horizon, params)
 
 
 def config_from_args(
@@ -162,6 +177,7 @@ def config_from_args(
             n_states=mdp.S,
             n_actions=mdp.A,
             horizon=mdp.H,
+            model=model_spec_of(mdp),
             episodes=args.episodes,
             privacy=privacy,
             epsilon=epsilon,

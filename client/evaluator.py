@@ -13,6 +13,7 @@ import numpy as np
 from privrl.client.api import ApiError, ServerAPI
 from privrl.protocol import PolicyLog
 from privrl.worlds import episode_regret
+from privrl.worlds.evaluation import episode_regret_stochastic
 from privrl.worlds.tabular import TabularMDP
 
 
@@ -55,7 +56,13 @@ def regret_from_log(mdp: TabularMDP, log: PolicyLog) -> Evaluation:
     order = sorted(policies)
     if not order:
         return Evaluation(log.run_id, np.zeros(0), served, policies)
-    per_version = episode_regret(mdp, np.stack([policies[v] for v in order]))
+    stochastic = {v: a["probs"].to_array() for v, a in log.arrays.items() if "probs" in a}
+    if stochastic:  # the users played these action probabilities, not the actions
+        if set(stochastic) != set(order):
+            raise ValueError("the policy log has action probabilities for some versions only")
+        per_version = episode_regret_stochastic(mdp, np.stack([stochastic[v] for v in order]))
+    else:
+        per_version = episode_regret(mdp, np.stack([policies[v] for v in order]))
     index = {v: i for i, v in enumerate(order)}
     regret = per_version[[index[int(v)] for v in served]] if served.size else np.zeros(0)
     return Evaluation(log.run_id, np.asarray(regret, dtype=np.float64), served, policies)

@@ -13,6 +13,7 @@ from privrl.client.cli_common import (
     add_learning_options,
     add_world_options,
     config_from_args,
+    mechanisms_from_args,
     positive_int,
     world_from_args,
 )
@@ -24,7 +25,8 @@ def sweep_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
     """The cartesian product privacy x epsilon x mechanism (non-private once)."""
     configs: list[RunConfig] = []
     seen = set()
-    for privacy, eps, mech in itertools.product(args.privacy, args.epsilon, args.mechanism):
+    mechanisms = mechanisms_from_args(args)
+    for privacy, eps, mech in itertools.product(args.privacy, args.epsilon, mechanisms):
         key = (privacy, None, None) if privacy == "none" else (privacy, eps, mech)
         if key in seen:
             continue
@@ -134,7 +136,8 @@ def cmd_algorithms(args: argparse.Namespace) -> int:
         algo = algorithms.get(name)
         knobs = ", ".join(sorted(algo.knobs_model.model_fields)) or "-"
         print(f"{name:<16} privacy: {', '.join(algo.privacy_modes):<16} world: "
-              f"{algo.default_world:<12} presets: {', '.join(sorted(algo.presets))}")
+              f"{algo.default_world:<12} mechanism: {algo.default_mechanism:<9} presets: "
+              f"{', '.join(sorted(algo.presets))}")
         print(f"{'':<16} {algo.summary}")
         print(f"{'':<16} knobs: {knobs}")
     return 0

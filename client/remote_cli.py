@@ -20,6 +20,7 @@ from privrl.client.cli_common import (
     add_learning_options,
     add_world_options,
     config_from_args,
+    mechanisms_from_args,
     positive_int,
     world_from_args,
 )
@@ -100,7 +101,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_runs_create(args: argparse.Namespace) -> int:
     """privrl runs create: POST a RunConfig (the world options only give S and A)."""
     mdp = world_from_args(args).build()
-    config = config_from_args(args, args.privacy, args.epsilon, args.mechanism, mdp)
+    mechanism = mechanisms_from_args(args)[0]
+    config = config_from_args(args, args.privacy, args.epsilon, mechanism, mdp)
     seed = _seed(args.seed, SERVER_SEED_ENV)
     with _api(args, admin=True) as api:
         try:

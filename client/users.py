@@ -138,6 +138,13 @@ def check_randomizer(params: RandomizerParams | None, calibration: Calibration) 
             f"the ticket's noise scale {params.scale:.6g} is weaker than the calibration "
             f"{scale:.6g} of the run's public configuration: refusing to report"
         )
+    for name, own in calibration.scales().items():
+        asked = params.scales.get(name, params.scale)
+        if not asked >= own * (1.0 - SCALE_RTOL):
+            raise UserError(
+                f"the ticket's noise scale {asked:.6g} for {name!r} is weaker than the calibration"
+                f" {own:.6g} of the run's public configuration: refusing to report"
+            )
 
 
 def _fixed(x: float) -> str:
@@ -192,7 +199,15 @@ def play(ctx: UserContext, ticket: Ticket, client_seed: int
             f"the ticket's policy has shape {policy.shape} or actions outside [0, {cfg.n_actions})"
         )
     check_randomizer(ticket.randomizer, ctx.calibration)
-    message = {"actions": policy[None]}
+    try:
+        message = ticket.policy.message()
+    except ValueError as exc:
+        raise UserError(f"the ticket's policy arrays are malformed: {exc}") from None
+    want = ctx.algorithm.message_arrays()
+    got = {k: tuple(v.shape[1:]) for k, v in message.items() if k != "actions"}
+    if got != want:
+        raise UserError(f"the ticket's policy carries arrays {got}, the run's algorithm sends"
+                        f" {want}: refusing to play it")
     traj, noisy = user_episode(
         ctx.mdp, message, [client_seed], ticket.episode, ctx.algorithm, ctx.calibration
     )

@@ -5,9 +5,11 @@ tickets and keeps the store in step. It is not thread-safe: the app holds the ru
 (one writer per run) around every call, and runs the call in a worker thread.
 
 When the learner plans matters (DP-UCBVI clips Q~ by the previous plan), so the planning points
-are part of the persisted state: the learner plans before the first episode and at every claim
-(at most once per number of reports counted), and each claim row records that number. A replay
-plans at exactly the same points and therefore rebuilds the same policy versions.
+are part of the persisted state (and each version's whole policy message, actions and any other
+arrays such as ucrl-vtr's value tables, is in the policy log): the learner plans before the first
+episode and at every claim (at most once per number of reports counted), and each claim row
+records that number. A replay plans at exactly the same points and therefore rebuilds the same
+policy versions.
 
 With the unseeded 'opendp' noise backend the JDP tree noise cannot be re-derived: every node
 value drawn while ingesting a report is stored in that report's transaction, and a replay takes
@@ -26,11 +28,13 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
+from privrl.algorithms.base import PolicyMessage
 from privrl.config import RunConfig
 from privrl.privacy.calibration import Calibration
 from privrl.privacy.tree import NodeNoise, StoredNoiseError
 from privrl.protocol import (
     Ack,
+    ArrayPayload,
     Billboard,
     EpisodeOutcome,
     LedgerView,
@@ -63,7 +67,7 @@ class OpenClaim:
     episode: int
     policy_version: int
     expires_at: float
-    actions: np.ndarray | None = None  # the policy served (H, S); None: look it up in the log
+    message: PolicyMessage | None = None  # the policy message served; None: look it up in the log
 
 
 def randomizer_params(calibration: Calibration) -> RandomizerParams | None:
@@ -74,7 +78,23 @@ def randomizer_params(calibration: Calibration) -> RandomizerParams | None:
         mechanism=calibration.mechanism_name,
         scale=calibration.noise_scale,
         families={f.name: list(f.shape) for f in calibration.families},
+        scales=calibration.scales(),
+        symmetric=[f.name for f in calibration.families if f.symmetric],
     )
+
+
+def arrays_json(arrays: dict[str, np.ndarray]) -> str:
+    """A policy message's other arrays as stored: {name: {shape, data}} (floats exact)."""
+    doc = {k: {"shape": list(v.shape), "data": v.ravel().tolist()} for k, v in arrays.items()}
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def stored_message(row: PolicyRow) -> PolicyMessage:
+    """The policy message (one replica, leading axis 1) of a stored policy version."""
+    message = {"actions": np.asarray(json.loads(row.actions), dtype=np.int64)[None]}
+    for name, arr in json.loads(row.arrays).items():
+        message[name] = np.asarray(arr["data"], dtype=np.float64).reshape(arr["shape"])[None]
+    return message
 
 
 class HostedRun:
@@ -100,6 +120,7 @@ class HostedRun:
         self.open: dict[str, OpenClaim] = {}
         self.version = 0
         self.actions = np.zeros((self.config.horizon, self.config.n_states), dtype=np.int64)
+        self.extras: dict[str, np.ndarray] = {}  # the message's other arrays (one replica)
         self.run.privatizer.journal_noise()
 
     @property
@@ -148,11 +169,11 @@ class HostedRun:
         stored = {p.version: p for p in self.store.policies(self.id)}
         plan_points = {0} | {c.planned_at for c in claims}
         version_of = {c.ticket: c.policy_version for c in claims}
-        actions = {v: np.asarray(json.loads(p.actions), dtype=np.int64) for v, p in stored.items()}
+        messages = {v: stored_message(p) for v, p in stored.items()}
         self._replan(stored)
         for rep in self.store.reports(self.id):
             version = version_of[rep.ticket]
-            served = {"actions": actions[version][None]}
+            served = messages[version]
             try:
                 accepted = restore(rep.kind, rep.payload, self.run, served, version)
             except ReportRejected as exc:
@@ -172,7 +193,7 @@ class HostedRun:
         pending = [c for c in claims if c.state == "open"]
         self.open = {
             c.ticket: OpenClaim(
-                c.ticket, c.episode, c.policy_version, c.expires_at, actions.get(c.policy_version)
+                c.ticket, c.episode, c.policy_version, c.expires_at, messages.get(c.policy_version)
             )
             for c in pending
         }
@@ -203,18 +224,27 @@ class HostedRun:
         if new is None:
             return
         old = stored.get(new.version)
-        if old is None or json.loads(old.actions) != json.loads(new.actions):
+        if old is None or json.loads(old.actions) != json.loads(new.actions) or json.loads(
+            old.arrays
+        ) != json.loads(new.arrays):
             raise RebuildError(f"run {self.id}: policy version {new.version} does not replay")
 
     def _plan(self) -> PolicyRow | None:
         """Let the learner plan at the current report count; the new version's row, if any."""
-        policy = self.run.policy()[0]
+        message = self.run.message()
         if self.run.policy_version == self.version:
             return None
         self.version = self.run.policy_version
-        self.actions = np.array(policy, dtype=np.int64)
+        self.actions = np.array(message["actions"][0], dtype=np.int64)
+        self.extras = {k: np.array(v[0], dtype=np.float64) for k, v in message.items()
+                       if k != "actions"}
         actions = json.dumps(self.actions.tolist(), separators=(",", ":"))
-        return PolicyRow(self.id, self.version, self.run.reported, actions)
+        return PolicyRow(self.id, self.version, self.run.reported, actions,
+                         arrays_json(self.extras))
+
+    def _current_message(self) -> PolicyMessage:
+        """The newest policy message, one replica (what a claim serves)."""
+        return {"actions": self.actions[None], **{k: v[None] for k, v in self.extras.items()}}
 
     def _atomically(self, what: str, mutate: Callable[[], T]) -> T:
         """Mutate memory and store together; on failure rebuild memory from the store (503)."""
@@ -288,7 +318,8 @@ class HostedRun:
 
         self._atomically("claim", mutate)
         self.claimed += 1
-        self.open[ticket] = OpenClaim(ticket, episode, self.version, expires_at, self.actions)
+        self.open[ticket] = OpenClaim(ticket, episode, self.version, expires_at,
+                                      self._current_message())
         log.info("run %s: episode %d claimed (policy version %d)", self.id, episode, self.version)
         return Ticket(
             run_id=self.id,
@@ -320,10 +351,9 @@ class HostedRun:
                 f" (claims last {self.claim_timeout:g} s); nothing was counted, claim a new"
                 " episode",
             )
-        actions = claim.actions if claim.actions is not None else self._served_policy(
+        served = claim.message if claim.message is not None else self._served_message(
             claim.policy_version
         )
-        served = {"actions": actions[None]}
         try:
             accepted = accept(report, self.run, served, claim.policy_version)
         except ReportRejected as exc:
@@ -374,13 +404,13 @@ class HostedRun:
             )
         return OpenClaim(row.ticket, row.episode, row.policy_version, row.expires_at)
 
-    def _served_policy(self, version: int) -> np.ndarray:
-        """The actions (H, S) of policy `version` (the current one, or from the stored log)."""
+    def _served_message(self, version: int) -> PolicyMessage:
+        """The message of policy `version` (the current one, or from the stored log)."""
         if version == self.version:
-            return self.actions
+            return self._current_message()
         for row in self.store.policies(self.id):
             if row.version == version:
-                return np.asarray(json.loads(row.actions), dtype=np.int64)
+                return stored_message(row)
         raise RebuildError(f"run {self.id}: policy version {version} is missing from the log")
 
     # -- public views -----------------------------------------------------------------------------
@@ -408,7 +438,11 @@ class HostedRun:
 
     def policy_payload(self) -> PolicyPayload:
         """The newest policy (the one the next claim is served unless a report arrives first)."""
-        return PolicyPayload(version=self.version, actions=self.actions.tolist())
+        return PolicyPayload(
+            version=self.version,
+            actions=self.actions.tolist(),
+            arrays={k: ArrayPayload.of(v) for k, v in self.extras.items()},
+        )
 
     def billboard(self) -> Billboard:
         """The public release the learner plans from (privatized statistics only)."""
@@ -431,7 +465,13 @@ class HostedRun:
 
     def policy_log(self, now: float) -> PolicyLog:
         """Every policy version and, per episode index, the version served and the outcome."""
-        versions = {p.version: json.loads(p.actions) for p in self.store.policies(self.id)}
+        rows = self.store.policies(self.id)
+        versions = {p.version: json.loads(p.actions) for p in rows}
+        arrays = {
+            p.version: {k: ArrayPayload(**v) for k, v in json.loads(p.arrays).items()}
+            for p in rows
+            if p.arrays != "{}"
+        }
         claims = self.store.claims(self.id)
         outcomes: list[EpisodeOutcome] = [
             "reported"
@@ -442,6 +482,7 @@ class HostedRun:
         return PolicyLog(
             run_id=self.id,
             versions=versions,
+            arrays=arrays,
             episodes=[c.policy_version for c in claims],
             outcomes=outcomes,
         )

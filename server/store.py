@@ -9,7 +9,9 @@ What is stored, and who may see it:
   reports   every accepted report in acceptance order with its Ack. JDP / non-private: the raw
             trajectory, the trusted curator's private store, never served by any endpoint.
             LDP: only the locally randomized arrays (nothing raw ever reaches the server).
-  policies  the public policy log: each policy version's actions.
+  policies  the public policy log: each policy version's actions and the other arrays of its
+            policy message (JSON {name: {shape, data}}, e.g. ucrl-vtr's value tables), which a
+            restart serves again and replays against.
   node_noise  JDP runs with the unseeded 'opendp' backend: every tree node's noise as drawn
             (float64 bytes), keyed by run, family, level and index. Private: with the billboard
             it gives the exact sums, so no endpoint serves it and deleting a run purges it.
@@ -67,6 +69,7 @@ CREATE TABLE IF NOT EXISTS policies (
     version     INTEGER NOT NULL,
     planned_at  INTEGER NOT NULL,
     actions     TEXT NOT NULL,
+    arrays      TEXT NOT NULL DEFAULT '{}',
     PRIMARY KEY (run_id, version)
 );
 CREATE TABLE IF NOT EXISTS node_noise (
@@ -131,6 +134,7 @@ class PolicyRow:
     version: int
     planned_at: int
     actions: str  # JSON list[list[int]]
+    arrays: str = "{}"  # JSON {name: {"shape": [...], "data": [...]}}
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,13 @@ class Store:
         self._conn.execute(f"PRAGMA synchronous={synchronous}")
         self._conn.executescript(SCHEMA)
         self._migrate_public_seeds()
+        self._migrate_policy_arrays()
+
+    def _migrate_policy_arrays(self) -> None:
+        """Databases written before policy messages had arrays: add the column (empty)."""
+        columns = {r[1] for r in self._conn.execute("PRAGMA table_info(policies)")}
+        if "arrays" not in columns:
+            self._conn.execute("ALTER TABLE policies ADD COLUMN arrays TEXT NOT NULL DEFAULT '{}'")
 
     def _migrate_public_seeds(self) -> None:
         """Databases written before seeds were secret: move the seed out of the public config."""
@@ -345,7 +356,7 @@ class Store:
     def policies(self, run_id: str) -> list[PolicyRow]:
         """A run's policy versions in order."""
         rows = self._read(
-            "SELECT run_id, version, planned_at, actions FROM policies WHERE run_id = ?"
+            "SELECT run_id, version, planned_at, actions, arrays FROM policies WHERE run_id = ?"
             " ORDER BY version",
             (run_id,),
         )
@@ -374,6 +385,7 @@ def _insert_noise(row: NoiseRow) -> tuple[str, tuple]:
 def _insert_policy(policy: PolicyRow) -> tuple[str, tuple]:
     """The INSERT of one policy version."""
     return (
-        "INSERT INTO policies (run_id, version, planned_at, actions) VALUES (?, ?, ?, ?)",
-        (policy.run_id, policy.version, policy.planned_at, policy.actions),
+        "INSERT INTO policies (run_id, version, planned_at, actions, arrays)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (policy.run_id, policy.version, policy.planned_at, policy.actions, policy.arrays),
     )

@@ -1,6 +1,7 @@
 """Public run configuration: everything fixed before a run starts (and known to everyone).
 
-The true world is *not* part of it: the server only knows the model class (S, A, H). Presets fill
+The true world is *not* part of it: the server only knows the model class (S, A, H), and for
+linear-mixture worlds the public feature map (`model`, never the true parameters). Presets fill
 the learner's public, data-independent knobs; no knob ever changes the privacy noise. Seeds are
 not part of it either: a seed behind published noise is as private as the data (anyone who knows
 it can recompute the noise and subtract it), so seeds travel separately (`privrl.seeding`).
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from privrl.privacy.noise import NoiseName
 from privrl.wire import FloatOrInfinity, JsonInt
+from privrl.worlds.linear_mixture import ModelSpec
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 if TYPE_CHECKING:
@@ -84,6 +86,12 @@ class RunConfig(BaseModel):
     n_actions: JsonInt = Field(..., ge=1, le=50, description="A (public model class)")
     horizon: JsonInt = Field(..., ge=1, le=1000, description="H")
     episodes: JsonInt = Field(..., ge=1, le=10_000_000, description="K, fixed in advance")
+    model: ModelSpec | None = Field(
+        None,
+        description="the public model class beyond (S, A, H): a registered feature map (e.g."
+        " lm-hard, lm-mix, zhou-mix) with its public parameters, or 'inline' arrays; the true"
+        " parameters stay with the users' world. Needed by linear-mixture algorithms",
+    )
     privacy: PrivacyMode = "jdp"
     epsilon: Epsilon = Field(
         1.0, ge=EPSILON_MIN, description='privacy budget per user ("Infinity" allowed)'

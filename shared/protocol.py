@@ -92,23 +92,69 @@ class RunList(Strict):
     runs: list[RunInfo]
 
 
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+UnitFloat = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+Index = Annotated[int, Field(ge=0), INTEGRAL]
+# A JSON object's keys are strings: an int key is read from its decimal text (even in strict mode).
+IntKey = Annotated[int, Field(strict=False)]
+
+
+class ArrayPayload(Strict):
+    """A float array: its shape and its entries flattened in C order."""
+
+    shape: list[Index]
+    data: list[FiniteFloat]
+
+    @classmethod
+    def of(cls, arr: np.ndarray) -> ArrayPayload:
+        """The payload of an array (floats round-trip exactly through JSON)."""
+        return cls(shape=list(arr.shape), data=np.asarray(arr, dtype=np.float64).ravel().tolist())
+
+    def to_array(self) -> np.ndarray:
+        """As a float64 array of its shape (ValueError when the sizes disagree)."""
+        if math.prod(self.shape) != len(self.data):
+            raise ValueError(f"an array of shape {self.shape} needs {math.prod(self.shape)}"
+                             f" entries, got {len(self.data)}")
+        return np.asarray(self.data, dtype=np.float64).reshape(self.shape)
+
+
 class PolicyPayload(Strict):
-    """A deterministic tabular policy: actions[h][s]."""
+    """A deterministic tabular policy actions[h][s], plus the other arrays of the policy message
+    (e.g. ucrl-vtr's value tables, which users need to compute their statistics)."""
 
     version: int
     actions: list[list[int]]
+    arrays: dict[str, ArrayPayload] = Field(
+        default_factory=dict,
+        description="the policy message's other arrays, by name (the algorithm declares them;"
+        " e.g. 'values', the value tables V_1..V_{H+1} of shape (H+1, S))",
+    )
 
     def to_array(self) -> np.ndarray:
         """As an int array (H, S)."""
         return np.asarray(self.actions, dtype=np.int64)
+
+    def message(self) -> dict[str, np.ndarray]:
+        """The policy message for one replica (leading axis 1), as `privrl.run` uses it."""
+        out = {"actions": self.to_array()[None]}
+        out.update({name: arr.to_array()[None] for name, arr in self.arrays.items()})
+        return out
 
 
 class RandomizerParams(Strict):
     """The local randomizer's public calibration (LDP runs only)."""
 
     mechanism: Literal["laplace", "gaussian"]
-    scale: float = Field(description="Laplace b or Gaussian sigma of every entry")
+    scale: float = Field(description="Laplace b or Gaussian sigma of every entry (the smallest"
+                         " when the families have their own scales)")
     families: dict[str, list[int]] = Field(description="name -> shape of each array to send")
+    scales: dict[str, float] = Field(
+        default_factory=dict, description="name -> that family's own noise scale")
+    symmetric: list[str] = Field(
+        default_factory=list,
+        description="families holding symmetric matrices (last two axes): noise on the upper"
+        " triangle, mirrored; the server refuses a report that is not exactly symmetric",
+    )
 
 
 class Ticket(Strict):
@@ -121,12 +167,6 @@ class Ticket(Strict):
     randomizer: RandomizerParams | None = None
     expires_in: float = Field(description="seconds before the claim lapses")
 
-
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
-UnitFloat = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
-Index = Annotated[int, Field(ge=0), INTEGRAL]
-# A JSON object's keys are strings: an int key is read from its decimal text (even in strict mode).
-IntKey = Annotated[int, Field(strict=False)]
 
 
 class TrajectoryReport(Strict):
@@ -228,6 +268,10 @@ class PolicyLog(Strict):
 
     run_id: str
     versions: dict[IntKey, list[list[int]]]
+    arrays: dict[IntKey, dict[str, ArrayPayload]] = Field(
+        default_factory=dict,
+        description="each version's other policy-message arrays (when the algorithm has any)",
+    )
     episodes: list[int] = Field(description="policy version served at claim, per episode index")
     outcomes: list[EpisodeOutcome] = Field(
         default_factory=list,

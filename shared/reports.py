@@ -90,13 +90,19 @@ def _trajectory(report: TrajectoryReport, run: Run, served: PolicyMessage, versi
         raise _invalid(f"actions[{bad}] is outside [0, A) = [0, {n_a})")
     states = np.asarray(report.states, dtype=np.int64)
     actions = np.asarray(report.actions, dtype=np.int64)
-    played = served["actions"][0][np.arange(horizon), states[:-1]]
-    wrong = np.flatnonzero(played != actions)
+    if "probs" in served:  # a stochastic policy: the action must be possible
+        possible = served["probs"][0][np.arange(horizon), states[:-1], actions] > 0
+        wrong = np.flatnonzero(~possible)
+        what = "an action that policy version {v} (served with this ticket) never takes"
+    else:
+        played = served["actions"][0][np.arange(horizon), states[:-1]]
+        wrong = np.flatnonzero(played != actions)
+        what = "not the action that policy version {v} (served with this ticket) takes"
     if wrong.size:
         h = int(wrong[0])
         raise _invalid(
-            f"actions[{h}] is not the action that policy version {version} (served with this"
-            f" ticket) takes in states[{h}]; a user plays the policy it was sent"
+            f"actions[{h}] is {what.format(v=version)} in states[{h}]; a user plays the policy"
+            " it was sent"
         )
     rewards = np.asarray(report.rewards, dtype=np.float64)
     return Trajectories(states=states[None], actions=actions[None], rewards=rewards[None])
@@ -116,10 +122,9 @@ def _noisy(report: NoisyReport, calibration: Calibration) -> Stats:
         raise _invalid(
             f"arrays must be exactly the released families {sorted(want)}: " + ", ".join(parts)
         )
-    margin = calibration.acceptance_margin(FALSE_REFUSAL)
-    clean = {f.name: f.clean_max for f in calibration.families}
     out = {}
     for name in sorted(want):
+        fam = calibration.family(name)
         shape = want[name]
         size = math.prod(shape)
         values = report.arrays[name]
@@ -129,15 +134,25 @@ def _noisy(report: NoisyReport, calibration: Calibration) -> Stats:
                 f" order), got {len(values)}"
             )
         arr = np.asarray(values, dtype=np.float64)
-        lo, hi = -margin, clean[name] + margin
+        margin = calibration.acceptance_margin(FALSE_REFUSAL, name)
+        lo, hi = fam.clean_min - margin, fam.clean_max + margin
         outside = np.flatnonzero((arr < lo) | (arr > hi))
         if outside.size:
             raise _invalid(
                 f"arrays[{name!r}][{int(outside[0])}] is outside [{lo:.6g}, {hi:.6g}]: a clean"
-                f" value in [0, {clean[name]:g}] plus this run's noise lands there with"
-                f" probability below {FALSE_REFUSAL:g} per honest report"
+                f" value in [{fam.clean_min:g}, {fam.clean_max:g}] plus this run's noise lands"
+                f" there with probability below {FALSE_REFUSAL:g} per honest report"
             )
-        out[name] = arr.reshape((1, *shape))
+        arr = arr.reshape((1, *shape))
+        if fam.symmetric:
+            asym = np.argwhere(arr != np.swapaxes(arr, -1, -2))
+            if asym.size:
+                where = tuple(int(i) for i in asym[0][1:])
+                raise _invalid(
+                    f"arrays[{name!r}] must hold symmetric matrices (its last two axes), but entry"
+                    f" {list(where)} differs from its mirror; honest users mirror their noise"
+                )
+        out[name] = arr
     return out
 
 

@@ -18,12 +18,26 @@ from privrl.privacy.calibration import Calibration, calibrate
 from privrl.privacy.privatizers import Privatizer, randomize_locally
 from privrl.seeding import user_generator
 from privrl.stats import Stats
-from privrl.worlds.evaluation import episode_regret
+from privrl.worlds.evaluation import episode_regret, episode_regret_stochastic
+from privrl.worlds.linear_mixture import model_spec_of
 from privrl.worlds.tabular import TabularMDP
 
 
 class RunFinished(RuntimeError):
     """All K episodes of the run have been reported."""
+
+
+def played_policy(message: PolicyMessage) -> np.ndarray:
+    """What users play: the stochastic policy "probs" (R, H, S, A) when the message has one,
+    else the deterministic "actions" (R, H, S)."""
+    return message["probs"] if "probs" in message else message["actions"]
+
+
+def message_regret(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
+    """Exact per-episode regret of `played_policy` arrays (deterministic or stochastic)."""
+    if policies.ndim == 4:
+        return episode_regret_stochastic(mdp, policies)
+    return episode_regret(mdp, policies)
 
 
 def same_message(a: PolicyMessage | None, b: PolicyMessage) -> bool:
@@ -162,19 +176,24 @@ def run_in_process(
             f"world has (S, A, H) = {(mdp.S, mdp.A, mdp.H)} but the run was configured for "
             f"{(config.n_states, config.n_actions, config.horizon)}"
         )
+    spec = model_spec_of(mdp)
+    if config.model is not None and spec != config.model:
+        raise ValueError("the world's public model differs from the run's configured model")
     run = Run(config, seeds)
     n_rep, k_total = len(run.seeds), config.episodes
     regret = np.empty((n_rep, k_total))
     last_policy: np.ndarray | None = None
     last_regret = np.zeros(n_rep)
     for k in range(k_total):
-        pol = run.policy()
+        pol = played_policy(run.message())
         changed = (
-            np.ones(n_rep, bool) if last_policy is None else np.any(pol != last_policy, axis=(1, 2))
+            np.ones(n_rep, bool)
+            if last_policy is None
+            else np.any((pol != last_policy).reshape(n_rep, -1), axis=1)
         )
         if changed.any():
             last_regret = last_regret.copy()
-            last_regret[changed] = episode_regret(mdp, pol[changed])
+            last_regret[changed] = message_regret(mdp, pol[changed])
             last_policy = pol
         regret[:, k] = last_regret
         message = run.message()

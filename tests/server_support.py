@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 from fastapi.testclient import TestClient
 from privrl.client.procs import free_port
 from privrl.config import RunConfig
 from privrl.privacy.calibration import calibrate
-from privrl.protocol import RunInfo, RunRequest, Ticket
+from privrl.protocol import PolicyPayload, RunInfo, RunRequest, Ticket
 from privrl.run import user_episode
 from privrl.server.app import create_app
 from privrl.server.settings import Settings
@@ -51,9 +50,9 @@ def user_report(
 ) -> dict[str, Any]:
     """What an honest user posts for a Ticket: its trajectory (JDP/none) or noisy arrays (LDP)."""
     cfg = public(config)
-    policy = np.asarray(ticket["policy"]["actions"], dtype=np.int64)[None]
+    message = PolicyPayload.model_validate(ticket["policy"]).message()
     traj, noisy = user_episode(
-        mdp, {"actions": policy}, [client_seed], ticket["episode"], cfg.algorithm(), calibrate(cfg)
+        mdp, message, [client_seed], ticket["episode"], cfg.algorithm(), calibrate(cfg)
     )
     if noisy is None:
         return {

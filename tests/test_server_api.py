@@ -258,6 +258,8 @@ def test_full_cycle(client: TestClient, privacy: str) -> None:
             "mechanism": "laplace",
             "scale": cal.mechanism.scale,
             "families": {f.name: list(f.shape) for f in cal.families},
+            "scales": {f.name: cal.mechanism.scale for f in cal.families},
+            "symmetric": [],
         }
     else:
         assert ticket["randomizer"] is None

@@ -4,7 +4,11 @@ Importing this package registers every built-in algorithm. A third-party algorit
 `Algorithm` and calls `register` (servers import such modules named in PRIVRL_PLUGINS).
 """
 
-from . import policy_eval, ucbvi  # noqa: F401  (registers dp-lsw, dp-lsl and dp-ucbvi)
+from . import (  # noqa: F401  (importing a module registers its algorithms)
+    linmix,  # ucrl-vtr, linopt-vi, linopt-po
+    policy_eval,  # dp-lsw, dp-lsl
+    ucbvi,  # dp-ucbvi
+)
 from .base import PRIVACY_MODES, Algorithm, Family, Learner, NoKnobs, PolicyMessage
 from .registry import get, load_plugins, names, register
 

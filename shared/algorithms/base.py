@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..stats import Stats
 from ..worlds.first_visit import FirstVisits
-from ..worlds.rollout import Trajectories, draw_uniforms, rollout
+from ..worlds.rollout import Trajectories, draw_uniforms, rollout, rollout_stochastic
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     from ..privacy.privatizers import Privatizer
 
 PRIVACY_MODES = ("none", "jdp", "ldp")
-# What users are sent: "actions" (R, H, S) int is always there; an algorithm may add arrays.
+# What users are sent: "actions" (R, H, S) int is always there; an algorithm may add float
+# arrays (declared by `Algorithm.message_arrays`), e.g. value tables users compute features from.
 PolicyMessage = dict[str, np.ndarray]
 # What users' play produces: raw trajectories, or (policy evaluation) first-visit returns.
 Played = Trajectories | FirstVisits
@@ -47,14 +48,23 @@ Played = Trajectories | FirstVisits
 @dataclass(frozen=True)
 class Family:
     """A statistic family an algorithm releases: one user's contribution has `shape`, entries in
-    [0, clean_max], and replace-one-user sensitivities `l1`, `l2` (the calibration and the ledger
-    read these; nobody re-derives them)."""
+    [clean_min, clean_max], and replace-one-user sensitivities `l1`, `l2` (the calibration and the
+    ledger read these; nobody re-derives them).
+
+    `symmetric`: the last two axes hold symmetric matrices; noise is i.i.d. on the upper triangle
+    (diagonal included) and mirrored, and `l1`, `l2` are measured on those released coordinates.
+    `scale`: a fixed noise scale (a paper's calibration) instead of one calibrated from the
+    budget; the ledger still charges what that scale actually spends.
+    """
 
     name: str
     shape: tuple[int, ...]
     l1: float
     l2: float
     clean_max: float = 1.0
+    clean_min: float = 0.0
+    symmetric: bool = False
+    scale: float | None = None
 
 
 class NoKnobs(BaseModel):
@@ -91,6 +101,7 @@ class Algorithm(ABC):
     knobs_model: ClassVar[type[BaseModel]] = NoKnobs
     presets: ClassVar[Mapping[str, BaseModel]] = {"faithful": NoKnobs(), "practical": NoKnobs()}
     default_world: ClassVar[str] = "riverswim"
+    default_mechanism: ClassVar[str] = "laplace"
 
     def __init__(self, config: RunConfig) -> None:
         """Bind to `config`; refuse (ValueError) a privacy mode or knobs this algorithm lacks."""
@@ -138,8 +149,15 @@ class Algorithm(ABC):
         self, world: Any, message: PolicyMessage, rngs: list[np.random.Generator]
     ) -> Played:
         """User r plays `message` in its own `world` with its own generator `rngs[r]`.
-        Default: a tabular rollout of message["actions"] (2H+1 uniforms per user)."""
-        return rollout(world, message["actions"], draw_uniforms(rngs, world.H))
+
+        Default: a tabular rollout (2H+1 uniforms per user) of message["actions"], or, for a
+        stochastic policy, of message["probs"] with H more uniforms for the actions.
+        """
+        uniforms = draw_uniforms(rngs, world.H)
+        if "probs" in message:
+            action_uniforms = np.stack([rng.random(world.H) for rng in rngs])
+            return rollout_stochastic(world, message["probs"], uniforms, action_uniforms)
+        return rollout(world, message["actions"], uniforms)
 
     def check_world(self, world: Any) -> None:
         """Refuse (ValueError) a users' world this run cannot be played in. Default: a tabular
@@ -151,6 +169,13 @@ class Algorithm(ABC):
                 f"the users' world has (S, A, H) = {shape} but the run is for"
                 f" {(cfg.n_states, cfg.n_actions, cfg.horizon)}: pass matching world options"
             )
+        from ..worlds.linear_mixture import model_spec_of
+
+        if cfg.model is not None and model_spec_of(world) != cfg.model:
+            raise ValueError(
+                "the users' world has another public model than the run (its features or"
+                " rewards differ): pass the run's world and its options"
+            )
 
     def privatizer(self, calibration: Calibration, seeds: list[int], max_items: int
                    ) -> Privatizer:
@@ -159,6 +184,11 @@ class Algorithm(ABC):
         from ..privacy.privatizers import make_privatizer
 
         return make_privatizer(calibration, seeds, max_items)
+
+    def message_arrays(self) -> dict[str, tuple[int, ...]]:
+        """The arrays the policy message carries besides "actions", with their shapes for one
+        replica (users refuse a ticket that does not match); default: none."""
+        return {}
 
     def report_kind(self, privacy: str) -> str:
         """The report kind users send (`privrl.reports.KINDS`): locally randomized arrays in

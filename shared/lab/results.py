@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 
 from ..config import RunConfig
 from ..protocol import LedgerView
+from ..worlds.linear_mixture import model_spec_of
 from .experiments import WorldSpec, load, run_exact, save
 from .plots import cumulative_figure
 
@@ -88,7 +89,7 @@ class Results:
 
 def simulate(
     algorithm: str = "dp-ucbvi",
-    world: str = "riverswim",
+    world: str | None = None,
     *,
     privacy: str = "jdp",
     epsilon: float = 1.0,
@@ -107,14 +108,20 @@ def simulate(
 
     `delta` defaults to 1e-5 for the Gaussian mechanism and 0 otherwise. `world_params` go to the
     world (e.g. n_states for garnet, is_slippery for gymnasium:FrozenLake-v1); other keyword
-    options go to the run configuration (e.g. tree_smoothing, noise, beta).
+    options go to the run configuration (e.g. tree_smoothing, noise, beta). `world` defaults to
+    the algorithm's own world; a linear-mixture world's public model goes into the configuration.
     """
+    if world is None:
+        from ..algorithms import registry
+
+        world = registry.get(algorithm).default_world
     spec = WorldSpec(world, horizon, dict(world_params or {}))
     mdp = spec.build()
     if delta is None:
         delta = 1e-5 if mechanism == "gaussian" and privacy != "none" else 0.0
     config = RunConfig(
-        algo=algorithm, n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=episodes,
+        algo=algorithm, n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, model=model_spec_of(mdp),
+        episodes=episodes,
         privacy=privacy, epsilon=epsilon, delta=delta, mechanism=mechanism, preset=preset,
         knobs=dict(knobs) if knobs else None, **options,
     )

@@ -10,6 +10,11 @@ Budget split:
     Delta_1 / eps_f (Delta_1: the largest l1 of the families).
   Gaussian (zCDP): rho solves rho_to_epsilon(rho, delta) = eps (tight conversion); one sigma for
     all families with sigma^2 = L * sum_f Delta_2f^2 / (2 rho) (JDP, L = 1 in LDP).
+  Fixed scales (a paper's calibration, `Family.scale`): every family keeps its own scale and the
+    ledger charges what it actually spends (often less than the paper's claim).
+
+Symmetric families (Gram matrices) draw their noise on the upper triangle and mirror it
+(`privrl.privacy.psd.SymmetricNoise`); their sensitivities are stated on those coordinates.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from privrl.config import RunConfig
 from privrl.privacy.accountant import epsilon_to_rho
 from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.privacy.noise import noise_backend
-from privrl.privacy.tree import release_variance, tree_levels
+from privrl.privacy.psd import SymmetricNoise
+from privrl.privacy.tree import NoiseSampler, release_variance, smoothed_variance, tree_levels
 
 if TYPE_CHECKING:
     from privrl.algorithms.base import Family
@@ -43,7 +49,10 @@ class FamilyCalibration:
     l1: float
     l2: float
     cost: float  # pure eps (Laplace) or rho (Gaussian) of one tree node / one local report
-    clean_max: float = 1.0  # one user's clean entries lie in [0, clean_max] (H when pooled)
+    clean_max: float = 1.0  # one user's clean entries lie in [clean_min, clean_max]
+    clean_min: float = 0.0
+    symmetric: bool = False  # symmetric matrices on the last two axes (upper-triangle noise)
+    scale: float = 0.0  # this family's noise scale (Laplace b or Gaussian sigma)
 
 
 @dataclass(frozen=True)
@@ -68,11 +77,33 @@ class Calibration:
 
     @property
     def noise_scale(self) -> float:
-        """Laplace b or Gaussian sigma of every noised entry (0 without noise)."""
+        """Laplace b or Gaussian sigma of the reference mechanism (0 without noise): the scale of
+        every family unless the families fix their own (then the smallest of them)."""
         mech = self.mechanism
         if mech is None:
             return 0.0
         return mech.sigma if isinstance(mech, Gaussian) else mech.scale
+
+    def family(self, name: str) -> FamilyCalibration:
+        """The calibration of one released family."""
+        for f in self.families:
+            if f.name == name:
+                return f
+        raise KeyError(f"no released family {name!r}")
+
+    def scales(self) -> dict[str, float]:
+        """Each released family's noise scale."""
+        return {f.name: f.scale for f in self.families}
+
+    def mechanism_of(self, name: str) -> Mechanism:
+        """The mechanism that noises family `name` (its own scale, the run's backend)."""
+        assert self.mechanism is not None
+        return _with_scale(self.mechanism, self.family(name).scale)
+
+    def sampler(self, name: str) -> NoiseSampler:
+        """What draws family `name`'s noise: its mechanism, mirrored for symmetric matrices."""
+        mech = self.mechanism_of(name)
+        return SymmetricNoise(mech) if self.family(name).symmetric else mech
 
     @property
     def noise(self) -> str:
@@ -84,20 +115,38 @@ class Calibration:
         """'pure' (epsilon) or 'zcdp' (rho)."""
         return "pure" if self.mechanism is None else self.mechanism.kind
 
-    def release_std(self, items: int) -> float:
-        """Std of one released entry's error after `items` reports (data-independent)."""
+    def release_std(self, items: int, family: str | None = None) -> float:
+        """Std of one released entry's error after `items` reports (data-independent), of the
+        reference mechanism or of `family`."""
         if self.mechanism is None or items == 0:
             return 0.0
+        std = self.mechanism.std() if family is None else self.mechanism_of(family).std()
         if self.mode == "jdp":
-            return self.mechanism.std() * math.sqrt(release_variance(items, self.smooth))
-        return self.mechanism.std() * math.sqrt(items)
+            return std * math.sqrt(release_variance(items, self.smooth))
+        return std * math.sqrt(items)
+
+    def release_std_bound(self, items: int, family: str | None = None) -> float:
+        """max over t <= items of `release_std(t)`: a non-decreasing, data-independent bound
+        (a tree release after t items sums at most floor(log2(t+1)) nodes, the lowest levels
+        having the largest variance)."""
+        if self.mechanism is None or items == 0:
+            return 0.0
+        std = self.mechanism.std() if family is None else self.mechanism_of(family).std()
+        if self.mode != "jdp":
+            return std * math.sqrt(items)
+        m = (items + 1).bit_length() - 1
+        var = sum(smoothed_variance(j) for j in range(m)) if self.smooth else float(m)
+        return std * math.sqrt(var)
 
     def report_entries(self) -> int:
         """Numbers in one local report (every entry of every released family)."""
         return sum(math.prod(f.shape) for f in self.families)
 
-    def acceptance_margin(self, false_refusal: float = FALSE_REFUSAL) -> float:
-        """How far outside its clean range [0, clean_max] a local report's entry may lie.
+    def acceptance_margin(
+        self, false_refusal: float = FALSE_REFUSAL, family: str | None = None
+    ) -> float:
+        """How far outside its clean range [clean_min, clean_max] a local report's entry may lie
+        (of the reference mechanism, or of `family`'s).
 
         The mechanism's tail at `false_refusal / entries` per entry: an honest report (clean
         values plus this calibration's noise) has any entry beyond it with probability at most
@@ -105,15 +154,18 @@ class Calibration:
         """
         if self.mechanism is None or self.mode != "ldp":
             return 0.0
-        return self.mechanism.max_abs_bound(self.report_entries(), false_refusal)
+        mech = self.mechanism if family is None else self.mechanism_of(family)
+        return mech.max_abs_bound(self.report_entries(), false_refusal)
 
     def max_shift(self, false_refusal: float = FALSE_REFUSAL) -> float:
         """The largest change one dishonest user can make to one billboard entry, in noise
         scales: any accepted value minus any honest clean value, over the noise scale."""
         if not self.noise_scale:
             return 0.0
-        clean = max((f.clean_max for f in self.families), default=0.0)
-        return (clean + self.acceptance_margin(false_refusal)) / self.noise_scale
+        return max(
+            (f.clean_max - f.clean_min + self.acceptance_margin(false_refusal, f.name)) / f.scale
+            for f in self.families
+        )
 
 
 def calibrate(config: RunConfig, families: Sequence[Family] | None = None) -> Calibration:
@@ -130,9 +182,12 @@ def calibrate(config: RunConfig, families: Sequence[Family] | None = None) -> Ca
     smooth = config.privacy == "jdp" and config.smoothed_tree
     if config.privacy == "none" or not families:
         return Calibration(
-            config.privacy, None, tuple(_calibrated(f, 0.0) for f in families), levels
+            config.privacy, None, tuple(_calibrated(f, 0.0, 0.0) for f in families), levels
         )
     eps, backend = config.epsilon, noise_backend(config.noise)
+    fixed = [f.scale for f in families]
+    if any(x is not None for x in fixed):
+        return _fixed_scales(config, families, levels, smooth)
     l1 = max(f.l1 for f in families)
     if config.mechanism == "laplace":
         eps_f = eps / len(families)
@@ -148,12 +203,39 @@ def calibrate(config: RunConfig, families: Sequence[Family] | None = None) -> Ca
             mech = Gaussian(math.sqrt(levels * sum(f.l2**2 for f in families) / (2.0 * rho)),
                             backend)
         costs = [mech.rho(f.l2) for f in families]
-    fams = tuple(_calibrated(f, c) for f, c in zip(families, costs, strict=True))
+    scale = mech.sigma if isinstance(mech, Gaussian) else mech.scale
+    fams = tuple(_calibrated(f, c, scale) for f, c in zip(families, costs, strict=True))
     return Calibration(config.privacy, mech, fams, levels, smooth)
 
 
-def _calibrated(family: Family, cost: float) -> FamilyCalibration:
-    """A declared family with the cost of one of its nodes / local reports."""
+def _fixed_scales(
+    config: RunConfig, families: tuple[Family, ...], levels: int, smooth: bool
+) -> Calibration:
+    """Families that fix their own noise scale: each is charged what its scale spends."""
+    if any(f.scale is None for f in families):
+        raise ValueError("either every released family fixes its noise scale or none does")
+    scales = [float(f.scale) for f in families]  # type: ignore[arg-type]
+    backend = noise_backend(config.noise)
+    cls = Gaussian if config.mechanism == "gaussian" else Laplace
+    ref = cls(min(scales), backend)
+    costs = []
+    for f, scale in zip(families, scales, strict=True):
+        mech = _with_scale(ref, scale)
+        costs.append(mech.rho(f.l2) if isinstance(mech, Gaussian) else mech.epsilon(f.l1))
+    fams = tuple(_calibrated(f, c, s) for f, c, s in zip(families, costs, scales, strict=True))
+    return Calibration(config.privacy, ref, fams, levels, smooth)
+
+
+def _with_scale(mech: Mechanism, scale: float) -> Mechanism:
+    """The same mechanism (kind, backend) at another scale."""
+    if isinstance(mech, Gaussian):
+        return mech if mech.sigma == scale else replace(mech, sigma=scale)
+    return mech if mech.scale == scale else replace(mech, scale=scale)
+
+
+def _calibrated(family: Family, cost: float, scale: float) -> FamilyCalibration:
+    """A declared family with the cost of one of its nodes / local reports and its scale."""
     return FamilyCalibration(
-        family.name, family.shape, family.l1, family.l2, cost, family.clean_max
+        family.name, family.shape, family.l1, family.l2, cost, family.clean_max,
+        family.clean_min, family.symmetric, scale,
     )

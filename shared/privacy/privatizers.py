@@ -28,15 +28,14 @@ from privrl.stats import Stats
 
 
 def _charge(ledger: Ledger, calibration: Calibration, mechanism: str, note: str, at: int) -> None:
-    """Record one node level / one local report of every released family."""
-    scale = calibration.noise_scale
+    """Record one node level / one local report of every released family, at its own scale."""
     for fam in calibration.families:
         cost = {"rho": fam.cost} if calibration.cost_kind == "zcdp" else {"epsilon": fam.cost}
         sens = fam.l2 if calibration.cost_kind == "zcdp" else fam.l1
         ledger.charge(
             f"{mechanism}:{fam.name}",
             sensitivity=sens,
-            scale=scale,
+            scale=fam.scale,
             note=note,
             at=at,
             noise=calibration.noise,
@@ -90,7 +89,7 @@ class Central:
         self.calibration = calibration
         self.trees = {
             f.name: TreeCounter(
-                f.shape, calibration.mechanism, seeds, f.name, max_items, calibration.smooth
+                f.shape, calibration.sampler(f.name), seeds, f.name, max_items, calibration.smooth
             )
             for f in calibration.families
         }
@@ -186,16 +185,17 @@ def make_privatizer(calibration: Calibration, seeds: Sequence[int], max_items: i
 def randomize_locally(
     stats: Stats, calibration: Calibration, rngs: Sequence[np.random.Generator]
 ) -> Stats:
-    """The local randomizer: noise on every entry of every released family (zeros included).
+    """The local randomizer: noise on every entry of every released family (zeros included;
+    symmetric families get mirrored upper-triangle noise, so the report stays symmetric).
 
     Row r is user r's report, noised from user r's own generator `rngs[r]` (numpy backend) or
     from OpenDP's CSPRNG (opendp backend) in the user's process; only the output leaves.
     Families that are not released are not sent at all.
     """
-    mech = calibration.mechanism
-    if mech is None:  # nothing is released
+    if calibration.mechanism is None:  # nothing is released
         return {}
     out = {}
     for f in calibration.families:
-        out[f.name] = stats[f.name] + sample_rows(mech, rngs.__getitem__, len(rngs), f.shape)
+        noise = sample_rows(calibration.sampler(f.name), rngs.__getitem__, len(rngs), f.shape)
+        out[f.name] = stats[f.name] + noise
     return out

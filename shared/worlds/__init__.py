@@ -1,4 +1,4 @@
-"""Worlds: tabular MDPs, their exact evaluation and seeded trajectory sampling."""
+"""Worlds: tabular and linear-mixture MDPs, exact evaluation, seeded trajectory sampling."""
 
 from privrl.worlds.evaluation import (
     episode_regret,
@@ -24,10 +24,24 @@ from privrl.worlds.tabular import (
 )
 
 from .gym import as_gymnasium_env, from_gymnasium, gymnasium_table
+from .linear_mixture import (
+    LinearMixtureMDP,
+    LinearMixtureModel,
+    ModelSpec,
+    load_linear_npz,
+    public_model,
+    save_linear_npz,
+)
 from .registry import WorldInfo, list_worlds, make
 
 __all__ = [
     "N_UNIFORMS",
+    "LinearMixtureMDP",
+    "LinearMixtureModel",
+    "ModelSpec",
+    "load_linear_npz",
+    "public_model",
+    "save_linear_npz",
     "TabularEnv",
     "TabularMDP",
     "Trajectories",

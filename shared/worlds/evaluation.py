@@ -1,7 +1,8 @@
 """Exact values of tabular MDPs by backward induction (spec §1.2): V*, V^pi, expected regret.
 
 The evaluator uses these on the true world and the public policy log; nothing here is random.
-Policies are deterministic int arrays `pi[..., h, s] -> a` with any leading batch dims.
+Policies are deterministic int arrays `pi[..., h, s] -> a` with any leading batch dims, or
+stochastic ones `probs[..., h, s, a]` (the `*_stochastic` functions).
 """
 
 from __future__ import annotations
@@ -91,3 +92,21 @@ def uniform_random_return(mdp: TabularMDP) -> float:
     for h in range(mdp.H - 1, -1, -1):
         V = (mdp.R[h] + mdp.P[h] @ V).mean(axis=-1)
     return float(mdp.d1 @ V)
+
+
+def stochastic_policy_values(mdp: TabularMDP, probs: np.ndarray) -> np.ndarray:
+    """V^pi (..., H+1, S) of stochastic policies probs (..., H, S, A), vectorized."""
+    p = np.asarray(probs, dtype=np.float64)
+    if p.ndim < 3 or p.shape[-3:] != (mdp.H, mdp.S, mdp.A):
+        raise ValueError(f"probs must have shape (..., H, S, A) = (..., {mdp.H}, {mdp.S}, "
+                         f"{mdp.A}), got {p.shape}")
+    V = np.zeros((*p.shape[:-3], mdp.H + 1, mdp.S))
+    for h in range(mdp.H - 1, -1, -1):
+        q = mdp.R[h] + np.einsum("sat,...t->...sa", mdp.P[h], V[..., h + 1, :])
+        V[..., h, :] = (p[..., h, :, :] * q).sum(axis=-1)
+    return V
+
+
+def episode_regret_stochastic(mdp: TabularMDP, probs: np.ndarray) -> np.ndarray:
+    """Exact expected per-episode regret d1 · (V*_1 - V^pi_1) of stochastic policies."""
+    return optimal_return(mdp) - stochastic_policy_values(mdp, probs)[..., 0, :] @ mdp.d1

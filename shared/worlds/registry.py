@@ -1,7 +1,9 @@
 """Worlds by name: `make("riverswim")`, `make("garnet", seed=3)`, `make("gymnasium:Taxi-v4")`, ...
 
-Names: the built-in `riverswim` and `garnet`, `gymnasium:<EnvId>` for any gymnasium env with a
-public transition table (see `privrl.worlds.gym`), and a path ending in `.npz` (see `load_npz`).
+Names: the built-in `riverswim` and `garnet`, the linear-mixture worlds `lm-hard`, `lm-mix`,
+`zhou-mix` and `zhou-tabular` (see `privrl.worlds.linear_mixture`), `gymnasium:<EnvId>` for any
+gymnasium env with a public transition table (see `privrl.worlds.gym`), and a path ending in `.npz`
+(`load_npz`, or `load_linear_npz` when the archive holds `features`).
 `list_worlds()` describes every name with its parameters, their defaults and its default horizon.
 """
 
@@ -22,6 +24,15 @@ from .gym import (
     gymnasium_params,
     gymnasium_table,
     require_gymnasium,
+)
+from .linear_mixture import (
+    is_linear_npz,
+    linear_npz_params,
+    lm_hard,
+    lm_mix,
+    load_linear_npz,
+    zhou_mix,
+    zhou_tabular,
 )
 from .tabular import HorizonMissing, TabularMDP, WorldError, garnet, load_npz, riverswim
 
@@ -73,6 +84,7 @@ class _Builtin:
 
     build: Callable[..., TabularMDP]
     description: str
+    horizon: int = BUILTIN_HORIZON  # the default horizon
 
     @property
     def params(self) -> dict[str, Any]:
@@ -91,6 +103,29 @@ BUILTINS: dict[str, _Builtin] = {
         _garnet,
         "random Garnet MDP: `branching` random successors per (s, a), "
         "uniform mean rewards, drawn from `seed`",
+    ),
+    "lm-hard": _Builtin(
+        lm_hard,
+        "linear mixture, Zhou et al.'s lower-bound instance (Luyo §8.1): actions {-1,+1}^(d-1), "
+        "secret signs mu_h from `seed`, |A| = 2^(d-1), S = H+2; gap 0.05 is the spec's easy one",
+        horizon=5,
+    ),
+    "lm-mix": _Builtin(
+        lm_mix,
+        "linear mixture of d known Dirichlet(1) kernels (Luyo §8.2): public features and known "
+        "rewards from `feature_seed`, secret mixture weights from `seed`",
+        horizon=5,
+    ),
+    "zhou-mix": _Builtin(
+        zhou_mix,
+        "linear mixture E2 (Zhou §7.2): Dirichlet(0.3) kernels and simplex reward features from "
+        "`feature_seed`, secret theta_p, theta_r from `seed`, Bernoulli rewards",
+        horizon=4,
+    ),
+    "zhou-tabular": _Builtin(
+        zhou_tabular,
+        "linear mixture E1 (Zhou §7.2): RiverSwim as indicator features, d = S^2 A, d2 = S A",
+        horizon=10,
     ),
 }
 NPZ_PARAMS: dict[str, Any] = {"reward_noise": "deterministic"}
@@ -111,13 +146,16 @@ def make(name: str, horizon: int | None = None, **params: Any) -> TabularMDP:
     if name in BUILTINS:
         entry = BUILTINS[name]
         _check_params(name, params, entry.params)
-        return entry.build(BUILTIN_HORIZON if horizon is None else horizon, **params)
+        return entry.build(entry.horizon if horizon is None else horizon, **params)
     if name.startswith(GYM_PREFIX):
         env_id = name.removeprefix(GYM_PREFIX)
         if not env_id:
             raise WorldError(f"{name!r} names no env: use e.g. {GYM_PREFIX}FrozenLake-v1")
         return gymnasium_table(env_id, **params).to_mdp(horizon)
     if name.endswith(NPZ_SUFFIX):
+        if is_linear_npz(name):
+            _check_params(name, params, linear_npz_params())
+            return load_linear_npz(name, horizon=horizon, **params)
         _check_params(name, params, NPZ_PARAMS)
         try:
             return load_npz(name, horizon=horizon, **params)
@@ -151,7 +189,7 @@ def _gymnasium_worlds() -> list[WorldInfo]:
 def list_worlds() -> list[WorldInfo]:
     """Every world name `make` accepts, with parameters, defaults, horizon and a description."""
     worlds = [
-        WorldInfo(name, entry.params, BUILTIN_HORIZON, entry.description)
+        WorldInfo(name, entry.params, entry.horizon, entry.description)
         for name, entry in BUILTINS.items()
     ]
     worlds += _gymnasium_worlds()
@@ -171,7 +209,8 @@ def list_worlds() -> list[WorldInfo]:
             params=dict(NPZ_PARAMS),
             default_horizon=None,
             description="arrays P, R, d1 (and optional H) saved with numpy.savez; horizon: the "
-            "file's H, else required",
+            "file's H, else required. A linear-mixture world instead: features (S,A,S,d), theta "
+            "(H,d), d1, and rewards (known) or reward_features + reward_theta; optional c_w",
         )
     )
     return worlds

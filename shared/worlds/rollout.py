@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from privrl.seeding import generator
-from privrl.worlds.tabular import TabularMDP
+from privrl.worlds.tabular import TabularMDP, _cumulative
 
 
 def N_UNIFORMS(horizon: int) -> int:
@@ -113,6 +113,37 @@ def rollout(mdp: TabularMDP, policies: np.ndarray, uniforms: np.ndarray) -> Traj
         rewards = (u[:, 1 + H :] < mean).astype(np.float64)
     else:
         rewards = mean.astype(np.float64)
+    return Trajectories(states=states, actions=actions, rewards=rewards)
+
+
+def rollout_stochastic(
+    mdp: TabularMDP, probs: np.ndarray, uniforms: np.ndarray, action_uniforms: np.ndarray
+) -> Trajectories:
+    """Roll out stochastic policies probs (R, H, S, A): a_h is drawn by inverse CDF of
+    probs[h, s_h] with action_uniforms[:, h] (R, H); states and rewards as in `rollout`."""
+    H, S, A = mdp.H, mdp.S, mdp.A
+    u = _check_uniforms(uniforms, H)
+    n = u.shape[0]
+    p = np.asarray(probs, dtype=np.float64)
+    if p.shape != (n, H, S, A):
+        raise ValueError(f"probs must have shape (R, H, S, A) = ({n}, {H}, {S}, {A}), got"
+                         f" {p.shape}")
+    if not (np.isfinite(p).all() and (p >= 0).all() and np.allclose(p.sum(-1), 1.0, atol=1e-8)):
+        raise ValueError("probs must be probability distributions over actions")
+    ua = np.asarray(action_uniforms, dtype=np.float64)
+    if ua.shape != (n, H) or not ((ua >= 0.0) & (ua < 1.0)).all():
+        raise ValueError(f"action uniforms must have shape ({n}, {H}) and lie in [0, 1)")
+    cdf = _cumulative(p)
+    states = np.empty((n, H + 1), dtype=np.int64)
+    actions = np.empty((n, H), dtype=np.int64)
+    rewards = np.empty((n, H))
+    rows = np.arange(n)
+    states[:, 0] = _initial_states(mdp, u[:, 0])
+    for h in range(H):
+        s = states[:, h]
+        a = _inverse_cdf(cdf[rows, h, s], ua[:, h])
+        actions[:, h] = a
+        states[:, h + 1], rewards[:, h] = _transition(mdp, h, s, a, u[:, 1 + h], u[:, 1 + H + h])
     return Trajectories(states=states, actions=actions, rewards=rewards)
 
 

@@ -1,0 +1,90 @@
+"""Luyo et al.'s calibration of private UCRL-VTR (spec linear-luyo.md §2.3, §4.3, §4.4, §11).
+
+Pure functions of public numbers, reproducing the spec's reference values exactly (natural logs).
+The Gaussian mechanism here is the paper's (F.3): sigma = Delta sqrt(2 ln(2/delta)) / eps with
+`ln(2/delta)` (not the textbook 1.25), composed with advanced composition (F.6); the ledger
+never trusts this chain: it charges what the resulting sigma spends under zCDP.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from privrl.privacy.psd import chi_norm_tail, wigner_norm_tail
+
+
+def gauss_sigma(sensitivity: float, eps: float, delta: float) -> float:
+    """The paper's Gaussian mechanism: Delta sqrt(2 ln(2/delta)) / eps (0 when eps = inf)."""
+    if math.isinf(eps):
+        return 0.0
+    return sensitivity * math.sqrt(2.0 * math.log(2.0 / delta)) / eps
+
+
+def adv(eps: float, delta: float, k: int) -> tuple[float, float]:
+    """Advanced composition in calibration form (F.6): k mechanisms at this level compose to
+    (eps, delta): (eps / sqrt(8 k ln(2/delta)), delta / (2k))."""
+    return eps / math.sqrt(8.0 * k * math.log(2.0 / delta)), delta / (2.0 * k)
+
+
+def tree_depth(episodes: int) -> int:
+    """K0 = ceil(log2(K) + 1): the paper's bound on the nodes of one prefix."""
+    return math.ceil(math.log2(episodes) + 1.0)
+
+
+def hoeffding_term(horizon: int, episodes: int, d: int, p: float) -> float:
+    """sqrt(2 H^2 ln(3 H (1+KH)^{d/2} / p)), the log split to avoid overflow."""
+    log = math.log(3.0 * horizon / p) + 0.5 * d * math.log1p(episodes * horizon)
+    return math.sqrt(2.0 * horizon**2 * log)
+
+
+def paper_sigma(mode: str, horizon: int, episodes: int, eps: float, delta: float,
+                sensitivity: float | None = None) -> float:
+    """sigma_B of Cor. 5 (JDP: the tree's node noise) or Cor. 6 (LDP: each user's noise).
+
+    `sensitivity` defaults to the paper's 2 H^2 (||X|| <= H)."""
+    sens = 2.0 * horizon**2 if sensitivity is None else sensitivity
+    if mode == "none":
+        return 0.0
+    if mode == "jdp":
+        e1, d1 = adv(eps / 2.0, delta / 2.0, horizon)
+        e0, d0 = adv(e1, d1, tree_depth(episodes))
+        return gauss_sigma(sens, e0, d0)
+    if mode == "ldp":
+        return gauss_sigma(sens, eps / (2.0 * horizon), delta / (2.0 * horizon))
+    raise ValueError(f"unknown privacy mode {mode!r}")
+
+
+def jdp_sigma_closed_form(horizon: int, episodes: int, eps: float, delta: float) -> float:
+    """Cor. 5's printed closed form (equals `paper_sigma('jdp', ...)`; kept for the test)."""
+    k0 = tree_depth(episodes)
+    return (32.0 * horizon**2 / eps) * math.sqrt(
+        2.0 * horizon * k0 * math.log(8.0 * horizon / delta) * math.log(4.0 / delta)
+        * math.log(16.0 * horizon * k0 / delta))
+
+
+@dataclass(frozen=True)
+class NoiseBounds:
+    """High-probability bounds on the summed noise of one release (Thm. 7's inputs)."""
+
+    ups: float  # ||matrix noise|| <= ups: the shift is 2 ups, eigenvalues then in [ups, 3 ups]
+    c: float  # ||vector noise|| <= c
+
+
+def noise_bounds(std_matrix: float, std_vector: float, d: int, horizon: int, episodes: int,
+                 p: float) -> NoiseBounds:
+    """Ups and C for noise with these per-entry stds, each (k, h) failing w.p. p / (6 K H)."""
+    alpha = p / (6.0 * episodes * horizon)
+    return NoiseBounds(std_matrix * wigner_norm_tail(d, alpha),
+                       std_vector * chi_norm_tail(d, alpha))
+
+
+def beta_corollary(lam: float, ups: float, c_w: float, hoeffding: float) -> float:
+    """Cor. 5/6's radius 3 (C_w + 1) sqrt(lambda + Ups) + Hoeffding term."""
+    return 3.0 * (c_w + 1.0) * math.sqrt(lam + ups) + hoeffding
+
+
+def beta_thm7(lam: float, ups_low: float, ups_high: float, c: float, c_w: float,
+              hoeffding: float) -> float:
+    """Thm. 7: ((lambda + Ups_high) C_w + C) / sqrt(lambda + Ups_low) + Hoeffding term."""
+    return ((lam + ups_high) * c_w + c) / math.sqrt(lam + ups_low) + hoeffding
