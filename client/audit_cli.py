@@ -1,7 +1,7 @@
-"""`privrl audit randomizer`: test a trust boundary as an attacker and an auditor.
+"""`privrl audit server | randomizer`: test a trust boundary as an attacker and an auditor.
 
-Exit codes: 0 consistent, 1 a bound above the declared epsilon, 2 usage errors (one line, never
-a traceback).
+Exit codes: 0 nothing found, 1 findings (or a randomizer bound above the declared epsilon),
+2 usage errors (one line, never a traceback).
 """
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 
 from privrl import algorithms
+from privrl.client.api import ApiError
 from privrl.client.cli_common import CliError, epsilon_value, knob_value, positive_int
 from privrl.config import RunConfig
 from privrl.seeding import generator, secret_seed
@@ -65,6 +67,22 @@ def _auditor_rng(seed: int | None, role: str):
     return generator(secret_seed() if seed is None else seed, "audit", role)
 
 
+def cmd_audit_server(args: argparse.Namespace) -> int:
+    """privrl audit server: public routes only; exit 1 when anything is found."""
+    from privrl.client.audit.server import audit_server
+
+    server = args.server or os.environ.get(SERVER_ENV, "")
+    if not server:
+        raise CliError(f"no server given: pass --server URL or set {SERVER_ENV}")
+    try:
+        report = audit_server(server, args.run, args.polls, args.interval, args.alpha,
+                              args.guesses, args.max_candidates, _auditor_rng(args.seed, "server"))
+    except ApiError as exc:
+        raise CliError(str(exc)) from None
+    print(report.to_json() if args.json else report.text())
+    return report.exit_code
+
+
 def cmd_audit_randomizer(args: argparse.Namespace) -> int:
     """privrl audit randomizer: an empirical lower bound on the local randomizer's epsilon."""
     from privrl.lab.auditing import audit_local_randomizer
@@ -106,8 +124,28 @@ def cmd_audit_randomizer(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `audit server | randomizer | proxy` to the `privrl` parser."""
-    audit = sub.add_parser("audit", help="test a trust boundary: randomizer")
+    audit = sub.add_parser("audit", help="test a trust boundary: server, randomizer")
     asub = audit.add_subparsers(dest="audit_command", required=True)
+
+    p = asub.add_parser("server", help="audit a server from its public routes (no token)")
+    p.add_argument("--server", default=None,
+                   help=f"server base URL, e.g. http://127.0.0.1:8000 (default ${SERVER_ENV})")
+    p.add_argument("--run", action="append", default=None, metavar="ID",
+                   help="audit this run (repeatable; default: every listed run)")
+    p.add_argument("--polls", type=positive_int, default=3,
+                   help="billboard readings per run, for the noise test (default 3)")
+    p.add_argument("--interval", type=_seconds, default=1.0,
+                   help="seconds between readings (default 1)")
+    p.add_argument("--alpha", type=_probability, default=1e-3,
+                   help="false-alarm rate of the noise test per run (default 0.001)")
+    p.add_argument("--guesses", type=_count, default=65,
+                   help="also try the seeds 0..N-1 people type (default 65)")
+    p.add_argument("--max-candidates", type=_count, default=400,
+                   help="most candidate seeds tried per run (default 400)")
+    p.add_argument("--seed", type=_count, default=None,
+                   help="the auditor's own seed (control draws), to repeat an audit exactly")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(handler=cmd_audit_server)
 
     p = asub.add_parser("randomizer",
                         help="empirical lower bound on the local randomizer's epsilon")
