@@ -1,4 +1,4 @@
-"""`privrl audit server | randomizer`: test a trust boundary as an attacker and an auditor.
+"""`privrl audit server | randomizer | proxy`: test a trust boundary as an attacker and an auditor.
 
 Exit codes: 0 nothing found, 1 findings (or a randomizer bound above the declared epsilon),
 2 usage errors (one line, never a traceback).
@@ -10,9 +10,11 @@ import argparse
 import json
 import math
 import os
+import sys
+from pathlib import Path
 
 from privrl import algorithms
-from privrl.client.api import ApiError
+from privrl.client.api import ApiError, check_url
 from privrl.client.cli_common import CliError, epsilon_value, knob_value, positive_int
 from privrl.config import RunConfig
 from privrl.seeding import generator, secret_seed
@@ -122,9 +124,44 @@ def cmd_audit_randomizer(args: argparse.Namespace) -> int:
     return 1 if audit.exceeded else 0
 
 
+def cmd_audit_proxy(args: argparse.Namespace) -> int:
+    """privrl audit proxy: forward and record until stopped; exit 1 when anything was flagged."""
+    from privrl.client.audit.proxy import REPORT_PATH, check_listen, serve_proxy
+
+    try:
+        upstream = check_url(args.upstream)
+    except ApiError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        check_listen(args.host, args.listen)
+    except OSError as exc:
+        raise CliError(
+            f"cannot listen on {args.host}:{args.listen}: {exc.strerror or exc}") from None
+    sink = None
+    if args.log:
+        try:
+            sink = open(Path(args.log), "a", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise CliError(f"cannot write the log {args.log}: {exc.strerror or exc}") from None
+    print(f"privrl audit proxy: http://{args.host}:{args.listen} -> {upstream} (report so far:"
+          f" GET {REPORT_PATH}); stop with Ctrl-C", file=sys.stderr, flush=True)
+    try:
+        report = serve_proxy(args.host, args.listen, upstream, sink)
+    except OSError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        if sink is not None:
+            sink.close()
+    if args.json:
+        print(report.to_json())
+    else:
+        print(report.text())
+    return report.exit_code
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `audit server | randomizer | proxy` to the `privrl` parser."""
-    audit = sub.add_parser("audit", help="test a trust boundary: server, randomizer")
+    audit = sub.add_parser("audit", help="test a trust boundary: server, randomizer, proxy")
     asub = audit.add_subparsers(dest="audit_command", required=True)
 
     p = asub.add_parser("server", help="audit a server from its public routes (no token)")
@@ -169,3 +206,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=_count, default=None, help="the auditor's seed (repeatable)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=cmd_audit_randomizer)
+
+    p = asub.add_parser("proxy", help="a logging reverse proxy that flags raw LDP statistics")
+    p.add_argument("--listen", type=_port, required=True, metavar="PORT",
+                   help="port to listen on")
+    p.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    p.add_argument("--upstream", required=True, metavar="URL",
+                   help="the server to forward to, e.g. http://127.0.0.1:8000")
+    p.add_argument("--log", default=None, metavar="FILE",
+                   help="append one JSON line per exchange to FILE")
+    p.add_argument("--json", action="store_true", help="print the final report as JSON")
+    p.set_defaults(handler=cmd_audit_proxy)

@@ -2,7 +2,7 @@
 
   in-process (privrl.client.lab_cli): run, plot, bench, worlds, algorithms
   client-server (privrl.client.remote_cli): serve, runs, users, evaluate, demo
-  trust boundary (privrl.client.audit_cli): audit server, audit randomizer
+  trust boundary (privrl.client.audit_cli): audit server, audit randomizer, audit proxy
 
 Every subcommand validates its arguments and reports problems as one clear line (exit code 2),
 never as a traceback. Command modules import `cli_common`, never this module.
