@@ -131,10 +131,10 @@ def test_raw_statistics_in_an_ldp_run_are_flagged(server: LiveServer, tmp_path: 
         proxy.kill()
     assert code == 1, (final, err)
     messages = [f["message"] for f in final["findings"] if f["run_id"] == run_id]
-    assert any("raw trajectory" in m for m in messages), messages
-    assert any("raw field states" in m for m in messages), messages
-    assert any("arrays.sas holds only whole numbers" in m for m in messages), messages
-    assert final["runs"][run_id].startswith("ldp run, 2 reports")
+    assert len(messages) == 2, messages  # one finding per report, naming every reason
+    assert "raw trajectory" in messages[0] and "raw fields states, actions" in messages[0]
+    assert "whole numbers (clean counts, not randomized values): arrays.sas" in messages[1]
+    assert final["runs"][run_id].startswith("ldp run, 2 reports of ")
 
 
 def test_usage_errors(server: LiveServer) -> None:
@@ -162,7 +162,7 @@ def test_wire_log_checks_in_process() -> None:
     seeded = {**noisy, "seed": 7}
     flags = wire.record("POST", "/v1/runs/r/reports", "r", "/v1/runs/{run_id}/reports",
                         json.dumps(seeded).encode(), 200, b"{}")
-    assert any("seed-like field seed" in f for f in flags)
+    assert any("seed-like fields seed" in f for f in flags)
     answer = json.dumps({"episode": 1, "rng_state": 123}).encode()
     flags = wire.record("POST", "/v1/runs/q/claims", "q", "/v1/runs/{run_id}/claims", b"", 200,
                         answer)

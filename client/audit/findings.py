@@ -74,7 +74,8 @@ class AuditReport:
 
     def text(self) -> str:
         """The report as lines a person reads: per run, what passed and what was found."""
-        head = ", ".join(f"{k} {v}" for k, v in self.summary.items())
+        head = ", ".join(f"{k} {v}" for k, v in self.summary.items()
+                         if isinstance(v, int | float | str))
         lines = [f"privrl audit {self.kind} {self.target}" + (f": {head}" if head else "")]
         for run_id in [None, *self.runs]:
             checks = [c for c in self.checks if c.run_id == run_id]

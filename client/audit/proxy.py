@@ -45,6 +45,7 @@ def describe(doc: Any) -> dict[str, str]:
     out: dict[str, str] = {}
 
     def visit(value: Any, path: str) -> None:
+        """Record the type of every leaf below `path`."""
         if isinstance(value, dict):
             for key, sub in value.items():
                 visit(sub, f"{path}.{key}" if path else str(key))
@@ -115,6 +116,7 @@ class WireLog:
     """What crossed the wire, per run, and what was flagged."""
 
     def __init__(self, upstream: str, sink: IO[str] | None = None) -> None:
+        """Record traffic to `upstream`; `sink` gets one JSON line per exchange."""
         self.report = AuditReport("proxy", upstream)
         self.runs: dict[str, RunTraffic] = {}
         self.other: dict[str, RouteTraffic] = {}
@@ -157,39 +159,39 @@ class WireLog:
         return flagged
 
     def _check_report(self, run_id: str, where: str, doc: Any) -> None:
-        """An LDP report may carry only the ticket and the noisy arrays."""
+        """An LDP report may carry only the ticket and the noisy arrays: one finding per report
+        that carries anything else, naming every reason."""
         traffic = self.run(run_id)
         if traffic.privacy != "ldp" or doc is None:
             return
         if not isinstance(doc, dict):
             self.flag("ldp-report", "an LDP report that is not a JSON object", run_id, where, {})
             return
+        reasons: list[str] = []
         if doc.get("kind") == "trajectory":
-            self.flag("ldp-report", "a raw trajectory (kind 'trajectory') was sent to an LDP"
-                      " run", run_id, where, {"fields": sorted(doc)})
-        for path, key, value in walk(doc):
-            if key is None:
-                continue
-            if raw_looking(key, value):
-                self.flag("ldp-report", f"raw field {path} in an LDP report", run_id, where,
-                          {"path": path, "value": repr(value)[:200]})
-            elif secret_looking(key):
-                self.flag("ldp-report", f"seed-like field {path} in an LDP report", run_id,
-                          where, {"path": path})
-        for path in whole_number_arrays(doc):
-            self.flag("ldp-report", f"array {path} holds only whole numbers: a raw statistic,"
-                      " not locally randomized values", run_id, where, {"path": path})
+            reasons.append("a raw trajectory (kind 'trajectory')")
+        raw = [p for p, k, v in walk(doc) if k is not None and raw_looking(k, v)]
+        secret = [p for p, k, v in walk(doc) if k is not None and secret_looking(k)]
+        whole = whole_number_arrays(doc)
         extra = sorted(set(doc) - {"kind", "ticket", "arrays"})
+        if raw:
+            reasons.append(f"raw fields {', '.join(raw)}")
+        if secret:
+            reasons.append(f"seed-like fields {', '.join(secret)}")
+        if whole:
+            reasons.append(f"arrays of whole numbers (clean counts, not randomized values):"
+                           f" {', '.join(whole)}")
         if extra:
-            self.flag("ldp-report", f"fields beyond kind, ticket and arrays: {extra}", run_id,
-                      where, {"fields": extra})
+            reasons.append(f"fields beyond kind, ticket and arrays: {', '.join(extra)}")
         layout = tuple(sorted(describe(doc).items()))
         if traffic.layout is None:
             traffic.layout = layout
         elif layout != traffic.layout:
-            self.flag("ldp-report", "this report's fields or array lengths differ from the"
-                      " run's first report (a side channel)", run_id, where,
-                      {"first": dict(traffic.layout), "this": dict(layout)})
+            reasons.append("fields or array lengths that differ from the run's first report"
+                           " (a side channel)")
+        if reasons:
+            self.flag("ldp-report", "raw data in an LDP report: " + "; ".join(reasons), run_id,
+                      where, {"reasons": reasons, "fields": describe(doc)})
 
     def summary(self) -> AuditReport:
         """The report so far: per-run traffic, the flags, and what passed."""
@@ -200,8 +202,12 @@ class WireLog:
         for run_id, run in self.runs.items():
             reports = sum(t.requests for w, t in run.routes.items() if w.endswith("/reports"))
             sizes = [t.request_bytes for w, t in run.routes.items() if w.endswith("/reports")]
-            size = f", {sizes[0][0]}-{sizes[0][1]} bytes each" if sizes else ""
-            report.runs[run_id] = f"{run.privacy or 'unknown'} run, {reports} reports{size}"
+            size = ""
+            if sizes:
+                lo, hi = sizes[0]
+                size = f" of {lo} bytes" if lo == hi else f" of {lo}-{hi} bytes"
+            noun = "report" if reports == 1 else "reports"
+            report.runs[run_id] = f"{run.privacy or 'unknown'} run, {reports} {noun}{size}"
             if run.privacy == "ldp" and reports and not any(
                     f.run_id == run_id for f in report.findings):
                 fields = ", ".join(f"{k}: {v}" for k, v in (run.layout or ()))
@@ -217,6 +223,7 @@ class WireLog:
 
 
 def _json(body: bytes) -> Any:
+    """A body as JSON, or None when it is empty or not JSON."""
     if not body:
         return None
     try:
@@ -240,11 +247,13 @@ def create_proxy_app(upstream: str, wire: WireLog, timeout: float = 60.0) -> Sta
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        """One connection pool to the upstream server for the proxy's lifetime."""
         async with httpx.AsyncClient(base_url=upstream, timeout=timeout) as client:
             state["client"] = client
             yield
 
     async def learn_privacy(run_id: str) -> None:
+        """Ask the upstream server (public route) for a run's privacy mode, once."""
         run = wire.run(run_id)
         if run.privacy is not None:
             return
@@ -256,9 +265,11 @@ def create_proxy_app(upstream: str, wire: WireLog, timeout: float = 60.0) -> Sta
             pass
 
     async def report(request: Request) -> Response:
+        """The report so far, as JSON."""
         return JSONResponse(wire.summary().to_dict())
 
     async def forward(request: Request) -> Response:
+        """Forward one request unchanged, record the exchange, answer as upstream did."""
         body = await request.body()
         path = request.url.path
         run_id, template = split_run_path(path)

@@ -70,6 +70,7 @@ class PublicReader:
     server's extra fields are exactly what the audit looks for)."""
 
     def __init__(self, api: ServerAPI) -> None:
+        """Read through `api`'s connection pool (its URL is already checked)."""
         self.api = api
 
     def get(self, path: str, what: str) -> httpx.Response:
@@ -257,6 +258,8 @@ class ServerAudit:
         max_candidates: int = 400,
         rng: np.random.Generator | None = None,
     ) -> None:
+        """Audit `run_ids` (default: every listed run) on the server `api` talks to; `rng`
+        draws the control seeds."""
         if polls < 1 or interval < 0 or not 0 < alpha < 1 or guesses < 0 or max_candidates < 0:
             raise ValueError("polls >= 1, interval >= 0, 0 < alpha < 1, guesses >= 0 and"
                              " max_candidates >= 0 are needed")
@@ -272,6 +275,7 @@ class ServerAudit:
     # collecting
 
     def _fetch(self, path: str, route: str, run_id: str | None) -> Document | None:
+        """GET one public document and keep it (an error status is simply not kept)."""
         resp = self.reader.get(path, route)
         if resp.status_code >= 400:
             return None
@@ -324,10 +328,11 @@ class ServerAudit:
         self.report.summary = {"runs": len(self.runs), "documents": len(self.docs)}
 
     def _view(self, run_id: str, info: dict[str, Any]) -> RunView:
+        """What the audit can know about a run from its public info (config, calibration)."""
         try:
             config = RunConfig.model_validate(info.get("config"))
             calibration = calibrate(config)
-        except Exception as exc:  # an algorithm this auditor does not have, a changed schema
+        except (ValueError, ImportError) as exc:  # an algorithm or backend this auditor lacks
             return RunView(run_id, info, None, None, f"its config is not understood ({exc})")
         return RunView(run_id, info, config, calibration)
 
@@ -417,6 +422,7 @@ class ServerAudit:
 
     @staticmethod
     def _reported(view: RunView) -> str:
+        """Reports counted at the first and last reading, for the run's line."""
         seen = sorted({p.reported for p in view.polls})
         if not seen:
             return str(view.info.get("status", {}).get("reported", "?"))
@@ -501,6 +507,7 @@ class ServerAudit:
         return items[: self.max_candidates], len(items)
 
     def _noise_for(self, view: RunView, seed: int, t: int) -> dict[str, np.ndarray]:
+        """The noise `seed` would have put in the run's release after t reports."""
         cfg, cal = view.config, view.calibration
         assert cfg is not None and cal is not None
         if cfg.privacy == "jdp":
@@ -558,6 +565,7 @@ class ServerAudit:
                                f" the {who} noise ({seconds:.1f}s)", view.run_id)
 
     def _distance(self, view: RunView, poll: Poll, seed: int, t: int) -> float:
+        """How far a reading minus the noise of `seed` lies outside the clean range."""
         assert view.calibration is not None
         return clean_distance(view.calibration, poll.arrays, t, self._noise_for(view, seed, t))
 
@@ -601,6 +609,7 @@ class ServerAudit:
 
 
 def _short(value: Any, limit: int = 60) -> str:
+    """A value's repr, cut to `limit` characters for one-line messages."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

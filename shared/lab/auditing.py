@@ -131,6 +131,7 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
         return 0.0
 
     def profile(eps: float) -> float:
+        """delta(eps) of the Gaussian shift."""
         return _normal_sf(eps / mu - mu / 2) - math.exp(eps) * _normal_sf(eps / mu + mu / 2)
 
     if profile(0.0) <= delta:
@@ -160,6 +161,7 @@ class NeighbourPair:
 
 def _trajectory(states: Sequence[int], actions: Sequence[int], rewards: Sequence[float]
                 ) -> Trajectories:
+    """One trajectory as a batch of one (the shape user statistics take)."""
     return Trajectories(np.asarray([states], dtype=np.int64), np.asarray([actions], dtype=np.int64),
                         np.asarray([rewards], dtype=np.float64))
 
@@ -267,6 +269,7 @@ def sample_statistic(
 
 
 def _counts_at(tx: np.ndarray, ty: np.ndarray, tau: float) -> tuple[int, int]:
+    """True and false positives of the test 'statistic >= tau' (ties count)."""
     return int((tx >= tau - TIE).sum()), int((ty >= tau - TIE).sum())
 
 
