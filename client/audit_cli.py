@@ -45,6 +45,14 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _budget(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    value = _seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a number of seconds > 0, got 0")
+    return value
+
+
 def _count(text: str) -> int:
     """argparse type: a whole number >= 0."""
     try:
@@ -78,7 +86,8 @@ def cmd_audit_server(args: argparse.Namespace) -> int:
         raise CliError(f"no server given: pass --server URL or set {SERVER_ENV}")
     try:
         report = audit_server(server, args.run, args.polls, args.interval, args.alpha,
-                              args.guesses, args.max_candidates, _auditor_rng(args.seed, "server"))
+                              args.guesses, args.max_candidates, _auditor_rng(args.seed, "server"),
+                              args.seed_budget)
     except ApiError as exc:
         raise CliError(str(exc)) from None
     print(report.to_json() if args.json else report.text())
@@ -179,6 +188,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also try the seeds 0..N-1 people type (default 65)")
     p.add_argument("--max-candidates", type=_count, default=400,
                    help="most candidate seeds tried per run (default 400)")
+    p.add_argument("--seed-budget", type=_budget, default=120.0, metavar="SECONDS",
+                   help="most seconds spent trying seeds per run (default 120; the most"
+                   " suspicious candidates go first)")
     p.add_argument("--seed", type=_count, default=None,
                    help="the auditor's own seed (control draws), to repeat an audit exactly")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

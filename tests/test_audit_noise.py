@@ -195,3 +195,17 @@ def test_in_process_audit_flags_an_exact_billboard(apps, monkeypatch) -> None:
     report = audit.check()
     assert any(f.check == "noise" for f in report.findings), report.text()
     assert "re-derive none" in {c.check: c for c in report.checks}["seeds"].message
+
+
+def test_the_seed_search_stops_at_its_budget_and_says_so(apps) -> None:
+    client = apps()
+    cfg = spec("jdp", episodes=12, seed=None)
+    run_id = create(client, cfg)
+    play(client, run_id, cfg, 12)
+    api = ServerAPI("http://testserver")
+    api.http = client
+    report = ServerAudit(api, [run_id], polls=1, rng=generator(1, "audit"),
+                         seed_budget=1e-9).run()
+    seeds = {c.check: c for c in report.checks if c.run_id == run_id}["seeds"]
+    assert seeds.message.startswith("0 candidate seeds (of ") and "--seed-budget" in seeds.message
+    assert report.findings == []

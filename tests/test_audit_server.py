@@ -139,7 +139,8 @@ def test_seeds_people_type_are_found(honest: LiveServer) -> None:
 def test_usage_errors_are_one_line(honest: LiveServer) -> None:
     for args, pattern in ((("--server", "not a url"), "invalid server URL"),
                           (("--server", honest.url, "--run", "nope"), "not found"),
-                          (("--server", honest.url, "--alpha", "2"), "expected a number in")):
+                          (("--server", honest.url, "--alpha", "2"), "expected a number in"),
+                          (("--server", honest.url, "--seed-budget", "0"), "seconds > 0")):
         done = run_cli("audit", "server", *args, timeout=60)
         assert done.returncode == 2, (done.stdout, done.stderr)
         lines = [ln for ln in done.stderr.splitlines() if ln.strip()]

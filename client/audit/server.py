@@ -28,9 +28,8 @@ from privrl.client.api import ApiError, ServerAPI, describe_status, describe_tra
 from privrl.client.audit.findings import AuditReport, Finding
 from privrl.client.audit.noise import IncrementTest, increment_test
 from privrl.config import RunConfig
-from privrl.privacy.accountant import Ledger
 from privrl.privacy.calibration import Calibration, calibrate
-from privrl.privacy.privatizers import Central, randomize_locally
+from privrl.privacy.privatizers import randomize_locally
 from privrl.privacy.tree import TreeCounter, levels_released
 from privrl.seeding import SEED_BITS, user_generator
 from privrl.worlds.rollout import draw_uniforms
@@ -179,26 +178,29 @@ def harvest(docs: Sequence[Document]) -> dict[int, str]:
 # --- re-deriving noise with the open library ----------------------------------------------------
 
 
-def central_noise(calibration: Calibration, seed: int, max_items: int, t: int
-                  ) -> dict[str, np.ndarray]:
-    """The server's tree noise in the release after t reports, were its seed `seed`."""
-    if not calibration.smooth:  # only the nodes of t's binary representation
-        out = {}
-        for fam in calibration.families:
-            assert calibration.mechanism is not None
-            tree = TreeCounter(fam.shape, calibration.mechanism, [seed], fam.name, max_items)
-            total = np.zeros((1, *fam.shape))
-            for level in range(levels_released(t)):
-                if (t >> level) & 1:
-                    total += tree.node_noise(level, t >> level)
-            out[fam.name] = total[0]
-        return out
-    central = Central(calibration, [seed], max_items)
-    zeros = {f.name: np.zeros((1, *f.shape)) for f in calibration.families}
-    ledger = Ledger()
-    for _ in range(t):
-        central.ingest(zeros, ledger)
-    return {name: arr[0] for name, arr in central.release().items()}
+def central_noise(calibration: Calibration, seed: int, max_items: int, t: int,
+                  families: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """The server's tree noise in the release after t reports, were its seed `seed`: the tree
+    counters `Central` builds, fed t empty items (`families`: only these)."""
+    assert calibration.mechanism is not None
+    out = {}
+    for fam in calibration.families:
+        if families is not None and fam.name not in families:
+            continue
+        tree = TreeCounter(fam.shape, calibration.mechanism, [seed], fam.name, max_items,
+                           calibration.smooth)
+        if calibration.smooth:  # every node below the release's nodes: O(t) draws
+            zeros = np.zeros((1, *fam.shape))
+            for _ in range(t):
+                tree.add(zeros)
+            out[fam.name] = tree.release()[0]
+            continue
+        total = np.zeros((1, *fam.shape))  # only the nodes of t's binary representation
+        for level in range(levels_released(t)):
+            if (t >> level) & 1:
+                total += tree.node_noise(level, t >> level)
+        out[fam.name] = total[0]
+    return out
 
 
 def local_noise(calibration: Calibration, horizon: int, seed: int, episodes: Sequence[int]
@@ -221,6 +223,8 @@ def clean_distance(calibration: Calibration, released: dict[str, np.ndarray], t:
     [0, t * clean_max] that t honest users' exact counts occupy."""
     worst = 0.0
     for fam in calibration.families:
+        if fam.name not in noise:
+            continue
         rest = released[fam.name] - noise[fam.name]
         below, above = -rest, rest - t * fam.clean_max
         worst = max(worst, float(np.max(np.maximum(0.0, np.maximum(below, above)))))
@@ -257,16 +261,19 @@ class ServerAudit:
         guesses: int = DEFAULT_GUESSES,
         max_candidates: int = 400,
         rng: np.random.Generator | None = None,
+        seed_budget: float = 120.0,
     ) -> None:
         """Audit `run_ids` (default: every listed run) on the server `api` talks to; `rng`
-        draws the control seeds."""
-        if polls < 1 or interval < 0 or not 0 < alpha < 1 or guesses < 0 or max_candidates < 0:
-            raise ValueError("polls >= 1, interval >= 0, 0 < alpha < 1, guesses >= 0 and"
-                             " max_candidates >= 0 are needed")
+        draws the control seeds; `seed_budget` bounds the seconds spent trying seeds per run."""
+        if (polls < 1 or interval < 0 or not 0 < alpha < 1 or guesses < 0 or max_candidates < 0
+                or seed_budget <= 0):
+            raise ValueError("polls >= 1, interval >= 0, 0 < alpha < 1, guesses >= 0,"
+                             " max_candidates >= 0 and seed_budget > 0 are needed")
         self.reader = PublicReader(api)
         self.wanted = list(run_ids) if run_ids else None
         self.polls, self.interval, self.alpha = polls, interval, alpha
         self.guesses, self.max_candidates = guesses, max_candidates
+        self.seed_budget = seed_budget
         self.rng = rng if rng is not None else np.random.default_rng()
         self.report = AuditReport("server", api.server)
         self.docs: list[Document] = []
@@ -506,14 +513,6 @@ class ServerAudit:
         items = list(ordered.items())
         return items[: self.max_candidates], len(items)
 
-    def _noise_for(self, view: RunView, seed: int, t: int) -> dict[str, np.ndarray]:
-        """The noise `seed` would have put in the run's release after t reports."""
-        cfg, cal = view.config, view.calibration
-        assert cfg is not None and cal is not None
-        if cfg.privacy == "jdp":
-            return central_noise(cal, seed, cfg.episodes, t)
-        return local_noise(cal, cfg.horizon, seed, view.episodes_reported)
-
     def check_seeds(self, view: RunView) -> None:
         """Try every harvested integer as the seed behind the billboard's noise."""
         cfg, cal = view.config, view.calibration
@@ -532,7 +531,7 @@ class ServerAudit:
             self.report.skipped("seeds", "no report yet: nothing to denoise", view.run_id)
             return
         t = last.reported
-        tol = 1e-6 * max(1.0, max(float(np.abs(a).max()) for a in last.arrays.values()))
+        tol = self.tolerance(last)
         controls = [self._distance(view, last, int(self.rng.integers(2**63)), t)
                     for _ in range(2)]
         if min(controls) <= tol:
@@ -542,8 +541,11 @@ class ServerAudit:
             return
         candidates, total = self._candidates(view)
         start = time.perf_counter()
-        hits = []
+        hits, tried = [], 0
         for seed, source in candidates:
+            if time.perf_counter() - start > self.seed_budget:
+                break
+            tried += 1
             distance = self._distance(view, last, seed, t)
             if distance <= tol:
                 hits.append((seed, source, distance))
@@ -559,15 +561,36 @@ class ServerAudit:
                  "distance_from_clean_range": distance, "random_seed_distances": controls,
                  "release_std": cal.release_std(t)}))
         if not hits:
-            tried = f"{len(candidates)} candidate seeds" + (
-                f" (of {total}; raise --max-candidates)" if total > len(candidates) else "")
-            self.report.passed("seeds", f"{tried} from public data and guesses re-derive none of"
-                               f" the {who} noise ({seconds:.1f}s)", view.run_id)
+            left = []
+            if total > len(candidates):
+                left.append("raise --max-candidates")
+            if tried < len(candidates):
+                left.append(f"the {self.seed_budget:g}s budget ran out: raise --seed-budget")
+            of = f" (of {total}; {', '.join(left)})" if left else ""
+            self.report.passed("seeds", f"{tried} candidate seeds{of} from public data and"
+                               f" guesses re-derive none of the {who} noise ({seconds:.1f}s)",
+                               view.run_id)
 
     def _distance(self, view: RunView, poll: Poll, seed: int, t: int) -> float:
-        """How far a reading minus the noise of `seed` lies outside the clean range."""
-        assert view.calibration is not None
-        return clean_distance(view.calibration, poll.arrays, t, self._noise_for(view, seed, t))
+        """How far a reading minus the noise of `seed` lies outside the clean range (JDP: one
+        family at a time, so a wrong seed is usually rejected after the first)."""
+        cfg, cal = view.config, view.calibration
+        assert cfg is not None and cal is not None
+        if cfg.privacy == "ldp":
+            noise = local_noise(cal, cfg.horizon, seed, view.episodes_reported)
+            return clean_distance(cal, poll.arrays, t, noise)
+        worst = 0.0
+        for fam in sorted(cal.families, key=lambda f: int(np.prod(f.shape))):
+            noise = central_noise(cal, seed, cfg.episodes, t, [fam.name])
+            worst = max(worst, clean_distance(cal, poll.arrays, t, noise))
+            if worst > self.tolerance(poll):
+                break
+        return worst
+
+    @staticmethod
+    def tolerance(poll: Poll) -> float:
+        """Rounding slack of 'billboard minus noise': a millionth of the largest entry."""
+        return 1e-6 * max(1.0, max(float(np.abs(a).max()) for a in poll.arrays.values()))
 
     def check_increments(self, view: RunView) -> None:
         """The variance test on each pair of successive polls that saw new reports."""
@@ -623,8 +646,9 @@ def audit_server(
     guesses: int = DEFAULT_GUESSES,
     max_candidates: int = 400,
     rng: np.random.Generator | None = None,
+    seed_budget: float = 120.0,
 ) -> AuditReport:
     """Audit the server at `server` from its public routes (see the module docstring)."""
     with ServerAPI(server) as api:
         return ServerAudit(api, run_ids, polls, interval, alpha, guesses, max_candidates,
-                           rng).run()
+                           rng, seed_budget).run()
