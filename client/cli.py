@@ -2,6 +2,7 @@
 
   in-process (privrl.client.lab_cli): run, plot, bench, worlds, algorithms
   client-server (privrl.client.remote_cli): serve, runs, users, evaluate, demo
+  trust boundary (privrl.client.audit_cli): audit server, audit randomizer, audit proxy
 
 Every subcommand validates its arguments and reports problems as one clear line (exit code 2),
 never as a traceback. Command modules import `cli_common`, never this module.
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from privrl import algorithms
-from privrl.client import lab_cli, remote_cli
+from privrl.client import audit_cli, lab_cli, remote_cli
 from privrl.client.cli_common import CliError
 from privrl.worlds.tabular import WorldError
 
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     lab_cli.register(sub)
     remote_cli.register(sub)
+    audit_cli.register(sub)
     return parser
 
 

@@ -1,0 +1,654 @@
+"""`privrl audit server`: audit a privrl server from outside, with public routes only (no token).
+
+1. Read everything a visitor can: the run list, each run's info, billboard, ledger, policy and
+   policy log, /metrics, /healthz, /readyz, the OpenAPI document, and every other GET route the
+   OpenAPI document lists whose only parameter is the run id.
+2. Search it for what re-derives published noise or carries raw data: fields named like seeds,
+   generator states or noise values; trajectory fields; released arrays that are exact counts.
+3. Try to denoise the billboard as an attacker would: every integer the public data shows (and
+   the small seeds people type) is tried as the run's seed with the open library; a candidate is
+   confirmed when the billboard minus the noise it re-derives is a clean count everywhere.
+4. Poll the billboard over time and test that the increments between releases carry at least
+   the declared noise (`privrl.client.audit.noise`), at a stated false-alarm rate.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import numpy as np
+from privrl.client.api import ApiError, ServerAPI, describe_status, describe_transport_error
+from privrl.client.audit.findings import AuditReport, Finding
+from privrl.client.audit.noise import IncrementTest, increment_test
+from privrl.config import RunConfig
+from privrl.privacy.calibration import Calibration, calibrate
+from privrl.privacy.privatizers import randomize_locally
+from privrl.privacy.tree import TreeCounter, levels_released
+from privrl.seeding import SEED_BITS, user_generator
+from privrl.worlds.rollout import draw_uniforms
+
+RUN_ROUTES = ("", "/billboard", "/ledger", "/policy", "/policies")
+SERVER_ROUTES = ("/v1/runs", "/healthz", "/readyz")
+NOT_CRAWLED = {"/openapi.json", "/docs", "/redoc", "/docs/oauth2-redirect", "/metrics"}
+SECRET_TOKENS = {"seed", "seeds", "entropy", "rng", "rngs", "pcg64", "mt19937", "philox", "sfc64"}
+SECRET_JOINED = ("bitgenerator", "randomstate", "spawnkey", "nodenoise", "noisevalue",
+                 "noisedraw", "generatorstate", "rngstate")
+RAW_KEYS = {"states", "rewards", "trajectory", "trajectories", "rawcounts", "exactcounts",
+            "exactsums"}
+DEFAULT_GUESSES = 65  # seeds people type: 0, 1, ..., 42, ..., 64
+
+
+@dataclass
+class Document:
+    """One public answer: where it came from and its body (parsed JSON, or text)."""
+
+    route: str  # "GET /v1/runs/{run_id}/ledger"
+    run_id: str | None
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Poll:
+    """One reading of a billboard: reports counted and the released families' arrays."""
+
+    at: float
+    reported: int
+    arrays: dict[str, np.ndarray]
+
+
+class PublicReader:
+    """Plain GETs without a token (the typed client refuses fields it does not know, and a leaky
+    server's extra fields are exactly what the audit looks for)."""
+
+    def __init__(self, api: ServerAPI) -> None:
+        """Read through `api`'s connection pool (its URL is already checked)."""
+        self.api = api
+
+    def get(self, path: str, what: str) -> httpx.Response:
+        """GET `path`; a transport failure becomes ApiError, any status is returned."""
+        try:
+            return self.api.http.get(path)
+        except httpx.HTTPError as exc:
+            raise ApiError(describe_transport_error(self.api.server, exc)) from None
+
+    def json(self, path: str, what: str) -> Any:
+        """GET `path` as JSON; a status >= 400 or a non-JSON body becomes ApiError."""
+        resp = self.get(path, what)
+        if resp.status_code >= 400:
+            raise ApiError(describe_status(resp, what), resp.status_code)
+        try:
+            return resp.json()
+        except ValueError:
+            raise ApiError(f"{what}: the server did not answer JSON") from None
+
+
+# --- walking public documents -------------------------------------------------------------------
+
+
+def walk(doc: Any, path: str = "") -> Iterator[tuple[str, str | None, Any]]:
+    """Every (path, key, value) in a JSON document, depth first; key is None in lists."""
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            sub = f"{path}.{key}" if path else str(key)
+            yield sub, str(key), value
+            yield from walk(value, sub)
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc):
+            sub = f"{path}[{i}]"
+            yield sub, None, value
+            yield from walk(value, sub)
+
+
+def _key_tokens(key: str) -> tuple[set[str], str]:
+    """A key's lower-case words (snake, kebab and camel case) and its letters joined."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", key)
+    words = {w for w in re.split(r"[^a-z0-9]+", spaced.lower()) if w}
+    return words, re.sub(r"[^a-z0-9]", "", key.lower())
+
+
+def secret_looking(key: str) -> bool:
+    """Whether a field name suggests a seed, a generator state or noise values."""
+    words, joined = _key_tokens(key)
+    return bool(words & SECRET_TOKENS) or any(j in joined for j in SECRET_JOINED)
+
+
+def raw_looking(key: str, value: Any) -> bool:
+    """Whether a field looks like raw user data: trajectory fields, or a flat action sequence
+    (a published policy's actions are a table actions[h][s], not a sequence)."""
+    words, joined = _key_tokens(key)
+    if joined in RAW_KEYS or words & {"trajectory", "trajectories"}:
+        return True
+    return joined == "actions" and isinstance(value, list) and bool(value) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def _as_int(value: Any) -> int | None:
+    """A non-negative integer a value could be read as (numbers, decimal or hex strings)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float):
+        ok = math.isfinite(value) and value.is_integer() and 0 <= value < 2.0**SEED_BITS
+        return int(value) if ok else None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            return int(text)
+        if re.fullmatch(r"0[xX][0-9a-fA-F]+", text):
+            return int(text, 16)
+        if re.fullmatch(r"[0-9a-fA-F]{16,64}", text):
+            return int(text, 16)
+    return None
+
+
+def harvest(docs: Sequence[Document]) -> dict[int, str]:
+    """Every integer the documents show (values, keys, numeric and hex strings, metric samples),
+    with where it was first seen. Billboard arrays are left out: they are the noisy release."""
+    found: dict[int, str] = {}
+    for doc in docs:
+        if isinstance(doc.body, str):
+            for token in re.split(r"[\s{},=\"]+", doc.body):
+                value = _as_int(token[:-2] if token.endswith(".0") else token)
+                if value is not None:
+                    found.setdefault(value, f"{doc.route} (text)")
+            continue
+        for path, key, value in walk(doc.body):
+            if doc.route.endswith("/billboard") and path.startswith("arrays"):
+                continue
+            for item in (key, value):
+                number = _as_int(item) if item is not None else None
+                if number is not None and number < 2**SEED_BITS:
+                    found.setdefault(number, f"{doc.route} {path}")
+        for name, value in doc.headers.items():
+            number = _as_int(value)
+            if number is not None:
+                found.setdefault(number, f"{doc.route} header {name}")
+    return found
+
+
+# --- re-deriving noise with the open library ----------------------------------------------------
+
+
+def central_noise(calibration: Calibration, seed: int, max_items: int, t: int,
+                  families: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """The server's tree noise in the release after t reports, were its seed `seed`: the tree
+    counters `Central` builds, fed t empty items (`families`: only these)."""
+    assert calibration.mechanism is not None
+    out = {}
+    for fam in calibration.families:
+        if families is not None and fam.name not in families:
+            continue
+        tree = TreeCounter(fam.shape, calibration.mechanism, [seed], fam.name, max_items,
+                           calibration.smooth)
+        if calibration.smooth:  # every node below the release's nodes: O(t) draws
+            zeros = np.zeros((1, *fam.shape))
+            for _ in range(t):
+                tree.add(zeros)
+            out[fam.name] = tree.release()[0]
+            continue
+        total = np.zeros((1, *fam.shape))  # only the nodes of t's binary representation
+        for level in range(levels_released(t)):
+            if (t >> level) & 1:
+                total += tree.node_noise(level, t >> level)
+        out[fam.name] = total[0]
+    return out
+
+
+def local_noise(calibration: Calibration, horizon: int, seed: int, episodes: Sequence[int]
+                ) -> dict[str, np.ndarray]:
+    """The sum of the users' local noise over `episodes`, were the users' seed `seed` (each user
+    draws its rollout uniforms, then its noise, from user_generator(seed, episode))."""
+    total = {f.name: np.zeros(f.shape) for f in calibration.families}
+    zeros = {f.name: np.zeros((1, *f.shape)) for f in calibration.families}
+    for k in episodes:
+        rng = user_generator(seed, k)
+        draw_uniforms([rng], horizon)
+        for name, arr in randomize_locally(zeros, calibration, [rng]).items():
+            total[name] += arr[0]
+    return total
+
+
+def clean_distance(calibration: Calibration, released: dict[str, np.ndarray], t: int,
+                   noise: dict[str, np.ndarray]) -> float:
+    """How far (max over entries) billboard minus `noise` lies outside the clean range
+    [0, t * clean_max] that t honest users' exact counts occupy."""
+    worst = 0.0
+    for fam in calibration.families:
+        if fam.name not in noise:
+            continue
+        rest = released[fam.name] - noise[fam.name]
+        below, above = -rest, rest - t * fam.clean_max
+        worst = max(worst, float(np.max(np.maximum(0.0, np.maximum(below, above)))))
+    return worst
+
+
+# --- the audit ----------------------------------------------------------------------------------
+
+
+@dataclass
+class RunView:
+    """What the audit knows about one run."""
+
+    run_id: str
+    info: dict[str, Any]
+    config: RunConfig | None
+    calibration: Calibration | None
+    problem: str = ""  # why the mechanism checks cannot run
+    polls: list[Poll] = field(default_factory=list)
+    snapshot: Poll | None = None  # the reading the seeds are tried on
+    episodes_reported: list[int] = field(default_factory=list)
+
+
+class ServerAudit:
+    """One audit of one server: collect, search, denoise, test; results in `report`."""
+
+    def __init__(
+        self,
+        api: ServerAPI,
+        run_ids: Sequence[str] | None = None,
+        polls: int = 3,
+        interval: float = 1.0,
+        alpha: float = 1e-3,
+        guesses: int = DEFAULT_GUESSES,
+        max_candidates: int = 400,
+        rng: np.random.Generator | None = None,
+        seed_budget: float = 120.0,
+    ) -> None:
+        """Audit `run_ids` (default: every listed run) on the server `api` talks to; `rng`
+        draws the control seeds; `seed_budget` bounds the seconds spent trying seeds per run."""
+        if (polls < 1 or interval < 0 or not 0 < alpha < 1 or guesses < 0 or max_candidates < 0
+                or seed_budget <= 0):
+            raise ValueError("polls >= 1, interval >= 0, 0 < alpha < 1, guesses >= 0,"
+                             " max_candidates >= 0 and seed_budget > 0 are needed")
+        self.reader = PublicReader(api)
+        self.wanted = list(run_ids) if run_ids else None
+        self.polls, self.interval, self.alpha = polls, interval, alpha
+        self.guesses, self.max_candidates = guesses, max_candidates
+        self.seed_budget = seed_budget
+        self.rng = rng if rng is not None else np.random.default_rng()
+        self.report = AuditReport("server", api.server)
+        self.docs: list[Document] = []
+        self.runs: dict[str, RunView] = {}
+
+    # collecting
+
+    def _fetch(self, path: str, route: str, run_id: str | None) -> Document | None:
+        """GET one public document and keep it (an error status is simply not kept)."""
+        resp = self.reader.get(path, route)
+        if resp.status_code >= 400:
+            return None
+        try:
+            body: Any = resp.json()
+        except ValueError:
+            body = resp.text
+        headers = {k: v for k, v in resp.headers.items()
+                   if k.lower() not in ("content-length", "date")}
+        doc = Document(route, run_id, body, headers)
+        self.docs.append(doc)
+        return doc
+
+    def _routes_from_openapi(self, openapi: Any) -> tuple[list[str], list[str]]:
+        """GET routes without query parameters: (server-wide paths, per-run path templates)."""
+        server, per_run = [], []
+        paths = openapi.get("paths", {}) if isinstance(openapi, dict) else {}
+        for path, item in paths.items():
+            op = item.get("get") if isinstance(item, dict) else None
+            if op is None or path in NOT_CRAWLED:
+                continue
+            params = op.get("parameters", [])
+            if any(p.get("required") and p.get("in") != "path" for p in params):
+                continue
+            names = {p.get("name") for p in params if p.get("in") == "path"}
+            if not names:
+                server.append(path)
+            elif len(names) == 1:
+                per_run.append(path.replace("{" + names.pop() + "}", "{run_id}"))
+        return server, per_run
+
+    def collect(self) -> None:
+        """Read every public document (the OpenAPI document says which routes exist)."""
+        openapi = self._fetch("/openapi.json", "GET /openapi.json", None)
+        self._fetch("/metrics", "GET /metrics", None)
+        extra_server, extra_run = self._routes_from_openapi(openapi.body if openapi else {})
+        for path in dict.fromkeys([*SERVER_ROUTES, *extra_server]):
+            self._fetch(path, f"GET {path}", None)
+        listed = self.reader.json("/v1/runs", "listing runs").get("runs", [])
+        ids = [r.get("id") for r in listed if isinstance(r, dict)]
+        for run_id in self.wanted or ids:
+            what = f"run {run_id!r}"
+            info = self.reader.json(f"/v1/runs/{quote(run_id, safe='')}", what)
+            self.runs[run_id] = self._view(run_id, info)
+        templates = [f"/v1/runs/{{run_id}}{r}" for r in RUN_ROUTES] + extra_run
+        for run_id in self.runs:
+            for template in dict.fromkeys(templates):
+                path = template.replace("{run_id}", quote(run_id, safe=""))
+                self._fetch(path, f"GET {template}", run_id)
+        self.report.summary = {"runs": len(self.runs), "documents": len(self.docs)}
+
+    def _view(self, run_id: str, info: dict[str, Any]) -> RunView:
+        """What the audit can know about a run from its public info (config, calibration)."""
+        try:
+            config = RunConfig.model_validate(info.get("config"))
+            calibration = calibrate(config)
+        except (ValueError, ImportError) as exc:  # an algorithm or backend this auditor lacks
+            return RunView(run_id, info, None, None, f"its config is not understood ({exc})")
+        return RunView(run_id, info, config, calibration)
+
+    def _read_board(self, view: RunView) -> Poll | None:
+        """One reading of a run's billboard (None, with the reason kept, when it is not usable)."""
+        assert view.calibration is not None
+        path = f"/v1/runs/{quote(view.run_id, safe='')}/billboard"
+        board = self.reader.json(path, f"billboard of run {view.run_id!r}")
+        arrays = {}
+        for fam in view.calibration.families:
+            try:
+                arrays[fam.name] = np.asarray(board["arrays"][fam.name],
+                                              dtype=np.float64).reshape(fam.shape)
+            except (KeyError, TypeError, ValueError):
+                view.problem = f"its billboard has no released family {fam.name!r}"
+                return None
+        return Poll(time.time(), int(board.get("reported", 0)), arrays)
+
+    def _ldp_snapshot(self, view: RunView, attempts: int = 10) -> None:
+        """A billboard and the episodes it sums, read without a report landing in between."""
+        path = f"/v1/runs/{quote(view.run_id, safe='')}/policies"
+        for _ in range(attempts):
+            poll = self._read_board(view)
+            log = self.reader.json(path, f"policy log of run {view.run_id!r}")
+            done = [k for k, o in enumerate(log.get("outcomes", [])) if o == "reported"]
+            if poll is None or len(done) == poll.reported:
+                view.snapshot, view.episodes_reported = poll, done
+                return
+            time.sleep(0.05)
+
+    def _live(self) -> list[RunView]:
+        """The runs whose billboards carry declared noise and can be read."""
+        return [v for v in self.runs.values() if not v.problem and v.calibration is not None
+                and v.calibration.mechanism is not None]
+
+    def poll_once(self) -> None:
+        """Read every noisy run's billboard once."""
+        for view in self._live():
+            if (poll := self._read_board(view)) is not None:
+                view.polls.append(poll)
+
+    def finish_polls(self) -> None:
+        """Fix the reading each run's seeds are tried on (LDP: with the episodes it sums)."""
+        for view in self._live():
+            if view.calibration is not None and view.calibration.mode == "ldp":
+                self._ldp_snapshot(view)
+            elif view.polls:
+                view.snapshot = view.polls[-1]
+        self.report.summary["billboard polls"] = max((len(v.polls) for v in self.runs.values()),
+                                                     default=0)
+
+    def poll(self) -> None:
+        """Read the billboards `polls` times, `interval` seconds apart."""
+        for i in range(self.polls):
+            if i:
+                time.sleep(self.interval)
+            self.poll_once()
+        self.finish_polls()
+
+    # checking
+
+    def run(self) -> AuditReport:
+        """Collect, poll and check every run; the report."""
+        self.collect()
+        self.poll()
+        return self.check()
+
+    def check(self) -> AuditReport:
+        """Every check on what was collected and polled; the report."""
+        self.check_fields()
+        for view in self.runs.values():
+            cfg = view.config
+            self.report.runs[view.run_id] = (
+                f"{cfg.algo} {cfg.privacy} eps={cfg.epsilon:g} {cfg.mechanism} "
+                f"K={cfg.episodes}, reported {self._reported(view)}" if cfg else "unknown config")
+            if cfg is None or view.problem:
+                self.report.skipped("mechanism", f"not checked: {view.problem}", view.run_id)
+                continue
+            if cfg.privacy == "none":
+                self.report.skipped("mechanism", "non-private run: it declares no noise",
+                                    view.run_id)
+                continue
+            self.check_exact_counts(view)
+            self.check_seeds(view)
+            self.check_increments(view)
+        return self.report
+
+    @staticmethod
+    def _reported(view: RunView) -> str:
+        """Reports counted at the first and last reading, for the run's line."""
+        seen = sorted({p.reported for p in view.polls})
+        if not seen:
+            return str(view.info.get("status", {}).get("reported", "?"))
+        return str(seen[0]) if len(seen) == 1 else f"{seen[0]} -> {seen[-1]}"
+
+    def check_fields(self) -> None:
+        """Secret-looking and raw-data fields in every document but the OpenAPI schema."""
+        searched = [d for d in self.docs if d.route != "GET /openapi.json"]
+        hits = 0
+        for doc in searched:
+            if isinstance(doc.body, str):
+                names = re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", doc.body, re.M)
+                labels = re.findall(r"[{,]([a-zA-Z_][a-zA-Z0-9_]*)=", doc.body)
+                for name in dict.fromkeys([*names, *labels]):
+                    if secret_looking(name):
+                        hits += 1
+                        self.report.find(Finding(
+                            "secret-field", f"metric or label {name!r} names a seed or noise",
+                            doc.run_id, doc.route))
+                continue
+            for name in doc.headers:
+                if secret_looking(name):
+                    hits += 1
+                    self.report.find(Finding("secret-field", f"header {name!r} names a seed",
+                                             doc.run_id, doc.route,
+                                             {"value": doc.headers[name]}))
+            for path, key, value in walk(doc.body):
+                if key is None:
+                    continue
+                if secret_looking(key):
+                    hits += 1
+                    self.report.find(Finding(
+                        "secret-field",
+                        f"field {path} = {_short(value)} names a seed, generator state or noise",
+                        doc.run_id, doc.route, {"path": path, "value": _short(value, 200)}))
+                elif raw_looking(key, value):
+                    hits += 1
+                    self.report.find(Finding(
+                        "raw-data", f"field {path} = {_short(value)} looks like raw user data",
+                        doc.run_id, doc.route, {"path": path, "value": _short(value, 200)}))
+        if not hits:
+            self.report.passed("fields", f"no seed, generator state, noise value or trajectory"
+                               f" field in {len(searched)} documents")
+
+    def check_exact_counts(self, view: RunView) -> None:
+        """A released family whose values are all whole numbers is an exact count: no noise."""
+        assert view.calibration is not None
+        exact = [
+            (p.reported, name) for p in view.polls if p.reported > 0
+            for name, arr in p.arrays.items() if np.all(arr == np.round(arr))
+        ]
+        if exact:
+            t, name = exact[-1]
+            self.report.find(Finding(
+                "raw-data", f"released family {name!r} is integer-valued after {t} reports: exact"
+                f" counts, although {view.config.privacy.upper()} noise is declared",  # type: ignore[union-attr]
+                view.run_id, "GET /v1/runs/{run_id}/billboard", {"reported": t, "family": name}))
+        elif any(p.reported > 0 for p in view.polls):
+            self.report.passed("raw-data", "released families are not integer-valued",
+                               view.run_id)
+
+    def _candidates(self, view: RunView) -> tuple[list[tuple[int, str]], int]:
+        """Seeds to try with where each comes from, most suspicious first, and the total:
+        values of seed-like fields, then the seeds people type, then big integers (counters
+        and versions are small), then every other integer the public data shows."""
+        docs = [d for d in self.docs if d.run_id in (None, view.run_id)]
+        found = harvest(docs)
+        ordered: dict[int, str] = {}
+        for doc in docs:
+            if isinstance(doc.body, str):
+                continue
+            for path, key, value in walk(doc.body):
+                number = _as_int(value)
+                if key is not None and secret_looking(key) and number is not None:
+                    ordered.setdefault(number, f"{doc.route} {path}")
+        for g in range(self.guesses):
+            also = f"; also at {found[g]}" if g in found else ""
+            ordered.setdefault(g, f"a seed people type{also}")
+        for number in sorted(found, key=lambda n: (n < 2**32, n)):
+            ordered.setdefault(number, found[number])
+        items = list(ordered.items())
+        return items[: self.max_candidates], len(items)
+
+    def check_seeds(self, view: RunView) -> None:
+        """Try every harvested integer as the seed behind the billboard's noise."""
+        cfg, cal = view.config, view.calibration
+        assert cfg is not None and cal is not None
+        who = "run's" if cfg.privacy == "jdp" else "users'"
+        if cfg.noise != "numpy":
+            self.report.passed("seeds", f"noise drawn by {cfg.noise} from the OS CSPRNG: no seed"
+                               " re-derives it", view.run_id)
+            return
+        last = view.snapshot
+        if last is None:
+            self.report.skipped("seeds", "the run kept moving while its billboard and policy log"
+                                " were read; audit it again", view.run_id)
+            return
+        if last.reported == 0:
+            self.report.skipped("seeds", "no report yet: nothing to denoise", view.run_id)
+            return
+        t = last.reported
+        tol = self.tolerance(last)
+        controls = [self._distance(view, last, int(self.rng.integers(2**63)), t)
+                    for _ in range(2)]
+        if min(controls) <= tol:
+            self.report.skipped("seeds", "not decisive: random seeds also leave billboard minus"
+                                " noise in the clean range (the declared noise is small next to"
+                                " the counts)", view.run_id)
+            return
+        candidates, total = self._candidates(view)
+        start = time.perf_counter()
+        hits, tried = [], 0
+        for seed, source in candidates:
+            if time.perf_counter() - start > self.seed_budget:
+                break
+            tried += 1
+            distance = self._distance(view, last, seed, t)
+            if distance <= tol:
+                hits.append((seed, source, distance))
+        seconds = time.perf_counter() - start
+        for seed, source, distance in hits:
+            self.report.find(Finding(
+                "seed",
+                f"seed {seed} ({source}) re-derives the {who} noise: billboard minus that noise"
+                f" is an exact count in all {sum(a.size for a in last.arrays.values())} released"
+                " entries",
+                view.run_id, source.split(" ", 2)[1] if source.startswith("GET ") else "guess",
+                {"seed": str(seed), "source": source, "reported": t,
+                 "distance_from_clean_range": distance, "random_seed_distances": controls,
+                 "release_std": cal.release_std(t)}))
+        if not hits:
+            left = []
+            if total > len(candidates):
+                left.append("raise --max-candidates")
+            if tried < len(candidates):
+                left.append(f"the {self.seed_budget:g}s budget ran out: raise --seed-budget")
+            of = f" (of {total}; {', '.join(left)})" if left else ""
+            self.report.passed("seeds", f"{tried} candidate seeds{of} from public data and"
+                               f" guesses re-derive none of the {who} noise ({seconds:.1f}s)",
+                               view.run_id)
+
+    def _distance(self, view: RunView, poll: Poll, seed: int, t: int) -> float:
+        """How far a reading minus the noise of `seed` lies outside the clean range (JDP: one
+        family at a time, so a wrong seed is usually rejected after the first)."""
+        cfg, cal = view.config, view.calibration
+        assert cfg is not None and cal is not None
+        if cfg.privacy == "ldp":
+            noise = local_noise(cal, cfg.horizon, seed, view.episodes_reported)
+            return clean_distance(cal, poll.arrays, t, noise)
+        worst = 0.0
+        for fam in sorted(cal.families, key=lambda f: int(np.prod(f.shape))):
+            noise = central_noise(cal, seed, cfg.episodes, t, [fam.name])
+            worst = max(worst, clean_distance(cal, poll.arrays, t, noise))
+            if worst > self.tolerance(poll):
+                break
+        return worst
+
+    @staticmethod
+    def tolerance(poll: Poll) -> float:
+        """Rounding slack of 'billboard minus noise': a millionth of the largest entry."""
+        return 1e-6 * max(1.0, max(float(np.abs(a).max()) for a in poll.arrays.values()))
+
+    def check_increments(self, view: RunView) -> None:
+        """The variance test on each pair of successive polls that saw new reports."""
+        cal = view.calibration
+        assert cal is not None
+        pairs = [(a, b) for a, b in zip(view.polls, view.polls[1:], strict=False)
+                 if b.reported > a.reported]
+        if not pairs:
+            self.report.skipped("noise", "no new reports between polls: poll a run while users"
+                                " report (--polls, --interval)", view.run_id)
+            return
+        alpha = self.alpha / len(pairs)
+        names = [f.name for f in cal.families]
+        tests: list[IncrementTest] = [
+            increment_test(cal, a.reported, [a.arrays[n] for n in names],
+                           b.reported, [b.arrays[n] for n in names], alpha)
+            for a, b in pairs
+        ]
+        decisive = [x for x in tests if x.decisive]
+        if not decisive:
+            self.report.skipped("noise", f"{len(tests)} increments, each with too few entries"
+                                f" for a false-alarm rate of {self.alpha:g}", view.run_id)
+            return
+        flagged = [x for x in decisive if x.flagged]
+        ratios = ", ".join(f"{x.ratio:.2f}" for x in decisive)
+        if flagged:
+            worst = min(flagged, key=lambda x: x.ratio)
+            self.report.find(Finding(
+                "noise",
+                f"the billboard moved by less noise than declared: from {worst.t1} to {worst.t2}"
+                f" reports the increments have std {worst.observed_std:.4g}, declared"
+                f" {worst.declared_std:.4g} (flagged below {worst.threshold_std:.4g}; false-alarm"
+                f" rate {self.alpha:g})",
+                view.run_id, "GET /v1/runs/{run_id}/billboard",
+                {"tests": [x.__dict__ for x in tests], "alpha": self.alpha}))
+        else:
+            self.report.passed("noise", f"{len(decisive)} increment(s), observed/declared noise"
+                               f" std {ratios} (false-alarm rate {self.alpha:g})", view.run_id)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """A value's repr, cut to `limit` characters for one-line messages."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def audit_server(
+    server: str,
+    run_ids: Sequence[str] | None = None,
+    polls: int = 3,
+    interval: float = 1.0,
+    alpha: float = 1e-3,
+    guesses: int = DEFAULT_GUESSES,
+    max_candidates: int = 400,
+    rng: np.random.Generator | None = None,
+    seed_budget: float = 120.0,
+) -> AuditReport:
+    """Audit the server at `server` from its public routes (see the module docstring)."""
+    with ServerAPI(server) as api:
+        return ServerAudit(api, run_ids, polls, interval, alpha, guesses, max_candidates,
+                           rng, seed_budget).run()

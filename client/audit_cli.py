@@ -1,0 +1,231 @@
+"""`privrl audit server | randomizer | proxy`: test a trust boundary as an attacker and an auditor.
+
+Exit codes: 0 nothing found, 1 findings (or a randomizer bound above the declared epsilon),
+2 usage errors (one line, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+from privrl import algorithms
+from privrl.client.api import ApiError, check_url
+from privrl.client.cli_common import CliError, epsilon_value, knob_value, positive_int
+from privrl.config import RunConfig
+from privrl.seeding import generator, secret_seed
+from pydantic import ValidationError
+
+SERVER_ENV = "PRIVRL_SERVER"
+
+
+def _probability(text: str) -> float:
+    """argparse type: a number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a finite number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0.0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
+    return value
+
+
+def _budget(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    value = _seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a number of seconds > 0, got 0")
+    return value
+
+
+def _count(text: str) -> int:
+    """argparse type: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    """argparse type: a TCP port 1..65535."""
+    value = _count(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be in 1..65535, got {value}")
+    return value
+
+
+def _auditor_rng(seed: int | None, role: str):
+    """The auditor's own generator (its seed is not a secret: it only makes a run repeatable)."""
+    return generator(secret_seed() if seed is None else seed, "audit", role)
+
+
+def cmd_audit_server(args: argparse.Namespace) -> int:
+    """privrl audit server: public routes only; exit 1 when anything is found."""
+    from privrl.client.audit.server import audit_server
+
+    server = args.server or os.environ.get(SERVER_ENV, "")
+    if not server:
+        raise CliError(f"no server given: pass --server URL or set {SERVER_ENV}")
+    try:
+        report = audit_server(server, args.run, args.polls, args.interval, args.alpha,
+                              args.guesses, args.max_candidates, _auditor_rng(args.seed, "server"),
+                              args.seed_budget)
+    except ApiError as exc:
+        raise CliError(str(exc)) from None
+    print(report.to_json() if args.json else report.text())
+    return report.exit_code
+
+
+def cmd_audit_randomizer(args: argparse.Namespace) -> int:
+    """privrl audit randomizer: an empirical lower bound on the local randomizer's epsilon."""
+    from privrl.lab.auditing import audit_local_randomizer
+
+    delta = args.delta if args.delta is not None else (
+        1e-5 if args.mechanism == "gaussian" else 0.0)
+    try:
+        config = RunConfig(algo=args.algo, n_states=args.states, n_actions=args.actions,
+                           horizon=args.horizon, episodes=1, privacy="ldp",
+                           epsilon=args.epsilon, delta=delta, mechanism=args.mechanism,
+                           noise=args.noise, preset=args.preset, knobs=dict(args.knob) or None)
+    except ValidationError as exc:
+        raise CliError("; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}"
+                                 for e in exc.errors())) from None
+    try:
+        audit = audit_local_randomizer(config, _auditor_rng(args.seed, "randomizer"),
+                                       args.samples, args.confidence)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        print(json.dumps(audit.to_dict(), indent=2))
+        return 1 if audit.exceeded else 0
+    s, a, h = audit.shape
+    delta_txt = f" delta={audit.delta:g}" if audit.delta else ""
+    print(f"privrl audit randomizer: {audit.algo}, LDP {audit.mechanism} eps={audit.epsilon:g}"
+          f"{delta_txt}, S={s} A={a} H={h}, families {', '.join(audit.families)}"
+          f" (noise scale {audit.noise_scale:.4g})")
+    print(f"worst-case pair: {audit.differing_entries} entries differ; exact epsilon of the pair"
+          f" under the declared mechanism {audit.pair_epsilon:.4g}")
+    print(f"test: likelihood-ratio threshold {audit.threshold:.4g} (chosen on {audit.pilot}"
+          f" pilot samples); {audit.samples} samples per user: TPR >= {audit.tpr_lower:.4g},"
+          f" FPR <= {audit.fpr_upper:.4g} ({audit.seconds:.1f}s)")
+    verdict = ("EXCEEDED: the randomizer is less private than declared" if audit.exceeded
+               else "consistent")
+    print(f"epsilon lower bound {audit.lower_bound:.4g} ({audit.confidence:.0%} confidence)"
+          f" vs declared {audit.epsilon:g}: {verdict}")
+    return 1 if audit.exceeded else 0
+
+
+def cmd_audit_proxy(args: argparse.Namespace) -> int:
+    """privrl audit proxy: forward and record until stopped; exit 1 when anything was flagged."""
+    from privrl.client.audit.proxy import REPORT_PATH, check_listen, serve_proxy
+
+    try:
+        upstream = check_url(args.upstream)
+    except ApiError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        check_listen(args.host, args.listen)
+    except OSError as exc:
+        raise CliError(
+            f"cannot listen on {args.host}:{args.listen}: {exc.strerror or exc}") from None
+    sink = None
+    if args.log:
+        try:
+            sink = open(Path(args.log), "a", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise CliError(f"cannot write the log {args.log}: {exc.strerror or exc}") from None
+    print(f"privrl audit proxy: http://{args.host}:{args.listen} -> {upstream} (report so far:"
+          f" GET {REPORT_PATH}); stop with Ctrl-C", file=sys.stderr, flush=True)
+    try:
+        report = serve_proxy(args.host, args.listen, upstream, sink)
+    except OSError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        if sink is not None:
+            sink.close()
+    if args.json:
+        print(report.to_json())
+    else:
+        print(report.text())
+    return report.exit_code
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `audit server | randomizer | proxy` to the `privrl` parser."""
+    audit = sub.add_parser("audit", help="test a trust boundary: server, randomizer, proxy")
+    asub = audit.add_subparsers(dest="audit_command", required=True)
+
+    p = asub.add_parser("server", help="audit a server from its public routes (no token)")
+    p.add_argument("--server", default=None,
+                   help=f"server base URL, e.g. http://127.0.0.1:8000 (default ${SERVER_ENV})")
+    p.add_argument("--run", action="append", default=None, metavar="ID",
+                   help="audit this run (repeatable; default: every listed run)")
+    p.add_argument("--polls", type=positive_int, default=3,
+                   help="billboard readings per run, for the noise test (default 3)")
+    p.add_argument("--interval", type=_seconds, default=1.0,
+                   help="seconds between readings (default 1)")
+    p.add_argument("--alpha", type=_probability, default=1e-3,
+                   help="false-alarm rate of the noise test per run (default 0.001)")
+    p.add_argument("--guesses", type=_count, default=65,
+                   help="also try the seeds 0..N-1 people type (default 65)")
+    p.add_argument("--max-candidates", type=_count, default=400,
+                   help="most candidate seeds tried per run (default 400)")
+    p.add_argument("--seed-budget", type=_budget, default=120.0, metavar="SECONDS",
+                   help="most seconds spent trying seeds per run (default 120; the most"
+                   " suspicious candidates go first)")
+    p.add_argument("--seed", type=_count, default=None,
+                   help="the auditor's own seed (control draws), to repeat an audit exactly")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(handler=cmd_audit_server)
+
+    p = asub.add_parser("randomizer",
+                        help="empirical lower bound on the local randomizer's epsilon")
+    p.add_argument("--algo", default="dp-ucbvi", choices=algorithms.names())
+    p.add_argument("--mechanism", default="laplace", choices=["laplace", "gaussian"])
+    p.add_argument("--epsilon", type=epsilon_value, default=1.0, help="declared epsilon")
+    p.add_argument("--delta", type=float, default=None,
+                   help="declared delta (default 1e-5 with gaussian, else 0)")
+    p.add_argument("--states", type=positive_int, default=2, help="S (default 2)")
+    p.add_argument("--actions", type=positive_int, default=2, help="A (default 2)")
+    p.add_argument("--horizon", type=positive_int, default=1,
+                   help="H (default 1: the smallest world gives the tightest bound)")
+    p.add_argument("--preset", default="practical", choices=["faithful", "practical"])
+    p.add_argument("--knob", action="append", default=[], type=knob_value, metavar="NAME=VALUE",
+                   help="an algorithm knob that changes the released families (repeatable)")
+    p.add_argument("--noise", default="numpy", choices=["numpy", "opendp"])
+    p.add_argument("--samples", type=positive_int, default=200_000,
+                   help="randomizer outputs per user (default 200000; more: tighter)")
+    p.add_argument("--confidence", type=_probability, default=0.95,
+                   help="confidence of the bound (default 0.95)")
+    p.add_argument("--seed", type=_count, default=None, help="the auditor's seed (repeatable)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(handler=cmd_audit_randomizer)
+
+    p = asub.add_parser("proxy", help="a logging reverse proxy that flags raw LDP statistics")
+    p.add_argument("--listen", type=_port, required=True, metavar="PORT",
+                   help="port to listen on")
+    p.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    p.add_argument("--upstream", required=True, metavar="URL",
+                   help="the server to forward to, e.g. http://127.0.0.1:8000")
+    p.add_argument("--log", default=None, metavar="FILE",
+                   help="append one JSON line per exchange to FILE")
+    p.add_argument("--json", action="store_true", help="print the final report as JSON")
+    p.set_defaults(handler=cmd_audit_proxy)

@@ -1,0 +1,392 @@
+"""Black-box privacy auditing of the local randomizer: an empirical lower bound on epsilon.
+
+In the spirit of Google's DP stochastic tester and of the auditing literature (Jagielski et al.
+2020, Nasr et al. 2021): take two neighbouring inputs of the randomizer (two trajectories, the
+worst case under replace-one for the declared mechanism), draw many outputs for each, and use a
+threshold test on the log-likelihood ratio of the *declared* mechanism. Any test with true
+positive rate TPR and false positive rate FPR proves, for an (eps, delta)-DP randomizer,
+
+    TPR <= e^eps FPR + delta,   so   eps >= ln((TPR - delta) / FPR).
+
+Clopper-Pearson bounds on the two rates (TPR from below, FPR from above, each at level
+alpha / 2) make this a lower bound that holds with probability >= 1 - alpha. The threshold is
+chosen on separate pilot samples, so the bound is not biased by the search. A bound above the
+declared epsilon is proof (at that confidence) that the randomizer is less private than claimed.
+
+The beta quantiles are computed here (continued fraction of the regularized incomplete beta
+function and bisection), so scipy is not a runtime dependency.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+from privrl.algorithms.base import Algorithm
+from privrl.config import RunConfig
+from privrl.privacy.calibration import Calibration, calibrate
+from privrl.privacy.mechanisms import Gaussian
+from privrl.privacy.privatizers import randomize_locally
+from privrl.stats import Stats
+from privrl.worlds.rollout import Trajectories
+
+LocalRandomizer = Callable[[Stats, Calibration, Sequence[np.random.Generator]], Stats]
+CHUNK_VALUES = 4_000_000  # noise values drawn per call of the randomizer (bounds the memory)
+TIE = 1e-9  # statistic values within this of the threshold count as reaching it (atoms)
+PILOT_EVENTS = 25  # a threshold is only chosen where the pilot saw this many events each side
+
+
+# --- Clopper-Pearson without scipy -------------------------------------------------------------
+
+
+def _beta_continued_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of I_x(a, b) (modified Lentz; converges for x < (a+1)/(a+b+2))."""
+    tiny, eps = 1e-300, 1e-15
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 200_000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < eps:
+            return h
+    raise ArithmeticError(f"incomplete beta I_{x}({a}, {b}) did not converge")
+
+
+def beta_cdf(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta function I_x(a, b): the Beta(a, b) CDF at x."""
+    if a <= 0 or b <= 0:
+        raise ValueError(f"beta parameters must be > 0, got a={a}, b={b}")
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                 + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_continued_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_continued_fraction(b, a, 1.0 - x) / b
+
+
+def beta_quantile(q: float, a: float, b: float) -> float:
+    """x with I_x(a, b) = q (bisection; the CDF is increasing), for q in (0, 1)."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"a quantile level must lie in (0, 1), got {q}")
+    lo, hi = 0.0, 1.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if beta_cdf(mid, a, b) < q:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-15 * hi:
+            break
+    return 0.5 * (lo + hi)
+
+
+def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
+    """One-sided Clopper-Pearson bounds (lower, upper) on a binomial rate, each at level alpha:
+    P(p < lower) <= alpha and P(p > upper) <= alpha, from k successes in n trials."""
+    if not 0 <= k <= n or n < 1:
+        raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    lower = 0.0 if k == 0 else beta_quantile(alpha, k, n - k + 1)
+    upper = 1.0 if k == n else beta_quantile(1.0 - alpha, k + 1, n - k)
+    return lower, upper
+
+
+def epsilon_from_rates(tpr: float, fpr: float, delta: float) -> float:
+    """The epsilon a test with these rates proves: ln((TPR - delta) / FPR), at least 0."""
+    if tpr - delta <= 0.0 or tpr - delta <= fpr:
+        return 0.0
+    if fpr <= 0.0:
+        return math.inf
+    return math.log((tpr - delta) / fpr)
+
+
+def _normal_sf(z: float) -> float:
+    """P(N(0, 1) > z)."""
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def gaussian_epsilon(mu: float, delta: float) -> float:
+    """The exact epsilon at `delta` of a Gaussian shift of `mu` standard deviations (the privacy
+    profile delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2), Balle & Wang 2018)."""
+    if mu <= 0.0:
+        return 0.0
+
+    def profile(eps: float) -> float:
+        """delta(eps) of the Gaussian shift."""
+        return _normal_sf(eps / mu - mu / 2) - math.exp(eps) * _normal_sf(eps / mu + mu / 2)
+
+    if profile(0.0) <= delta:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while profile(hi) > delta:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if profile(mid) > delta else (lo, mid)
+    return hi
+
+
+# --- the two neighbouring users ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NeighbourPair:
+    """Two trajectories (one user replaced by another) and their clean released statistics."""
+
+    x: Trajectories
+    y: Trajectories
+    fx: np.ndarray  # the released families of x, flattened and concatenated (calibration order)
+    fy: np.ndarray
+    loss: float  # the declared mechanism's exact loss on this pair (pure eps, or mu for Gaussian)
+
+
+def _trajectory(states: Sequence[int], actions: Sequence[int], rewards: Sequence[float]
+                ) -> Trajectories:
+    """One trajectory as a batch of one (the shape user statistics take)."""
+    return Trajectories(np.asarray([states], dtype=np.int64), np.asarray([actions], dtype=np.int64),
+                        np.asarray([rewards], dtype=np.float64))
+
+
+def _message(traj: Trajectories, n_states: int, n_actions: int) -> dict[str, np.ndarray]:
+    """A deterministic policy that plays the trajectory's actions where it went (else 0)."""
+    horizon = traj.actions.shape[1]
+    actions = np.zeros((1, horizon, n_states), dtype=np.int64)
+    actions[0, np.arange(horizon), traj.states[0, :-1]] = traj.actions[0] % max(n_actions, 1)
+    return {"actions": actions}
+
+
+def released_vector(algorithm: Algorithm, calibration: Calibration, traj: Trajectories
+                    ) -> np.ndarray:
+    """One user's clean released statistics, flattened in calibration order."""
+    cfg = algorithm.config
+    stats = algorithm.user_statistics(traj, _message(traj, cfg.n_states, cfg.n_actions))
+    return np.concatenate([np.asarray(stats[f.name][0], float).ravel()
+                           for f in calibration.families])
+
+
+def pair_loss(calibration: Calibration, fx: np.ndarray, fy: np.ndarray) -> float:
+    """The declared mechanism's loss between two clean inputs: l1/b (Laplace) or l2/sigma."""
+    diff = fx - fy
+    if isinstance(calibration.mechanism, Gaussian):
+        return float(np.linalg.norm(diff)) / calibration.noise_scale
+    return float(np.abs(diff).sum()) / calibration.noise_scale
+
+
+def worst_case_pair(config: RunConfig, rng: np.random.Generator, random_pairs: int = 64
+                    ) -> NeighbourPair:
+    """The replace-one pair with the largest loss under the declared mechanism, among structured
+    candidates (every step in a different cell, or all steps in one cell, rewards 1 vs 1 or 0)
+    and `random_pairs` random trajectory pairs."""
+    algorithm, calibration = config.algorithm(), calibrate(config)
+    s, a, h = config.n_states, config.n_actions, config.horizon
+    base = _trajectory([0] * (h + 1), [0] * h, [1.0] * h)
+    moved = [_trajectory([1 % s] * (h + 1), [1 % a] * h, [r] * h) for r in (1.0, 0.0)]
+    walk = _trajectory([i % s for i in range(h + 1)], [i % a for i in range(h)], [1.0] * h)
+    walk2 = _trajectory([(i + 1) % s for i in range(h + 1)], [(i + 1) % a for i in range(h)],
+                        [1.0] * h)
+    candidates = [(base, m) for m in moved] + [(walk, walk2), (base, walk2)]
+    for _ in range(random_pairs):
+        pair = tuple(_trajectory(rng.integers(0, s, h + 1), rng.integers(0, a, h),
+                                 rng.integers(0, 2, h).astype(float)) for _ in range(2))
+        candidates.append(pair)  # type: ignore[arg-type]
+    best: NeighbourPair | None = None
+    for x, y in candidates:
+        fx, fy = (released_vector(algorithm, calibration, t) for t in (x, y))
+        loss = pair_loss(calibration, fx, fy)
+        if best is None or loss > best.loss + 1e-12:
+            best = NeighbourPair(x, y, fx, fy, loss)
+    assert best is not None
+    return best
+
+
+# --- sampling and the test --------------------------------------------------------------------
+
+
+def llr_statistic(calibration: Calibration, pair: NeighbourPair, out: np.ndarray) -> np.ndarray:
+    """ln p(out | x) - ln p(out | y) under the declared mechanism, per row of `out`."""
+    cols = np.flatnonzero(pair.fx != pair.fy)
+    y, fx, fy = out[:, cols], pair.fx[cols], pair.fy[cols]
+    scale = calibration.noise_scale
+    if isinstance(calibration.mechanism, Gaussian):
+        return ((y - fy) ** 2 - (y - fx) ** 2).sum(axis=1) / (2.0 * scale**2)
+    return (np.abs(y - fy) - np.abs(y - fx)).sum(axis=1) / scale
+
+
+def _batched(calibration: Calibration, rows: int) -> Calibration:
+    """The same calibration with a leading batch axis on every family: one randomizer call then
+    draws `rows` independent reports (the randomizer noises every entry independently)."""
+    fams = tuple(replace(f, shape=(rows, *f.shape)) for f in calibration.families)
+    return replace(calibration, families=fams)
+
+
+def sample_statistic(
+    config: RunConfig,
+    pair: NeighbourPair,
+    which: str,
+    n: int,
+    rng: np.random.Generator,
+    randomizer: LocalRandomizer = randomize_locally,
+) -> np.ndarray:
+    """The LLR statistic of `n` outputs of the randomizer on the pair's `which` ('x' or 'y')."""
+    calibration = calibrate(config)
+    algorithm = config.algorithm()
+    traj = pair.x if which == "x" else pair.y
+    cfg = algorithm.config
+    clean = algorithm.user_statistics(traj, _message(traj, cfg.n_states, cfg.n_actions))
+    entries = calibration.report_entries()
+    chunk = max(1, CHUNK_VALUES // max(entries, 1))
+    parts: list[np.ndarray] = []
+    done = 0
+    while done < n:
+        rows = min(chunk, n - done)
+        batched = _batched(calibration, rows)
+        stats = {f.name: np.asarray(clean[f.name])[:, None] for f in calibration.families}
+        noisy = randomizer(stats, batched, [rng])
+        out = np.concatenate([np.asarray(noisy[f.name]).reshape(rows, -1)
+                              for f in calibration.families], axis=1)
+        parts.append(llr_statistic(calibration, pair, out))
+        done += rows
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
+def _counts_at(tx: np.ndarray, ty: np.ndarray, tau: float) -> tuple[int, int]:
+    """True and false positives of the test 'statistic >= tau' (ties count)."""
+    return int((tx >= tau - TIE).sum()), int((ty >= tau - TIE).sum())
+
+
+def _choose_threshold(tx: np.ndarray, ty: np.ndarray, n_main: int, alpha: float,
+                      delta: float) -> float:
+    """The threshold whose bound, projected to `n_main` samples, is largest on the pilot."""
+    n = len(tx)
+    levels = 1.0 - np.geomspace(0.5, min(0.5, 3.0 / n), 48)
+    taus = set(np.quantile(tx, levels).tolist()) | {float(tx.max())}
+    best_tau, best = float(np.median(tx)), -1.0
+    scale = n_main / n
+    for tau in sorted(taus):
+        tp, fp = _counts_at(tx, ty, tau)
+        if min(tp, fp) < PILOT_EVENTS:  # the pilot cannot tell such rates apart from noise
+            continue
+        tp_m, fp_m = min(n_main, round(tp * scale)), min(n_main, round(fp * scale))
+        if tp_m == 0:
+            continue
+        lo = clopper_pearson(tp_m, n_main, alpha / 2)[0]
+        hi = clopper_pearson(fp_m, n_main, alpha / 2)[1]
+        bound = epsilon_from_rates(lo, hi, delta)
+        if bound > best:
+            best_tau, best = tau, bound
+    return best_tau
+
+
+@dataclass(frozen=True)
+class RandomizerAudit:
+    """The outcome of one audit: the declared epsilon and the lower bound the samples prove."""
+
+    algo: str
+    mechanism: str
+    epsilon: float  # declared
+    delta: float
+    shape: tuple[int, int, int]  # (S, A, H)
+    families: tuple[str, ...]
+    noise_scale: float
+    differing_entries: int  # entries where the two users' statistics differ
+    pair_epsilon: float  # white-box: the exact epsilon (at delta) of the declared mechanism on
+    #                      the pair; the best any black-box test could approach
+    lower_bound: float
+    confidence: float
+    samples: int  # per user, for the bound (plus `pilot` per user to choose the threshold)
+    pilot: int
+    threshold: float
+    true_positives: int
+    false_positives: int
+    tpr_lower: float
+    fpr_upper: float
+    seconds: float
+
+    @property
+    def exceeded(self) -> bool:
+        """Whether the samples prove more privacy loss than declared (a finding)."""
+        return self.lower_bound > self.epsilon
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready fields (plus `exceeded`)."""
+        return {**asdict(self), "exceeded": self.exceeded}
+
+
+def audit_local_randomizer(
+    config: RunConfig,
+    rng: np.random.Generator,
+    samples: int = 200_000,
+    confidence: float = 0.95,
+    pilot: int | None = None,
+    randomizer: LocalRandomizer = randomize_locally,
+) -> RandomizerAudit:
+    """Lower-bound the local randomizer's epsilon on the worst-case pair of users.
+
+    `config` fixes the mechanism, (eps, delta) and the world shape (its privacy mode is taken as
+    LDP); `rng` drives every draw (pair search, pilot, samples). `randomizer` defaults to the
+    library's; pass another to audit it against the same declaration.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    if samples < 10:
+        raise ValueError(f"need at least 10 samples per user, got {samples}")
+    if config.privacy != "ldp":
+        config = config.model_copy(update={"privacy": "ldp"})
+    calibration = calibrate(config)
+    if calibration.mechanism is None or not calibration.noise_scale:
+        raise ValueError("the configuration releases nothing with noise: there is nothing to audit")
+    start = time.perf_counter()
+    alpha = 1.0 - confidence
+    delta = config.delta if isinstance(calibration.mechanism, Gaussian) else 0.0
+    pair = worst_case_pair(config, rng)
+    gaussian = isinstance(calibration.mechanism, Gaussian)
+    pair_eps = gaussian_epsilon(pair.loss, delta) if gaussian else pair.loss
+    pilot = max(1000, samples // 4) if pilot is None else pilot
+    tx = sample_statistic(config, pair, "x", pilot, rng, randomizer)
+    ty = sample_statistic(config, pair, "y", pilot, rng, randomizer)
+    tau = _choose_threshold(tx, ty, samples, alpha, delta)
+    tx = sample_statistic(config, pair, "x", samples, rng, randomizer)
+    ty = sample_statistic(config, pair, "y", samples, rng, randomizer)
+    tp, fp = _counts_at(tx, ty, tau)
+    tpr_lo = clopper_pearson(tp, samples, alpha / 2)[0]
+    fpr_hi = clopper_pearson(fp, samples, alpha / 2)[1]
+    return RandomizerAudit(
+        algo=config.algo,
+        mechanism=calibration.mechanism_name,
+        epsilon=config.epsilon,
+        delta=delta,
+        shape=(config.n_states, config.n_actions, config.horizon),
+        families=calibration.released,
+        noise_scale=calibration.noise_scale,
+        differing_entries=int((pair.fx != pair.fy).sum()),
+        pair_epsilon=pair_eps,
+        lower_bound=epsilon_from_rates(tpr_lo, fpr_hi, delta),
+        confidence=confidence,
+        samples=samples,
+        pilot=pilot,
+        threshold=tau,
+        true_positives=tp,
+        false_positives=fp,
+        tpr_lower=tpr_lo,
+        fpr_upper=fpr_hi,
+        seconds=time.perf_counter() - start,
+    )

@@ -1,0 +1,211 @@
+"""The pieces of `privrl audit server`, in process: the declared noise of billboard increments,
+the variance test's false alarms and power, re-deriving noise from a seed, and field searches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from privrl.client.api import ServerAPI
+from privrl.client.audit.noise import (
+    increment_coefficients,
+    increment_test,
+    moments,
+    release_coefficients,
+)
+from privrl.client.audit.server import (
+    Document,
+    ServerAudit,
+    central_noise,
+    clean_distance,
+    harvest,
+    local_noise,
+    raw_looking,
+    secret_looking,
+)
+from privrl.config import RunConfig
+from privrl.privacy.calibration import calibrate
+from privrl.privacy.mechanisms import Laplace
+from privrl.privacy.tree import TreeCounter, release_variance
+from privrl.run import Run, user_episode
+from privrl.seeding import generator
+from privrl.stats import tabular_counts
+from privrl.worlds import riverswim
+from server_support import create, play, spec
+
+MDP = riverswim(5, n_states=4)
+
+
+def config(privacy: str, preset: str = "practical", episodes: int = 40, **kw) -> RunConfig:
+    return RunConfig(n_states=MDP.S, n_actions=MDP.A, horizon=MDP.H, episodes=episodes,
+                     privacy=privacy, preset=preset, **kw)
+
+
+def feed(run: Run, episodes: int, client_seed: int, scale: float = 1.0) -> list[tuple]:
+    """Play `episodes` honest users into `run`; after each, (t, released arrays, exact counts),
+    with the release's noise multiplied by `scale` (a server that under-noises)."""
+    out, exact = [], None
+    for k in range(episodes):
+        message = run.message()
+        traj, noisy = user_episode(MDP, message, [client_seed], k, run.algorithm,
+                                   run.calibration)
+        counts = tabular_counts(traj, MDP.S, MDP.A)
+        exact = counts if exact is None else {n: exact[n] + counts[n] for n in counts}
+        if noisy is None:
+            run.ingest_trajectories(traj, message)
+        else:
+            run.ingest_noisy(noisy)
+        release = run.privatizer.release()
+        arrays = [exact[f.name][0] + scale * (release[f.name][0] - exact[f.name][0])
+                  for f in run.calibration.families]
+        out.append((run.reported, arrays, {n: a[0] for n, a in exact.items()}))
+    return out
+
+
+@pytest.mark.parametrize("smooth", [False, True])
+def test_release_coefficients_have_the_declared_variance(smooth: bool) -> None:
+    for t in range(1, 70):
+        coeffs = np.asarray(list(release_coefficients(t, "jdp", smooth).values()))
+        assert moments(coeffs, 6.0)[0] == pytest.approx(release_variance(t, smooth))
+    # seven new users: E[e^4] = 7 kappa + 3 (7^2 - 7)
+    assert moments(increment_coefficients(3, 10, "ldp", False), 6.0) == (7.0, 7 * 6.0 + 3 * 42)
+
+
+@pytest.mark.parametrize("smooth", [False, True])
+def test_increment_moments_match_the_tree(smooth: bool) -> None:
+    """Monte Carlo over 4000 replica trees of unit Laplace noise (variance 2, kurtosis 6)."""
+    reps = 4000
+    tree = TreeCounter((1,), Laplace(1.0), list(range(reps)), "x", 64, smooth)
+    releases = []
+    for _ in range(40):
+        tree.add(np.zeros((reps, 1)))
+        releases.append(tree.release()[:, 0].copy())
+    for t1, t2 in ((1, 2), (7, 8), (5, 13), (12, 31), (31, 32)):
+        e = releases[t2 - 1] - releases[t1 - 1]
+        second, fourth = moments(increment_coefficients(t1, t2, "jdp", smooth), 6.0)
+        assert np.var(e) / 2 == pytest.approx(second, rel=0.08)
+        assert np.mean(e**4) / 4 == pytest.approx(fourth, rel=0.3)
+
+
+@pytest.mark.parametrize(("privacy", "preset"), [("jdp", "faithful"), ("jdp", "practical"),
+                                                 ("ldp", "practical")])
+def test_honest_increments_pass_and_under_noised_ones_are_flagged(privacy, preset) -> None:
+    cfg = config(privacy, preset)
+    honest = feed(Run(cfg, [11]), 40, client_seed=12)
+    quiet = feed(Run(cfg, [11]), 40, client_seed=12, scale=0.5)
+    cal = calibrate(cfg)
+    for t1, t2 in ((9, 16), (16, 17), (20, 40)):
+        ok = increment_test(cal, t1, honest[t1 - 1][1], t2, honest[t2 - 1][1], 1e-3)
+        assert ok.decisive and not ok.flagged and 0.8 < ok.ratio < 1.25, ok
+        bad = increment_test(cal, t1, quiet[t1 - 1][1], t2, quiet[t2 - 1][1], 1e-3)
+        assert bad.flagged and bad.ratio == pytest.approx(0.5, abs=0.1), bad
+
+
+def test_false_alarm_rate_is_at_most_alpha() -> None:
+    """Pure declared noise plus arbitrary fixed data: flagged in at most alpha of the trials."""
+    cfg = config("jdp", "practical", episodes=64)
+    cal = calibrate(cfg)
+    rng = generator(3, "false-alarm")
+    shapes = [f.shape for f in cal.families]
+    sigma = cal.mechanism.std()
+    alpha, trials, flagged = 0.05, 400, 0
+    for _ in range(trials):
+        t1 = int(rng.integers(1, 40))
+        t2 = t1 + int(rng.integers(1, 20))
+        coeffs = increment_coefficients(t1, t2, "jdp", True)
+        before = [np.zeros(s) for s in shapes]
+        after = [rng.integers(0, t2 - t1 + 1, s) + (sigma / np.sqrt(2)) * np.tensordot(
+            coeffs, rng.laplace(size=(coeffs.size, *s)), axes=1) for s in shapes]
+        flagged += increment_test(cal, t1, before, t2, after, alpha).flagged
+    assert flagged / trials <= alpha
+
+
+@pytest.mark.parametrize("preset", ["faithful", "practical"])
+def test_the_right_seed_rederives_the_central_noise(preset: str) -> None:
+    cfg = config("jdp", preset)
+    run = Run(cfg, [2024])
+    history = feed(run, 21, client_seed=5)
+    t, released, exact = history[-1]
+    cal = calibrate(cfg)
+    arrays = {f.name: a for f, a in zip(cal.families, released, strict=True)}
+    noise = central_noise(cal, 2024, cfg.episodes, t)
+    for f in cal.families:
+        assert np.allclose(arrays[f.name] - noise[f.name], exact[f.name], atol=1e-9)
+    assert clean_distance(cal, arrays, t, noise) < 1e-9
+    assert clean_distance(cal, arrays, t, central_noise(cal, 2025, cfg.episodes, t)) > 1.0
+
+
+def test_the_right_users_seed_rederives_the_local_noise() -> None:
+    cfg = config("ldp")
+    run = Run(cfg, [1])
+    t, released, exact = feed(run, 15, client_seed=77)[-1]
+    cal = calibrate(cfg)
+    arrays = {f.name: a for f, a in zip(cal.families, released, strict=True)}
+    noise = local_noise(cal, cfg.horizon, 77, range(t))
+    for f in cal.families:
+        assert np.allclose(arrays[f.name] - noise[f.name], exact[f.name], atol=1e-9)
+    assert clean_distance(cal, arrays, t, local_noise(cal, cfg.horizon, 78, range(t))) > 1.0
+
+
+def test_field_names_and_values() -> None:
+    for key in ("seed", "noise_seed", "rngState", "bit_generator", "entropy", "nodeNoise",
+                "server-seed", "RNG"):
+        assert secret_looking(key), key
+    for key in ("noise", "n_states", "epsilon", "reported", "policy_version", "strings",
+                "arrays", "seeding"):
+        assert not secret_looking(key), key
+    assert raw_looking("states", [0, 1, 2]) and raw_looking("trajectory", {})
+    assert raw_looking("actions", [0, 1, 1])  # a trajectory's action sequence
+    assert not raw_looking("actions", [[0, 1], [1, 1]])  # a policy table actions[h][s]
+    assert not raw_looking("n_states", 4)
+
+
+def test_harvest_reads_numbers_keys_strings_and_metrics() -> None:
+    docs = [
+        Document("GET /a", None, {"x": 5, "7": [1.0, "12", "0x1f"], "id": "00ff00ff00ff00ff"}),
+        Document("GET /v1/runs/{run_id}/billboard", "r", {"arrays": {"sas": [3.0, 99.0]},
+                                                          "reported": 4}),
+        Document("GET /metrics", None, 'privrl_x{run="a"} 123.0\nprivrl_y 0.5\n'),
+    ]
+    found = harvest(docs)
+    assert {5, 7, 1, 12, 31, 0x00FF00FF00FF00FF, 4, 123} <= set(found)
+    assert 99 not in found and 3 not in found  # the noisy release itself is not harvested
+    assert found[123] == "GET /metrics (text)"
+
+
+def test_in_process_audit_flags_an_exact_billboard(apps, monkeypatch) -> None:
+    """A server that publishes exact counts (its noise switched off) is flagged as raw data and
+    by the noise test, even without knowing why."""
+    client = apps()
+    cfg = spec("jdp", episodes=30, seed=None)
+    run_id = create(client, cfg)
+    play(client, run_id, cfg, 10)
+    monkeypatch.setattr(Run, "billboard", lambda self: self.algorithm.postprocess(
+        {name: tree.exact.copy() for name, tree in self.privatizer.trees.items()}))
+    api = ServerAPI("http://testserver")
+    api.http = client  # the TestClient is an httpx.Client bound to the app
+    audit = ServerAudit(api, [run_id], polls=1, rng=generator(1, "audit"))
+    first = audit.run()
+    assert any(f.check == "raw-data" and "integer-valued" in f.message for f in first.findings)
+    audit = ServerAudit(api, [run_id], polls=3, interval=0.0, rng=generator(1, "audit"))
+    audit.collect()
+    for _ in range(3):  # users report between the polls
+        audit.poll_once()
+        play(client, run_id, cfg, 3)
+    audit.finish_polls()
+    report = audit.check()
+    assert any(f.check == "noise" for f in report.findings), report.text()
+    assert "re-derive none" in {c.check: c for c in report.checks}["seeds"].message
+
+
+def test_the_seed_search_stops_at_its_budget_and_says_so(apps) -> None:
+    client = apps()
+    cfg = spec("jdp", episodes=12, seed=None)
+    run_id = create(client, cfg)
+    play(client, run_id, cfg, 12)
+    api = ServerAPI("http://testserver")
+    api.http = client
+    report = ServerAudit(api, [run_id], polls=1, rng=generator(1, "audit"),
+                         seed_budget=1e-9).run()
+    seeds = {c.check: c for c in report.checks if c.run_id == run_id}["seeds"]
+    assert seeds.message.startswith("0 candidate seeds (of ") and "--seed-budget" in seeds.message
+    assert report.findings == []

@@ -1,0 +1,140 @@
+"""`privrl audit randomizer`: the empirical epsilon lower bound of the local randomizer.
+
+The bound must stay below the declared epsilon for the library's randomizer and come within a
+factor 2 of it on the smallest world; a randomizer with its noise halved on purpose must be
+caught (bound above the declared epsilon). The beta quantiles are checked against scipy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from client_support import run_cli
+from privrl.config import RunConfig
+from privrl.lab.auditing import (
+    audit_local_randomizer,
+    beta_cdf,
+    clopper_pearson,
+    epsilon_from_rates,
+    gaussian_epsilon,
+    worst_case_pair,
+)
+from privrl.privacy.calibration import Calibration
+from privrl.privacy.privatizers import randomize_locally
+from privrl.seeding import generator
+from privrl.stats import Stats
+from scipy import stats as sps
+
+SAMPLES = {"laplace": 200_000, "gaussian": 1_000_000}
+
+
+def smallest(mechanism: str, **kw) -> RunConfig:
+    """The smallest world: S = 2, A = 2, H = 1, LDP at epsilon 1."""
+    delta = 1e-5 if mechanism == "gaussian" else 0.0
+    return RunConfig(n_states=2, n_actions=2, horizon=1, episodes=1, privacy="ldp", epsilon=1.0,
+                     delta=delta, mechanism=mechanism, **kw)
+
+
+def halved(stats: Stats, calibration: Calibration, rngs) -> Stats:
+    """A broken randomizer: the library's, with half of its noise."""
+    out = randomize_locally(stats, calibration, rngs)
+    return {name: stats[name] + 0.5 * (arr - stats[name]) for name, arr in out.items()}
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 10), (1, 10), (7, 10), (10, 10), (3, 200_000),
+                                      (2_318, 100_000), (62_500, 1_000_000)])
+def test_clopper_pearson_matches_scipy(k: int, n: int) -> None:
+    lo, hi = clopper_pearson(k, n, 0.025)
+    ref_lo = 0.0 if k == 0 else sps.beta.ppf(0.025, k, n - k + 1)
+    ref_hi = 1.0 if k == n else sps.beta.ppf(0.975, k + 1, n - k)
+    assert lo == pytest.approx(ref_lo, rel=1e-8, abs=1e-14)
+    assert hi == pytest.approx(ref_hi, rel=1e-8, abs=1e-14)
+
+
+@pytest.mark.parametrize(("x", "a", "b"), [(0.3, 2.0, 5.0), (0.99, 50.0, 3.0), (1e-4, 3.0, 9e5)])
+def test_beta_cdf_matches_scipy(x: float, a: float, b: float) -> None:
+    assert beta_cdf(x, a, b) == pytest.approx(sps.beta.cdf(x, a, b), rel=1e-9)
+
+
+def test_gaussian_epsilon_solves_the_privacy_profile() -> None:
+    mu, delta = 0.5, 1e-5
+    eps = gaussian_epsilon(mu, delta)
+    profile = sps.norm.sf(eps / mu - mu / 2) - math.exp(eps) * sps.norm.sf(eps / mu + mu / 2)
+    assert profile == pytest.approx(delta, rel=1e-6)
+    assert gaussian_epsilon(2 * mu, delta) > 1.8 * eps  # more signal, more loss
+
+
+def test_rates_give_the_epsilon_they_prove() -> None:
+    assert epsilon_from_rates(0.2, 0.1, 0.0) == pytest.approx(math.log(2))
+    assert epsilon_from_rates(0.2, 0.1, 0.05) == pytest.approx(math.log(1.5))
+    assert epsilon_from_rates(0.1, 0.2, 0.0) == 0.0  # a test worse than chance proves nothing
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_the_worst_case_pair_attains_the_declared_loss(mechanism: str) -> None:
+    """Replace-one worst case: the pair's loss is the whole budget (Laplace: l1 / b = eps)."""
+    config = smallest(mechanism)
+    pair = worst_case_pair(config, generator(0, "pair"))
+    if mechanism == "laplace":
+        assert pair.loss == pytest.approx(1.0)
+    else:  # mu = sqrt(2 rho) for the rho the budget buys
+        from privrl.privacy.calibration import calibrate
+
+        rho = sum(f.cost for f in calibrate(config).families)
+        assert pair.loss == pytest.approx(math.sqrt(2 * rho))
+    assert (pair.fx != pair.fy).sum() == 4  # (s,a,s') and reward cells, old and new
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_bound_is_below_and_within_a_factor_two_of_epsilon(mechanism: str) -> None:
+    audit = audit_local_randomizer(smallest(mechanism), generator(1, "audit"),
+                                   samples=SAMPLES[mechanism])
+    assert 0.5 < audit.lower_bound < 1.0, audit
+    assert audit.lower_bound <= audit.pair_epsilon <= 1.0 + 1e-9
+    assert not audit.exceeded
+    assert audit.seconds < 30
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_a_randomizer_with_half_its_noise_is_caught(mechanism: str) -> None:
+    audit = audit_local_randomizer(smallest(mechanism), generator(2, "audit"),
+                                   samples=SAMPLES[mechanism], randomizer=halved)
+    assert audit.exceeded and audit.lower_bound > 1.3, audit
+
+
+def test_the_bound_is_reproducible_from_the_auditors_seed() -> None:
+    a = audit_local_randomizer(smallest("laplace"), generator(3, "audit"), samples=20_000)
+    b = audit_local_randomizer(smallest("laplace"), generator(3, "audit"), samples=20_000)
+    assert a.lower_bound == b.lower_bound and a.true_positives == b.true_positives
+
+
+def test_cli_reports_the_bound_as_json() -> None:
+    done = run_cli("audit", "randomizer", "--samples", "50000", "--seed", "4", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["epsilon"] == 1.0 and 0.5 < out["lower_bound"] < 1.0 and not out["exceeded"]
+    assert out["shape"] == [2, 2, 1] and out["mechanism"] == "laplace"
+
+
+def test_cli_text_and_usage_errors() -> None:
+    done = run_cli("audit", "randomizer", "--samples", "20000", "--seed", "4")
+    assert done.returncode == 0, done.stderr
+    assert "epsilon lower bound" in done.stdout and "vs declared 1: consistent" in done.stdout
+    bad = run_cli("audit", "randomizer", "--delta", "0.1")  # Laplace is pure epsilon
+    assert bad.returncode == 2 and "leave delta at 0" in bad.stderr
+    assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    inf = run_cli("audit", "randomizer", "--epsilon", "inf")
+    assert inf.returncode == 2 and "nothing to audit" in inf.stderr
+
+
+def test_larger_worlds_give_weaker_bounds_never_above_epsilon() -> None:
+    """H = 5: the loss spreads over 20 entries, so the bound is weaker but still sound."""
+    config = RunConfig(n_states=4, n_actions=2, horizon=5, episodes=1, privacy="ldp",
+                       epsilon=1.0, mechanism="laplace")
+    audit = audit_local_randomizer(config, generator(5, "audit"), samples=50_000)
+    assert audit.differing_entries == 20
+    assert 0.0 <= audit.lower_bound < 1.0
+    assert np.isfinite(audit.threshold)

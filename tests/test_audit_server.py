@@ -1,0 +1,147 @@
+"""`privrl audit server` against real server processes, as an outsider with public routes only.
+
+An honest server shows nothing for a JDP and an LDP run (while users report, so the noise test
+runs); a deliberately leaky server (tests/leaky_plugin.py: a route that shows the run's noise
+seed as a "build id") is caught; seeds that people type are found as guesses, for the server's
+noise (JDP) and for the users' noise (LDP).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from client_support import run_cli
+from server_support import AUTH, REPO, LiveServer, spec, user_report, world
+
+K = 400  # long enough that users are still reporting while the auditor polls
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    base = tmp_path_factory.mktemp("honest")
+    with LiveServer(base / "db.sqlite", base / "log") as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def leaky(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    base = tmp_path_factory.mktemp("leaky")
+    env = {"PRIVRL_PLUGINS": "leaky_plugin",
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    with LiveServer(base / "db.sqlite", base / "log", env=env) as live:
+        yield live
+
+
+def create(server: LiveServer, config: dict[str, Any]) -> str:
+    resp = httpx.post(f"{server.url}/v1/runs", json=config, headers=AUTH, timeout=30)
+    assert resp.status_code == 201, resp.text
+    return resp.json()["id"]
+
+
+def play(server: LiveServer, run_id: str, config: dict[str, Any], episodes: int,
+         client_seed: int, pause: float = 0.0, stop: threading.Event | None = None) -> int:
+    """Honest users, one after the other; the number of episodes reported."""
+    mdp, done = world(config), 0
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        for _ in range(episodes):
+            if stop is not None and stop.is_set():
+                break
+            ticket = http.post(f"/v1/runs/{run_id}/claims").json()
+            body = user_report(ticket, config, mdp, client_seed=client_seed)
+            assert http.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200
+            done += 1
+            time.sleep(pause)
+    return done
+
+
+def audit(server: LiveServer, *args: str) -> tuple[int, dict[str, Any]]:
+    """`privrl audit server --json` as a real process: exit code and report."""
+    done = run_cli("audit", "server", "--server", server.url, "--json", "--seed", "1", *args,
+                   timeout=300)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def checks(report: dict[str, Any], run_id: str) -> dict[str, dict[str, Any]]:
+    return {c["check"]: c for c in report["checks"] if c["run_id"] == run_id}
+
+
+def test_honest_server_shows_nothing_for_jdp_and_ldp_runs(honest: LiveServer) -> None:
+    configs = {privacy: spec(privacy, episodes=K, seed=None) for privacy in ("jdp", "ldp")}
+    runs = {privacy: create(honest, cfg) for privacy, cfg in configs.items()}
+    seeds = {privacy: secrets.randbits(64) for privacy in runs}  # users' own secret seeds
+    for privacy, run_id in runs.items():
+        play(honest, run_id, configs[privacy], 20, seeds[privacy])
+    stop = threading.Event()
+    users = [threading.Thread(target=play, args=(honest, runs[p], configs[p], K - 20, seeds[p],
+                                                 0.01, stop)) for p in runs]
+    for thread in users:
+        thread.start()
+    try:
+        code, report = audit(honest, "--run", runs["jdp"], "--run", runs["ldp"],
+                             "--polls", "5", "--interval", "0.5")
+    finally:
+        stop.set()
+        for thread in users:
+            thread.join()
+    assert report["findings"] == [] and code == 0, report
+    for run_id in runs.values():
+        done = checks(report, run_id)
+        assert done["seeds"]["ran"] and "re-derive none" in done["seeds"]["message"], done
+        assert done["noise"]["ran"] and "increment" in done["noise"]["message"], done
+        assert done["raw-data"]["ran"], done
+    assert "users' noise" in checks(report, runs["ldp"])["seeds"]["message"]
+
+
+def test_leaky_server_is_caught(leaky: LiveServer, honest: LiveServer) -> None:
+    """The seed shown by the 'build' route re-derives the JDP noise; the LDP run's noise does
+    not come from the server's seed, so it must not be flagged."""
+    configs = {privacy: spec(privacy, episodes=16, seed=None) for privacy in ("jdp", "ldp")}
+    runs = {privacy: create(leaky, cfg) for privacy, cfg in configs.items()}
+    for privacy, run_id in runs.items():
+        play(leaky, run_id, configs[privacy], 16, secrets.randbits(64))
+    leaked = httpx.get(f"{leaky.url}/v1/runs/{runs['jdp']}/build", timeout=30).json()
+    code, report = audit(leaky, "--polls", "1")
+    assert code == 1
+    found = [f for f in report["findings"] if f["check"] == "seed"]
+    assert [f["run_id"] for f in found] == [runs["jdp"]], report["findings"]
+    assert found[0]["evidence"]["seed"] == str(leaked["build"]["id"])
+    assert found[0]["where"] == "/v1/runs/{run_id}/build"
+    assert found[0]["evidence"]["distance_from_clean_range"] < 1e-6
+    assert min(found[0]["evidence"]["random_seed_distances"]) > 1.0  # the test is decisive
+    text = run_cli("audit", "server", "--server", leaky.url, "--run", runs["jdp"], "--polls", "1")
+    assert text.returncode == 1 and "FOUND seed" in text.stdout and "/build" in text.stdout
+    assert "/build" not in httpx.get(f"{honest.url}/openapi.json", timeout=30).text
+
+
+def test_seeds_people_type_are_found(honest: LiveServer) -> None:
+    """An admin's --seed 7 (server noise) and users started with --seed 5 (their noise)."""
+    jdp_cfg, ldp_cfg = spec("jdp", episodes=12, seed=7), spec("ldp", episodes=12, seed=None)
+    jdp, ldp = create(honest, jdp_cfg), create(honest, ldp_cfg)
+    play(honest, jdp, jdp_cfg, 12, secrets.randbits(64))
+    play(honest, ldp, ldp_cfg, 12, client_seed=5)
+    code, report = audit(honest, "--run", jdp, "--run", ldp, "--polls", "1")
+    assert code == 1
+    found = {f["run_id"]: f for f in report["findings"] if f["check"] == "seed"}
+    assert set(found) == {jdp, ldp}, report["findings"]
+    assert found[jdp]["evidence"]["seed"] == "7" and "run's noise" in found[jdp]["message"]
+    assert found[ldp]["evidence"]["seed"] == "5" and "users' noise" in found[ldp]["message"]
+
+
+def test_usage_errors_are_one_line(honest: LiveServer) -> None:
+    for args, pattern in ((("--server", "not a url"), "invalid server URL"),
+                          (("--server", honest.url, "--run", "nope"), "not found"),
+                          (("--server", honest.url, "--alpha", "2"), "expected a number in"),
+                          (("--server", honest.url, "--seed-budget", "0"), "seconds > 0")):
+        done = run_cli("audit", "server", *args, timeout=60)
+        assert done.returncode == 2, (done.stdout, done.stderr)
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+        assert "Traceback" not in done.stderr and pattern in lines[-1], done.stderr
