@@ -209,3 +209,23 @@ def test_the_seed_search_stops_at_its_budget_and_says_so(apps) -> None:
     seeds = {c.check: c for c in report.checks if c.run_id == run_id}["seeds"]
     assert seeds.message.startswith("0 candidate seeds (of ") and "--seed-budget" in seeds.message
     assert report.findings == []
+
+
+def test_field_search_flags_seeds_raw_data_and_metric_labels() -> None:
+    audit = ServerAudit(ServerAPI("http://127.0.0.1:9"), polls=1)  # nothing is fetched here
+    audit.docs = [
+        Document("GET /v1/runs/{run_id}/debug", "r", {"rng": {"bit_generator": "PCG64"}}),
+        Document("GET /v1/runs/{run_id}/last", "r", {"user": {"states": [0, 1], "actions": [1]}}),
+        Document("GET /metrics", None, 'privrl_noise_seed{run="r"} 42.0\n'),
+        Document("GET /openapi.json", None, {"properties": {"seed": {"type": "integer"}}}),
+        Document("GET /v1/runs/{run_id}/policy", "r", {"version": 3, "actions": [[0, 1]]}),
+    ]
+    audit.check_fields()
+    found = [(f.check, f.where, f.message.split(" = ")[0]) for f in audit.report.findings]
+    assert ("secret-field", "GET /v1/runs/{run_id}/debug", "field rng") in found
+    assert ("secret-field", "GET /v1/runs/{run_id}/debug", "field rng.bit_generator") in found
+    assert ("raw-data", "GET /v1/runs/{run_id}/last", "field user.states") in found
+    assert ("raw-data", "GET /v1/runs/{run_id}/last", "field user.actions") in found
+    assert any(f.where == "GET /metrics" and "privrl_noise_seed" in f.message
+               for f in audit.report.findings)
+    assert not any("openapi" in f.where or "policy" in f.where for f in audit.report.findings)
