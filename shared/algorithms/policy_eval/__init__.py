@@ -184,11 +184,11 @@ class PolicyEvaluation(Algorithm):
         private = self.config.privacy == "jdp"
         return TrustedRelease(
             seeds, max_items, self.config.n_states, self.estimate,
-            self.noise_scale if private else None, self._charge,
+            self.noise_scale if private else None, self.charge_release,
             noise_backend(self.config.noise),
         )
 
-    def _charge(self, ledger: Ledger, backend: str) -> None:
+    def charge_release(self, ledger: Ledger, backend: str) -> None:
         """Record the release of theta at its true (eps, delta); its scale is data-dependent and
         is not published (recorded as 0)."""
         cfg = self.config
