@@ -39,6 +39,7 @@ from ..config import RunConfig
 from ..privacy.accountant import Ledger
 from ..privacy.mechanisms import Gaussian
 from ..protocol import LedgerView
+from ..run import Run, user_episode
 from ..seeding import generator
 from ..worlds.chain import ChainMRP
 
@@ -56,6 +57,52 @@ def estimator_run(estimator: str) -> tuple[str, str]:
         raise ValueError(f"unknown estimator {estimator!r}: use {', '.join(ESTIMATORS)}")
     return ("dp-lsw" if estimator.endswith("lsw") else "dp-lsl",
             "jdp" if estimator.startswith("dp-") else "none")
+
+
+def round_config(
+    world: ChainMRP, estimator: str, features: str, m: int, epsilon: float, delta: float,
+    f_max: float, lam_c: float = 1.0, constants: str = "nrs", lam: float | None = None,
+    noise: str = "numpy",
+) -> RunConfig:
+    """The public configuration of one evaluation round: m users of `world`, one estimator
+    (lsw = dp-lsw without privacy, ...), its features and budget (a clear ValueError if the
+    estimator cannot be calibrated for it)."""
+    algo, privacy = estimator_run(estimator)
+    knobs: dict[str, Any] = {"features": features, "gamma": world.gamma, "f_max": f_max,
+                             "lam_c": lam_c, "constants": constants}
+    if lam is not None:
+        knobs["lam"] = lam
+    try:
+        return RunConfig(algo=algo, n_states=world.S, n_actions=world.A, horizon=world.H,
+                         episodes=m, privacy=privacy, epsilon=epsilon,
+                         delta=delta if privacy == "jdp" else 0.0, mechanism="gaussian",
+                         noise=noise, knobs=knobs)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise ValueError(f"{estimator} with {features} features at m = {m}"
+                         f"{'' if lam is None else f', lambda = {lam:g}'}: {problems}") from None
+
+
+def round_in_process(config: RunConfig, world: ChainMRP, server_seed: int, users_seed: int,
+                     ) -> np.ndarray:
+    """The theta_hat an evaluation round releases, computed in-process: user k plays with
+    `user_generator(users_seed, k)` and the server's noise comes from `server_seed`, exactly
+    as over HTTP (where the same seeds give the same numbers whatever the report order)."""
+    run = Run(config, [server_seed])
+    message = run.message()
+    for k in range(config.episodes):
+        played, noisy = user_episode(world, message, [users_seed], k, run.algorithm,
+                                     run.calibration)
+        if noisy is None:
+            run.ingest_trajectories(played, message)
+        else:
+            run.ingest_noisy(noisy)
+    return run.billboard()["theta"][0]
+
+
+def rmse(values: np.ndarray, phi: np.ndarray, theta: np.ndarray) -> float:
+    """sqrt(mean_s (phi_s^T theta - V(s))^2) over all states (spec §5.3)."""
+    return float(np.sqrt(np.mean((phi @ theta - values) ** 2)))
 
 
 @dataclass(frozen=True)
@@ -98,22 +145,8 @@ class SweepSpec:
     def config(self, estimator: str, features: str, m: int, lam: float | None = None
                ) -> RunConfig:
         """The run configuration of one estimator on one batch of m users."""
-        algo, privacy = estimator_run(estimator)
-        knobs: dict[str, Any] = {"features": features, "gamma": self.world.gamma,
-                                 "f_max": self.f_max, "lam_c": self.lam_c,
-                                 "constants": self.constants}
-        if lam is not None:
-            knobs["lam"] = lam
-        try:
-            return RunConfig(algo=algo, n_states=self.world.S, n_actions=1, horizon=1,
-                             episodes=m, privacy=privacy, epsilon=self.epsilon,
-                             delta=self.delta if privacy == "jdp" else 0.0,
-                             mechanism="gaussian", knobs=knobs)
-        except ValidationError as exc:
-            problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
-            raise ValueError(f"{estimator} with {features} features at m = {m}"
-                             f"{'' if lam is None else f', lambda = {lam:g}'}: {problems}"
-                             ) from None
+        return round_config(self.world, estimator, features, m, self.epsilon, self.delta,
+                            self.f_max, self.lam_c, self.constants, lam)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -182,8 +215,7 @@ def _one_run(spec: SweepSpec, run: int) -> dict[tuple, tuple[float, float]]:
                 eta = Gaussian(sigma).sample(rng, (algo.d,))
                 theta = theta + eta
                 excess = float(_excess(algo, eta, n, m))
-            rmse = float(np.sqrt(np.mean((algo.phi @ theta - values) ** 2)))
-            out[key] = (rmse, excess)
+            out[key] = (rmse(values, algo.phi, theta), excess)
     return out
 
 

@@ -183,7 +183,7 @@ class PolicyEvaluation(Algorithm):
             return super().privatizer(calibration, seeds, max_items)
         private = self.config.privacy == "jdp"
         return TrustedRelease(
-            seeds, max_items, self.config.n_states, self.estimate,
+            seeds, max_items, self.config.n_states, self.f_max, self.estimate,
             self.noise_scale if private else None, self.charge_release,
             noise_backend(self.config.noise),
         )
