@@ -198,7 +198,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("policy-eval",
                        help="private policy evaluation on the chain (Balle et al. Figure 1)")
-    p.add_argument("--estimator", nargs="+", choices=pe.ESTIMATORS, default=list(pe.ESTIMATORS))
+    p.add_argument("--estimator", nargs="+", choices=pe.ALL_ESTIMATORS,
+                   default=list(pe.ESTIMATORS),
+                   help="lsw, lsl (non-private), dp-lsw, dp-lsl (central DP, the paper's),"
+                   " ldp-lsw, ldp-lsl (the local-DP extension; not run by default)")
     p.add_argument("--features", nargs="+", default=list(pe.FEATURE_SETS),
                    help="feature maps: tabular, agg2, agg4, agg8 (aggK: K adjacent states share"
                    " a feature)")
@@ -209,8 +212,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lambda", dest="lambda_", nargs="+", type=positive_float,
                    default=list(pe.PANEL2_LAMBDAS),
                    help="fixed lambdas of panel 2 (tabular LSL / DP-LSL)")
-    p.add_argument("--lambda-at", nargs="+", type=batch_size, default=list(pe.PANEL2_AT),
-                   metavar="M", help="batch sizes of panel 2 (default 1e4 1e6)")
+    p.add_argument("--lambda-at", nargs="*", type=batch_size, default=list(pe.PANEL2_AT),
+                   metavar="M", help="batch sizes of panel 2 (default 1e4 1e6; none: no panel 2)")
     p.add_argument("--lambda-c", type=positive_float, default=1.0,
                    help="c of the schedule lambda = max(c sqrt(m), 2 ||Phi||^2 ||rho||_inf)")
     p.add_argument("--fmax", type=positive_float, default=1.0,
@@ -246,7 +249,7 @@ def _register_round(sub: argparse._SubParsersAction, pe: Any) -> None:
     p.add_argument("--server", default=None,
                    help="a running server (needs PRIVRL_ADMIN_TOKEN); default: start one on"
                    " loopback with a temporary database")
-    p.add_argument("--estimator", choices=pe.ESTIMATORS, default="dp-lsw")
+    p.add_argument("--estimator", choices=pe.ALL_ESTIMATORS, default="dp-lsw")
     p.add_argument("--features", default="agg2", help="tabular, aggK or aggKn")
     p.add_argument("--trajectories", type=batch_size, default=10_000, metavar="M",
                    help="m, the public number of users of the round")

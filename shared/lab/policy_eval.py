@@ -14,6 +14,10 @@ eta^T (Phi^T Gamma_X Phi + lambda/(2m) I) eta for DP-LSL). Runs execute in paral
 
 Privacy: each DP release is (eps, delta)-DP for the users of its batch; the sweep releases
 several estimates from one batch, and its ledger records every one of them (they compose).
+
+The local-DP extension (`ldp-lsw`, `ldp-lsl`, opt-in) is simulated exactly in law from the same
+sufficient statistics: with the Gaussian local randomizer the sum of m users' noise on an entry
+is N(0, m sigma_L^2), so the noisy sums are (n, g / F_max) plus that, drawn once per run.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ from ..algorithms.policy_eval import PolicyEvaluation
 from ..algorithms.policy_eval.features import feature_matrix
 from ..config import RunConfig
 from ..privacy.accountant import Ledger
+from ..privacy.calibration import calibrate
 from ..privacy.mechanisms import Gaussian
+from ..privacy.privatizers import Aggregator
 from ..protocol import LedgerView
 from ..run import Run, user_episode
 from ..seeding import generator
@@ -45,6 +51,8 @@ from ..worlds.chain import ChainMRP
 
 KIND = "policy-eval"
 ESTIMATORS = ("lsw", "lsl", "dp-lsw", "dp-lsl")
+LOCAL_ESTIMATORS = ("ldp-lsw", "ldp-lsl")  # the spec's local-DP extension (not in the paper)
+ALL_ESTIMATORS = ESTIMATORS + LOCAL_ESTIMATORS
 FEATURE_SETS = ("tabular", "agg2", "agg4", "agg8")
 HALF_DECADES = tuple(int(round(10 ** (2 + k / 2))) for k in range(11))  # 10^2 .. 10^7
 PANEL2_LAMBDAS = (1.5, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
@@ -52,11 +60,13 @@ PANEL2_AT = (10**4, 10**6)
 
 
 def estimator_run(estimator: str) -> tuple[str, str]:
-    """(registered algorithm, privacy mode) of an estimator name: lsw = dp-lsw without privacy."""
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"unknown estimator {estimator!r}: use {', '.join(ESTIMATORS)}")
-    return ("dp-lsw" if estimator.endswith("lsw") else "dp-lsl",
-            "jdp" if estimator.startswith("dp-") else "none")
+    """(registered algorithm, privacy mode) of an estimator name: lsw = dp-lsw without privacy,
+    ldp-lsw = dp-lsw with local randomizers."""
+    if estimator not in ALL_ESTIMATORS:
+        raise ValueError(f"unknown estimator {estimator!r}: use {', '.join(ALL_ESTIMATORS)}")
+    privacy = ("jdp" if estimator.startswith("dp-") else
+               "ldp" if estimator.startswith("ldp-") else "none")
+    return ("dp-lsw" if estimator.endswith("lsw") else "dp-lsl"), privacy
 
 
 def round_config(
@@ -75,7 +85,7 @@ def round_config(
     try:
         return RunConfig(algo=algo, n_states=world.S, n_actions=world.A, horizon=world.H,
                          episodes=m, privacy=privacy, epsilon=epsilon,
-                         delta=delta if privacy == "jdp" else 0.0, mechanism="gaussian",
+                         delta=delta if privacy != "none" else 0.0, mechanism="gaussian",
                          noise=noise, knobs=knobs)  # type: ignore[arg-type]
     except ValidationError as exc:
         problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
@@ -163,8 +173,13 @@ class Cell:
 
     @property
     def private(self) -> bool:
-        """Whether this is a DP release (it draws noise and is charged)."""
+        """Whether this is a central DP release (it draws noise and is charged)."""
         return self.estimator.startswith("dp-")
+
+    @property
+    def local(self) -> bool:
+        """Whether the users randomize locally (the LDP extension)."""
+        return self.estimator.startswith("ldp-")
 
 
 def _panel_2(spec: SweepSpec) -> bool:
@@ -208,7 +223,9 @@ def _one_run(spec: SweepSpec, run: int) -> dict[tuple, tuple[float, float]]:
                 algorithms[key] = algo  # type: ignore[assignment]
             theta = algo.estimate(m, n, g)
             excess = math.nan
-            if cell.private:
+            if cell.local:
+                theta = _local_estimate(spec, algo, n, g, m, run, cell)
+            elif cell.private:
                 sigma = float(algo.noise_scale(m, n[None])[0])
                 path = ("policy-eval-sweep", "noise", run, m, cell.estimator, cell.features)
                 rng = generator(spec.seed, *path, *(() if cell.lam is None else (repr(cell.lam),)))
@@ -217,6 +234,18 @@ def _one_run(spec: SweepSpec, run: int) -> dict[tuple, tuple[float, float]]:
                 excess = float(_excess(algo, eta, n, m))
             out[key] = (rmse(values, algo.phi, theta), excess)
     return out
+
+
+def _local_estimate(spec: SweepSpec, algo: PolicyEvaluation, n: np.ndarray, g: np.ndarray,
+                    m: int, run: int, cell: Cell) -> np.ndarray:
+    """The LDP estimate from the noisy sums: the m users' Gaussian noise summed, exactly in law
+    (N(0, m sigma_L^2) per entry; the returns family carries g / F_max)."""
+    sigma = calibrate(algo.config).noise_scale
+    rng = generator(spec.seed, "policy-eval-sweep", "local", run, m, cell.estimator, cell.features)
+    spread = sigma * math.sqrt(m)
+    n_noisy = n + spread * rng.standard_normal(n.shape)
+    scaled = g / algo.f_max + spread * rng.standard_normal(g.shape)
+    return algo.ldp_estimate(n_noisy, scaled * algo.f_max)
 
 
 def _excess(algo: PolicyEvaluation, eta: np.ndarray, n: np.ndarray, m: int) -> float:
@@ -239,9 +268,13 @@ def batch_ledger(spec: SweepSpec, m: int) -> Ledger:
     """Every DP release made from one batch of size m (what each of its users pays)."""
     ledger = Ledger()
     for cell in _cells(spec, m):
+        config = spec.config(cell.estimator, cell.features, m, cell.lam)
         if cell.private:
-            algo = spec.config(cell.estimator, cell.features, m, cell.lam).algorithm()
-            algo.charge_release(ledger, "numpy")  # type: ignore[attr-defined]
+            config.algorithm().charge_release(ledger, "numpy")  # type: ignore[attr-defined]
+        elif cell.local:  # each user's one local report, charged as the server charges it
+            cal = calibrate(config)
+            zeros = {f.name: np.zeros((1, *f.shape)) for f in cal.families}
+            Aggregator(cal, 1).ingest(zeros, ledger)
     return ledger
 
 
@@ -315,8 +348,10 @@ def load(path: Path) -> dict[str, Any] | None:
 
 # -- figures ---------------------------------------------------------------------------------------
 
-STYLE = {"lsw": ("C0", "-"), "lsl": ("C1", "-"), "dp-lsw": ("C0", "--"), "dp-lsl": ("C1", "--")}
-LABEL = {"lsw": "LSW", "lsl": "LSL", "dp-lsw": "DP-LSW", "dp-lsl": "DP-LSL"}
+STYLE = {"lsw": ("C0", "-"), "lsl": ("C1", "-"), "dp-lsw": ("C0", "--"), "dp-lsl": ("C1", "--"),
+         "ldp-lsw": ("C0", ":"), "ldp-lsl": ("C1", ":")}
+LABEL = {"lsw": "LSW", "lsl": "LSL", "dp-lsw": "DP-LSW", "dp-lsl": "DP-LSL",
+         "ldp-lsw": "LDP-LSW", "ldp-lsl": "LDP-LSL"}
 
 
 def _series(rows: list[dict], estimator: str, features: str, metric: str = "rmse",
@@ -375,7 +410,7 @@ def panel_3(ax: Any, summary: dict[str, Any]) -> None:
     """All four estimators with state aggregation (pairs), RMSE against m."""
     rows = summary["rows"]
     features = "agg2" if any(r["features"] == "agg2" for r in rows) else rows[0]["features"]
-    for est in ESTIMATORS:
+    for est in ALL_ESTIMATORS:
         x, m, se = _series(rows, est, features, lambda_fixed=False, in_sweep=True)
         _errorbar(ax, x, m, se, color=STYLE[est][0], ls=STYLE[est][1], label=LABEL[est])
     ax.set(xscale="log", yscale="log", xlabel="batch size m", ylabel="RMSE",
@@ -438,7 +473,7 @@ def plot(summary: dict[str, Any], out: Path) -> list[Path]:
     return paths
 
 
-def table(summary: dict[str, Any], estimators: Sequence[str] = ESTIMATORS) -> str:
+def table(summary: dict[str, Any], estimators: Sequence[str] = ALL_ESTIMATORS) -> str:
     """RMSE mean ± s.e. per estimator / features (rows) and m (columns), schedule cells only."""
     rows = [r for r in summary["rows"] if not r["lambda_fixed"]]
     ms = sorted(summary["spec"]["trajectories"])
