@@ -1,6 +1,7 @@
 """The `privrl` command: one entry point that every subcommand hangs from.
 
   in-process (privrl.client.lab_cli): run, plot, bench, worlds, algorithms
+  policy evaluation (privrl.client.policy_eval_cli): policy-eval
   client-server (privrl.client.remote_cli): serve, runs, users, evaluate, demo
   trust boundary (privrl.client.audit_cli): audit server, audit randomizer, audit proxy
 
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from privrl import algorithms
-from privrl.client import audit_cli, lab_cli, remote_cli
+from privrl.client import audit_cli, lab_cli, policy_eval_cli, remote_cli
 from privrl.client.cli_common import CliError
 from privrl.worlds.tabular import WorldError
 
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     lab_cli.register(sub)
+    policy_eval_cli.register(sub)
     remote_cli.register(sub)
     audit_cli.register(sub)
     return parser

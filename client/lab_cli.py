@@ -80,20 +80,27 @@ def print_table(results) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    """privrl plot: redraw figures from saved results."""
+    """privrl plot: redraw figures from saved results (a policy-eval summary: its panels)."""
+    from privrl.lab import policy_eval
     from privrl.lab.experiments import load
     from privrl.lab.plots import plot_cumulative, plot_frontier
 
     results = []
+    out = Path(args.out)
     for src in args.results:
         try:
+            evaluation = policy_eval.load(Path(src))
+            if evaluation is not None:
+                for path in policy_eval.plot(evaluation, out):
+                    print(path)
+                continue
             results.extend(load(Path(src)))
         except FileNotFoundError as exc:
             raise CliError(str(exc)) from None
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    print(plot_cumulative(results, out / "regret.png"))
-    print(plot_frontier(results, out / "frontier.png"))
+    if results:
+        out.mkdir(parents=True, exist_ok=True)
+        print(plot_cumulative(results, out / "regret.png"))
+        print(plot_frontier(results, out / "frontier.png"))
     return 0
 
 

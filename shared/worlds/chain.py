@@ -76,6 +76,12 @@ class ChainMRP:
         return 1
 
     @property
+    def H(self) -> int:
+        """Rows of the policy table a run serves: 1, the evaluated policy is stationary (a
+        trajectory itself runs until the goal, however long that takes)."""
+        return 1
+
+    @property
     def goal(self) -> int:
         """The absorbing goal state N-1."""
         return self.S - 1

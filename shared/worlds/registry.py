@@ -1,9 +1,11 @@
 """Worlds by name: `make("riverswim")`, `make("garnet", seed=3)`, `make("gymnasium:Taxi-v4")`, ...
 
-Names: the built-in `riverswim` and `garnet`, the linear-mixture worlds `lm-hard`, `lm-mix`,
-`zhou-mix` and `zhou-tabular` (see `privrl.worlds.linear_mixture`), `gymnasium:<EnvId>` for any
-gymnasium env with a public transition table (see `privrl.worlds.gym`), and a path ending in `.npz`
-(`load_npz`, or `load_linear_npz` when the archive holds `features`).
+Names: the built-in `riverswim`, `garnet` and `chain` (the policy-evaluation chain MRP of Balle
+et al., `privrl.worlds.chain`; its users report first-visit returns), the linear-mixture worlds
+`lm-hard`, `lm-mix`, `zhou-mix` and `zhou-tabular` (see `privrl.worlds.linear_mixture`),
+`gymnasium:<EnvId>` for any gymnasium env with a public transition table (see
+`privrl.worlds.gym`), and a path ending in `.npz` (`load_npz`, or `load_linear_npz` when the
+archive holds `features`).
 `list_worlds()` describes every name with its parameters, their defaults and its default horizon.
 """
 
@@ -14,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .chain import ChainMRP
 from .gym import (
     DEFAULT_HORIZONS,
     FAMILY_DESCRIPTIONS,
@@ -78,13 +81,28 @@ def _garnet(
     )
 
 
+def _chain(
+    horizon: int,
+    n_states: int = 40,
+    stay: float = 0.5,
+    gamma: float = 0.99,
+    start: str = "uniform",
+    reward: str = "goal",
+) -> ChainMRP:
+    """The chain MRP (the horizon is ignored: trajectories run until the goal)."""
+    try:
+        return ChainMRP(n_states, stay, gamma, start, reward)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise WorldError(f"world 'chain': {exc}") from None
+
+
 @dataclass(frozen=True)
 class _Builtin:
     """A named world built by a function (horizon, **params)."""
 
-    build: Callable[..., TabularMDP]
+    build: Callable[..., TabularMDP | ChainMRP]
     description: str
-    horizon: int = BUILTIN_HORIZON  # the default horizon
+    horizon: int = BUILTIN_HORIZON  # rows of the policy table (the chain's policy is stationary)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -127,6 +145,12 @@ BUILTINS: dict[str, _Builtin] = {
         "linear mixture E1 (Zhou §7.2): RiverSwim as indicator features, d = S^2 A, d2 = S A",
         horizon=10,
     ),
+    "chain": _Builtin(
+        _chain,
+        "policy evaluation (dp-lsw, dp-lsl): the chain MRP of Balle et al. 2016, one action,"
+        " the goal N-1 absorbing; users report first-visit returns",
+        horizon=1,
+    ),
 }
 NPZ_PARAMS: dict[str, Any] = {"reward_noise": "deterministic"}
 
@@ -139,7 +163,7 @@ def _check_params(name: str, params: dict[str, Any], allowed: dict[str, Any]) ->
         raise WorldError(f"world {name!r} does not take {', '.join(unknown)} (it takes: {takes})")
 
 
-def make(name: str, horizon: int | None = None, **params: Any) -> TabularMDP:
+def make(name: str, horizon: int | None = None, **params: Any) -> TabularMDP | ChainMRP:
     """The world called `name` over `horizon` steps (default: the world's own default horizon)."""
     if not isinstance(name, str) or not name:
         raise WorldError(f"a world name must be a non-empty string, got {name!r}")

@@ -183,12 +183,12 @@ class PolicyEvaluation(Algorithm):
             return super().privatizer(calibration, seeds, max_items)
         private = self.config.privacy == "jdp"
         return TrustedRelease(
-            seeds, max_items, self.config.n_states, self.estimate,
-            self.noise_scale if private else None, self._charge,
+            seeds, max_items, self.config.n_states, self.f_max, self.estimate,
+            self.noise_scale if private else None, self.charge_release,
             noise_backend(self.config.noise),
         )
 
-    def _charge(self, ledger: Ledger, backend: str) -> None:
+    def charge_release(self, ledger: Ledger, backend: str) -> None:
         """Record the release of theta at its true (eps, delta); its scale is data-dependent and
         is not published (recorded as 0)."""
         cfg = self.config

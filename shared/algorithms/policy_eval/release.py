@@ -6,6 +6,11 @@ after exactly m reports (spec §6). Until then nothing is published; afterwards 
 (the algorithm's post-processing adds V_hat = Phi theta_hat). The counts n, the return sums g and
 the noise scale sigma_X stay inside (spec §3.4: sigma_X is a function of the private signature).
 
+Return sums are kept in fixed point (integers of 2^-k, k <= 40 chosen so that m F_max 2^k < 2^62):
+integer addition does not depend on the order of the reports, so concurrent users reporting in
+any order give bit for bit the sums (and theta) of the in-process run with the same seeds. Each
+return is rounded to the grid once (a per-user function of the report, still in [0, F_max]).
+
 The noise is drawn once, cached, and charged to the ledger once at its true (eps, delta). With the
 seeded numpy backend it is a function of the run's secret seed (`generator(seed,
 "policy-eval", "theta")`), so a restarted server rebuilds the same theta_hat; with the unseeded
@@ -15,6 +20,7 @@ store (a missing one is a `StoredNoiseError`, never a fresh draw).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -27,6 +33,13 @@ from ...seeding import generator
 from ...stats import Stats
 
 FAMILY = "theta"  # the one released array (and the name its stored noise goes under)
+MAX_GRID_BITS = 40
+
+
+def fixed_point_scale(max_items: int, return_bound: float) -> float:
+    """2^k with k <= 40 such that `max_items` returns in [0, return_bound] sum below 2^62."""
+    room = 62.0 - math.log2(max(max_items * return_bound, 1.0))
+    return 2.0 ** min(MAX_GRID_BITS, math.floor(room))
 
 
 class TrustedRelease:
@@ -41,6 +54,7 @@ class TrustedRelease:
         seeds: Sequence[int],
         max_items: int,
         n_states: int,
+        return_bound: float,
         estimate: Callable[[int, np.ndarray, np.ndarray], np.ndarray],
         noise_scale: Callable[[int, np.ndarray], np.ndarray] | None,
         charge: Callable[[Ledger, str], None],
@@ -49,8 +63,9 @@ class TrustedRelease:
         self.seeds = [int(s) for s in seeds]
         self.max_items = int(max_items)
         self.items = 0
-        self.n = np.zeros((len(self.seeds), n_states))
-        self.g = np.zeros((len(self.seeds), n_states))
+        self.scale = fixed_point_scale(self.max_items, return_bound)
+        self.n = np.zeros((len(self.seeds), n_states), dtype=np.int64)
+        self.g = np.zeros((len(self.seeds), n_states), dtype=np.int64)  # sums in units 1/scale
         self.estimate, self.noise_scale, self.charge = estimate, noise_scale, charge
         self.backend = backend
         self.journal = False
@@ -63,8 +78,8 @@ class TrustedRelease:
         """Add one report per replica; the m-th report triggers the one release."""
         if self.items >= self.max_items:
             raise ValueError(f"all {self.max_items} reports of this round are in")
-        self.n += stats["visits"]
-        self.g += stats["returns"]
+        self.n += np.rint(stats["visits"]).astype(np.int64)
+        self.g += np.rint(np.asarray(stats["returns"]) * self.scale).astype(np.int64)
         self.items += 1
         if self.items == self.max_items:
             self._release(ledger)
@@ -72,9 +87,10 @@ class TrustedRelease:
     def _release(self, ledger: Ledger) -> None:
         """theta_hat = theta_X + N(0, sigma_X^2 I) per replica, drawn once and charged once."""
         m = self.max_items
-        theta = self.estimate(m, self.n, self.g)
+        n, g = self.n.astype(np.float64), self.g / self.scale  # exact: a power of 2
+        theta = self.estimate(m, n, g)
         if self.noise_scale is not None:
-            sigma = np.asarray(self.noise_scale(m, self.n), dtype=np.float64)
+            sigma = np.asarray(self.noise_scale(m, n), dtype=np.float64)
             theta = theta + self._noise(sigma, theta.shape[1])
             self.charge(ledger, self.backend.name)
         self._theta = theta
