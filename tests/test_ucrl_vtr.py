@@ -76,11 +76,24 @@ def _upper(x: np.ndarray) -> np.ndarray:
     return x[..., iu[0], iu[1]]
 
 
-def test_sensitivities_by_brute_force() -> None:
+def test_per_step_caps_shrink_the_sensitivity() -> None:
+    """Practical clips Q~_h at H-h+1, so V~_{h+1} <= H-h bounds step h: sqrt(2 sum c^4) instead
+    of sqrt(2 (H-1)) H^2 for the Gram family (both presets' last step carries no data)."""
+    practical = {f.name: f for f in cfg().algorithm().families()}
+    faithful = {f.name: f for f in cfg(preset="faithful").algorithm().families()}
+    caps = np.array([4.0, 3.0, 2.0, 1.0])
+    assert practical["gram"].l2 == pytest.approx(math.sqrt(2 * np.sum(caps**4)))
+    assert practical["target"].l2 == pytest.approx(math.sqrt(np.sum((2 * caps**2) ** 2)))
+    assert faithful["gram"].l2 == pytest.approx(math.sqrt(2 * 4) * 25)
+    assert faithful["target"].l2 == pytest.approx(2 * math.sqrt(4) * 25)
+
+
+@pytest.mark.parametrize("preset", ["practical", "faithful"])
+def test_sensitivities_by_brute_force(preset: str) -> None:
     """Every trajectory of a small instance, several messages: the largest replace-one change of
     each family (on its released coordinates) stays within the declared l1 and l2."""
     world = make("lm-hard", 3, d=3, gap=0.1)  # S = 5, A = 4, H = 3
-    config = cfg(world, episodes=8)
+    config = cfg(world, episodes=8, preset=preset, privacy="none")
     algo = config.algorithm()
     fams = {f.name: f for f in algo.families()}
     rng = np.random.default_rng(0)

@@ -103,6 +103,7 @@ def summarize(
 def label(config: RunConfig) -> str:
     """A short human label: 'jdp eps=1 gaussian'."""
     pooled = " pooled" if (config.knobs or {}).get("pooled") else ""
+    pooled += " (faithful)" if config.preset == "faithful" else ""
     if config.privacy == "none":
         return f"non-private{pooled}"
     return f"{config.privacy} eps={config.epsilon:g} {config.mechanism}{pooled}"

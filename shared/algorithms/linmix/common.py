@@ -45,25 +45,36 @@ def run_model(config: RunConfig, algo: str, known_rewards: bool, reward_features
     return model
 
 
-def clip_norm(x: np.ndarray, bound: float) -> np.ndarray:
-    """Rescale the vectors on the last axis to norm <= bound (defensive; a no-op under the
-    model's assumptions, privacy-critical otherwise)."""
+def clip_norm(x: np.ndarray, bound: float | np.ndarray) -> np.ndarray:
+    """Rescale the vectors on the last axis to norm <= bound (a number, or one per step h for
+    arrays (..., H, d)); defensive: a no-op under the model's assumptions, privacy-critical
+    otherwise."""
     norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    bound = np.asarray(bound, dtype=np.float64)[..., None] if np.ndim(bound) else bound
     with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where(norms > bound, bound / norms, 1.0)
+        factor = np.where(norms > bound, bound / np.where(norms > 0, norms, 1.0), 1.0)
     return x * factor
 
 
+def value_caps(horizon: int, remaining: bool) -> np.ndarray:
+    """Upper bounds of V_1..V_{H+1} (public): H - h + 1 at step h when Q is clipped there
+    (`remaining`), else H; V_{H+1} = 0."""
+    steps = np.arange(horizon, dtype=np.float64)
+    caps = horizon - steps if remaining else np.full(horizon, float(horizon))
+    return np.append(caps, 0.0)
+
+
 def value_targets(model: LinearMixtureModel, traj: Trajectories, values: np.ndarray,
-                  v_max: float) -> tuple[np.ndarray, np.ndarray]:
+                  caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(X, y) of every user and step: X_h = phi_{V_{h+1}}(s_h, a_h) (R, H, d) with norm <=
-    feature_bound v_max, y_h = V_{h+1}(s_{h+1}) in [0, v_max] (R, H); V_{H+1} = 0 always."""
+    feature_bound caps[h+1], y_h = V_{h+1}(s_{h+1}) in [0, caps[h+1]] (R, H), for the public
+    value caps of `value_caps`; V_{H+1} = 0 always, so the last step's statistics are zeros."""
     n_rep, horizon = traj.actions.shape
-    v_next = np.clip(np.asarray(values, dtype=np.float64)[:, 1:], 0.0, v_max)
-    v_next[:, -1] = 0.0  # V_{H+1} = 0: the last step's statistics are data-independent zeros
+    next_caps = caps[1:]
+    v_next = np.clip(np.asarray(values, dtype=np.float64)[:, 1:], 0.0, next_caps[None, :, None])
     s, a, s_next = traj.states[:, :-1], traj.actions, traj.states[:, 1:]
     phi = model.features[s, a]  # (R, H, S', d)
-    x = clip_norm(np.einsum("rhtd,rht->rhd", phi, v_next), model.feature_bound * v_max)
+    x = clip_norm(np.einsum("rhtd,rht->rhd", phi, v_next), model.feature_bound * next_caps)
     rows, steps = np.arange(n_rep)[:, None], np.arange(horizon)[None, :]
     y = v_next[rows, steps, s_next]
     return x, y
@@ -74,9 +85,9 @@ def gram_and_target(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.einsum("rhi,rhj->rhij", x, x), x * y[..., None]
 
 
-def vtr_sensitivities(d: int, steps: int, x_max: float, y_max: float) -> dict[str, float]:
-    """Replace-one sensitivities of the Gram and target families over `steps` data-dependent
-    steps, with ||X|| <= x_max and y in [0, y_max]:
+def vtr_sensitivities(d: int, x_caps: np.ndarray, y_caps: np.ndarray) -> dict[str, float]:
+    """Replace-one sensitivities of the Gram and target families when step h has ||X_h|| <=
+    x_caps[h] and y_h in [0, y_caps[h]] (a step with cap 0 carries no data):
 
     gram  (upper triangle): ||triu(xx^T - x'x'^T)||_F <= ||xx^T - x'x'^T||_F <= sqrt(2) x_max^2
           (= when x is orthogonal to x'); l1 of the upper triangle <= (||x||_1^2 + ||x||^2)/2 <=
@@ -85,9 +96,10 @@ def vtr_sensitivities(d: int, steps: int, x_max: float, y_max: float) -> dict[st
           x_max y_max.
     Over the steps: l2 adds in squares, l1 linearly.
     """
+    x, y = np.asarray(x_caps, dtype=np.float64), np.asarray(y_caps, dtype=np.float64)
     return {
-        "gram_l2": math.sqrt(2.0 * steps) * x_max**2,
-        "gram_l1": steps * (d + 1.0) * x_max**2,
-        "target_l2": 2.0 * math.sqrt(steps) * x_max * y_max,
-        "target_l1": 2.0 * steps * math.sqrt(d) * x_max * y_max,
+        "gram_l2": math.sqrt(float(np.sum(2.0 * x**4))),
+        "gram_l1": float(np.sum((d + 1.0) * x**2)),
+        "target_l2": math.sqrt(float(np.sum((2.0 * x * y) ** 2))),
+        "target_l1": float(np.sum(2.0 * math.sqrt(d) * x * y)),
     }

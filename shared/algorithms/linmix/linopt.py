@@ -34,7 +34,14 @@ from ...worlds.rollout import Trajectories
 from ..base import Algorithm, Family, Learner, PolicyMessage
 from ..registry import register
 from . import zhou
-from .common import clip_norm, gram_and_target, run_model, value_targets, vtr_sensitivities
+from .common import (
+    clip_norm,
+    gram_and_target,
+    run_model,
+    value_caps,
+    value_targets,
+    vtr_sensitivities,
+)
 
 if TYPE_CHECKING:
     from ...config import RunConfig
@@ -162,23 +169,20 @@ class LinOptAlgorithm(Algorithm):
         """Bind to `config`: its public model must have reward features and fit (S, A, H)."""
         super().__init__(config)
         self.model = run_model(config, self.name, known_rewards=False, reward_features=True)
+        self.caps = value_caps(config.horizon, remaining=True)  # Q_h <= H-h+1 (erratum 4)
         if (config.privacy != "none" and self.knobs.calibration == "paper"
                 and config.mechanism != "gaussian"):
             raise ValueError(f"{self.name}'s paper calibration is Gaussian (Thm. 6.4): use"
                              " --mechanism gaussian, or knob calibration=zcdp for other mechanisms")
 
-    @property
-    def x_max(self) -> float:
-        """||X|| <= feature_bound * H (Zhou: sqrt(d1) H)."""
-        return self.model.feature_bound * self.config.horizon
-
     def families(self) -> tuple[Family, ...]:
         """The four statistics of every step with replace-one sensitivities (paper scales when
         calibrated as in the paper)."""
         cfg, model = self.config, self.model
-        h, d1, d2, x_max = cfg.horizon, model.d, model.d2, self.x_max
-        p = vtr_sensitivities(d1, max(h - 1, 0), x_max, float(h))
-        r = vtr_sensitivities(d2, h, 1.0, 1.0)
+        h, d1, d2 = cfg.horizon, model.d, model.d2
+        x_caps = model.feature_bound * self.caps[1:]  # V_{h+1} <= H-h: Q is clipped at H-h+1
+        p = vtr_sensitivities(d1, x_caps, self.caps[1:])
+        r = vtr_sensitivities(d2, np.ones(h), np.ones(h))
         scales: dict[str, float | None] = dict.fromkeys(FAMILIES)
         if self.knobs.calibration == "paper" and cfg.privacy != "none":
             levels = zhou.tree_levels(cfg.episodes) if cfg.privacy == "jdp" else 1
@@ -187,9 +191,10 @@ class LinOptAlgorithm(Algorithm):
                       "target_p": zhou.paper_sigma(math.sqrt(d1) * h**2, *args),
                       "gram_r": zhou.paper_sigma(1.0, *args),
                       "target_r": zhou.paper_sigma(1.0, *args)}
-        y_max = x_max * h
+        x_top = float(x_caps.max(initial=0.0))
+        y_max = float((x_caps * self.caps[1:]).max(initial=0.0))
         return (
-            Family("gram_p", (h, d1, d1), p["gram_l1"], p["gram_l2"], x_max**2, -x_max**2, True,
+            Family("gram_p", (h, d1, d1), p["gram_l1"], p["gram_l2"], x_top**2, -x_top**2, True,
                    scales["gram_p"]),
             Family("target_p", (h, d1), p["target_l1"], p["target_l2"], y_max, -y_max, False,
                    scales["target_p"]),
@@ -209,8 +214,7 @@ class LinOptAlgorithm(Algorithm):
 
     def user_statistics(self, trajectories: Trajectories, message: PolicyMessage) -> Stats:
         """The transition and reward statistics of each step (clipped to Asm. 1's bounds)."""
-        h = float(self.config.horizon)
-        x, y = value_targets(self.model, trajectories, message["values"], h)
+        x, y = value_targets(self.model, trajectories, message["values"], self.caps)
         gram_p, target_p = gram_and_target(x, y)
         assert self.model.reward_features is not None
         f = clip_norm(self.model.reward_features[trajectories.states[:, :-1],

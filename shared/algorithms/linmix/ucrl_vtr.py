@@ -33,7 +33,7 @@ from ...worlds.rollout import Trajectories
 from ..base import Algorithm, Family, Learner, PolicyMessage
 from ..registry import register
 from . import luyo
-from .common import gram_and_target, run_model, value_targets, vtr_sensitivities
+from .common import gram_and_target, run_model, value_caps, value_targets, vtr_sensitivities
 
 if TYPE_CHECKING:
     from ...config import RunConfig
@@ -61,12 +61,16 @@ class UCRLVTRKnobs(BaseModel):
         " versions; data-independent)")
     shift_scale: float = Field(1.0, ge=0, description="the PD shift is 2 shift_scale Ups")
     ridge: float | None = Field(None, gt=0, description="lambda (default: the paper's H^2)")
+    clip_remaining: bool = Field(
+        False, description="clip Q~_h at H-h+1 instead of H (still optimistic: Q*_h <= H-h+1);"
+        " V~_{h+1} <= H-h then bounds X_h and y_h, a smaller true sensitivity per step, which"
+        " the zcdp calibration turns into less noise for the same (epsilon, delta)")
 
 
 PRESETS: dict[str, UCRLVTRKnobs] = {
     "faithful": UCRLVTRKnobs(),
     "practical": UCRLVTRKnobs(calibration="zcdp", beta_mode="thm7", beta_scale=0.1,
-                              shift="release", shift_scale=1.0),
+                              shift="release", shift_scale=1.0, clip_remaining=True),
 }
 
 
@@ -130,7 +134,7 @@ class UCRLVTRLearner(Learner):
     def plan(self, billboard: Stats, reported: int) -> PolicyMessage:
         """Greedy actions (R, H, S) and value tables V~ (R, H+1, S) of every replica."""
         w, inv_chol = self.estimates(billboard, reported)
-        beta, horizon = self.beta(reported), float(self.horizon)
+        beta, caps = self.beta(reported), self.algorithm.caps
         model = self.model
         assert model.rewards is not None
         n_rep, n_s, n_a = w.shape[0], model.S, model.A
@@ -142,7 +146,7 @@ class UCRLVTRLearner(Learner):
             bonus = inverse_norms(inv_chol[:, h], x.reshape(n_rep, n_s * n_a, -1))
             score = model.rewards[h] + mean + beta * bonus.reshape(n_rep, n_s, n_a)
             actions[:, h] = np.argmax(score, axis=-1)  # ties: the lowest index (erratum 17)
-            values[:, h] = np.clip(score.max(axis=-1), 0.0, horizon)
+            values[:, h] = np.clip(score.max(axis=-1), 0.0, caps[h])
         return {"actions": actions, "values": values}
 
 
@@ -164,6 +168,7 @@ class UCRLVTRAlgorithm(Algorithm):
         super().__init__(config)
         self.model = run_model(config, self.name, known_rewards=True, reward_features=False)
         self.ridge = float(self.knobs.ridge or config.horizon**2)
+        self.caps = value_caps(config.horizon, self.knobs.clip_remaining)
         if (config.privacy != "none" and self.knobs.calibration == "paper"
                 and config.mechanism != "gaussian"):
             raise ValueError(f"{self.name}'s paper calibration is Gaussian (Cor. 5/6): use"
@@ -179,15 +184,17 @@ class UCRLVTRAlgorithm(Algorithm):
         sensitivities; the paper's sigma_B when calibrated as in the paper."""
         cfg = self.config
         h, d, x_max = cfg.horizon, self.model.d, self.x_max
-        sens = vtr_sensitivities(d, max(h - 1, 0), x_max, float(h))
+        x_caps = self.model.feature_bound * self.caps[1:]
+        sens = vtr_sensitivities(d, x_caps, self.caps[1:])
         scale = None
         if self.knobs.calibration == "paper" and cfg.privacy != "none":
             paper_sens = 2.0 * x_max**2  # the paper's 2 H^2 (||X|| <= H, y <= H)
             scale = luyo.paper_sigma(cfg.privacy, h, cfg.episodes, cfg.epsilon, cfg.delta,
                                      paper_sens)
-        y_max = x_max * h
+        x_top = float(x_caps.max(initial=0.0))
+        y_max = float((x_caps * self.caps[1:]).max(initial=0.0))
         return (
-            Family("gram", (h, d, d), sens["gram_l1"], sens["gram_l2"], x_max**2, -x_max**2,
+            Family("gram", (h, d, d), sens["gram_l1"], sens["gram_l2"], x_top**2, -x_top**2,
                    True, scale),
             Family("target", (h, d), sens["target_l1"], sens["target_l2"], y_max, -y_max,
                    False, scale),
@@ -199,8 +206,7 @@ class UCRLVTRAlgorithm(Algorithm):
 
     def user_statistics(self, trajectories: Trajectories, message: PolicyMessage) -> Stats:
         """X X^T and X y per step from the user's trajectory and the message's value tables."""
-        h = float(self.config.horizon)
-        x, y = value_targets(self.model, trajectories, message["values"], h)
+        x, y = value_targets(self.model, trajectories, message["values"], self.caps)
         gram, target = gram_and_target(x, y)
         return {"gram": gram, "target": target}
 
