@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 from privrl.client.api import ApiError, ServerAPI
-from privrl.client.cli_common import CliError
+from privrl.client.cli_common import CliError, pydantic_message, refuse_overwrite
 from privrl.client.evaluator import evaluate
 from privrl.client.procs import ServerProcess, module_cmd, spawn, stop_process
 from privrl.client.users import percentile
@@ -34,7 +34,9 @@ from privrl.lab.plots import plot_cumulative
 from privrl.seeding import derived_seed, secret_seed
 from privrl.worlds import riverswim
 from privrl.worlds.tabular import TabularMDP
+from pydantic import ValidationError
 
+DEMO_OUTPUTS = ("summary.json", "regret.png")  # what the demo writes to --out
 DEMO_TAIL = 100  # the table's "last-100/ep" column
 USERS_TIMEOUT = 900.0  # seconds one run's user processes may take before the demo gives up
 
@@ -50,8 +52,8 @@ def demo_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
                       **common)
             for mode in ("jdp", "ldp")
         ]
-    except ValueError as exc:
-        raise CliError(f"demo configuration: {exc}") from None
+    except ValidationError as exc:
+        raise CliError(f"demo configuration: {pydantic_message(exc)}") from None
 
 
 def demo_seeds(seed: int | None, run: str) -> tuple[int, int]:
@@ -160,6 +162,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
 def run_demo(args: argparse.Namespace) -> int:
     """Run the demo end to end; every child process is stopped whatever happens."""
     out = Path(args.out)
+    refuse_overwrite(out, DEMO_OUTPUTS, args.force)
     out.mkdir(parents=True, exist_ok=True)
     mdp = riverswim(args.horizon)
     configs = demo_configs(args, mdp)

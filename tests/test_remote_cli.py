@@ -78,7 +78,7 @@ def test_runs_lifecycle_through_the_cli(server, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.strip().splitlines()[-1]
     assert id_file.read_text().strip() == run_id
-    shown = json.loads(run_cli("runs", "show", run_id, "--server", server.url).stdout)
+    shown = json.loads(run_cli("runs", "show", run_id, "--server", server.url, "--json").stdout)
     assert shown["config"]["privacy"] == "ldp" and "seed" not in shown["config"]
     assert run_id in run_cli("runs", "list", "--server", server.url).stdout
     done = run_cli("users", "--server", server.url, "--run-file", str(id_file), "--concurrency",
