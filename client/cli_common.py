@@ -23,13 +23,15 @@ from pydantic import ValidationError
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """Help that states each option's default, unless its help text already says it."""
+    """Help that states each option's default, unless its help text already does ('(default'
+    or 'default:')."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         default = action.default
         if (
-            "default" in text.lower()
+            "(default" in text.lower()
+            or "default:" in text.lower()
             or not action.option_strings
             or action.required
             or default is None
