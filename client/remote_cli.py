@@ -26,7 +26,6 @@ from privrl.client.cli_common import (
     world_from_args,
 )
 from privrl.client.procs import REPO_ROOT, child_env, module_cmd, server_args
-from privrl.privacy.accountant import rho_to_epsilon
 from privrl.protocol import LedgerView, RunInfo
 
 SERVER_ENV = "PRIVRL_SERVER"
@@ -217,15 +216,10 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
 
 
 def ledger_rows(led: LedgerView) -> list[dict[str, object]]:
-    """The charges in order, each with the (eps, delta) spent up to and including it."""
-    pure = rho = 0.0
-    rows = []
-    for i, charge in enumerate(led.charges, 1):
-        pure += _number(charge.get("epsilon", 0.0))
-        rho += _number(charge.get("rho", 0.0))
-        so_far = pure + (rho_to_epsilon(rho, led.delta) if rho and led.delta > 0 else 0.0)
-        rows.append({**charge, "index": i, "epsilon_so_far": so_far})
-    return rows
+    """The charges in order, each with the server's total epsilon after it (`epsilon_after`)."""
+    after = led.epsilon_after or [math.nan] * len(led.charges)
+    return [{**charge, "index": i, "epsilon_so_far": _number(eps)}
+            for i, (charge, eps) in enumerate(zip(led.charges, after, strict=True), 1)]
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
