@@ -192,14 +192,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="most seconds spent trying seeds per run (default 120; the most"
                    " suspicious candidates go first)")
     p.add_argument("--seed", type=_count, default=None,
-                   help="the auditor's own seed (control draws), to repeat an audit exactly")
+                   help="the auditor's own seed (control draws), to repeat an audit exactly"
+                   " (default: drawn at random)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(handler=cmd_audit_server)
 
     p = asub.add_parser("randomizer",
                         help="empirical lower bound on the local randomizer's epsilon")
-    p.add_argument("--algo", default="dp-ucbvi", choices=algorithms.names())
-    p.add_argument("--mechanism", default="laplace", choices=["laplace", "gaussian"])
+    p.add_argument("--algo", default="dp-ucbvi", choices=algorithms.names(),
+                   help="the algorithm whose local randomizer is audited")
+    p.add_argument("--mechanism", default="laplace", choices=["laplace", "gaussian"],
+                   help="the randomizer's mechanism")
     p.add_argument("--epsilon", type=epsilon_value, default=1.0, help="declared epsilon")
     p.add_argument("--delta", type=float, default=None,
                    help="declared delta (default 1e-5 with gaussian, else 0)")
@@ -207,15 +210,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--actions", type=positive_int, default=2, help="A (default 2)")
     p.add_argument("--horizon", type=positive_int, default=1,
                    help="H (default 1: the smallest world gives the tightest bound)")
-    p.add_argument("--preset", default="practical", choices=["faithful", "practical"])
+    p.add_argument("--preset", default="practical", choices=["faithful", "practical"],
+                   help="the algorithm's preset (it decides which families are released)")
     p.add_argument("--knob", action="append", default=[], type=knob_value, metavar="NAME=VALUE",
                    help="an algorithm knob that changes the released families (repeatable)")
-    p.add_argument("--noise", default="numpy", choices=["numpy", "opendp"])
+    p.add_argument("--noise", default="numpy", choices=["numpy", "opendp"],
+                   help="noise backend of the randomizer")
     p.add_argument("--samples", type=positive_int, default=200_000,
                    help="randomizer outputs per user (default 200000; more: tighter)")
     p.add_argument("--confidence", type=_probability, default=0.95,
                    help="confidence of the bound (default 0.95)")
-    p.add_argument("--seed", type=_count, default=None, help="the auditor's seed (repeatable)")
+    p.add_argument("--seed", type=_count, default=None,
+                   help="the auditor's seed, for a repeatable audit (default: drawn at random)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=cmd_audit_randomizer)
 
@@ -226,6 +232,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--upstream", required=True, metavar="URL",
                    help="the server to forward to, e.g. http://127.0.0.1:8000")
     p.add_argument("--log", default=None, metavar="FILE",
-                   help="append one JSON line per exchange to FILE")
+                   help="append one JSON line per exchange to FILE (default: no log)")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
     p.set_defaults(handler=cmd_audit_proxy)

@@ -1,4 +1,5 @@
-"""What every `privrl` command shares: the error type, argument types, world and run options.
+"""What every `privrl` command shares: the parser and its help, the error type, argument types,
+world and run options.
 
 Command modules import this one (never each other, never `privrl.client.cli`), so the command
 line has one entry point and no import cycle.
@@ -9,13 +10,73 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
 
 from privrl import algorithms
 from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
+from privrl.wire import error_text
 from privrl.worlds.linear_mixture import model_spec_of
 from privrl.worlds.tabular import TabularMDP
 from pydantic import ValidationError
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Help that states each option's default, unless its help text already does ('(default'
+    or 'default:')."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            "(default" in text.lower()
+            or "default:" in text.lower()
+            or not action.option_strings
+            or action.required
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or default == []
+        ):
+            return text
+        shown = " ".join(map(str, default)) if isinstance(default, list | tuple) else str(default)
+        return f"{text} (default: {shown.replace('%', '%%')})"
+
+
+class RawDescriptionFormatter(HelpFormatter):
+    """`HelpFormatter` that keeps the description's own line breaks."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "".join(indent + line for line in text.splitlines(keepends=True))
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose help shows defaults and whose usage errors are one line."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """As ArgumentParser, with `HelpFormatter` unless another formatter is given."""
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """One line on stderr, exit code 2 (argparse would print the whole usage first)."""
+        self.exit(2, f"privrl: error: {message} (see `{self.prog} --help`)\n")
+
+    def refuse_extra(self, extra: list[str], hint: str = "") -> NoReturn:
+        """Arguments that no option took, as this (sub)command's one-line error."""
+        self.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+
+
+def mark_parsers(parser: argparse.ArgumentParser) -> None:
+    """Record in every (sub)parser's defaults which parser it is (`args.parser`), recursively,
+    so that errors found after parsing name the subcommand they belong to."""
+    parser.set_defaults(parser=parser)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                mark_parsers(child)
 
 
 class CliError(Exception):
@@ -63,16 +124,19 @@ def add_world_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--env",
         default=None,
-        help="riverswim | garnet | lm-hard | lm-mix | zhou-mix | zhou-tabular | gymnasium:<EnvId>"
-        " (e.g. gymnasium:FrozenLake-v1, needs privrl[gym]) | FILE.npz (default: the algorithm's"
-        " own world, riverswim without --algo)",
+        help="the users' world: riverswim | garnet | lm-hard | lm-mix | zhou-mix | zhou-tabular |"
+        " chain | gymnasium:<EnvId> (e.g. gymnasium:FrozenLake-v1, needs privrl[gym]) | FILE.npz"
+        " (default: the algorithm's own world, riverswim without --algo)",
     )
     p.add_argument("--horizon", type=positive_int, default=None,
                    help="H (default: the world's own, 20 for riverswim and garnet;"
                    " `privrl worlds` lists them)")
-    p.add_argument("--garnet-states", type=positive_int, default=10)
-    p.add_argument("--garnet-actions", type=positive_int, default=3)
-    p.add_argument("--world-seed", type=int, default=0, help="seed of the garnet world")
+    p.add_argument("--garnet-states", type=positive_int, default=10,
+                   help="garnet: number of states S")
+    p.add_argument("--garnet-actions", type=positive_int, default=3,
+                   help="garnet: number of actions A")
+    p.add_argument("--world-seed", type=int, default=0,
+                   help="garnet: seed of the random world (public: it only picks the MDP)")
     p.add_argument("--world-param", action="append", default=[], type=knob_value,
                    metavar="NAME=VALUE",
                    help="a parameter of the world (repeatable; VALUE is JSON or a word), e.g."
@@ -82,23 +146,28 @@ def add_world_options(p: argparse.ArgumentParser) -> None:
 def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
     """Algorithm, privacy and length options shared by `run` and `runs create`."""
     nargs = "+" if many else None
+    several = "; several values make a sweep" if many else " (one value: one run)"
     p.add_argument("--algo", default="dp-ucbvi", choices=algorithms.names(),
                    help="a registered algorithm (`privrl algorithms` lists them)")
     p.add_argument(
-        "--privacy", nargs=nargs, default=["jdp"] if many else "jdp", choices=["none", "jdp", "ldp"]
+        "--privacy", nargs=nargs, default=["jdp"] if many else "jdp",
+        choices=["none", "jdp", "ldp"],
+        help="none (non-private), jdp (trusted server noises what it publishes) or ldp (users"
+        f" noise before sending){several}",
     )
     p.add_argument(
         "--epsilon",
         nargs=nargs,
         type=epsilon_value,
         default=[1.0] if many else 1.0,
-        help="privacy budget per user; several values make a sweep",
+        help=f"privacy budget per user ('inf' allowed){several}",
     )
     p.add_argument(
         "--delta",
         type=float,
         default=None,
-        help="delta for the Gaussian mechanism (default 1e-5 with --mechanism gaussian)",
+        help="delta for the Gaussian mechanism (default 1e-5 with --mechanism gaussian, 0 with"
+        " laplace)",
     )
     p.add_argument(
         "--mechanism",
@@ -108,8 +177,10 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
         help="noise mechanism (default: the algorithm's own; laplace for dp-ucbvi, gaussian for"
         " the linear-mixture algorithms)",
     )
-    p.add_argument("--episodes", type=positive_int, default=10_000, help="K")
-    p.add_argument("--preset", default="practical", choices=["faithful", "practical"])
+    p.add_argument("--episodes", type=positive_int, default=10_000,
+                   help="K: episodes (= users) of the run")
+    p.add_argument("--preset", default="practical", choices=["faithful", "practical"],
+                   help="the algorithm's knob preset: faithful (paper constants) or practical")
     p.add_argument(
         "--knob",
         action="append",
@@ -122,10 +193,11 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
     p.add_argument("--pooled", action="store_true",
                    help="dp-ucbvi: pool statistics over h (same as --knob pooled=true)")
     p.add_argument("--pair-counts", choices=["released", "derived"], default=None,
-                   help="dp-ucbvi: same as --knob pair_counts=...")
-    p.add_argument("--bonus-scale", type=float, default=None, help="same as --knob bonus_scale=")
+                   help="dp-ucbvi: same as --knob pair_counts=... (default: the preset's)")
+    p.add_argument("--bonus-scale", type=float, default=None,
+                   help="same as --knob bonus_scale=... (default: the preset's)")
     p.add_argument("--radius-scale", type=float, default=None,
-                   help="same as --knob radius_scale=")
+                   help="same as --knob radius_scale=... (default: the preset's)")
     p.add_argument(
         "--noise",
         default="numpy",
@@ -189,15 +261,31 @@ def config_from_args(
         )
         config.algorithm()  # the algorithm's own rules across fields
     except ValidationError as exc:
-        raise CliError(_pydantic_message(exc)) from None
+        raise CliError(pydantic_message(exc)) from None
     except ValueError as exc:
         raise CliError(str(exc)) from None
     return config
 
 
-def _pydantic_message(exc: ValidationError) -> str:
+def pydantic_message(exc: ValidationError) -> str:
+    """A validation error as one line: 'field: what is wrong' (no framework prefix)."""
     parts = []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err["loc"])
-        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
+        parts.append(f"{loc}: {error_text(err)}" if loc else error_text(err))
     return "; ".join(parts)
+
+
+def refuse_overwrite(out: Path, names: tuple[str, ...], force: bool) -> None:
+    """Refuse to write into `out` when it already holds any of `names` (unless `force`)."""
+    present = [n for n in names if (out / n).exists()]
+    if present and not force:
+        raise CliError(
+            f"{out} already holds {', '.join(present)} from an earlier run: pass --force to"
+            " overwrite, or --out DIR for a new folder"
+        )
+
+
+def warn(message: str) -> None:
+    """A note for the person at the terminal (stderr, so stdout stays machine-readable)."""
+    print(f"privrl: {message}", file=sys.stderr)

@@ -18,31 +18,36 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from privrl.client.api import ApiError, ServerAPI
-from privrl.client.cli_common import CliError
+from privrl.client.cli_common import CliError, pydantic_message, refuse_overwrite
 from privrl.client.evaluator import evaluate
 from privrl.client.procs import ServerProcess, module_cmd, spawn, stop_process
 from privrl.client.users import percentile
 from privrl.config import RunConfig
 from privrl.lab.experiments import label as config_label
 from privrl.lab.experiments import regret_summary
-from privrl.lab.plots import plot_cumulative
+from privrl.lab.plots import plot_learning
 from privrl.seeding import derived_seed, secret_seed
 from privrl.worlds import riverswim
 from privrl.worlds.tabular import TabularMDP
+from pydantic import ValidationError
 
+DEMO_OUTPUTS = ("summary.json", "regret.png")  # what the demo writes to --out
 DEMO_TAIL = 100  # the table's "last-100/ep" column
-USERS_TIMEOUT = 900.0  # seconds one run's user processes may take before the demo gives up
+USERS_TIMEOUT = 900.0  # seconds the user processes may take before the demo gives up
+PROGRESS_EVERY = 10.0  # seconds between progress lines
 
 
 def demo_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
     """Non-private, JDP and LDP DP-UCBVI on the demo world (practical preset)."""
+    knobs = {"pooled": True} if args.pooled else None
     common = dict(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=args.episodes,
-                  preset="practical")
+                  preset="practical", knobs=knobs)
     delta = args.delta if args.mechanism == "gaussian" else 0.0
     try:
         return [RunConfig(privacy="none", **common)] + [
@@ -50,8 +55,8 @@ def demo_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
                       **common)
             for mode in ("jdp", "ldp")
         ]
-    except ValueError as exc:
-        raise CliError(f"demo configuration: {exc}") from None
+    except ValidationError as exc:
+        raise CliError(f"demo configuration: {pydantic_message(exc)}") from None
 
 
 def demo_seeds(seed: int | None, run: str) -> tuple[int, int]:
@@ -68,41 +73,76 @@ def _tail(path: Path, lines: int = 8) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def play_run(
+@dataclass
+class Swarm:
+    """One demo run being played: its id, its user processes and where they write."""
+
+    config: RunConfig
+    run_id: str
+    procs: list[subprocess.Popen]
+    outputs: list[Path]
+    logs: list[Path]
+    started: float
+
+
+def start_swarm(
     api: ServerAPI, url: str, config: RunConfig, args: argparse.Namespace, tmp: Path,
     children: list[subprocess.Popen],
-) -> dict[str, Any]:
-    """Create one run, swarm it with user processes, and collect their timings."""
+) -> Swarm:
+    """Create one run and start its user processes (they play until the run is finished)."""
     server_seed, users_seed = demo_seeds(args.seed, config.privacy)
     info = api.create_run(config, seed=server_seed)
     procs_n = min(args.users_processes, config.episodes)
     split = [config.episodes // procs_n + (i < config.episodes % procs_n) for i in range(procs_n)]
-    outputs, logs, procs = [], [], []
-    start = time.time()
+    swarm = Swarm(config, info.id, [], [], [], time.time())
     for i, n in enumerate(split):
-        outputs.append(tmp / f"users-{info.id}-{i}.json")
-        logs.append(tmp / f"users-{info.id}-{i}.log")
+        swarm.outputs.append(tmp / f"users-{info.id}-{i}.json")
+        swarm.logs.append(tmp / f"users-{info.id}-{i}.log")
         cmd = module_cmd(
             "client", "users", "--server", url, "--run", info.id, "--users", str(n),
             "--concurrency", str(args.concurrency),
-            "--horizon", str(config.horizon), "--quiet", "--json-out", str(outputs[-1]),
+            "--horizon", str(config.horizon), "--quiet", "--json-out", str(swarm.outputs[-1]),
         )
-        # the users' seed goes through the environment, not the (world-readable) command line
-        seed_env = {"PRIVRL_CLIENT_SEED": str(derived_seed(users_seed, i))}
-        procs.append(spawn(cmd, env=seed_env, log_path=logs[-1]))
-        children.append(procs[-1])
-    for proc, log in zip(procs, logs, strict=True):
-        try:
-            code = proc.wait(timeout=USERS_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            raise CliError(f"user processes of run {info.id} did not finish within "
-                           f"{USERS_TIMEOUT:g}s") from None
-        if code != 0:
-            raise CliError(f"a user process of run {info.id} exited with code {code}: "
-                           f"{_tail(log, 3)}")
-    wall = time.time() - start
-    swarms = [json.loads(p.read_text()) for p in outputs]
-    return {"run_id": info.id, "swarms": swarms, "wall_seconds": wall}
+        # the users' seed goes through the environment, not the (world-readable) command line;
+        # user k draws from (seed, "user", k) whichever process plays episode k
+        seed_env = {"PRIVRL_CLIENT_SEED": str(users_seed)}
+        swarm.procs.append(spawn(cmd, env=seed_env, log_path=swarm.logs[-1]))
+        children.append(swarm.procs[-1])
+    return swarm
+
+
+def wait_swarms(api: ServerAPI, swarms: list[Swarm], every: float = PROGRESS_EVERY) -> None:
+    """Wait for every user process, printing the runs' progress now and then (from the public
+    run status); a failed or stuck user process is a CliError."""
+    start, last = time.time(), time.time()
+    while any(p.poll() is None for s in swarms for p in s.procs):
+        for s in swarms:
+            for proc, log in zip(s.procs, s.logs, strict=True):
+                if proc.poll() not in (None, 0):
+                    raise CliError(f"a user process of run {s.run_id} exited with code "
+                                   f"{proc.returncode}: {_tail(log, 3)}")
+        if time.time() - start > USERS_TIMEOUT:
+            raise CliError(f"the user processes did not finish within {USERS_TIMEOUT:g}s")
+        if time.time() - last >= every:
+            last = time.time()
+            parts = []
+            for s in swarms:
+                st = api.get_run(s.run_id).status
+                parts.append(f"{config_label(s.config)} {st.reported}/{st.episodes}")
+            print(f"  [{last - start:4.0f} s] " + ", ".join(parts), file=sys.stderr)
+        time.sleep(0.2)
+    for s in swarms:
+        for proc, log in zip(s.procs, s.logs, strict=True):
+            if proc.returncode != 0:
+                raise CliError(f"a user process of run {s.run_id} exited with code "
+                               f"{proc.returncode}: {_tail(log, 3)}")
+
+
+def played(swarm: Swarm) -> dict[str, Any]:
+    """The finished swarm's counts and timings (what `collect` reads)."""
+    swarms = [json.loads(p.read_text()) for p in swarm.outputs]
+    wall = max(s["ended_at"] for s in swarms) - swarm.started
+    return {"run_id": swarm.run_id, "swarms": swarms, "wall_seconds": wall}
 
 
 def collect(config: RunConfig, played: dict[str, Any], api: ServerAPI, url: str,
@@ -138,28 +178,77 @@ def collect(config: RunConfig, played: dict[str, Any], api: ServerAPI, url: str,
     }
 
 
+LEARNED, NOT_LEARNED = 25.0, 75.0  # % of random: at or below learned, at or above did not
+OUTCOME = {"yes": "learned", "partly": "partly learned", "no": "did not learn"}
+
+
+def percent_of_random(result: dict[str, Any]) -> float:
+    """The last episodes' mean regret as a percentage of the uniformly random policy's."""
+    reg = result["regret"]
+    return 100 * reg["tail_per_episode_mean"] / reg["random_policy_per_episode"]
+
+
+def verdict(pct: float) -> str:
+    """'yes' at or below 25% of random, 'no' at or above 75%, else 'partly'."""
+    return "yes" if pct <= LEARNED else ("no" if pct >= NOT_LEARNED else "partly")
+
+
 def print_table(results: list[dict[str, Any]]) -> None:
-    """The demo's table: regret (also as % of a uniformly random policy's), privacy spent and
-    the HTTP figures per configuration."""
-    print(f"{'configuration':<24} {'cum.regret':>10} {'last-100/ep':>11} {'%random':>7} "
-          f"{'eps spent':>9} "
-          f"{'ep/s':>7} {'claim p50/p99 ms':>17} {'report p50/p99 ms':>18} {'report B':>9}")
+    """What each configuration learned and spent, then its HTTP figures."""
+    tail = results[0]["regret"]["tail_episodes"] if results else DEMO_TAIL
+    print(f"{'configuration':<27} {'cum. regret':>11} {f'last-{tail}/ep':>11} {'% of random':>11}"
+          f" {'learned':>7} {'eps spent':>9} {'delta':>7}")
     for r in results:
-        reg, http, led = r["regret"], r["http"], r["ledger"]
-        eps = "no DP" if r["config"]["privacy"] == "none" else led["epsilon"]
-        eps_txt = eps if isinstance(eps, str) else f"{eps:.4g}"
-        pct = 100 * reg["tail_per_episode_mean"] / reg["random_policy_per_episode"]
-        print(f"{r['label']:<24} {reg['final_cumulative_mean']:>10.1f} "
-              f"{reg['tail_per_episode_mean']:>11.4f} {pct:>6.1f}% {eps_txt:>9} "
-              f"{http['episodes_per_second']:>7.0f} "
+        reg, led = r["regret"], r["ledger"]
+        private = r["config"]["privacy"] != "none"
+        eps = led["epsilon"]
+        eps_txt = (eps if isinstance(eps, str) else f"{eps:.4g}") if private else "0 (none)"
+        delta_txt = f"{led['delta']:.0e}" if private else "0"
+        pct = percent_of_random(r)
+        print(f"{r['label']:<27} {reg['final_cumulative_mean']:>11.1f} "
+              f"{reg['tail_per_episode_mean']:>11.4f} {pct:>10.1f}% {verdict(pct):>7} "
+              f"{eps_txt:>9} {delta_txt:>7}")
+    if results:
+        rnd = results[0]["regret"]["random_policy_per_episode"]
+        print(f"% of random: the last {tail} episodes' mean regret divided by a uniformly random"
+              f" policy's ({rnd:.4f} per episode): 0% = optimal, 100% = no better than random;"
+              f" learned: yes <= {LEARNED:g}%, no >= {NOT_LEARNED:g}%. eps and delta: what each"
+              " run's ledger spent per user.")
+    print()
+    print(f"{'configuration':<27} {'episodes':>8} {'ep/s':>6} {'claim p50/p99 ms':>17} "
+          f"{'report p50/p99 ms':>18} {'report bytes':>12}")
+    for r in results:
+        http = r["http"]
+        print(f"{r['label']:<27} {http['episodes']:>8} {http['episodes_per_second']:>6.0f} "
               f"{http['claim_ms_p50']:>8.2f}/{http['claim_ms_p99']:<8.2f} "
               f"{http['report_ms_p50']:>9.2f}/{http['report_ms_p99']:<8.2f} "
-              f"{http['report_bytes']:>9}")
+              f"{http['report_bytes']:>12}")
+
+
+def story(results: list[dict[str, Any]]) -> str:
+    """What the table shows, in words (from the numbers, not assumed)."""
+    by = {r["config"]["privacy"]: r for r in results}
+    if not {"jdp", "ldp"} <= set(by):
+        return ""
+    jdp, ldp = by["jdp"], by["ldp"]
+    eps, delta = jdp["ledger"]["epsilon"], jdp["ledger"]["delta"]
+    eps_txt = eps if isinstance(eps, str) else f"{eps:.3g}"
+    j, ell = percent_of_random(jdp), percent_of_random(ldp)
+    return (
+        f"Same budget, eps = {eps_txt} and delta = {delta:g} per user in both private runs: JDP"
+        f" ends at {j:.0f}% of random ({OUTCOME[verdict(j)]}), LDP at {ell:.0f}%"
+        f" ({OUTCOME[verdict(ell)]})."
+        " The JDP server adds noise once to sums over all users (tree counters); every LDP user"
+        " noises its own report, so the noise in the LDP billboard grows with the number of"
+        " users. docs/results/README.md: over 50,000 episodes JDP (pooled) learns from eps ="
+        " 0.5, LDP (pooled) needs eps = 20."
+    )
 
 
 def run_demo(args: argparse.Namespace) -> int:
     """Run the demo end to end; every child process is stopped whatever happens."""
     out = Path(args.out)
+    refuse_overwrite(out, DEMO_OUTPUTS, args.force)
     out.mkdir(parents=True, exist_ok=True)
     mdp = riverswim(args.horizon)
     configs = demo_configs(args, mdp)
@@ -168,8 +257,11 @@ def run_demo(args: argparse.Namespace) -> int:
     children: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory(prefix="privrl-demo-") as tmp_name:
         tmp = Path(tmp_name)
+        # the database is temporary and deleted at the end: a crash-safe commit (FULL) buys
+        # nothing here, NORMAL saves an fsync per report
         server = ServerProcess(tmp / "demo.db", token, log_path=tmp / "server.log",
-                               sequential=args.sequential)
+                               sequential=args.sequential,
+                               env={"PRIVRL_DB_SYNCHRONOUS": "NORMAL"})
         try:
             try:
                 server.start()
@@ -179,22 +271,33 @@ def run_demo(args: argparse.Namespace) -> int:
                   f"{mdp!r}, K = {args.episodes}, {args.users_processes} user process(es) x "
                   f"{args.concurrency} concurrent users", file=sys.stderr)
             with ServerAPI(server.url, token=token) as api:
-                for i, config in enumerate(configs, 1):
-                    print(f"[{i}/{len(configs)}] {config_label(config)} ...", file=sys.stderr)
-                    played = play_run(api, server.url, config, args, tmp, children)
-                    results.append(collect(config, played, api, server.url, mdp))
+                swarms = [start_swarm(api, server.url, c, args, tmp, children) for c in configs]
+                print("runs side by side: " + ", ".join(
+                    f"{config_label(s.config)} = {s.run_id}" for s in swarms), file=sys.stderr)
+                wait_swarms(api, swarms)
+                for swarm in swarms:
+                    results.append(collect(swarm.config, played(swarm), api, server.url, mdp))
         except ApiError as exc:
             raise CliError(f"{exc}; server log: {server.log_tail(3)}") from None
         finally:
             for proc in children:
                 stop_process(proc)
             server.stop()
-    (out / "summary.json").write_text(json.dumps({"results": results}))
-    plot = plot_cumulative(results, out / "regret.png",
-                           title=f"RiverSwim over HTTP, K = {args.episodes} (exact regret)")
+    seeds = ("derived from --seed" if args.seed is not None else "drawn from the OS CSPRNG")
+    (out / "summary.json").write_text(json.dumps({"results": results, "seeds": seeds}))
+    plot = plot_learning(results, out / "regret.png",
+                         title=f"RiverSwim (H = {args.horizon}) over HTTP, K = {args.episodes} "
+                         "per run: exact regret of every episode's policy")
     print_table(results)
+    text = story(results)
+    if text:
+        print(text)
+    if args.seed is None:
+        print("seeds: drawn from the OS CSPRNG, so a rerun gives other numbers; --seed N"
+              " --sequential repeats a demo exactly (concurrent users report in a varying order).")
+    elif not args.sequential:
+        print("seeds: derived from --seed; the users report concurrently, in a varying order, so"
+              " a rerun still differs: add --sequential to repeat it exactly.")
     print(f"plot: {plot}")
     print(f"results: {out / 'summary.json'}")
-    print("note: at a strong budget (eps ~ 1) the private learners need far more episodes than a"
-          " demo plays; see docs/results/README.md for the privacy-utility frontier at K = 50,000.")
     return 0

@@ -15,10 +15,15 @@ from privrl.client.cli_common import (
     config_from_args,
     mechanisms_from_args,
     positive_int,
+    refuse_overwrite,
     world_from_args,
 )
 from privrl.config import RunConfig
 from privrl.worlds.tabular import TabularMDP
+
+RUN_OUTPUTS = ("summary.json", "regret.png", "frontier.png")  # what `privrl run` writes to --out
+RANDOM_NOTE = ("%random: the last episodes' mean regret as a percentage of a uniformly random"
+               " policy's (0% = optimal, 100% = no better than random)")
 
 
 def sweep_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
@@ -40,6 +45,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from privrl.lab.experiments import run_many, save
     from privrl.lab.plots import plot_cumulative, plot_frontier
 
+    out = Path(args.out)
+    refuse_overwrite(out, RUN_OUTPUTS, args.force)
     world = world_from_args(args)
     mdp = world.build()
     configs = sweep_configs(args, mdp)
@@ -50,7 +57,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     seeds = [args.seed + i for i in range(args.seeds)]
     results = run_many(configs, world, seeds, workers=args.workers, show_progress=not args.quiet)
-    out = Path(args.out)
     path = save(results, out)
     plot_cumulative(results, out / "regret.png")
     if any(r["config"]["privacy"] != "none" for r in results) and len(results) > 1:
@@ -77,6 +83,7 @@ def print_table(results) -> None:
             f"{reg['tail_per_episode_mean']:>12.4f} {pct:>7.1f}% {eps_txt:>10} "
             f"{led['delta']:>8.0e} {r['ms_per_episode']:>7.3f}"
         )
+    print(RANDOM_NOTE)
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -152,28 +159,35 @@ def cmd_algorithms(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add run, plot, bench, worlds and algorithms."""
-    p = sub.add_parser("run", help="in-process runs and sweeps (no server)")
+    p = sub.add_parser("run", help="in-process runs and sweeps (no server)",
+                       description="In-process runs and sweeps: every configuration (the cartesian"
+                       " product of --privacy, --epsilon and --mechanism) x --seeds replicas;"
+                       " writes summary.json, regret.png and frontier.png to --out.")
     add_world_options(p)
     add_learning_options(p, many=True)
-    p.add_argument("--seeds", type=positive_int, default=5, help="number of seeds")
+    p.add_argument("--seeds", type=positive_int, default=5, help="number of seeds (replicas)")
     p.add_argument("--seed", type=int, default=0,
                    help="first seed (in-process simulation: nothing is published, seeds are"
                    " recorded in summary.json)")
-    p.add_argument("--workers", type=positive_int, default=None, help="parallel processes")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help="parallel processes (default: one per configuration, at most the CPUs)")
     p.add_argument("--out", default="results", help="output directory")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite the results already in --out (refused otherwise)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("plot", help="redraw figures from saved results")
     p.add_argument("results", nargs="+", help="summary.json files or directories")
-    p.add_argument("--out", default="plots")
+    p.add_argument("--out", default="plots", help="where regret.png and frontier.png go")
     p.set_defaults(handler=cmd_plot)
 
     p = sub.add_parser("bench", help="per-episode cost of UCBVI, JDP and LDP")
-    p.add_argument("--env", choices=["riverswim", "garnet"], default="riverswim")
-    p.add_argument("--episodes", type=positive_int, default=2000)
-    p.add_argument("--horizon", type=positive_int, default=20)
-    p.add_argument("--seeds", type=positive_int, default=5)
+    p.add_argument("--env", choices=["riverswim", "garnet"], default="riverswim",
+                   help="the world to time")
+    p.add_argument("--episodes", type=positive_int, default=2000, help="K per variant")
+    p.add_argument("--horizon", type=positive_int, default=20, help="H")
+    p.add_argument("--seeds", type=positive_int, default=5, help="replicas per run")
     p.add_argument("--states", type=positive_int, default=50, help="garnet S")
     p.add_argument("--actions", type=positive_int, default=5, help="garnet A")
     p.add_argument("--rlberry", action="store_true", help="also time rlberry-scool's UCBVIAgent")

@@ -205,8 +205,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--features", nargs="+", default=list(pe.FEATURE_SETS),
                    help="feature maps: tabular, agg2, agg4, agg8 (aggK: K adjacent states share"
                    " a feature)")
-    p.add_argument("--epsilon", type=epsilon_value, default=0.1)
-    p.add_argument("--delta", type=unit_interval, default=0.1)
+    p.add_argument("--epsilon", type=epsilon_value, default=0.1,
+                   help="privacy budget of the one release (the paper's Figure 1: 0.1)")
+    p.add_argument("--delta", type=unit_interval, default=0.1,
+                   help="delta of the smoothed-sensitivity release (Figure 1: 0.1)")
     p.add_argument("--trajectories", nargs="+", type=batch_size, default=list(pe.HALF_DECADES),
                    metavar="M", help="batch sizes m (default 10^2, 10^2.5, ..., 10^7)")
     p.add_argument("--lambda", dest="lambda_", nargs="+", type=positive_float,
@@ -221,11 +223,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--constants", choices=["nrs", "appendix"], default="nrs",
                    help="Lemma 1's constants (Algorithms 1 and 2) or the appendix's Lemma 14")
     _chain_options(p)
-    p.add_argument("--runs", type=positive_int, default=20)
+    p.add_argument("--runs", type=positive_int, default=20,
+                   help="independent batches per point (the RMSE is their mean)")
     p.add_argument("--seed", type=int, default=0,
                    help="simulation seed (in-process: nothing is published; recorded)")
-    p.add_argument("--workers", type=positive_int, default=None, help="parallel processes")
-    p.add_argument("--out", default="results/policy-eval")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help="parallel processes (default: one per core)")
+    p.add_argument("--out", default="results/policy-eval",
+                   help="output directory (summary.json and the four panels)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_policy_eval)
     _register_round(sub, pe)
@@ -235,7 +240,7 @@ def _chain_options(p: argparse.ArgumentParser) -> None:
     """The chain world's parameters (known to the users)."""
     p.add_argument("--states", type=positive_int, default=40, help="N (the goal included)")
     p.add_argument("--stay", type=unit_interval, default=0.5, help="p, the stay probability")
-    p.add_argument("--gamma", type=unit_interval, default=0.99)
+    p.add_argument("--gamma", type=unit_interval, default=0.99, help="discount of the returns")
     p.add_argument("--start", choices=["uniform", "first"], default="uniform",
                    help="s_1 uniform over the non-goal states, or always 0")
     p.add_argument("--reward", choices=["goal", "entry"], default="goal",
@@ -249,18 +254,25 @@ def _register_round(sub: argparse._SubParsersAction, pe: Any) -> None:
     p.add_argument("--server", default=None,
                    help="a running server (needs PRIVRL_ADMIN_TOKEN); default: start one on"
                    " loopback with a temporary database")
-    p.add_argument("--estimator", choices=pe.ALL_ESTIMATORS, default="dp-lsw")
+    p.add_argument("--estimator", choices=pe.ALL_ESTIMATORS, default="dp-lsw",
+                   help="the estimator the server releases")
     p.add_argument("--features", default="agg2", help="tabular, aggK or aggKn")
     p.add_argument("--trajectories", type=batch_size, default=10_000, metavar="M",
                    help="m, the public number of users of the round")
-    p.add_argument("--epsilon", type=epsilon_value, default=0.1)
-    p.add_argument("--delta", type=unit_interval, default=0.1)
-    p.add_argument("--fmax", type=positive_float, default=1.0)
+    p.add_argument("--epsilon", type=epsilon_value, default=0.1,
+                   help="privacy budget of the release")
+    p.add_argument("--delta", type=unit_interval, default=0.1,
+                   help="delta of the smoothed-sensitivity release")
+    p.add_argument("--fmax", type=positive_float, default=1.0,
+                   help="public bound F_max on a first-visit return (returns are clipped)")
     p.add_argument("--lambda", dest="lam", type=positive_float, default=None,
                    help="DP-LSL's lambda (default: max(c sqrt(m), 2 ||Phi||^2))")
-    p.add_argument("--lambda-c", type=positive_float, default=1.0)
-    p.add_argument("--constants", choices=["nrs", "appendix"], default="nrs")
-    p.add_argument("--noise", choices=["numpy", "opendp"], default="numpy")
+    p.add_argument("--lambda-c", type=positive_float, default=1.0,
+                   help="c of DP-LSL's lambda = c sqrt(m)")
+    p.add_argument("--constants", choices=["nrs", "appendix"], default="nrs",
+                   help="alpha, beta of Lemma 1 (as printed) or the appendix's Lemma 14")
+    p.add_argument("--noise", choices=["numpy", "opendp"], default="numpy",
+                   help="noise backend (numpy: seeded, reproducible; opendp: CSPRNG)")
     _chain_options(p)
     p.add_argument("--concurrency", type=positive_int, default=16, help="users at a time")
     p.add_argument("--seed", type=int, default=None,
@@ -269,6 +281,7 @@ def _register_round(sub: argparse._SubParsersAction, pe: Any) -> None:
                    " secret seeds from the OS CSPRNG, no comparison)")
     p.add_argument("--db-synchronous", choices=["FULL", "NORMAL"], default="FULL",
                    help="the started server's SQLite synchronous level")
-    p.add_argument("--json-out", default=None, help="write the measurements as JSON")
+    p.add_argument("--json-out", default=None,
+                   help="write the measurements as JSON to this file (default: no file)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_round)

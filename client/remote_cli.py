@@ -1,4 +1,4 @@
-"""`privrl serve | runs | users | evaluate | demo`: the client-server half of the command line.
+"""`privrl serve | runs | ledger | users | evaluate | demo`: the client-server half of the CLI.
 
 Each handler turns server and user failures into one clear line (`CliError`, exit code 2).
 The client never imports the server package: `privrl serve` executes `python -m privrl.server`.
@@ -12,6 +12,8 @@ import json
 import math
 import os
 import sys
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from privrl.client.api import ApiError, ServerAPI, admin_token
@@ -25,6 +27,7 @@ from privrl.client.cli_common import (
     world_from_args,
 )
 from privrl.client.procs import REPO_ROOT, child_env, module_cmd, server_args
+from privrl.protocol import LedgerView, RunInfo
 
 SERVER_ENV = "PRIVRL_SERVER"
 SERVER_SEED_ENV = "PRIVRL_SEED"  # `runs create`: the server's noise seed
@@ -134,14 +137,120 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _number(x: float | str) -> float:
+    """A ledger number (the string 'inf' for an unbounded spend) as a float."""
+    return float(x)
+
+
+def _when(timestamp: float, now: float) -> str:
+    """A Unix time as a UTC date and how long ago it was."""
+    stamp = datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    ago = max(0.0, now - timestamp)
+    if ago < 120:
+        span = f"{ago:.0f} s"
+    elif ago < 7200:
+        span = f"{ago / 60:.0f} min"
+    elif ago < 172_800:
+        span = f"{ago / 3600:.0f} h"
+    else:
+        span = f"{ago / 86_400:.0f} days"
+    return f"{stamp} ({span} ago)"
+
+
+def budget_text(info: RunInfo) -> str:
+    """The configured privacy of a run in words: mode, mechanism, (epsilon, delta) per user."""
+    c = info.config
+    if c.privacy == "none":
+        return "none (non-private: nothing is noised, nothing is spent)"
+    mode = {"jdp": "JDP (trusted server noises what it publishes)",
+            "ldp": "LDP (users noise their reports)"}[c.privacy]
+    return f"{mode}, {c.mechanism}, budget eps = {c.epsilon:g}, delta = {c.delta:g} per user"
+
+
+def spent_text(led: LedgerView) -> str:
+    """What the ledger says is spent so far, in one line."""
+    eps, rho, pure = _number(led.epsilon), _number(led.rho), _number(led.epsilon_pure)
+    parts = []
+    if pure:
+        parts.append(f"pure eps {pure:.4g}")
+    if rho:
+        parts.append(f"zCDP rho {rho:.4g}")
+    how = f" ({' + '.join(parts)})" if parts else ""
+    return (f"eps = {eps:.4g}, delta = {led.delta:g}{how} in {len(led.charges)} charge(s)")
+
+
+def print_run(info: RunInfo, led: LedgerView, now: float) -> None:
+    """A run's public configuration, progress and privacy spent, one fact per line."""
+    c, st = info.config, info.status
+    knobs = ", ".join(f"{k}={json.dumps(v)}" for k, v in sorted((c.knobs or {}).items()))
+    state = "finished" if st.finished else "running"
+    rows = [
+        ("algorithm", f"{c.algo}, {c.preset} preset" + (f"; knobs {knobs}" if knobs else "")),
+        ("privacy", budget_text(info)),
+        ("spent", "nothing (non-private run)" if c.privacy == "none" else spent_text(led)),
+        ("model", f"S = {c.n_states} states, A = {c.n_actions} actions, H = {c.horizon} steps"),
+        ("episodes", f"{st.reported} of K = {st.episodes} reported, {st.outstanding} claim(s)"
+                     f" outstanding; {state}"),
+        ("policy", f"version {st.policy_version}"),
+        ("claims", "sequential (one episode at a time)" if info.sequential
+                   else "concurrent"),
+        ("noise", f"{c.noise} backend"),
+        ("created", _when(info.created_at, now)),
+    ]
+    print(f"run {info.id}")
+    for name, text in rows:
+        print(f"  {name:<10} {text}")
+
+
 def cmd_runs_show(args: argparse.Namespace) -> int:
-    """privrl runs show: the run's public info as JSON."""
+    """privrl runs show: the run's configuration, progress and privacy spent (or its JSON)."""
     with _api(args) as api:
         try:
             info = api.get_run(args.run)
+            led = api.ledger(args.run)
         except ApiError as exc:
             raise CliError(str(exc)) from None
-    print(info.model_dump_json(indent=2))
+    if args.json:
+        print(info.model_dump_json(indent=2))
+    else:
+        print_run(info, led, time.time())
+    return 0
+
+
+def ledger_rows(led: LedgerView) -> list[dict[str, object]]:
+    """The charges in order, each with the server's total epsilon after it (`epsilon_after`)."""
+    after = led.epsilon_after or [math.nan] * len(led.charges)
+    return [{**charge, "index": i, "epsilon_so_far": _number(eps)}
+            for i, (charge, eps) in enumerate(zip(led.charges, after, strict=True), 1)]
+
+
+def cmd_ledger(args: argparse.Namespace) -> int:
+    """privrl ledger: every privacy charge of a run, with the running total."""
+    with _api(args) as api:
+        try:
+            info = api.get_run(args.run)
+            led = api.ledger(args.run)
+        except ApiError as exc:
+            raise CliError(str(exc)) from None
+    if args.json:
+        print(led.model_dump_json(indent=2))
+        return 0
+    print(f"ledger of run {info.id}: {budget_text(info)}")
+    if not led.charges:
+        print("no charges: nothing has been released yet" if info.config.privacy != "none"
+              else "no charges: a non-private run spends nothing")
+        return 0
+    print(f"spent so far: {spent_text(led)}; noise drawn by {', '.join(led.noise) or '-'}")
+    print(f"{'#':>4} {'episode':>8} {'mechanism':<12} {'eps':>9} {'rho':>10} "
+          f"{'eps so far':>10} {'sensitivity':>11} {'scale':>10}  note")
+    for row in ledger_rows(led):
+        at = "-" if row.get("at") is None else str(row["at"])
+        print(f"{row['index']:>4} {at:>8} {row['mechanism']:<12} "
+              f"{_number(row.get('epsilon', 0)):>9.4g} {_number(row.get('rho', 0)):>10.4g} "
+              f"{row['epsilon_so_far']:>10.4g} {_number(row['sensitivity']):>11.4g} "
+              f"{_number(row['scale']):>10.4g}  {row.get('note', '')}")
+    print(f"eps so far: the total at delta = {led.delta:g} after each charge (pure epsilons add,"
+          " zCDP rhos add and convert once); episode: reports counted when it was charged")
     return 0
 
 
@@ -182,6 +291,9 @@ def cmd_users(args: argparse.Namespace) -> int:
                                        mdp, backoff=backoff, progress=not args.quiet))
     except (UserError, ApiError) as exc:
         raise CliError(str(exc)) from None
+    if result.already_finished:
+        raise CliError(f"run {result.run_id} has already finished (every episode is reported):"
+                       " nothing to play; create a new run with `privrl runs create`")
     summary = result.summary()
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(summary))
@@ -191,26 +303,47 @@ def cmd_users(args: argparse.Namespace) -> int:
           f"{summary['claim_ms_p50']:.2f}/{summary['claim_ms_p99']:.2f} ms, report p50/p99 "
           f"{summary['report_ms_p50']:.2f}/{summary['report_ms_p99']:.2f} ms, report "
           f"{summary['report_bytes_max']} bytes" + (", run finished" if result.finished else ""))
+    if result.refused and not result.reported:
+        raise CliError(f"the server refused all {result.refused} reports of run "
+                       f"{result.run_id}: {result.errors[0] if result.errors else 'no reason'}")
     return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """privrl evaluate: exact regret from the public policy log and the true world."""
+    """privrl evaluate: exact regret from the public policy log and the true world, beside the
+    optimal policy's (0) and the uniformly random policy's."""
     from privrl.client.evaluator import evaluate
+    from privrl.worlds import optimal_return, uniform_random_return
 
     mdp = world_from_args(args).build()
     try:
         ev = evaluate(_server(args), args.run, mdp)
     except ApiError as exc:
         raise CliError(str(exc)) from None
+    if ev.regret.size == 0:
+        raise CliError(f"run {ev.run_id} has no reported episode yet: nothing to evaluate; play"
+                       f" some first with `privrl users --run {ev.run_id}`")
+    optimal, uniform = optimal_return(mdp), uniform_random_return(mdp)
+    random_regret = optimal - uniform
+    n, tail = ev.regret.size, min(args.tail, ev.regret.size)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({
             "run_id": ev.run_id, "regret": ev.regret.tolist(), "versions": ev.versions.tolist(),
+            "optimal_return": optimal, "uniform_random_return": uniform,
         }))
-    tail = min(100, ev.regret.size)
-    print(f"run {ev.run_id}: {ev.regret.size} episodes served, {len(ev.policies)} policy "
-          f"versions, cumulative regret {ev.cumulative:.3f}, last-{tail} mean "
-          f"{ev.tail_mean(tail):.4f} per episode")
+    print(f"run {ev.run_id}: {n} episodes served, {len(ev.policies)} policy versions; exact"
+          f" regret in {mdp.name} (H = {mdp.H})")
+    print(f"{'policy':<24} {f'regret/ep, last {tail}':>20} {f'cumulative ({n} ep)':>18} "
+          f"{'return/ep':>10}")
+    rows = [("this run", ev.tail_mean(tail), ev.cumulative, optimal - ev.tail_mean(tail)),
+            ("optimal policy", 0.0, 0.0, optimal),
+            ("uniformly random policy", random_regret, n * random_regret, uniform)]
+    for name, per, cum, ret in rows:
+        print(f"{name:<24} {per:>20.4f} {cum:>18.1f} {ret:>10.4f}")
+    if random_regret > 0:
+        pct = 100 * ev.tail_mean(tail) / random_regret
+        print(f"the last {tail} episodes are at {pct:.1f}% of random (0% = optimal, 100% = no"
+              " better than a uniformly random policy)")
     return 0
 
 
@@ -222,24 +355,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _server_option(p: argparse.ArgumentParser) -> None:
+    """--server URL (default: $PRIVRL_SERVER)."""
     p.add_argument("--server", default=None,
                    help=f"server base URL, e.g. http://127.0.0.1:8000 (default ${SERVER_ENV})")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add serve, runs, users, evaluate and demo to the `privrl` parser."""
+    """Add serve, runs, ledger, users, evaluate and demo to the `privrl` parser."""
     p = sub.add_parser("serve", help="start the billboard server (python -m privrl.server)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=positive_int, default=8000)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="interface to listen on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=positive_int, default=8000, help="TCP port")
     p.add_argument("--db", default="privrl.db", help="SQLite file holding the runs")
     p.add_argument("--claim-timeout", type=_positive_float, default=None,
-                   help="seconds before an unreported claim lapses")
+                   help="seconds before an unreported claim lapses (default: $PRIVRL_CLAIM_TIMEOUT,"
+                   " else 30)")
     p.add_argument("--sequential", action="store_true",
                    help="hand out one episode at a time (the paper's protocol)")
     p.set_defaults(handler=cmd_serve)
 
     runs = sub.add_parser("runs", help="create, list, show and delete runs on a server")
-    rsub = runs.add_subparsers(dest="runs_command", required=True)
+    rsub = runs.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
     p = rsub.add_parser("create", help="create a run (needs PRIVRL_ADMIN_TOKEN); prints its id")
     _server_option(p)
     add_world_options(p)
@@ -248,17 +384,27 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the server's secret noise seed, for reproducible experiments only"
                    f" (default ${SERVER_SEED_ENV}, else the server draws one from its CSPRNG);"
                    " no route ever returns it")
-    p.add_argument("--write-id", default=None, metavar="FILE", help="also write the id to FILE")
+    p.add_argument("--write-id", default=None, metavar="FILE",
+                   help="also write the id to FILE (default: only print it)")
     p.set_defaults(handler=cmd_runs_create)
     p = rsub.add_parser("list", help="list runs")
     _server_option(p)
     p.set_defaults(handler=cmd_runs_list)
-    for name, handler, text in (("show", cmd_runs_show, "a run's configuration and status"),
-                                ("delete", cmd_runs_delete, "delete a run (admin)")):
-        p = rsub.add_parser(name, help=text)
-        _server_option(p)
-        p.add_argument("run", help="run id")
-        p.set_defaults(handler=handler)
+    p = rsub.add_parser("show", help="a run's configuration, progress and privacy spent")
+    _server_option(p)
+    p.add_argument("run", help="run id")
+    p.add_argument("--json", action="store_true", help="print the public run info as JSON")
+    p.set_defaults(handler=cmd_runs_show)
+    p = rsub.add_parser("delete", help="delete a run (admin)")
+    _server_option(p)
+    p.add_argument("run", help="run id")
+    p.set_defaults(handler=cmd_runs_delete)
+
+    p = sub.add_parser("ledger", help="every privacy charge of a run, with the running total")
+    _server_option(p)
+    p.add_argument("run", help="run id")
+    p.add_argument("--json", action="store_true", help="print the ledger view as JSON")
+    p.set_defaults(handler=cmd_ledger)
 
     p = sub.add_parser("users", help="simulate users (one episode each) against a run")
     _server_option(p)
@@ -276,7 +422,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="attempts per request on transient failures")
     p.add_argument("--patience", type=_positive_float, default=120.0,
                    help="seconds to keep waiting while every episode is claimed (HTTP 409)")
-    p.add_argument("--json-out", default=None, help="write counts and latencies as JSON")
+    p.add_argument("--json-out", default=None,
+                   help="write counts and latencies as JSON to this file (default: none)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_world_options(p)
     p.set_defaults(handler=cmd_users)
@@ -284,24 +431,41 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="exact regret of a run from its public policy log")
     _server_option(p)
     p.add_argument("--run", required=True, help="run id")
-    p.add_argument("--json-out", default=None, help="write per-episode regret as JSON")
+    p.add_argument("--tail", type=positive_int, default=100,
+                   help="the last episodes averaged for the per-episode regret")
+    p.add_argument("--json-out", default=None,
+                   help="write per-episode regret as JSON to this file (default: none)")
     add_world_options(p)
     p.set_defaults(handler=cmd_evaluate)
 
-    p = sub.add_parser("demo", help="server + user processes: non-private, JDP and LDP")
-    p.add_argument("--episodes", type=positive_int, default=1500, help="K per run")
+    p = sub.add_parser("demo", help="server + user processes: non-private, JDP and LDP",
+                       description="A real server and user processes on loopback play RiverSwim"
+                       " three times side by side: non-private, JDP and LDP at the same epsilon"
+                       " and delta; prints what each learned and spent, writes regret.png and"
+                       " summary.json to --out.")
+    p.add_argument("--episodes", type=positive_int, default=3000,
+                   help="K per run (about 2 minutes for the three runs on 2 cores)")
     p.add_argument("--users-processes", type=positive_int, default=2,
                    help="user processes per run")
     p.add_argument("--concurrency", type=positive_int, default=4,
                    help="users at a time in each process")
-    p.add_argument("--epsilon", type=_positive_float, default=1.0)
-    p.add_argument("--delta", type=float, default=1e-5)
-    p.add_argument("--mechanism", choices=["laplace", "gaussian"], default="gaussian")
-    p.add_argument("--horizon", type=positive_int, default=20)
+    p.add_argument("--epsilon", type=_positive_float, default=10.0,
+                   help="privacy budget per user of the JDP and the LDP run (the same for both;"
+                   " at K = 3000, pooled JDP learns from about 10, pooled LDP not even at 20)")
+    p.add_argument("--delta", type=float, default=1e-5,
+                   help="delta of the Gaussian mechanism (ignored with laplace)")
+    p.add_argument("--mechanism", choices=["laplace", "gaussian"], default="gaussian",
+                   help="noise of both private runs: gaussian (zCDP) or laplace (pure epsilon)")
+    p.add_argument("--horizon", type=positive_int, default=20, help="H of RiverSwim")
+    p.add_argument("--pooled", action=argparse.BooleanOptionalAction, default=True,
+                   help="pool the statistics over h (RiverSwim is time-homogeneous); --no-pooled:"
+                   " per-step statistics as in the paper")
     p.add_argument("--seed", type=_seed_type, default=None,
                    help="reproducible simulation: the server's and the users' seeds are derived"
                    " from it independently (default: each drawn from the OS CSPRNG)")
     p.add_argument("--sequential", action="store_true",
                    help="strictly sequential server (one episode in flight)")
     p.add_argument("--out", default="results/demo", help="output directory")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite the results already in --out (refused otherwise)")
     p.set_defaults(handler=cmd_demo)

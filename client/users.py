@@ -338,6 +338,7 @@ class SwarmResult:
     duplicates: int = 0
     refused: int = 0
     finished: bool = False
+    already_finished: bool = False  # the run was finished before the first user started
     started_at: float = 0.0
     ended_at: float = 0.0
     claim_seconds: list[float] = field(default_factory=list)
@@ -370,6 +371,7 @@ class SwarmResult:
             "duplicates": self.duplicates,
             "refused": self.refused,
             "finished": self.finished,
+            "already_finished": self.already_finished,
             "started_at": self.started_at,
             "ended_at": self.ended_at,
             "seconds": self.seconds,
@@ -435,6 +437,7 @@ async def run_users(
         state = {"started": 0}
         done = asyncio.Event()
         if info.status.finished:
+            result.finished = result.already_finished = True
             done.set()
 
         async def worker(index: int) -> None:

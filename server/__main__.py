@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import uvicorn
 from privrl.server.app import create_app
 from privrl.server.settings import Settings
+from privrl.wire import error_text
 from pydantic import ValidationError
 
 
@@ -86,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings_from(args)
     except ValidationError as exc:
         errors = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()
+            f"{'.'.join(map(str, e['loc'])) or 'settings'}: {error_text(e)}" for e in exc.errors()
         )
         print(f"python -m privrl.server: error: invalid settings: {errors}", file=sys.stderr)
         return 2

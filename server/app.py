@@ -21,7 +21,7 @@ from privrl.server.limits import BodySizeLimit
 from privrl.server.metrics import LatencyMiddleware, Metrics
 from privrl.server.openapi import install_openapi
 from privrl.server.registry import Registry
-from privrl.server.routes import episodes, ops, public, runs
+from privrl.server.routes import dashboard, episodes, evaluation, ops, public, runs
 from privrl.server.routes.common import refuse_unknown_query
 from privrl.server.settings import Settings
 from privrl.server.store import Store
@@ -99,9 +99,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = metrics
-    for module in (runs, episodes, public):  # the v1 API: unknown query parameters are refused
+    for module in (runs, episodes, public, evaluation):  # the v1 API: unknown query refused
         app.include_router(module.router, dependencies=[Depends(refuse_unknown_query)])
     app.include_router(ops.router)  # probes and scrapers: lenient
+    app.include_router(dashboard.router)  # the page at / (public routes only)
 
     def report_refused(reason: str) -> None:
         metrics.reports_refused.labels(reason).inc()

@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from privrl.protocol import ErrorBody
+from privrl.wire import error_text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger("privrl.server")
@@ -117,7 +118,7 @@ def _describe(err: Mapping[str, Any]) -> str:
     """One validation error as 'location: what is wrong' (strict types, report kind explained)."""
     loc = tuple(err.get("loc", ()))
     kind = err.get("type")
-    msg = err.get("msg", "invalid")
+    msg = error_text(err)
     if kind == "union_tag_not_found":
         field = str((err.get("ctx") or {}).get("discriminator", "kind")).strip("'")
         return (

@@ -453,6 +453,7 @@ class HostedRun:
             radius=float(self.run.radius()),
             shapes={name: list(arr.shape[1:]) for name, arr in release.items()},
             arrays={name: arr[0].ravel().tolist() for name, arr in release.items()},
+            noise_std=float(self.run.calibration.release_std(self.run.reported)),
         )
 
     def ledger_view(self) -> LedgerView:

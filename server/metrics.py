@@ -32,6 +32,13 @@ class Metrics:
         self.reports_refused = Counter(
             "privrl_reports_refused", "Reports refused, per reason", ["reason"], registry=r
         )
+        self.report_bytes = Counter(
+            "privrl_report_bytes",
+            "Bytes of the bodies of counted reports, per run (divided by"
+            " privrl_reports_accepted_total: the size of one report)",
+            ["run"],
+            registry=r,
+        )
         self.claims = Counter("privrl_claims", "Claims handed out, per run", ["run"], registry=r)
         self.claims_refused = Counter(
             "privrl_claims_refused", "Claims refused, per reason", ["reason"], registry=r
@@ -64,6 +71,7 @@ class Metrics:
         for metric in (
             self.reports_accepted,
             self.reports_duplicate,
+            self.report_bytes,
             self.claims,
             self.policy_version,
             self.epsilon_spent,

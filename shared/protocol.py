@@ -223,6 +223,12 @@ class Billboard(Strict):
     radius: float
     shapes: dict[str, list[int]]
     arrays: dict[str, list[float]]
+    noise_std: float = Field(
+        0.0,
+        description="std of the noise in each released entry at this number of reports (public:"
+        " it follows from the calibration alone; 0 without noise); a derived sum of n entries"
+        " has sqrt(n) times it",
+    )
 
 
 class LedgerView(Strict):
@@ -240,11 +246,21 @@ class LedgerView(Strict):
         description="the noise backends that drew the charged releases: 'numpy' (seeded,"
         " reproducible) or 'opendp' (OS CSPRNG, exact samplers); each charge names its own",
     )
+    epsilon_after: list[float | str] = Field(
+        default_factory=list,
+        description="the total epsilon (at `delta`) after each charge, in the order of"
+        " `charges`: what had been spent when the charge's episode (`at`) was reached",
+    )
 
     @classmethod
     def of(cls, run_id: str, ledger: Ledger, delta: float) -> LedgerView:
         """The view of a ledger's charges, totals stated at `delta` (one home for the format)."""
         totals = ledger.totals(delta)
+        running, so_far = [], Ledger()
+        for c in ledger.entries:
+            so_far.charge(c.mechanism, epsilon=c.epsilon, rho=c.rho, sensitivity=c.sensitivity,
+                          scale=c.scale, note=c.note, at=c.at, noise=c.noise)
+            running.append(so_far.totals(delta).epsilon)
         return cls(
             run_id=run_id,
             epsilon=encode_number(totals.epsilon),
@@ -257,6 +273,7 @@ class LedgerView(Strict):
             },
             charges=[c.to_dict() for c in ledger.entries],
             noise=ledger.noise_backends(),
+            epsilon_after=[encode_number(e) for e in running],
         )
 
 
@@ -277,6 +294,21 @@ class PolicyLog(Strict):
         default_factory=list,
         description="per episode index: its report was counted, is still awaited, or the claim"
         " expired unreported (an expired episode is not part of the run's K episodes)",
+    )
+
+
+class RegretView(Strict):
+    """Exact regret of a run's served policies in a public named world (evaluator's view)."""
+
+    run_id: str
+    world: str = Field(description="the public world the regret is computed in")
+    horizon: int
+    regret: list[float] = Field(description="per reported episode, in episode order:"
+                                " V*_1 - V^pi_1 of the policy served at its claim")
+    cumulative: float
+    optimal_return: float = Field(description="V*_1 of the world (expected return, optimal)")
+    random_policy_per_episode: float = Field(
+        description="regret per episode of the uniformly random policy (100% of random)"
     )
 
 

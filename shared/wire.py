@@ -9,6 +9,7 @@ float travels as the string "Infinity", the one string such a field accepts.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer
@@ -39,3 +40,17 @@ JsonInt = Annotated[int, INTEGRAL]
 FloatOrInfinity = Annotated[
     float, BeforeValidator(_infinity), PlainSerializer(_as_json, when_used="json")
 ]
+
+
+# pydantic prefixes the message of an exception raised in a validator with its kind; a person
+# reading the message needs only what follows ("Value error, the Gaussian ..." -> "the Gaussian").
+_FRAMEWORK_PREFIXES = ("Value error, ", "Assertion failed, ")
+
+
+def error_text(err: Mapping[str, Any]) -> str:
+    """The message of one pydantic error (an `errors()` item) without the framework's prefix."""
+    msg = str(err.get("msg", "invalid"))
+    for prefix in _FRAMEWORK_PREFIXES:
+        if msg.startswith(prefix):
+            return msg[len(prefix):]
+    return msg

@@ -16,6 +16,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 FOLDERS = {"privrl": "shared", "privrl.server": "server", "privrl.client": "client"}
+DASHBOARD_FILES = ("index.html", "app.js", "style.css", "favicon.svg")
 
 
 def test_every_package_folder_is_listed_in_pyproject() -> None:
@@ -37,13 +38,18 @@ def test_a_regular_install_has_only_privrl(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
                     "-q", "-w", str(wheels), str(source)], check=True, capture_output=True)
     (wheel,) = wheels.glob("privrl-*.whl")
-    tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"privrl"}
+    for asset in DASHBOARD_FILES:  # package data: the dashboard ships with a regular install
+        assert f"privrl/server/dashboard/{asset}" in names, asset
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
                     str(target), str(wheel)], check=True, capture_output=True)
     code = (
         "import importlib.util as u, privrl, privrl.server.app, privrl.client.cli, privrl.lab;"
         f"assert privrl.__file__.startswith({str(target)!r}), privrl.__file__;"
+        "from privrl.server.routes.dashboard import DASHBOARD;"
+        f"assert all((DASHBOARD / n).is_file() for n in {DASHBOARD_FILES!r});"
         "assert not any(u.find_spec(m) for m in ('shared', 'server', 'client'));"
         "print(privrl.__version__)"
     )

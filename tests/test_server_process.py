@@ -177,17 +177,19 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
 # 404, 409, 429). Two operations refuse schema-valid requests, with 422 and a `code` naming the
 # rule, by rules no static JSON Schema can state: creating a run whose H*S*A*S exceeds the
 # server's cell limit (a product of fields: `too_large`) or that breaks its algorithm's own rules
-# across fields (e.g. feature groups larger than S, a weight per state: `invalid_run`), and a
-# report that does not fit the run it is sent to (that run's H, S, A, served policy and privacy
-# mode: `invalid`, `wrong_kind`). What a schema can state (the algorithm's privacy modes and
-# knobs) is in the served schema and refused as `schema`.
-# For those two operations 422 is one more expected status of positive data, and the extra check
+# across fields (e.g. feature groups larger than S, a weight per state: `invalid_run`), a report
+# that does not fit the run it is sent to (that run's H, S, A, served policy and privacy mode:
+# `invalid`, `wrong_kind`), and the regret view of a public world whose (S, A) is not the run's
+# (`world`: it depends on the run the id names, as a report's fit does). What a schema can state
+# (the algorithm's privacy modes and knobs) is in the served schema and refused as `schema`.
+# For those operations 422 is one more expected status of positive data, and the extra check
 # `refused_only_by_rules_beyond_the_schema` keeps the rest of the check's power: on any operation,
 # a schema-valid request gets a 400/422 only with one of those codes, never `schema` (refused by
 # request validation).
-RULES_BEYOND_THE_SCHEMA = {"too_large", "invalid_run", "invalid", "wrong_kind"}
+RULES_BEYOND_THE_SCHEMA = {"too_large", "invalid_run", "invalid", "wrong_kind", "world"}
 POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
-BEYOND_THE_SCHEMA = [("/v1/runs", "POST"), ("/v1/runs/{run_id}/reports", "POST")]
+BEYOND_THE_SCHEMA = [("/v1/runs", "POST"), ("/v1/runs/{run_id}/reports", "POST"),
+                     ("/v1/runs/{run_id}/regret", "GET")]
 FUZZ_CONFIG = {
     # The admin token through the schema's own security scheme, so that schemathesis knows which
     # cases leave it out on purpose (a header added to every call would hide that).

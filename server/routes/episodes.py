@@ -123,6 +123,7 @@ async def report(run_id: str, report: Report, request: Request) -> Ack:
             metrics.reports_duplicate.labels(hosted.id).inc()
         else:
             metrics.reports_accepted.labels(hosted.id).inc()
+            metrics.report_bytes.labels(hosted.id).inc(len(await request.body()))
             hosted.slot_freed.notify_all()
         _update_gauges(metrics, hosted)
     return ack

@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..stats import Stats
+from ..wire import error_text
 from ..worlds.first_visit import FirstVisits
 from ..worlds.rollout import Trajectories, draw_uniforms, rollout, rollout_stochastic
 
@@ -127,7 +128,7 @@ class Algorithm(ABC):
         try:
             return cls.knobs_model.model_validate({**base, **dict(overrides or {})})
         except ValidationError as exc:
-            parts = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+            parts = [f"{'.'.join(map(str, e['loc']))}: {error_text(e)}" for e in exc.errors()]
             raise ValueError(f"knobs of {cls.name!r}: " + "; ".join(parts)) from None
 
     @abstractmethod

@@ -1,0 +1,125 @@
+"""The dashboard at `/` and the public views it reads: the page and its files (no CDN, a strict
+Content-Security-Policy, public GET routes only), exact regret in a public named world, the
+ledger's running epsilon, the billboard's public noise std and the report sizes in the metrics."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from privrl.evaluation import regret_from_log
+from privrl.privacy.calibration import calibrate
+from privrl.protocol import LedgerView, PolicyLog, RegretView
+from privrl.server.routes.dashboard import DASHBOARD
+from privrl.worlds import optimal_return, riverswim, uniform_random_return
+from server_support import create, play, public, spec
+
+FILES = ("index.html", "app.js", "style.css", "favicon.svg")
+
+
+def test_the_page_and_its_files_are_served_with_a_strict_policy(apps) -> None:
+    client = apps()
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'none'" in policy and "script-src 'self'" in policy
+    assert "connect-src 'self'" in policy and "unsafe-inline" not in policy
+    assert '<script src="/dashboard/app.js"></script>' in page.text
+    assert '<link rel="stylesheet" href="/dashboard/style.css">' in page.text
+    js = client.get("/dashboard/app.js")
+    assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
+    assert client.get("/dashboard/style.css").headers["content-type"].startswith("text/css")
+    for name in ("nope.js", "..%2Fapp.py", "..%2F..%2Fsettings.py"):
+        assert client.get(f"/dashboard/{name}").status_code == 404
+    assert "/" not in client.get("/openapi.json").json()["paths"]  # not part of the API
+
+
+def test_no_cdn_and_nothing_but_public_reads() -> None:
+    """Every URL in the files is this server's own; the script sends no token and only GETs."""
+    for name in FILES:
+        text = (DASHBOARD / name).read_text()
+        urls = set(re.findall(r"https?://[^\s\"'`)]+", text))
+        assert urls <= {"http://www.w3.org/2000/svg"}, (name, urls)  # an XML namespace only
+        assert "<script>" not in text and " style=" not in text  # nothing inline (CSP)
+    js = (DASHBOARD / "app.js").read_text()
+    assert "Authorization" not in js and "method:" not in js and "token" not in js.lower()
+    fetched = set(re.findall(r"(?:getJSON|fetch)\(`?\"?(/[^`\"?$]*)", js))
+    assert fetched == {"/v1/runs", "/v1/runs/", "/metrics"}, fetched
+    routes = set(re.findall(r"/v1/runs/\$\{encodeURIComponent\([^)]*\)\}/(\w+)", js))
+    assert routes == {"ledger", "regret", "billboard"}, routes
+
+
+def test_regret_in_a_public_world_equals_the_evaluators(apps) -> None:
+    client = apps()
+    config = spec("jdp", n_states=6, horizon=5, episodes=12, mechanism="gaussian", delta=1e-5,
+                  epsilon=10.0)
+    run_id = create(client, config)
+    resp = client.get(f"/v1/runs/{run_id}/regret", params={"world": "riverswim"})
+    assert resp.status_code == 200 and RegretView.model_validate(resp.json()).regret == []
+    play(client, run_id, config, 12)
+    view = RegretView.model_validate(client.get(f"/v1/runs/{run_id}/regret",
+                                                params={"world": "riverswim"}).json())
+    mdp = riverswim(5)
+    log = PolicyLog.model_validate(client.get(f"/v1/runs/{run_id}/policies").json())
+    expected = regret_from_log(mdp, log).regret
+    assert view.world == "riverswim" and view.horizon == 5 and len(view.regret) == 12
+    np.testing.assert_allclose(view.regret, expected, atol=1e-6)
+    assert view.cumulative == pytest.approx(expected.sum())
+    assert view.optimal_return == pytest.approx(optimal_return(mdp))
+    assert view.random_policy_per_episode == pytest.approx(
+        optimal_return(mdp) - uniform_random_return(mdp))
+    again = client.get(f"/v1/runs/{run_id}/regret", params={"world": "riverswim"}).json()
+    assert again["regret"] == view.regret  # the second answer comes from the version cache
+
+
+@pytest.mark.parametrize(("world", "pattern"), [
+    ("mars", "not a public named world"),
+    ("/etc/passwd.npz", "not a public named world"),  # never a file on the server
+    ("FILE.npz", "not a public named world"),
+    ("garnet", r"\(S, A\) = \(10, 3\) but run .* is for \(4, 2\)"),
+])
+def test_regret_refuses_worlds_that_are_not_public_or_do_not_fit(apps, world, pattern) -> None:
+    client = apps()
+    run_id = create(client, spec("jdp"))
+    resp = client.get(f"/v1/runs/{run_id}/regret", params={"world": world})
+    assert resp.status_code == 422 and re.search(pattern, resp.json()["detail"]), resp.text
+    assert client.get(f"/v1/runs/{run_id}/regret").status_code == 422  # world is required
+    assert client.get(f"/v1/runs/{run_id}/regret",
+                      params={"world": "riverswim", "x": "1"}).status_code == 422
+
+
+def test_ledger_states_epsilon_after_each_charge(apps) -> None:
+    client = apps()
+    config = spec("jdp", mechanism="gaussian", delta=1e-5, episodes=10)
+    run_id = create(client, config)
+    play(client, run_id, config, 10)
+    view = LedgerView.model_validate(client.get(f"/v1/runs/{run_id}/ledger").json())
+    after = [float(x) for x in view.epsilon_after]
+    assert len(after) == len(view.charges) > 2
+    assert after == sorted(after) and after[0] > 0
+    assert after[-1] == pytest.approx(float(view.epsilon), rel=1e-12)
+    assert after[-1] == pytest.approx(1.0, rel=1e-6)
+
+
+@pytest.mark.parametrize("privacy", ["jdp", "ldp", "none"])
+def test_billboard_states_its_public_noise_std(apps, privacy) -> None:
+    client = apps()
+    extra = {} if privacy == "none" else {"mechanism": "gaussian", "delta": 1e-5}
+    config = spec(privacy, episodes=6, **extra)
+    run_id = create(client, config)
+    play(client, run_id, config, 4)
+    board = client.get(f"/v1/runs/{run_id}/billboard").json()
+    expected = calibrate(public(config)).release_std(4)
+    assert board["noise_std"] == pytest.approx(expected) and (expected > 0) == (privacy != "none")
+
+
+def test_metrics_count_report_bytes_per_run(apps) -> None:
+    client = apps()
+    config = spec("ldp", mechanism="gaussian", delta=1e-5, episodes=3)
+    run_id = create(client, config)
+    play(client, run_id, config, 3)
+    text = client.get("/metrics").text
+    total = float(re.search(rf'privrl_report_bytes_total{{run="{run_id}"}} (\S+)', text)[1])
+    count = float(re.search(rf'privrl_reports_accepted_total{{run="{run_id}"}} (\S+)', text)[1])
+    assert count == 3 and total / count > 1000  # 4*2*4 + 4*2 noisy numbers per step, H = 5

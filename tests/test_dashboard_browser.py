@@ -1,0 +1,167 @@
+"""The dashboard in a real browser: headless Chromium (Debian's `chromium` + `chromium-driver`,
+driven by Selenium) renders the charts from live runs played by real user processes, updates
+them as episodes arrive, and reads nothing but this server's public GET routes.
+
+The screenshot it takes is the README's (`PRIVRL_SCREENSHOT=docs/dashboard.png` writes it there;
+`PRIVRL_SCREENSHOT_EPISODES` sets K for a longer run). Without Chromium the test is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from client_support import MDP, TOKEN, run_cli, start_server
+from privrl.client.api import ServerAPI
+from privrl.client.procs import ServerProcess
+from privrl.config import RunConfig
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+PUBLIC_GETS = ("/", "/dashboard/app.js", "/dashboard/style.css", "/dashboard/favicon.svg",
+               "/v1/runs", "/metrics")
+PUBLIC_RUN_VIEWS = ("ledger", "regret", "billboard")
+
+
+def browser():  # noqa: ANN201 (selenium's WebDriver, imported lazily)
+    """A headless Chromium, or a skip with a one-line reason."""
+    try:
+        from selenium import webdriver
+    except ImportError:
+        pytest.skip("selenium is not installed (pip install -e '.[test]')")
+    if not (CHROMIUM and DRIVER):
+        pytest.skip("no Chromium here: apt-get install chromium chromium-driver (.ci/run does)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1500,1300", "--force-device-scale-factor=1"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(options=opts, service=webdriver.ChromeService(executable_path=DRIVER))
+
+
+def config(privacy: str, episodes: int) -> RunConfig:
+    """The demo's configurations: pooled DP-UCBVI on RiverSwim, Gaussian, eps = 10."""
+    private = privacy != "none"
+    return RunConfig(n_states=MDP.S, n_actions=MDP.A, horizon=MDP.H, episodes=episodes,
+                     privacy=privacy, epsilon=10.0, mechanism="gaussian",
+                     delta=1e-5 if private else 0.0, knobs={"pooled": True})
+
+
+def play(server: ServerProcess, run_id: str, users: int | None) -> subprocess.Popen:
+    """A real `privrl users` process (None: until the run is finished)."""
+    from privrl.client.procs import child_env, module_cmd
+
+    args = ["users", "--server", server.url, "--run", run_id, "--concurrency", "4", "--quiet"]
+    if users is not None:
+        args += ["--users", str(users)]
+    return subprocess.Popen(module_cmd("privrl.client", *args), env=child_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    proc = start_server(tmp_path / "server")
+    yield proc
+    proc.stop()
+
+
+def wait_for(driver, script: str, timeout: float = 60.0):  # noqa: ANN001, ANN201
+    """Poll a JavaScript expression until it is truthy; its value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = driver.execute_script(f"return {script}")
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"the page never satisfied: {script}")
+
+
+def test_dashboard_renders_live_runs_and_updates(server: ServerProcess, tmp_path: Path) -> None:
+    driver = browser()
+    episodes = int(os.environ.get("PRIVRL_SCREENSHOT_EPISODES", "300"))
+    first = episodes // 3
+    try:
+        with ServerAPI(server.url, token=TOKEN) as api:
+            ids = [api.create_run(config(p, episodes)).id for p in ("none", "jdp", "ldp")]
+        for proc in [play(server, run_id, first) for run_id in ids]:
+            assert proc.wait(timeout=300) == 0, proc.stderr.read()
+        driver.get(server.url + "/")
+        rows = "document.querySelectorAll('#runs tbody tr').length"
+        assert wait_for(driver, f"{rows} === 3 && document.querySelectorAll("
+                        "'#chart-percent path.series').length === 3")
+        # each run's curve, its band and its epsilon step function are drawn from live data
+        for run_id in ids:
+            last = driver.execute_script(
+                f"return document.querySelector('#chart-cumulative path[data-run=\"{run_id}\"]')"
+                ".getAttribute('data-last-x')")
+            assert int(last) == first
+        assert driver.execute_script(
+            "return document.querySelectorAll('#chart-percent polygon.band').length") == 3
+        assert driver.execute_script(
+            "return document.querySelectorAll('#chart-epsilon path.series').length") == 2
+        cells = "document.querySelectorAll('#heatmaps rect.cell').length"
+        assert driver.execute_script(f"return {cells}") == MDP.S * MDP.A  # exact counts only
+        from selenium.webdriver.support.ui import Select
+
+        Select(driver.find_element("id", "detail-run")).select_by_value(ids[1])
+        wait_for(driver, f"{cells} === {2 * MDP.S * MDP.A}")  # JDP: counts and counts / std
+        assert "noise of std" in driver.find_element("id", "detail-text").text
+        text = driver.find_element("id", "runs").text
+        assert f"{first} / {episodes}" in text and "ldp ε=10 gaussian pooled" in text
+        assert "%" in text and "100" in text
+        dashes = driver.execute_script(
+            "return [...document.querySelectorAll('#chart-cumulative path.series')]"
+            ".map(p => p.getAttribute('stroke') + '|' + p.getAttribute('stroke-dasharray'))")
+        assert len(set(dashes)) == 3  # every curve in its own style
+
+        # more episodes arrive: the page follows by itself (polling)
+        for proc in [play(server, run_id, None) for run_id in ids]:
+            assert proc.wait(timeout=600) == 0, proc.stderr.read()
+        done = " && ".join(
+            f"document.querySelector('#chart-cumulative path[data-run=\"{i}\"]')"
+            f".getAttribute('data-last-x') === '{episodes}'" for i in ids)
+        wait_for(driver, done)
+        wait_for(driver, f"document.querySelector('#runs').textContent.includes('{episodes} / "
+                 f"{episodes} ✓')")
+        ldp_bytes = driver.execute_script(
+            f"return document.querySelector('#runs tr[data-run=\"{ids[2]}\"]').children[9]"
+            ".textContent")
+        assert float(ldp_bytes) > 1000  # pooled LDP report: 84 noisy numbers as JSON
+
+        # nothing but this server's public GET routes was read; no script error
+        entries = driver.execute_script(
+            "return performance.getEntriesByType('resource').map(e => e.name)")
+        for url in entries:
+            parts = urlsplit(url)
+            assert f"{parts.scheme}://{parts.netloc}" == server.url, url
+            path = parts.path
+            assert path in PUBLIC_GETS or (
+                path.startswith("/v1/runs/") and path.rsplit("/", 1)[1] in PUBLIC_RUN_VIEWS
+            ), url
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert not errors, errors
+        shot = tmp_path / "dashboard.png"
+        driver.save_screenshot(str(shot))
+        assert shot.stat().st_size > 20_000
+        if os.environ.get("PRIVRL_SCREENSHOT"):
+            shutil.copy(shot, os.environ["PRIVRL_SCREENSHOT"])
+    finally:
+        driver.quit()
+
+
+def test_without_a_token_the_page_shows_only_public_data(server: ServerProcess) -> None:
+    """The page is served to anyone (no token) and holds no data itself: all of it comes from
+    the public routes the script reads."""
+    done = run_cli("runs", "list", "--server", server.url, env={"PRIVRL_ADMIN_TOKEN": ""})
+    assert done.returncode == 0
+    import httpx
+
+    page = httpx.get(server.url + "/", timeout=10)
+    assert page.status_code == 200 and "privrl" in page.text and TOKEN not in page.text

@@ -1,0 +1,113 @@
+"""`privrl demo` tells the JDP-vs-LDP story: its defaults make JDP learn and LDP not at the same
+epsilon, the table states epsilon, delta and what "% of random" means, every curve of the plot is
+drawn in its own style with a band, and a seeded sequential demo repeats exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from client_support import run_cli
+from matplotlib.collections import PolyCollection
+from privrl.client.cli import build_parser
+from privrl.client.demo import demo_configs, percent_of_random, story, verdict
+from privrl.lab.experiments import WorldSpec, run_many
+from privrl.lab.plots import learning_figure, moving
+from privrl.worlds import riverswim
+
+
+def demo_defaults():
+    """The demo's arguments when a newcomer types `privrl demo`."""
+    return build_parser().parse_args(["demo"])
+
+
+def test_defaults_are_pooled_with_one_budget_for_both_private_runs() -> None:
+    args = demo_defaults()
+    configs = demo_configs(args, riverswim(args.horizon))
+    assert [c.privacy for c in configs] == ["none", "jdp", "ldp"]
+    jdp, ldp = configs[1], configs[2]
+    assert (jdp.epsilon, jdp.delta, jdp.mechanism) == (ldp.epsilon, ldp.delta, ldp.mechanism)
+    assert all((c.knobs or {}).get("pooled") for c in configs)
+    assert jdp.preset == ldp.preset == "practical" and jdp.knobs == ldp.knobs  # same noise rules
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_default_demo_runs_tell_the_story_in_process(seed: int) -> None:
+    """The demo's exact configurations, in process (one seed each): non-private and JDP learn,
+    LDP stays at the random policy's level, at the same epsilon and delta."""
+    args = demo_defaults()
+    world = WorldSpec("riverswim", args.horizon)
+    configs = demo_configs(args, world.build())
+    results = run_many(configs, world, [seed], workers=1, show_progress=False)
+    for r in results:
+        per = np.asarray(r["regret"]["per_episode"])
+        r["regret"]["tail_per_episode_mean"] = float(per[:, -100:].mean())
+    pct = {r["config"]["privacy"]: percent_of_random(r) for r in results}
+    assert pct["none"] < 5 and pct["jdp"] <= 25 and pct["ldp"] >= 75, pct
+    assert results[1]["ledger"]["epsilon"] == pytest.approx(args.epsilon, rel=1e-6)
+    assert results[2]["ledger"]["epsilon"] == pytest.approx(args.epsilon, rel=1e-6)
+    assert "JDP ends at" in story(results) and "(learned)" in story(results)
+
+
+def fake(label: str, privacy: str, per: np.ndarray) -> dict:
+    """A result record with the given per-episode regret (seeds, K)."""
+    return {"label": label, "config": {"privacy": privacy},
+            "ledger": {"epsilon": 0.0 if privacy == "none" else 10.0,
+                       "delta": 0.0 if privacy == "none" else 1e-5},
+            "regret": {"per_episode": per.tolist(), "random_policy_per_episode": 2.0}}
+
+
+def test_every_curve_has_its_own_style_and_a_band() -> None:
+    rng = np.random.default_rng(0)
+    flat = 2.0 + 0.1 * rng.standard_normal((1, 300))
+    results = [fake("non-private", "none", np.exp(-np.arange(300) / 30)[None]),
+               fake("jdp eps=10", "jdp", flat), fake("ldp eps=10", "ldp", flat.copy())]
+    fig = learning_figure(results, "t")
+    left, right = fig.axes[:2]
+    for ax in (left, right):
+        lines = ax.get_lines()[: len(results)]
+        styles = {(ln.get_color(), str(ln.get_linestyle()), ln.get_marker()) for ln in lines}
+        assert len(styles) == len(results)  # identical curves (jdp, ldp) still look different
+        assert len({ln.get_color() for ln in lines}) == len({ln.get_marker() for ln in lines}) == 3
+    bands = [c for c in right.collections if isinstance(c, PolyCollection)]
+    assert len(bands) == len(results)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "jdp eps=10 (spent ε = 10, δ = 1e-05)" in labels
+    assert any("uniformly random" in t for t in labels) and any("optimal" in t for t in labels)
+
+
+def test_moving_mean_and_std() -> None:
+    x = np.arange(10.0)[None] ** 2
+    mean, std = moving(x, 3)
+    for k in range(10):
+        window = x[0, max(0, k - 2): k + 1]
+        assert mean[0, k] == pytest.approx(window.mean())
+        assert std[0, k] == pytest.approx(window.std(), abs=1e-9)
+
+
+def test_verdicts() -> None:
+    assert [verdict(p) for p in (0, 25, 26, 74.9, 75, 101)] == [
+        "yes", "yes", "partly", "partly", "no", "no"]
+
+
+def test_seeded_sequential_demo_repeats_and_the_table_explains_itself(tmp_path: Path) -> None:
+    outs = []
+    for name in ("a", "b"):
+        done = run_cli("demo", "--episodes", "25", "--users-processes", "2", "--concurrency", "2",
+                       "--seed", "7", "--sequential", "--out", str(tmp_path / name), timeout=240)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outs.append(done.stdout)
+    first = json.loads((tmp_path / "a" / "summary.json").read_text())
+    second = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert first["seeds"] == "derived from --seed"
+    for a, b in zip(first["results"], second["results"], strict=True):
+        assert a["regret"]["per_episode"] == b["regret"]["per_episode"]
+    out = outs[0]
+    header = out.splitlines()[0]
+    assert "% of random" in header and "eps spent" in header and "delta" in header
+    assert "% of random: the last 25 episodes' mean regret divided by a uniformly random" in out
+    jdp = next(ln for ln in out.splitlines() if ln.startswith("jdp eps=10 gaussian pooled"))
+    assert jdp.split()[-2:] == ["10", "1e-05"]  # eps and delta spent, from the ledger
+    assert "Same budget, eps = 10 and delta = 1e-05 per user" in out
