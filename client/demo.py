@@ -225,6 +225,30 @@ def print_table(results: list[dict[str, Any]]) -> None:
               f"{http['report_bytes']:>12}")
 
 
+def print_comparison(results: list[dict[str, Any]]) -> None:
+    """The runs side by side: regret, % of random, what each spent, how fast it was played."""
+    tail = results[0]["regret"]["tail_episodes"] if results else DEMO_TAIL
+    print(f"{'configuration':<27} {'episodes':>8} {'cum. regret':>11} {f'last-{tail}/ep':>11}"
+          f" {'% of random':>11} {'learned':>7} {'eps spent':>9} {'delta':>7} {'ep/s':>6}")
+    for r in results:
+        reg, led = r["regret"], r["ledger"]
+        private = r["config"]["privacy"] != "none"
+        eps = led["epsilon"]
+        eps_txt = (eps if isinstance(eps, str) else f"{eps:.4g}") if private else "0 (none)"
+        delta_txt = f"{led['delta']:.0e}" if private else "0"
+        pct = percent_of_random(r)
+        rate = r["http"]["episodes_per_second"]
+        print(f"{r['label']:<27} {r['http']['episodes']:>8} {reg['final_cumulative_mean']:>11.1f}"
+              f" {reg['tail_per_episode_mean']:>11.4f} {pct:>10.1f}% {verdict(pct):>7}"
+              f" {eps_txt:>9} {delta_txt:>7} {rate:>6.0f}")
+    if results:
+        rnd = results[0]["regret"]["random_policy_per_episode"]
+        print(f"% of random: the last {tail} episodes' mean regret divided by a uniformly random"
+              f" policy's ({rnd:.4f} per episode): 0% = optimal, 100% = no better than random;"
+              f" learned: yes <= {LEARNED:g}%, no >= {NOT_LEARNED:g}%. eps and delta: what each"
+              " run's ledger spent per user. ep/s: episodes reported per second while it ran.")
+
+
 def story(results: list[dict[str, Any]]) -> str:
     """What the table shows, in words (from the numbers, not assumed)."""
     by = {r["config"]["privacy"]: r for r in results}
@@ -234,10 +258,14 @@ def story(results: list[dict[str, Any]]) -> str:
     eps, delta = jdp["ledger"]["epsilon"], jdp["ledger"]["delta"]
     eps_txt = eps if isinstance(eps, str) else f"{eps:.3g}"
     j, ell = percent_of_random(jdp), percent_of_random(ldp)
+    episodes = jdp["config"]["episodes"]
+    more = "" if verdict(j) == "yes" else (
+        f" {episodes} episodes were not enough for JDP at this budget: give it more episodes"
+        " (RiverSwim, eps = 10, pooled: about 3,000) or a larger eps.")
     return (
         f"Same budget, eps = {eps_txt} and delta = {delta:g} per user in both private runs: JDP"
         f" ends at {j:.0f}% of random ({OUTCOME[verdict(j)]}), LDP at {ell:.0f}%"
-        f" ({OUTCOME[verdict(ell)]})."
+        f" ({OUTCOME[verdict(ell)]})." + more +
         " The JDP server adds noise once to sums over all users (tree counters); every LDP user"
         " noises its own report, so the noise in the LDP billboard grows with the number of"
         " users. docs/results/README.md: over 50,000 episodes JDP (pooled) learns from eps ="

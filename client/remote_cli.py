@@ -1,4 +1,5 @@
-"""`privrl serve | runs | ledger | users | evaluate | demo`: the client-server half of the CLI.
+"""`privrl serve | runs | ledger | users | evaluate | compare | demo`: the client-server half of
+the command line.
 
 Each handler turns server and user failures into one clear line (`CliError`, exit code 2).
 The client never imports the server package: `privrl serve` executes `python -m privrl.server`.
@@ -15,6 +16,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from privrl.client.api import ApiError, ServerAPI, admin_token
 from privrl.client.cli_common import (
@@ -28,6 +30,9 @@ from privrl.client.cli_common import (
 )
 from privrl.client.procs import REPO_ROOT, child_env, module_cmd, server_args
 from privrl.protocol import LedgerView, RunInfo
+
+if TYPE_CHECKING:
+    from privrl.client.users import SwarmResult
 
 SERVER_ENV = "PRIVRL_SERVER"
 SERVER_SEED_ENV = "PRIVRL_SEED"  # `runs create`: the server's noise seed
@@ -265,47 +270,80 @@ def cmd_runs_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_id(args: argparse.Namespace) -> str:
-    """--run ID, or the first line of --run-file (written by `runs create --write-id`)."""
+def _run_ids(args: argparse.Namespace) -> list[str]:
+    """--run ID, or every id in --run-file, one per line (waiting up to --wait-for-file seconds
+    for the file to appear: compose starts the users beside the step that creates the runs)."""
     if args.run:
-        return args.run
+        return [args.run]
     path = Path(args.run_file)
+    deadline = time.monotonic() + args.wait_for_file
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
     if not path.exists():
-        raise CliError(f"--run-file {path} does not exist (did `privrl runs create` run?)")
-    run_id = path.read_text().strip().splitlines()[0:1]
-    if not run_id:
+        raise CliError(f"--run-file {path} does not exist (did `privrl runs create --write-id` or"
+                       " `privrl compare --create` run?)")
+    ids = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    if not ids:
         raise CliError(f"--run-file {path} is empty")
-    return run_id[0].strip()
+    return ids
 
 
-def cmd_users(args: argparse.Namespace) -> int:
-    """privrl users: a swarm of simulated users against one run."""
-    from privrl.client.users import Backoff, UserError, run_users
-
-    mdp = world_from_args(args).build()
-    server, run_id = _server(args), _run_id(args)
-    backoff = Backoff(attempts=args.attempts, patience=args.patience)
-    try:
-        seed = _seed(args.seed, CLIENT_SEED_ENV)
-        result = asyncio.run(run_users(server, run_id, args.users, args.concurrency, seed,
-                                       mdp, backoff=backoff, progress=not args.quiet))
-    except (UserError, ApiError) as exc:
-        raise CliError(str(exc)) from None
-    if result.already_finished:
-        raise CliError(f"run {result.run_id} has already finished (every episode is reported):"
-                       " nothing to play; create a new run with `privrl runs create`")
+def _report_swarm(result: SwarmResult) -> None:
+    """One line per swarm: counts, throughput, latencies, body size."""
     summary = result.summary()
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(summary))
     print(f"run {result.run_id}: {result.reported} episodes reported "
           f"({result.duplicates} duplicates, {result.refused} refused) in {result.seconds:.2f}s, "
           f"{summary['episodes_per_second']:.1f} episodes/s; claim p50/p99 "
           f"{summary['claim_ms_p50']:.2f}/{summary['claim_ms_p99']:.2f} ms, report p50/p99 "
           f"{summary['report_ms_p50']:.2f}/{summary['report_ms_p99']:.2f} ms, report "
           f"{summary['report_bytes_max']} bytes" + (", run finished" if result.finished else ""))
-    if result.refused and not result.reported:
-        raise CliError(f"the server refused all {result.refused} reports of run "
-                       f"{result.run_id}: {result.errors[0] if result.errors else 'no reason'}")
+
+
+def cmd_users(args: argparse.Namespace) -> int:
+    """privrl users: swarms of simulated users, one per run, side by side."""
+    from privrl.client.users import Backoff, UserError, run_users
+    from privrl.seeding import derived_seed, secret_seed
+
+    mdp = world_from_args(args).build()
+    server, run_ids = _server(args), _run_ids(args)
+    backoff = Backoff(attempts=args.attempts, patience=args.patience)
+    seed = _seed(args.seed, CLIENT_SEED_ENV)
+    if len(run_ids) > 1:  # never the same user noise in two runs: one seed per run
+        base = secret_seed() if seed is None else seed
+        seeds = [derived_seed(base, "run", run_id) for run_id in run_ids]
+    else:
+        seeds = [seed]
+
+    async def swarms() -> list[SwarmResult]:
+        return list(await asyncio.gather(*(
+            run_users(server, run_id, args.users, args.concurrency, run_seed, mdp,
+                      backoff=backoff, progress=not args.quiet and len(run_ids) == 1,
+                      progress_every=args.progress_every)
+            for run_id, run_seed in zip(run_ids, seeds, strict=True))))
+
+    try:
+        results = asyncio.run(swarms())
+    except (UserError, ApiError) as exc:
+        raise CliError(str(exc)) from None
+    finished = [r.run_id for r in results if r.already_finished]
+    if len(finished) == len(results):
+        which = f"run {finished[0]} has" if len(finished) == 1 else "every run has"
+        raise CliError(f"{which} already finished (every episode is reported): nothing to play;"
+                       " create a new run with `privrl runs create`")
+    if args.json_out:
+        summaries = [r.summary() for r in results]
+        body = summaries[0] if len(summaries) == 1 else {"runs": summaries}
+        Path(args.json_out).write_text(json.dumps(body))
+    for result in results:
+        if result.already_finished:
+            print(f"run {result.run_id}: already finished before the users started")
+        else:
+            _report_swarm(result)
+    for result in results:
+        if result.refused and not result.reported:
+            raise CliError(f"the server refused all {result.refused} reports of run "
+                           f"{result.run_id}: "
+                           f"{result.errors[0] if result.errors else 'no reason'}")
     return 0
 
 
@@ -344,6 +382,98 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         pct = 100 * ev.tail_mean(tail) / random_regret
         print(f"the last {tail} episodes are at {pct:.1f}% of random (0% = optimal, 100% = no"
               " better than a uniformly random policy)")
+    return 0
+
+
+def watch_runs(api: ServerAPI, ids: list[str], every: float, timeout: float) -> dict[str, float]:
+    """Poll the runs' public status until every one has finished, printing their progress every
+    `every` seconds; each run's episodes per second while it ran (observed by polling)."""
+    from privrl.lab.experiments import label as config_label
+
+    start = last = time.monotonic()
+    first: dict[str, tuple[float, int]] = {}
+    done: dict[str, float] = {}
+    episodes: dict[str, int] = {}
+    while True:
+        infos = [api.get_run(run_id) for run_id in ids]
+        now = time.monotonic()
+        for info in infos:
+            st = info.status
+            episodes[info.id] = st.episodes
+            if st.reported > 0 and info.id not in first:
+                first[info.id] = (now, st.reported)
+            if st.finished and info.id not in done:
+                done[info.id] = now
+        if len(done) == len(ids):
+            break
+        if now - start > timeout:
+            raise CliError(f"the runs did not finish within {timeout:g} s: are users playing them?"
+                           " (`privrl users --run-file FILE`)")
+        if now - last >= every:
+            last = now
+            print(f"[{now - start:5.0f} s] " + ", ".join(
+                f"{config_label(i.config)} {i.status.reported}/{i.status.episodes}"
+                for i in infos), file=sys.stderr, flush=True)
+        time.sleep(min(1.0, every))
+    rates = {}
+    for run_id in ids:
+        t0, n0 = first.get(run_id, (math.nan, 0))
+        span = done[run_id] - t0
+        rates[run_id] = (episodes[run_id] - n0) / span if span > 0 else math.nan
+    return rates
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """privrl compare: create the demo's runs side by side (or read their ids), wait until they
+    have finished, and print them side by side: exact regret, % of random, eps and delta spent,
+    episodes per second."""
+    from privrl.client.demo import demo_configs, print_comparison, story
+    from privrl.client.evaluator import evaluate
+    from privrl.lab.experiments import label as config_label
+    from privrl.lab.experiments import regret_summary
+
+    mdp = world_from_args(args).build()
+    path = Path(args.run_file)
+    try:
+        if args.create:
+            configs = demo_configs(args, mdp)
+            with _api(args, admin=True) as api:
+                ids = [api.create_run(c).id for c in configs]
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text("".join(f"{i}\n" for i in ids))
+            os.replace(tmp, path)  # the users see the whole file or none of it
+            print("created side by side: " + ", ".join(
+                f"{config_label(c)} = {i}" for c, i in zip(configs, ids, strict=True)),
+                file=sys.stderr, flush=True)
+        else:
+            args.run, args.wait_for_file = None, 0.0
+            ids = _run_ids(args)
+        with _api(args) as api:
+            rates = watch_runs(api, ids, args.every, args.timeout)
+            results = []
+            for run_id in ids:
+                info = api.get_run(run_id)
+                ev = evaluate(_server(args), run_id, mdp, api=api)
+                led = api.ledger(run_id)
+                results.append({
+                    "label": config_label(info.config),
+                    "config": info.config.model_dump(mode="json"),
+                    "run_id": run_id,
+                    "regret": regret_summary(ev.regret[None, :], mdp, tail=100),
+                    "ledger": led.model_dump(mode="json", exclude={"charges"}),
+                    "http": {"episodes": int(ev.regret.size),
+                             "episodes_per_second": rates[run_id]},
+                })
+    except ApiError as exc:
+        raise CliError(str(exc)) from None
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({"results": results}))
+    print_comparison(results)
+    text = story(results)
+    if text:
+        print(text)
+    if args.dashboard:
+        print(f"open {args.dashboard} : the dashboard of these runs (the server keeps running)")
     return 0
 
 
@@ -410,7 +540,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     _server_option(p)
     ident = p.add_mutually_exclusive_group(required=True)
     ident.add_argument("--run", help="run id")
-    ident.add_argument("--run-file", help="file whose first line is the run id")
+    ident.add_argument("--run-file",
+                       help="file with run ids, one per line: every run is played side by side"
+                       " (each with its own users' seed)")
+    p.add_argument("--wait-for-file", type=float, default=0.0,
+                   help="seconds to wait for --run-file to appear")
+    p.add_argument("--progress-every", type=_positive_float, default=None,
+                   help="print a progress line every this many seconds (for logs; default:"
+                   " none, the progress bar unless --quiet)")
     p.add_argument("--users", type=positive_int, default=None,
                    help="number of users (episodes); default: until the run is finished")
     p.add_argument("--concurrency", type=positive_int, default=8, help="users at a time")
@@ -437,6 +574,38 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write per-episode regret as JSON to this file (default: none)")
     add_world_options(p)
     p.set_defaults(handler=cmd_evaluate)
+
+    p = sub.add_parser("compare", help="the demo's runs on a server: create them side by side"
+                       " (or take their ids), wait until they finish, compare them",
+                       description="With --create: create the demo's three runs (non-private,"
+                       " JDP and LDP at one budget) on --server and write their ids to"
+                       " --run-file; then wait until users have played every run to the end"
+                       " (`privrl users --run-file FILE`) and print them side by side. This is"
+                       " what the compose setup runs.")
+    _server_option(p)
+    p.add_argument("--run-file", required=True,
+                   help="the runs' ids, one per line (written there with --create)")
+    p.add_argument("--create", action="store_true",
+                   help="create the runs first (needs PRIVRL_ADMIN_TOKEN)")
+    p.add_argument("--episodes", type=positive_int, default=3000, help="K per run (--create)")
+    p.add_argument("--epsilon", type=_positive_float, default=10.0,
+                   help="budget per user of the JDP and the LDP run (--create)")
+    p.add_argument("--delta", type=float, default=1e-5,
+                   help="delta of the Gaussian mechanism (--create)")
+    p.add_argument("--mechanism", choices=["laplace", "gaussian"], default="gaussian",
+                   help="noise of both private runs (--create)")
+    p.add_argument("--pooled", action=argparse.BooleanOptionalAction, default=True,
+                   help="pool the statistics over h (--create)")
+    p.add_argument("--every", type=_positive_float, default=10.0,
+                   help="seconds between progress lines while waiting")
+    p.add_argument("--timeout", type=_positive_float, default=3600.0,
+                   help="seconds to wait for every run to finish")
+    p.add_argument("--dashboard", default=None,
+                   help="URL of the dashboard to print at the end (default: none)")
+    p.add_argument("--json-out", default=None,
+                   help="write the compared results as JSON to this file (default: none)")
+    add_world_options(p)
+    p.set_defaults(handler=cmd_compare)
 
     p = sub.add_parser("demo", help="server + user processes: non-private, JDP and LDP",
                        description="A real server and user processes on loopback play RiverSwim"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -410,6 +411,7 @@ async def run_users(
     mdp: TabularMDP, *, backoff: Backoff = Backoff(), progress: bool = True,  # noqa: B008
     event_hooks: dict[str, list[Callable]] | None = None, keep_outcomes: bool = False,
     timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None,
+    progress_every: float | None = None,
 ) -> SwarmResult:
     """Simulate `n_users` users (None: until the run is finished), `concurrency` at a time.
 
@@ -419,6 +421,7 @@ async def run_users(
     stops the swarm. Permanent refusals (a weaker randomizer, a mismatched world) raise
     `UserError`; a report refused with a 4xx is counted and the others go on. `event_hooks`
     and `transport` are passed to httpx (tests record or fake the traffic with them).
+    `progress_every`: print a plain progress line to stderr every so many seconds (for logs).
     """
     if concurrency < 1:
         raise UserError("concurrency must be >= 1")
@@ -461,6 +464,18 @@ async def run_users(
                 result.add(out, keep_outcomes)
                 bar.update()
 
+        async def report_progress(every: float) -> None:
+            while not done.is_set():
+                try:
+                    await asyncio.wait_for(done.wait(), every)
+                except TimeoutError:
+                    elapsed = time.time() - result.started_at
+                    print(f"users {info.id}: {result.reported} episodes played by this process"
+                          f" in {elapsed:.0f} s ({result.reported / max(elapsed, 1e-9):.1f}/s)",
+                          file=sys.stderr, flush=True)
+
+        ticker = (asyncio.create_task(report_progress(progress_every))
+                  if progress_every else None)
         try:
             tasks = [asyncio.create_task(worker(i)) for i in range(concurrency)]
             try:
@@ -471,6 +486,9 @@ async def run_users(
                 await asyncio.gather(*tasks, return_exceptions=True)
                 raise
         finally:
+            done.set()
+            if ticker is not None:
+                await ticker
             bar.close()
             result.ended_at = time.time()
     return result

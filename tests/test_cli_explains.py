@@ -209,3 +209,23 @@ def test_ledger_of_a_non_private_run(server) -> None:
 def test_ledger_of_an_unknown_run(server) -> None:
     one_line_error(run_cli("ledger", "no-such-run", "--server", server.url,
                            env={"PRIVRL_ADMIN_TOKEN": TOKEN}), "no-such-run")
+
+
+def test_users_play_every_run_of_the_file_with_a_seed_per_run(server, tmp_path: Path) -> None:
+    """One `privrl users --run-file` plays every listed run side by side; the same --seed never
+    gives two runs the same user noise (else subtracting their reports would cancel it)."""
+    import numpy as np
+
+    ids = [create_run(server, config_for("ldp", "gaussian", episodes=1), seed=9) for _ in "ab"]
+    run_file = tmp_path / "runs"
+    run_file.write_text("\n".join(ids) + "\n")
+    done = run_cli("users", "--server", server.url, "--run-file", str(run_file), "--seed", "4",
+                   "--quiet", "--progress-every", "0.01")
+    assert done.returncode == 0, done.stderr
+    assert all(f"run {i}: 1 episodes reported" in done.stdout for i in ids)
+    from privrl.client.api import ServerAPI
+
+    with ServerAPI(server.url) as api:
+        boards = [np.asarray(api.billboard(i).arrays["sas"]) for i in ids]
+    diff = boards[0] - boards[1]  # the clean counts differ by integers; the noise must not cancel
+    assert np.mean(np.abs(diff - np.round(diff)) > 1e-6) > 0.9

@@ -21,7 +21,6 @@ from typing import Any
 
 import httpx
 import jsonschema
-import pytest
 import yaml
 from privrl.client.api import ServerAPI
 from privrl.client.procs import REPO_ROOT, child_env, free_port, stop_process
@@ -70,19 +69,38 @@ def interpolate(value: Any, env: dict[str, str]) -> Any:
 def test_compose_file_is_valid_against_the_official_schema() -> None:
     doc = load()
     validate(doc)
-    validate(interpolate(doc, {}))
+    plain = interpolate(doc, {})
+    validate(plain)
     services = doc["services"]
     assert {"server", "setup", "users"} <= set(services)
-    server, users = services["server"], services["users"]
-    assert "healthz" in " ".join(server["healthcheck"]["test"])
+    server, setup, users = services["server"], services["setup"], services["users"]
+    assert "/readyz" in " ".join(server["healthcheck"]["test"])
+    assert server.get("restart", "no") == "no"  # a crashed server is a finding, not a loop
     assert any(str(v).startswith("privrl-data:/data") for v in server["volumes"])
     assert set(doc["volumes"]) >= {"privrl-data", "privrl-run"}
     assert {"PRIVRL_ADMIN_TOKEN", "PRIVRL_DB"} <= set(server["environment"])
+    for name in ("server", "setup"):  # the token comes from the environment: no default
+        assert services[name]["environment"]["PRIVRL_ADMIN_TOKEN"] == "${PRIVRL_ADMIN_TOKEN:-}"
+        assert plain["services"][name]["environment"]["PRIVRL_ADMIN_TOKEN"] == ""
+    assert [str(p).split(":")[0] for p in plain["services"]["server"]["ports"]] == ["127.0.0.1"]
+    assert setup["command"][:3] == ["privrl", "compare", "--create"]
+    assert "--dashboard" in setup["command"]
     assert users["depends_on"]["server"]["condition"] == "service_healthy"
-    assert users["depends_on"]["setup"]["condition"] == "service_completed_successfully"
+    assert users["depends_on"]["setup"]["condition"] == "service_started"
+    assert {"--run-file", "--wait-for-file", "--progress-every"} <= set(users["command"])
     assert "replicas" in users["deploy"]
-    assert "${PRIVRL_PRIVACY:-ldp}" in services["setup"]["command"]
-    assert (REPO_ROOT / "Dockerfile").exists()
+
+
+def test_image_is_small_and_quick_to_rebuild() -> None:
+    """A .dockerignore keeps the context to what the image needs; the dependencies are installed
+    in a layer of their own, before the source is copied."""
+    ignored = [ln.strip() for ln in (REPO_ROOT / ".dockerignore").read_text().splitlines()
+               if ln.strip() and not ln.startswith("#")]
+    assert {".git", ".venv", "tests", "docs", "results", "**/__pycache__"} <= set(ignored)
+    assert not {"README.md", "pyproject.toml", "shared", "server", "client"} & set(ignored)
+    docker = (REPO_ROOT / "Dockerfile").read_text()
+    assert docker.index("pip install -r") < docker.index("COPY shared")
+    assert "pip install --no-deps ." in docker
 
 
 class LocalCompose:
@@ -155,33 +173,59 @@ class LocalCompose:
             stop_process(proc)
 
 
-@pytest.mark.parametrize("privacy", ["ldp", "jdp"])
-def test_compose_services_run_as_local_processes(tmp_path: Path, privacy: str) -> None:
+def compose_env(port: int, **extra: str) -> dict[str, str]:
+    """The host environment without PRIVRL_* settings, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVRL_")}
+    return {**env, "PRIVRL_PORT": str(port), **extra}
+
+
+def test_compose_services_run_as_local_processes(tmp_path: Path) -> None:
     port = free_port()
-    env = {
-        "PRIVRL_PORT": str(port), "PRIVRL_EPISODES": "40", "PRIVRL_USER_REPLICAS": "2",
-        "PRIVRL_PRIVACY": privacy, "PRIVRL_ADMIN_TOKEN": secrets.token_hex(12),
-    }
-    doc = interpolate(load(), {**{k: v for k, v in os.environ.items()
-                                  if not k.startswith("PRIVRL_")}, **env})
+    env = compose_env(port, PRIVRL_EPISODES="40", PRIVRL_USER_REPLICAS="2",
+                      PRIVRL_ADMIN_TOKEN=secrets.token_hex(12))
+    doc = interpolate(load(), env)
     validate(doc)
     local = LocalCompose(doc, tmp_path)
     try:
         local.start("server")
         local.wait_healthy("server")
-        setup = local.start("setup")
-        assert setup.wait(timeout=60) == 0, local.log("setup")
-        run_file = tmp_path / "privrl-run" / "run_id"
-        run_id = run_file.read_text().strip()
+        setup = local.start("setup")  # users start beside it and wait for the run file
         replicas = int(doc["services"]["users"]["deploy"]["replicas"])
         users = [local.start("users") for _ in range(replicas)]
+        assert setup.wait(timeout=180) == 0, local.log("setup")
         for proc in users:
-            assert proc.wait(timeout=90) == 0, local.log("users")
+            assert proc.wait(timeout=60) == 0, local.log("users")
+        run_ids = (tmp_path / "privrl-run" / "run_ids").read_text().split()
+        assert len(run_ids) == 3
         with ServerAPI(f"http://127.0.0.1:{port}") as api:
-            info = api.get_run(run_id)
-        assert info.config.privacy == privacy and info.config.episodes == 40
-        assert info.status.finished and info.status.reported == 40
+            infos = [api.get_run(run_id) for run_id in run_ids]
+        assert [i.config.privacy for i in infos] == ["none", "jdp", "ldp"]
+        assert all(i.status.finished and i.status.reported == 40 for i in infos)
+        out = [ln for ln in local.log("setup").splitlines() if ln.strip()]
+        assert out[-1].startswith(f"open http://localhost:{port} : the dashboard")
+        table = "\n".join(out)
+        assert "% of random: " in table and "eps spent" in table and "ep/s" in table
+        assert "ldp eps=10 gaussian pooled" in table
+        assert re.search(r"users \w+: \d+ episodes played by this process", local.log("users")) \
+            or "run finished" in local.log("users")
         assert (tmp_path / "privrl-data" / "privrl.db").exists()
-        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+        assert "privrl dashboard" in httpx.get(f"http://127.0.0.1:{port}/", timeout=5).text
+    finally:
+        local.stop()
+
+
+def test_compose_without_a_token_stops_with_one_line(tmp_path: Path) -> None:
+    port = free_port()
+    doc = interpolate(load(), compose_env(port))
+    local = LocalCompose(doc, tmp_path)
+    try:
+        local.start("server")
+        local.wait_healthy("server")
+        setup = local.start("setup")
+        assert setup.wait(timeout=60) == 2
+        lines = [ln for ln in local.log("setup").splitlines() if ln.strip()]
+        assert lines == ["privrl: error: the admin token is missing: set PRIVRL_ADMIN_TOKEN to the"
+                         " server's admin token"], lines
     finally:
         local.stop()
