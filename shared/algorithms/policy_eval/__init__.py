@@ -65,6 +65,7 @@ class PolicyEvaluation(Algorithm):
     knobs_model = PolicyEvalKnobs
     presets = PRESETS
     default_world = "chain"
+    default_mechanism = "gaussian"  # the smoothed-sensitivity release is Gaussian only
     estimator_label: ClassVar[str] = ""
 
     def __init__(self, config: RunConfig) -> None:
