@@ -309,3 +309,16 @@ def test_cli_runs_with_the_default_world(tmp_path) -> None:
     other = make("lm-hard", seed=9)
     with pytest.raises(ValueError, match="public model"):
         run_in_process(cfg(make("lm-hard", gap=0.04), episodes=5), other, [0])
+
+
+def test_frontier_plot_of_infinite_epsilon_runs(tmp_path) -> None:
+    """`privrl run --epsilon inf` sweeps (eps -> inf checks) still draw a frontier figure."""
+    from privrl.lab.plots import plot_frontier
+
+    def record(privacy: str, eps: float) -> dict:
+        return {"config": {"privacy": privacy, "mechanism": "gaussian", "epsilon": eps},
+                "regret": {"tail_per_episode_mean": 0.1, "tail_per_episode_std": 0.0,
+                           "random_policy_per_episode": 0.8}}
+
+    path = plot_frontier([record("none", 1.0), record("jdp", math.inf)], tmp_path / "f.png")
+    assert path.exists() and path.stat().st_size > 0

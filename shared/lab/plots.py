@@ -164,6 +164,8 @@ def frontier_figure(results: list[dict[str, Any]]) -> Figure:
         pooled = ", pooled over h" if pooled_h else ""
         key = f"{cfg['privacy'].upper()} ({cfg['mechanism']}{pooled})"
         eps = float(cfg["epsilon"])
+        if not np.isfinite(eps):  # no privacy: the non-private line stands for it
+            continue
         groups.setdefault(key, []).append(
             (eps, reg["tail_per_episode_mean"], reg["tail_per_episode_std"])
         )
@@ -174,7 +176,8 @@ def frontier_figure(results: list[dict[str, Any]]) -> Figure:
     if random_level is not None:
         ax.axhline(random_level, color="grey", ls=":", label="uniformly random policy")
         ax.axhline(0.25 * random_level, color="grey", ls="-.", lw=0.8, label="25% of random")
-    ax.set_xscale("log")
+    if groups:
+        ax.set_xscale("log")
     ax.set_xlabel("ε (per user)")
     ax.set_ylabel("per-episode regret, last episodes")
     ax.set_title("Privacy–utility frontier")
