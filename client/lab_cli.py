@@ -49,6 +49,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     refuse_overwrite(out, RUN_OUTPUTS, args.force)
     world = world_from_args(args)
     mdp = world.build()
+    if not isinstance(mdp, TabularMDP):
+        raise CliError(
+            f"world {world.name!r} is a {type(mdp).__name__}, not an MDP: `privrl run` measures"
+            " regret; evaluate a fixed policy with `privrl policy-eval`"
+        )
     configs = sweep_configs(args, mdp)
     print(
         f"world {mdp!r}; {len(configs)} configuration(s) x {args.seeds} seed(s) x "

@@ -116,3 +116,10 @@ def test_bad_npz_is_a_clear_error(tmp_path):
     proc = privrl("run", "--env", str(bad), "--episodes", "5", "--out", str(tmp_path / "o"))
     assert proc.returncode == 2
     assert "sums to 0.9" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_run_on_a_world_without_regret_points_to_policy_eval(tmp_path):
+    proc = privrl("run", "--algo", "dp-lsw", "--privacy", "jdp", "--episodes", "5", "--seeds",
+                  "1", "--out", str(tmp_path / "o"))
+    assert proc.returncode == 2 and "privrl policy-eval" in proc.stderr
+    assert "Traceback" not in proc.stderr
