@@ -15,7 +15,14 @@ from pathlib import Path
 
 from privrl import algorithms
 from privrl.client.api import ApiError, check_url
-from privrl.client.cli_common import CliError, epsilon_value, knob_value, positive_int
+from privrl.client.cli_common import (
+    CliError,
+    epsilon_value,
+    knob_value,
+    non_negative_int,
+    positive_int,
+    unit_interval,
+)
 from privrl.config import RunConfig
 from privrl.seeding import generator, secret_seed
 from pydantic import ValidationError
@@ -23,15 +30,6 @@ from pydantic import ValidationError
 SERVER_ENV = "PRIVRL_SERVER"
 
 
-def _probability(text: str) -> float:
-    """argparse type: a number strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text}")
-    return value
 
 
 def _seconds(text: str) -> float:
@@ -53,20 +51,11 @@ def _budget(text: str) -> float:
     return value
 
 
-def _count(text: str) -> int:
-    """argparse type: a whole number >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
 
 
 def _port(text: str) -> int:
     """argparse type: a TCP port 1..65535."""
-    value = _count(text)
+    value = non_negative_int(text)
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"port must be in 1..65535, got {value}")
     return value
@@ -182,16 +171,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="billboard readings per run, for the noise test (default 3)")
     p.add_argument("--interval", type=_seconds, default=1.0,
                    help="seconds between readings (default 1)")
-    p.add_argument("--alpha", type=_probability, default=1e-3,
+    p.add_argument("--alpha", type=unit_interval, default=1e-3,
                    help="false-alarm rate of the noise test per run (default 0.001)")
-    p.add_argument("--guesses", type=_count, default=65,
+    p.add_argument("--guesses", type=non_negative_int, default=65,
                    help="also try the seeds 0..N-1 people type (default 65)")
-    p.add_argument("--max-candidates", type=_count, default=400,
+    p.add_argument("--max-candidates", type=non_negative_int, default=400,
                    help="most candidate seeds tried per run (default 400)")
     p.add_argument("--seed-budget", type=_budget, default=120.0, metavar="SECONDS",
                    help="most seconds spent trying seeds per run (default 120; the most"
                    " suspicious candidates go first)")
-    p.add_argument("--seed", type=_count, default=None,
+    p.add_argument("--seed", type=non_negative_int, default=None,
                    help="the auditor's own seed (control draws), to repeat an audit exactly"
                    " (default: drawn at random)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -218,9 +207,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="noise backend of the randomizer")
     p.add_argument("--samples", type=positive_int, default=200_000,
                    help="randomizer outputs per user (default 200000; more: tighter)")
-    p.add_argument("--confidence", type=_probability, default=0.95,
+    p.add_argument("--confidence", type=unit_interval, default=0.95,
                    help="confidence of the bound (default 0.95)")
-    p.add_argument("--seed", type=_count, default=None,
+    p.add_argument("--seed", type=non_negative_int, default=None,
                    help="the auditor's seed, for a repeatable audit (default: drawn at random)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=cmd_audit_randomizer)

@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from privrl.client.cli_common import CliError, epsilon_value, positive_int
+from privrl.client.cli_common import (
+    CliError,
+    epsilon_value,
+    positive_float,
+    positive_int,
+    unit_interval,
+)
 
 
 def batch_size(text: str) -> int:
@@ -39,26 +45,8 @@ def batch_size(text: str) -> int:
     return int(round(value))
 
 
-def unit_interval(text: str) -> float:
-    """argparse type: a number in (0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text}")
-    return value
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
-    return value
 
 
 def cmd_policy_eval(args: argparse.Namespace) -> int:

@@ -25,6 +25,8 @@ from privrl.client.cli_common import (
     add_world_options,
     config_from_args,
     mechanisms_from_args,
+    non_negative_int,
+    positive_float,
     positive_int,
     world_from_args,
 )
@@ -72,25 +74,8 @@ def _seed(value: int | None, env: str) -> int | None:
     return seed
 
 
-def _seed_type(text: str) -> int:
-    """argparse type: a seed, a whole number >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"a seed is >= 0, got {value}")
-    return value
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
-    return value
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -497,7 +482,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="interface to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=positive_int, default=8000, help="TCP port")
     p.add_argument("--db", default="privrl.db", help="SQLite file holding the runs")
-    p.add_argument("--claim-timeout", type=_positive_float, default=None,
+    p.add_argument("--claim-timeout", type=positive_float, default=None,
                    help="seconds before an unreported claim lapses (default: $PRIVRL_CLAIM_TIMEOUT,"
                    " else 30)")
     p.add_argument("--sequential", action="store_true",
@@ -510,7 +495,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _server_option(p)
     add_world_options(p)
     add_learning_options(p, many=False)
-    p.add_argument("--seed", type=_seed_type, default=None,
+    p.add_argument("--seed", type=non_negative_int, default=None,
                    help="the server's secret noise seed, for reproducible experiments only"
                    f" (default ${SERVER_SEED_ENV}, else the server draws one from its CSPRNG);"
                    " no route ever returns it")
@@ -545,19 +530,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                        " (each with its own users' seed)")
     p.add_argument("--wait-for-file", type=float, default=0.0,
                    help="seconds to wait for --run-file to appear")
-    p.add_argument("--progress-every", type=_positive_float, default=None,
+    p.add_argument("--progress-every", type=positive_float, default=None,
                    help="print a progress line every this many seconds (for logs; default:"
                    " none, the progress bar unless --quiet)")
     p.add_argument("--users", type=positive_int, default=None,
                    help="number of users (episodes); default: until the run is finished")
     p.add_argument("--concurrency", type=positive_int, default=8, help="users at a time")
-    p.add_argument("--seed", type=_seed_type, default=None,
+    p.add_argument("--seed", type=non_negative_int, default=None,
                    help="the users' secret seed: user k draws from (seed, 'user', k) and nothing"
                    f" else (default ${CLIENT_SEED_ENV}, else drawn from the OS CSPRNG); fixed"
                    " seeds are for reproducible simulation only")
     p.add_argument("--attempts", type=positive_int, default=8,
                    help="attempts per request on transient failures")
-    p.add_argument("--patience", type=_positive_float, default=120.0,
+    p.add_argument("--patience", type=positive_float, default=120.0,
                    help="seconds to keep waiting while every episode is claimed (HTTP 409)")
     p.add_argument("--json-out", default=None,
                    help="write counts and latencies as JSON to this file (default: none)")
@@ -588,7 +573,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--create", action="store_true",
                    help="create the runs first (needs PRIVRL_ADMIN_TOKEN)")
     p.add_argument("--episodes", type=positive_int, default=3000, help="K per run (--create)")
-    p.add_argument("--epsilon", type=_positive_float, default=10.0,
+    p.add_argument("--epsilon", type=positive_float, default=10.0,
                    help="budget per user of the JDP and the LDP run (--create)")
     p.add_argument("--delta", type=float, default=1e-5,
                    help="delta of the Gaussian mechanism (--create)")
@@ -596,9 +581,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="noise of both private runs (--create)")
     p.add_argument("--pooled", action=argparse.BooleanOptionalAction, default=True,
                    help="pool the statistics over h (--create)")
-    p.add_argument("--every", type=_positive_float, default=10.0,
+    p.add_argument("--every", type=positive_float, default=10.0,
                    help="seconds between progress lines while waiting")
-    p.add_argument("--timeout", type=_positive_float, default=3600.0,
+    p.add_argument("--timeout", type=positive_float, default=3600.0,
                    help="seconds to wait for every run to finish")
     p.add_argument("--dashboard", default=None,
                    help="URL of the dashboard to print at the end (default: none)")
@@ -618,7 +603,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="user processes per run")
     p.add_argument("--concurrency", type=positive_int, default=4,
                    help="users at a time in each process")
-    p.add_argument("--epsilon", type=_positive_float, default=10.0,
+    p.add_argument("--epsilon", type=positive_float, default=10.0,
                    help="privacy budget per user of the JDP and the LDP run (the same for both;"
                    " at K = 3000, pooled JDP learns from about 10, pooled LDP not even at 20)")
     p.add_argument("--delta", type=float, default=1e-5,
@@ -629,7 +614,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pooled", action=argparse.BooleanOptionalAction, default=True,
                    help="pool the statistics over h (RiverSwim is time-homogeneous); --no-pooled:"
                    " per-step statistics as in the paper")
-    p.add_argument("--seed", type=_seed_type, default=None,
+    p.add_argument("--seed", type=non_negative_int, default=None,
                    help="reproducible simulation: the server's and the users' seeds are derived"
                    " from it independently (default: each drawn from the OS CSPRNG)")
     p.add_argument("--sequential", action="store_true",
