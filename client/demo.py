@@ -193,17 +193,23 @@ def verdict(pct: float) -> str:
     return "yes" if pct <= LEARNED else ("no" if pct >= NOT_LEARNED else "partly")
 
 
+def spend_text(record: dict[str, Any]) -> tuple[str, str]:
+    """(epsilon, delta) a run's ledger spent per user, as table cells."""
+    if record["config"]["privacy"] == "none":
+        return "0 (none)", "0"
+    led = record["ledger"]
+    eps = led["epsilon"]
+    return (eps if isinstance(eps, str) else f"{eps:.4g}"), f"{led['delta']:.0e}"
+
+
 def print_table(results: list[dict[str, Any]]) -> None:
     """What each configuration learned and spent, then its HTTP figures."""
     tail = results[0]["regret"]["tail_episodes"] if results else DEMO_TAIL
     print(f"{'configuration':<27} {'cum. regret':>11} {f'last-{tail}/ep':>11} {'% of random':>11}"
           f" {'learned':>7} {'eps spent':>9} {'delta':>7}")
     for r in results:
-        reg, led = r["regret"], r["ledger"]
-        private = r["config"]["privacy"] != "none"
-        eps = led["epsilon"]
-        eps_txt = (eps if isinstance(eps, str) else f"{eps:.4g}") if private else "0 (none)"
-        delta_txt = f"{led['delta']:.0e}" if private else "0"
+        reg = r["regret"]
+        eps_txt, delta_txt = spend_text(r)
         pct = percent_of_random(r)
         print(f"{r['label']:<27} {reg['final_cumulative_mean']:>11.1f} "
               f"{reg['tail_per_episode_mean']:>11.4f} {pct:>10.1f}% {verdict(pct):>7} "
@@ -231,11 +237,8 @@ def print_comparison(results: list[dict[str, Any]]) -> None:
     print(f"{'configuration':<27} {'episodes':>8} {'cum. regret':>11} {f'last-{tail}/ep':>11}"
           f" {'% of random':>11} {'learned':>7} {'eps spent':>9} {'delta':>7} {'ep/s':>6}")
     for r in results:
-        reg, led = r["regret"], r["ledger"]
-        private = r["config"]["privacy"] != "none"
-        eps = led["epsilon"]
-        eps_txt = (eps if isinstance(eps, str) else f"{eps:.4g}") if private else "0 (none)"
-        delta_txt = f"{led['delta']:.0e}" if private else "0"
+        reg = r["regret"]
+        eps_txt, delta_txt = spend_text(r)
         pct = percent_of_random(r)
         rate = r["http"]["episodes_per_second"]
         print(f"{r['label']:<27} {r['http']['episodes']:>8} {reg['final_cumulative_mean']:>11.1f}"
