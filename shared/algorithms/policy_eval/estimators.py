@@ -107,8 +107,24 @@ def _scan_max(values_at: object, start_bound: float, beta: float, last: int) -> 
     return best
 
 
+class _Features:
+    """What both estimators read off their feature matrix phi (N, d)."""
+
+    phi: np.ndarray
+
+    @property
+    def n_states(self) -> int:
+        """N."""
+        return int(self.phi.shape[0])
+
+    @property
+    def d(self) -> int:
+        """Number of parameters."""
+        return int(self.phi.shape[1])
+
+
 @dataclass(frozen=True)
-class LSW:
+class LSW(_Features):
     """Weighted first-visit least squares with fixed public weights w (eq. 8, Algorithm 1)."""
 
     phi: np.ndarray
@@ -137,16 +153,6 @@ class LSW:
             object.__setattr__(self, name, value)
         object.__setattr__(self, "lipschitz", float(1.0 / svals.min()))
         object.__setattr__(self, "_solve", np.linalg.solve(gram, phi.T * w))
-
-    @property
-    def n_states(self) -> int:
-        """N."""
-        return int(self.phi.shape[0])
-
-    @property
-    def d(self) -> int:
-        """Number of parameters."""
-        return int(self.phi.shape[1])
 
     def theta_from_means(self, fbar: np.ndarray) -> np.ndarray:
         """theta = (Phi^T W Phi)^{-1} Phi^T W Fbar for mean returns Fbar (..., N)."""
@@ -199,7 +205,7 @@ class LSW:
 
 
 @dataclass(frozen=True)
-class LSL:
+class LSL(_Features):
     """lambda-regularised first-visit least squares (eq. 11, Algorithm 2), relevance rho."""
 
     phi: np.ndarray
@@ -223,16 +229,6 @@ class LSL:
         object.__setattr__(self, "rho", rho)
         object.__setattr__(self, "lam", float(self.lam))
         object.__setattr__(self, "phi_norm", float(np.linalg.norm(phi, 2)))
-
-    @property
-    def n_states(self) -> int:
-        """N."""
-        return int(self.phi.shape[0])
-
-    @property
-    def d(self) -> int:
-        """Number of parameters."""
-        return int(self.phi.shape[1])
 
     @property
     def curvature_floor(self) -> float:
