@@ -84,22 +84,26 @@ def cmd_audit_server(args: argparse.Namespace) -> int:
 
 
 def cmd_audit_randomizer(args: argparse.Namespace) -> int:
-    """privrl audit randomizer: an empirical lower bound on the local randomizer's epsilon."""
-    from privrl.lab.auditing import audit_local_randomizer
+    """privrl audit randomizer: an empirical lower bound on the epsilon of the local randomizer
+    (or, with --central, of the central release over a run of --episodes users)."""
+    from privrl.lab.auditing import audit_central_release, audit_local_randomizer
 
+    if args.episodes is not None and not args.central:
+        raise CliError("--episodes only applies to the central release: add --central")
     delta = args.delta if args.delta is not None else (
         1e-5 if args.mechanism == "gaussian" else 0.0)
     try:
         config = RunConfig(algo=args.algo, n_states=args.states, n_actions=args.actions,
-                           horizon=args.horizon, episodes=1, privacy="ldp",
+                           horizon=args.horizon, episodes=args.episodes or 1,
+                           privacy="jdp" if args.central else "ldp",
                            epsilon=args.epsilon, delta=delta, mechanism=args.mechanism,
                            noise=args.noise, preset=args.preset, knobs=dict(args.knob) or None)
     except ValidationError as exc:
         raise CliError("; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}"
                                  for e in exc.errors())) from None
     try:
-        audit = audit_local_randomizer(config, _auditor_rng(args.seed, "randomizer"),
-                                       args.samples, args.confidence)
+        audit = (audit_central_release if args.central else audit_local_randomizer)(
+            config, _auditor_rng(args.seed, "randomizer"), args.samples, args.confidence)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     if args.json:
@@ -107,15 +111,16 @@ def cmd_audit_randomizer(args: argparse.Namespace) -> int:
         return 1 if audit.exceeded else 0
     s, a, h = audit.shape
     delta_txt = f" delta={audit.delta:g}" if audit.delta else ""
-    print(f"privrl audit randomizer: {audit.algo}, LDP {audit.mechanism} eps={audit.epsilon:g}"
-          f"{delta_txt}, S={s} A={a} H={h}, families {', '.join(audit.families)}"
-          f" (noise scale {audit.noise_scale:.4g})")
-    print(f"worst-case pair: {audit.differing_entries} entries differ; exact epsilon of the pair"
-          f" under the declared mechanism {audit.pair_epsilon:.4g}")
+    print(f"privrl audit randomizer: {audit.algo}, {audit.release}, {audit.mechanism}"
+          f" eps={audit.epsilon:g}{delta_txt}, S={s} A={a} H={h}, families"
+          f" {', '.join(audit.families)} (noise scale {audit.noise_scale:.4g})")
+    copies = f" in {audit.noisy_copies} noisy copies" if audit.noisy_copies > 1 else ""
+    print(f"worst-case pair: {audit.differing_entries} entries differ{copies}; exact epsilon of"
+          f" the pair under the declared mechanism {audit.pair_epsilon:.4g}")
     print(f"test: likelihood-ratio threshold {audit.threshold:.4g} (chosen on {audit.pilot}"
           f" pilot samples); {audit.samples} samples per user: TPR >= {audit.tpr_lower:.4g},"
           f" FPR <= {audit.fpr_upper:.4g} ({audit.seconds:.1f}s)")
-    verdict = ("EXCEEDED: the randomizer is less private than declared" if audit.exceeded
+    verdict = (f"EXCEEDED: the {audit.release} is less private than declared" if audit.exceeded
                else "consistent")
     print(f"epsilon lower bound {audit.lower_bound:.4g} ({audit.confidence:.0%} confidence)"
           f" vs declared {audit.epsilon:g}: {verdict}")
@@ -187,7 +192,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_audit_server)
 
     p = asub.add_parser("randomizer",
-                        help="empirical lower bound on the local randomizer's epsilon")
+                        help="empirical lower bound on the epsilon of the local randomizer"
+                             " (or, with --central, of the central release)")
     p.add_argument("--algo", default="dp-ucbvi", choices=algorithms.names(),
                    help="the algorithm whose local randomizer is audited")
     p.add_argument("--mechanism", default="laplace", choices=["laplace", "gaussian"],
@@ -205,8 +211,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="an algorithm knob that changes the released families (repeatable)")
     p.add_argument("--noise", default="numpy", choices=["numpy", "opendp"],
                    help="noise backend of the randomizer")
+    p.add_argument("--central", action="store_true",
+                   help="audit the central (JDP) release instead of the local randomizer: every"
+                        " billboard release of a run whose first user is replaced")
+    p.add_argument("--episodes", type=positive_int, default=None,
+                   help="with --central: users (episodes) in the audited run; the tree spends"
+                        " epsilon over floor(log2 K) + 1 levels (default 1: one release)")
     p.add_argument("--samples", type=positive_int, default=200_000,
-                   help="randomizer outputs per user (default 200000; more: tighter)")
+                   help="outputs per user (default 200000; more: tighter)")
     p.add_argument("--confidence", type=unit_interval, default=0.95,
                    help="confidence of the bound (default 0.95)")
     p.add_argument("--seed", type=non_negative_int, default=None,

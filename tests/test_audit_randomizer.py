@@ -15,6 +15,7 @@ import pytest
 from client_support import run_cli
 from privrl.config import RunConfig
 from privrl.lab.auditing import (
+    audit_central_release,
     audit_local_randomizer,
     beta_cdf,
     clopper_pearson,
@@ -23,7 +24,7 @@ from privrl.lab.auditing import (
     worst_case_pair,
 )
 from privrl.privacy.calibration import Calibration
-from privrl.privacy.privatizers import randomize_locally
+from privrl.privacy.privatizers import Central, randomize_locally
 from privrl.seeding import generator
 from privrl.stats import Stats
 from scipy import stats as sps
@@ -138,3 +139,55 @@ def test_larger_worlds_give_weaker_bounds_never_above_epsilon() -> None:
     assert audit.differing_entries == 20
     assert 0.0 <= audit.lower_bound < 1.0
     assert np.isfinite(audit.threshold)
+
+
+# --- the central (JDP) release ----------------------------------------------------------------
+
+
+class HalfNoiseCentral(Central):
+    """A broken central privatizer: the library's tree, releasing half of its noise."""
+
+    def release(self) -> Stats:
+        return {name: tree.exact + 0.5 * tree.noise_sum() for name, tree in self.trees.items()}
+
+
+def central(mechanism: str, episodes: int) -> RunConfig:
+    """The smallest world as a JDP run of `episodes` users."""
+    return smallest(mechanism).model_copy(update={"privacy": "jdp", "episodes": episodes})
+
+
+def test_one_central_release_is_bounded_below_and_within_a_factor_two_of_epsilon() -> None:
+    """K = 1: a single tree node carries the whole budget, like one local report."""
+    audit = audit_central_release(central("laplace", 1), generator(6, "audit"), samples=200_000)
+    assert audit.noisy_copies == 1 and audit.pair_epsilon == pytest.approx(1.0)
+    assert 0.5 < audit.lower_bound < 1.0, audit
+    assert not audit.exceeded and audit.release.startswith("central")
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_the_tree_over_two_episodes_is_sound_and_a_halved_one_is_caught(mechanism: str) -> None:
+    """K = 2: the replaced user enters a node at each of the tree's two levels; the loss of the
+    two together is the declared budget (Laplace: exactly eps), and the honest tree stays below
+    it while a tree that releases half its noise is caught."""
+    config, n = central(mechanism, 2), 300_000
+    honest = audit_central_release(config, generator(7, "audit"), samples=n)
+    broken = audit_central_release(config, generator(7, "audit"), samples=n,
+                                   privatizer=HalfNoiseCentral)
+    assert honest.noisy_copies == 2 and honest.pair_epsilon <= 1.0 + 1e-9
+    if mechanism == "laplace":
+        assert honest.pair_epsilon == pytest.approx(1.0)
+    assert 0.0 < honest.lower_bound < 1.0 and not honest.exceeded, honest
+    assert broken.exceeded and broken.lower_bound > 1.1, broken
+
+
+def test_cli_audits_the_central_release() -> None:
+    done = run_cli("audit", "randomizer", "--central", "--episodes", "2", "--samples", "100000",
+                   "--seed", "8", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["release"] == "central release over 2 episode(s)" and out["noisy_copies"] == 2
+    assert 0.0 < out["lower_bound"] < 1.0 and not out["exceeded"]
+    text = run_cli("audit", "randomizer", "--central", "--samples", "20000", "--seed", "8")
+    assert text.returncode == 0 and "central release over 1 episode(s)" in text.stdout
+    lone = run_cli("audit", "randomizer", "--episodes", "4")
+    assert lone.returncode == 2 and "add --central" in lone.stderr

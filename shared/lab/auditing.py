@@ -1,4 +1,5 @@
-"""Black-box privacy auditing of the local randomizer: an empirical lower bound on epsilon.
+"""Black-box privacy auditing of the local randomizer and of the central (JDP) release: an
+empirical lower bound on epsilon.
 
 In the spirit of Google's DP stochastic tester and of the auditing literature (Jagielski et al.
 2020, Nasr et al. 2021): take two neighbouring inputs of the randomizer (two trajectories, the
@@ -12,6 +13,11 @@ Clopper-Pearson bounds on the two rates (TPR from below, FPR from above, each at
 alpha / 2) make this a lower bound that holds with probability >= 1 - alpha. The threshold is
 chosen on separate pilot samples, so the bound is not biased by the search. A bound above the
 declared epsilon is proof (at that confidence) that the randomizer is less private than claimed.
+
+The central release is audited the same way: the two worlds are runs of K users that differ in
+the first one, the outputs are every billboard release the real tree privatizer makes over the
+run, and the declared loss is that of the tree's levels together (the first user enters one node
+per level), which is what the calibration spends the whole epsilon on.
 
 The beta quantiles are computed here (continued fraction of the regularized incomplete beta
 function and bisection), so scipy is not a runtime dependency.
@@ -27,13 +33,16 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 from privrl.algorithms.base import Algorithm
 from privrl.config import RunConfig
+from privrl.privacy.accountant import Ledger
 from privrl.privacy.calibration import Calibration, calibrate
 from privrl.privacy.mechanisms import Gaussian
-from privrl.privacy.privatizers import randomize_locally
+from privrl.privacy.privatizers import Central, Privatizer, randomize_locally
+from privrl.privacy.tree import levels_released
 from privrl.stats import Stats
 from privrl.worlds.rollout import Trajectories
 
 LocalRandomizer = Callable[[Stats, Calibration, Sequence[np.random.Generator]], Stats]
+CentralFactory = Callable[[Calibration, Sequence[int], int], Privatizer]  # (cal, seeds, items)
 CHUNK_VALUES = 4_000_000  # noise values drawn per call of the randomizer (bounds the memory)
 TIE = 1e-9  # statistic values within this of the threshold count as reaching it (atoms)
 PILOT_EVENTS = 25  # a threshold is only chosen where the pilot saw this many events each side
@@ -174,11 +183,16 @@ def _message(traj: Trajectories, n_states: int, n_actions: int) -> dict[str, np.
     return {"actions": actions}
 
 
+def _clean_stats(algorithm: Algorithm, traj: Trajectories) -> Stats:
+    """One user's clean statistics (a batch of one) under the algorithm."""
+    cfg = algorithm.config
+    return algorithm.user_statistics(traj, _message(traj, cfg.n_states, cfg.n_actions))
+
+
 def released_vector(algorithm: Algorithm, calibration: Calibration, traj: Trajectories
                     ) -> np.ndarray:
     """One user's clean released statistics, flattened in calibration order."""
-    cfg = algorithm.config
-    stats = algorithm.user_statistics(traj, _message(traj, cfg.n_states, cfg.n_actions))
+    stats = _clean_stats(algorithm, traj)
     return np.concatenate([np.asarray(stats[f.name][0], float).ravel()
                            for f in calibration.families])
 
@@ -238,6 +252,20 @@ def _batched(calibration: Calibration, rows: int) -> Calibration:
     return replace(calibration, families=fams)
 
 
+
+
+def _flat(stats: Stats, calibration: Calibration, rows: int) -> np.ndarray:
+    """Released families of `rows` outputs, flattened per row in calibration order."""
+    return np.concatenate([np.asarray(stats[f.name]).reshape(rows, -1)
+                           for f in calibration.families], axis=1)
+
+
+def _chunks(calibration: Calibration, n: int, copies: int = 1) -> list[int]:
+    """Row counts of the batches that draw `n` outputs within CHUNK_VALUES noise values each."""
+    chunk = max(1, CHUNK_VALUES // max(calibration.report_entries() * copies, 1))
+    return [min(chunk, n - done) for done in range(0, n, chunk)]
+
+
 def sample_statistic(
     config: RunConfig,
     pair: NeighbourPair,
@@ -248,23 +276,53 @@ def sample_statistic(
 ) -> np.ndarray:
     """The LLR statistic of `n` outputs of the randomizer on the pair's `which` ('x' or 'y')."""
     calibration = calibrate(config)
-    algorithm = config.algorithm()
-    traj = pair.x if which == "x" else pair.y
-    cfg = algorithm.config
-    clean = algorithm.user_statistics(traj, _message(traj, cfg.n_states, cfg.n_actions))
-    entries = calibration.report_entries()
-    chunk = max(1, CHUNK_VALUES // max(entries, 1))
+    clean = _clean_stats(config.algorithm(), pair.x if which == "x" else pair.y)
     parts: list[np.ndarray] = []
-    done = 0
-    while done < n:
-        rows = min(chunk, n - done)
+    for rows in _chunks(calibration, n):
         batched = _batched(calibration, rows)
         stats = {f.name: np.asarray(clean[f.name])[:, None] for f in calibration.families}
-        noisy = randomizer(stats, batched, [rng])
-        out = np.concatenate([np.asarray(noisy[f.name]).reshape(rows, -1)
-                              for f in calibration.families], axis=1)
+        out = _flat(randomizer(stats, batched, [rng]), calibration, rows)
         parts.append(llr_statistic(calibration, pair, out))
-        done += rows
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
+def sample_central_statistic(
+    config: RunConfig,
+    pair: NeighbourPair,
+    which: str,
+    n: int,
+    rng: np.random.Generator,
+    privatizer: CentralFactory = Central,
+) -> np.ndarray:
+    """The LLR statistic of `n` runs of the central (tree) privatizer over K = config.episodes
+    users: the pair's `which` user first, then K - 1 copies of user y (the same in both worlds).
+
+    The first user enters exactly the nodes released at t = 1, 2, 4, ... (each B(2^j) is a
+    single node: the exact prefix sum plus fresh noise), so the test sums the declared
+    mechanism's LLR over those releases, after removing the other users' known contribution.
+    The real privatizer runs once per batch, with every family widened by a batch axis (its
+    entries are noised independently), so a batch of rows is a batch of independent runs.
+    """
+    calibration = calibrate(config)
+    algorithm = config.algorithm()
+    first = _clean_stats(algorithm, pair.x if which == "x" else pair.y)
+    other = _clean_stats(algorithm, pair.y)
+    episodes = config.episodes
+    singles = [1 << j for j in range(levels_released(episodes))]
+    parts: list[np.ndarray] = []
+    for rows in _chunks(calibration, n, len(singles)):
+        batched = _batched(calibration, rows)
+        central = privatizer(batched, [int(rng.integers(0, 2**63))], episodes)
+        ledger, llr = Ledger(), np.zeros(rows)
+        for t in range(1, episodes + 1):
+            user = first if t == 1 else other
+            central.ingest({f.name: np.broadcast_to(np.asarray(user[f.name])[:, None],
+                                                    (1, rows, *f.shape[1:]))
+                            for f in batched.families}, ledger)
+            if t in singles:
+                out = _flat(central.release(), calibration, rows) - (t - 1) * pair.fy
+                llr += llr_statistic(calibration, pair, out)
+        parts.append(llr)
     return np.concatenate(parts) if parts else np.empty(0)
 
 
@@ -301,6 +359,7 @@ class RandomizerAudit:
     """The outcome of one audit: the declared epsilon and the lower bound the samples prove."""
 
     algo: str
+    release: str  # what was audited: the local randomizer, or the central release over K users
     mechanism: str
     epsilon: float  # declared
     delta: float
@@ -308,6 +367,7 @@ class RandomizerAudit:
     families: tuple[str, ...]
     noise_scale: float
     differing_entries: int  # entries where the two users' statistics differ
+    noisy_copies: int  # independently noised copies of them in the release (tree levels)
     pair_epsilon: float  # white-box: the exact epsilon (at delta) of the declared mechanism on
     #                      the pair; the best any black-box test could approach
     lower_bound: float
@@ -331,6 +391,9 @@ class RandomizerAudit:
         return {**asdict(self), "exceeded": self.exceeded}
 
 
+Sampler = Callable[[RunConfig, NeighbourPair, str, int, np.random.Generator], np.ndarray]
+
+
 def audit_local_randomizer(
     config: RunConfig,
     rng: np.random.Generator,
@@ -345,32 +408,78 @@ def audit_local_randomizer(
     LDP); `rng` drives every draw (pair search, pilot, samples). `randomizer` defaults to the
     library's; pass another to audit it against the same declaration.
     """
+    config = config.model_copy(update={"privacy": "ldp"})
+
+    def draw(cfg: RunConfig, pair: NeighbourPair, which: str, n: int,
+             gen: np.random.Generator) -> np.ndarray:
+        """Outputs of the local randomizer."""
+        return sample_statistic(cfg, pair, which, n, gen, randomizer)
+
+    return _audit(config, rng, samples, confidence, pilot, draw, "local randomizer", 1)
+
+
+def audit_central_release(
+    config: RunConfig,
+    rng: np.random.Generator,
+    samples: int = 200_000,
+    confidence: float = 0.95,
+    pilot: int | None = None,
+    privatizer: CentralFactory = Central,
+) -> RandomizerAudit:
+    """Lower-bound the epsilon of the central (JDP) release: every billboard release of a run of
+    K = config.episodes users, one of whom is replaced.
+
+    The tree's smoothing is post-processing, so the raw tree is audited. `privatizer` defaults
+    to the library's central privatizer; pass another to audit it against the same declaration.
+    """
+    config = config.model_copy(update={"privacy": "jdp", "smoothed_tree": False})
+
+    def draw(cfg: RunConfig, pair: NeighbourPair, which: str, n: int,
+             gen: np.random.Generator) -> np.ndarray:
+        """Release sequences of the central privatizer."""
+        return sample_central_statistic(cfg, pair, which, n, gen, privatizer)
+
+    name = f"central release over {config.episodes} episode(s)"
+    return _audit(config, rng, samples, confidence, pilot, draw, name,
+                  levels_released(config.episodes))
+
+
+def _audit(
+    config: RunConfig,
+    rng: np.random.Generator,
+    samples: int,
+    confidence: float,
+    pilot: int | None,
+    draw: Sampler,
+    release: str,
+    copies: int,
+) -> RandomizerAudit:
+    """The threshold test on the worst-case pair; `copies` is how many independently noised
+    copies of the user's statistics the audited release holds (its exact loss scales with it)."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     if samples < 10:
         raise ValueError(f"need at least 10 samples per user, got {samples}")
-    if config.privacy != "ldp":
-        config = config.model_copy(update={"privacy": "ldp"})
     calibration = calibrate(config)
     if calibration.mechanism is None or not calibration.noise_scale:
         raise ValueError("the configuration releases nothing with noise: there is nothing to audit")
     start = time.perf_counter()
     alpha = 1.0 - confidence
-    delta = config.delta if isinstance(calibration.mechanism, Gaussian) else 0.0
-    pair = worst_case_pair(config, rng)
     gaussian = isinstance(calibration.mechanism, Gaussian)
-    pair_eps = gaussian_epsilon(pair.loss, delta) if gaussian else pair.loss
+    delta = config.delta if gaussian else 0.0
+    pair = worst_case_pair(config, rng)
+    pair_eps = (gaussian_epsilon(pair.loss * math.sqrt(copies), delta) if gaussian
+                else pair.loss * copies)
     pilot = max(1000, samples // 4) if pilot is None else pilot
-    tx = sample_statistic(config, pair, "x", pilot, rng, randomizer)
-    ty = sample_statistic(config, pair, "y", pilot, rng, randomizer)
+    tx, ty = (draw(config, pair, which, pilot, rng) for which in "xy")
     tau = _choose_threshold(tx, ty, samples, alpha, delta)
-    tx = sample_statistic(config, pair, "x", samples, rng, randomizer)
-    ty = sample_statistic(config, pair, "y", samples, rng, randomizer)
+    tx, ty = (draw(config, pair, which, samples, rng) for which in "xy")
     tp, fp = _counts_at(tx, ty, tau)
     tpr_lo = clopper_pearson(tp, samples, alpha / 2)[0]
     fpr_hi = clopper_pearson(fp, samples, alpha / 2)[1]
     return RandomizerAudit(
         algo=config.algo,
+        release=release,
         mechanism=calibration.mechanism_name,
         epsilon=config.epsilon,
         delta=delta,
@@ -378,6 +487,7 @@ def audit_local_randomizer(
         families=calibration.released,
         noise_scale=calibration.noise_scale,
         differing_entries=int((pair.fx != pair.fy).sum()),
+        noisy_copies=copies,
         pair_epsilon=pair_eps,
         lower_bound=epsilon_from_rates(tpr_lo, fpr_hi, delta),
         confidence=confidence,
