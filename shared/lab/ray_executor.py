@@ -1,0 +1,81 @@
+"""Sweeps on a Ray cluster (`pip install 'privrl[ray]'`): every task is a Ray task, retried when
+its worker dies; results stream back as tasks complete (`ray.wait`).
+
+Workers import privrl: on a local instance they share this environment; on a remote cluster
+privrl must be installed on every node (or shipped with `runtime_env`, see the README).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import ray
+
+from .executors import ExecutorError, Progress, TaskFn
+
+MAX_RETRIES = 3  # a task whose worker process dies is run again, at most this many times
+
+
+class RayExecutor:
+    """Ray tasks on the cluster at `address` ("auto": the running one; None: a new local one)."""
+
+    def __init__(
+        self,
+        address: str | None = None,
+        num_cpus: int | None = None,
+        runtime_env: dict[str, Any] | None = None,
+        max_retries: int = MAX_RETRIES,
+    ) -> None:
+        self.address = address
+        self.num_cpus = num_cpus
+        self.runtime_env = runtime_env
+        self.max_retries = max_retries
+
+    def run(self, fn: TaskFn, tasks: Sequence[Any], progress: Progress) -> Iterator[tuple]:
+        """Submit every task, then yield `(task.key, result)` as each completes."""
+        owned = self._connect()
+        remote = ray.remote(fn).options(
+            num_cpus=1, max_retries=self.max_retries, retry_exceptions=False
+        )
+        pending = {remote.remote(task): task for task in tasks}
+        try:
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    task = pending.pop(ref)
+                    yield task.key, self._result(ref, task)
+        finally:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            if owned:
+                ray.shutdown()
+
+    def _connect(self) -> bool:
+        """Join (or start) the cluster unless Ray is already up; whether we started it."""
+        if ray.is_initialized():
+            return False
+        try:
+            ray.init(
+                address=self.address,
+                num_cpus=self.num_cpus if self.address is None else None,
+                runtime_env=self.runtime_env,
+                include_dashboard=False,
+                logging_level=logging.WARNING,
+                log_to_driver=False,
+            )
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            where = self.address or "a new local instance"
+            raise ExecutorError(f"Ray at {where}: {str(exc).splitlines()[0]}") from None
+        return True
+
+    def _result(self, ref: ray.ObjectRef, task: Any) -> Any:
+        """The task's result; a task lost for good (its retries spent) is a one-line error."""
+        try:
+            return ray.get(ref)
+        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                ray.exceptions.ObjectLostError) as exc:
+            raise ExecutorError(
+                f"task {task.key} lost after {self.max_retries} retries: {type(exc).__name__}"
+            ) from None
