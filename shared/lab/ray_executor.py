@@ -36,10 +36,8 @@ class RayExecutor:
     def run(self, fn: TaskFn, tasks: Sequence[Any], progress: Progress) -> Iterator[tuple]:
         """Submit every task, then yield `(task.key, result)` as each completes."""
         owned = self._connect()
-        remote = ray.remote(fn).options(
-            num_cpus=1, max_retries=self.max_retries, retry_exceptions=False
-        )
-        pending = {remote.remote(task): task for task in tasks}
+        remote = _call.options(num_cpus=1, max_retries=self.max_retries, retry_exceptions=False)
+        pending = {remote.remote(fn, task): task for task in tasks}
         try:
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
@@ -79,3 +77,9 @@ class RayExecutor:
             raise ExecutorError(
                 f"task {task.key} lost after {self.max_retries} retries: {type(exc).__name__}"
             ) from None
+
+
+@ray.remote
+def _call(fn: TaskFn, task: Any) -> Any:
+    """`fn(task)` on a Ray worker (any picklable callable; progress is heard on completion)."""
+    return fn(task)
