@@ -195,7 +195,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where tasks run: local processes, or Ray (pip install 'privrl[ray]')")
     p.add_argument("--ray-address", default=None,
                    help="the Ray cluster to join: 'auto' (the one `ray start --head` runs here)"
-                   " or HOST:PORT (default: $RAY_ADDRESS, else start a local Ray instance)")
+                   " or HOST:PORT (default: $RAY_ADDRESS, else the instance running here, else a"
+                   " new local one)")
     p.add_argument("--ray-runtime-env", type=json_object, default=None,
                    help="Ray runtime_env as JSON, e.g. '{\"pip\": [\"privrl @ git+URL\"]}' to"
                    " install privrl on a remote cluster's workers (default: none, the nodes"

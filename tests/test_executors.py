@@ -15,6 +15,7 @@ import pytest
 from client_support import run_cli
 from privrl.config import RunConfig
 from privrl.lab.executors import (
+    Executor,
     ExecutorError,
     LocalExecutor,
     Progress,
@@ -49,7 +50,7 @@ def untimed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-class Repeating:
+class Repeating(Executor):
     """An executor that delivers every result twice, the second round in reverse order."""
 
     def run(self, fn: TaskFn, tasks: Sequence[Any], progress: Progress) -> Iterator[tuple]:
@@ -58,7 +59,7 @@ class Repeating:
         yield from reversed(results)
 
 
-class Dropping:
+class Dropping(Executor):
     """An executor that loses its last task."""
 
     def run(self, fn: TaskFn, tasks: Sequence[Any], progress: Progress) -> Iterator[tuple]:
@@ -146,3 +147,12 @@ def test_ray_options_without_the_ray_executor_are_refused(tmp_path: Path) -> Non
     one_line_error(done, r"--ray-address and --ray-runtime-env need --executor ray")
     done = run_cli("run", "--executor", "ray", "--ray-runtime-env", "[1]", "--out", str(tmp_path))
     one_line_error(done, r"--ray-runtime-env: expected a JSON object, got '\[1\]'")
+
+
+def test_a_ray_address_nobody_answers_is_a_one_line_error(tmp_path: Path) -> None:
+    done = run_cli("run", "--episodes", "5", "--executor", "ray", "--ray-address",
+                   "127.0.0.1:1", "--out", str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        "privrl: error: no Ray cluster answers at 127.0.0.1:1: ")
+    assert "Traceback" not in done.stderr

@@ -28,8 +28,9 @@ SWEEP = ["run", "--privacy", "none", "jdp", "ldp", "--epsilon", "5", "--mechanis
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray() -> Iterator[None]:
-    """A local Ray instance with 2 CPUs for the whole module, shut down at its end."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    """A new local Ray instance with 2 CPUs for the whole module (never one already running on
+    this machine), shut down at its end."""
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers lack tests/
     yield
     ray.shutdown()

@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from multiprocessing import Manager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -93,15 +93,22 @@ def run_task(task: Task, progress: Callable[[int], None] | None = None) -> TaskR
                       res.policy_versions, seconds)
 
 
-class Executor(Protocol):
-    """Runs tasks, yielding `(task.key, fn(task))` as each completes."""
+class Executor:
+    """Runs tasks, yielding `(task.key, fn(task))` as each completes; a `with` block holds
+    whatever it runs on (a cluster connection) across runs."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
     def run(self, fn: TaskFn, tasks: Sequence[Any], progress: Progress) -> Iterator[tuple]:
         """Every task's result, in completion order; `progress` may hear of partial work."""
-        ...
+        raise NotImplementedError
 
 
-class LocalExecutor:
+class LocalExecutor(Executor):
     """Local processes (one per task, at most `workers`); in this process when one suffices."""
 
     def __init__(self, workers: int | None = None) -> None:

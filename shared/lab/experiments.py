@@ -139,12 +139,13 @@ def run_many(
     default); one record per configuration, in order, whichever executor ran it."""
     tasks = plan_tasks(configs, world, seeds, seeds_per_task)
     executor = executor or LocalExecutor(workers)
-    bar = tqdm(total=sum(t.replica_episodes for t in tasks), desc="replica-episodes",
-               unit="ep", unit_scale=True, disable=not show_progress)
-    sweep = Sweep(tasks, bar)
-    for key, result in executor.run(run_task, tasks, sweep.advance):
-        sweep.add(key, result)
-    bar.close()
+    with executor:
+        bar = tqdm(total=sum(t.replica_episodes for t in tasks), desc="replica-episodes",
+                   unit="ep", unit_scale=True, disable=not show_progress)
+        sweep = Sweep(tasks, bar)
+        for key, result in executor.run(run_task, tasks, sweep.advance):
+            sweep.add(key, result)
+        bar.close()
     mdp = world.build()
     return [summarize(cfg, world, sweep.blocks(c), mdp) for c, cfg in enumerate(configs)]
 

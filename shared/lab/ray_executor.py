@@ -8,18 +8,23 @@ privrl must be installed on every node (or shipped with `runtime_env`, see the R
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import ray
 
-from .executors import ExecutorError, Progress, TaskFn
+from .executors import Executor, ExecutorError, Progress, TaskFn
 
 MAX_RETRIES = 3  # a task whose worker process dies is run again, at most this many times
+TOKEN_HINT = ("; a cluster with token authentication also needs RAY_AUTH_MODE=token and"
+              " RAY_AUTH_TOKEN (`ray get-auth-token` on its head node)")
+CONNECT_SECONDS = 5.0  # how long a HOST:PORT address may take to answer before we give up
 
 
-class RayExecutor:
-    """Ray tasks on the cluster at `address` ("auto": the running one; None: a new local one)."""
+class RayExecutor(Executor):
+    """Ray tasks on the cluster at `address`: HOST:PORT, "auto" (the one running here) or None
+    ($RAY_ADDRESS, else the one running here, else a new local instance of `num_cpus` CPUs)."""
 
     def __init__(
         self,
@@ -32,6 +37,18 @@ class RayExecutor:
         self.num_cpus = num_cpus
         self.runtime_env = runtime_env
         self.max_retries = max_retries
+        self._owned = False
+
+    def __enter__(self) -> RayExecutor:
+        """Join (or start) the cluster now, so that a failure comes before any work."""
+        self._owned = self._connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Shut down the local instance this executor started (a joined cluster stays up)."""
+        if self._owned:
+            ray.shutdown()
+            self._owned = False
 
     def run(self, fn: TaskFn, tasks: Sequence[Any], progress: Progress) -> Iterator[tuple]:
         """Submit every task, then yield `(task.key, result)` as each completes."""
@@ -54,6 +71,7 @@ class RayExecutor:
         """Join (or start) the cluster unless Ray is already up; whether we started it."""
         if ray.is_initialized():
             return False
+        _check_reachable(self.address)
         try:
             ray.init(
                 address=self.address,
@@ -64,8 +82,9 @@ class RayExecutor:
                 log_to_driver=False,
             )
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            where = self.address or "a new local instance"
-            raise ExecutorError(f"Ray at {where}: {str(exc).splitlines()[0]}") from None
+            where = self.address or "this machine"
+            hint = TOKEN_HINT if self.address not in (None, "auto") else ""
+            raise ExecutorError(f"Ray at {where}: {str(exc).splitlines()[0]}{hint}") from None
         return True
 
     def _result(self, ref: ray.ObjectRef, task: Any) -> Any:
@@ -77,6 +96,17 @@ class RayExecutor:
             raise ExecutorError(
                 f"task {task.key} lost after {self.max_retries} retries: {type(exc).__name__}"
             ) from None
+
+
+def _check_reachable(address: str | None) -> None:
+    """Fail fast when HOST:PORT does not answer (ray.init would retry it for minutes)."""
+    host, sep, port = (address or "").removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return  # None (a new local instance) or "auto": Ray finds or refuses it at once
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as exc:
+        raise ExecutorError(f"no Ray cluster answers at {address}: {exc}") from None
 
 
 @ray.remote
