@@ -73,7 +73,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     seeds = [args.seed + i for i in range(args.seeds)]
     try:
         results = run_many(configs, world, seeds, show_progress=not args.quiet,
-                           executor=executor, seeds_per_task=args.seeds_per_task)
+                           executor=executor, seeds_per_task=args.seeds_per_task,
+                           checkpoint=lambda done: save(done, out))
     except ExecutorError as exc:
         raise CliError(str(exc)) from None
     path = save(results, out)
@@ -195,8 +196,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where tasks run: local processes, or Ray (pip install 'privrl[ray]')")
     p.add_argument("--ray-address", default=None,
                    help="the Ray cluster to join: 'auto' (the one `ray start --head` runs here)"
-                   " or HOST:PORT (default: $RAY_ADDRESS, else the instance running here, else a"
-                   " new local one)")
+                   " or HOST:PORT (default: $RAY_ADDRESS, else a new local instance for this"
+                   " sweep)")
     p.add_argument("--ray-runtime-env", type=json_object, default=None,
                    help="Ray runtime_env as JSON, e.g. '{\"pip\": [\"privrl @ git+URL\"]}' to"
                    " install privrl on a remote cluster's workers (default: none, the nodes"

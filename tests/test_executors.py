@@ -107,9 +107,21 @@ def test_a_result_delivered_twice_counts_once() -> None:
 
 
 def test_a_lost_task_is_an_error_not_a_shorter_summary() -> None:
+    saved: list[list[str]] = []
     with pytest.raises(ExecutorError, match=r"no result for task\(s\) \[\(1, 1\)\]"):
         run_many(small_configs(), WORLD, [1, 2], show_progress=False, seeds_per_task=1,
-                 executor=Dropping())
+                 executor=Dropping(), checkpoint=lambda done: saved.append(
+                     [r["label"] for r in done]))
+    assert saved == [["non-private"]]  # what finished is checkpointed, the rest is not
+
+
+def test_each_finished_configuration_is_checkpointed_in_order() -> None:
+    saved: list[list[dict[str, Any]]] = []
+    records = run_many(small_configs(), WORLD, [1, 2], workers=2, show_progress=False,
+                       seeds_per_task=1, checkpoint=saved.append)
+    assert [len(done) for done in saved] == [1, 2]
+    assert saved[-1] == records
+    assert saved[0][0] in records
 
 
 def test_the_local_executor_never_imports_ray(tmp_path: Path) -> None:

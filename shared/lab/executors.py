@@ -98,9 +98,11 @@ class Executor:
     whatever it runs on (a cluster connection) across runs."""
 
     def __enter__(self) -> Executor:
+        """Acquire what the tasks run on (nothing for local processes)."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Release it."""
         return None
 
     def run(self, fn: TaskFn, tasks: Sequence[Any], progress: Progress) -> Iterator[tuple]:

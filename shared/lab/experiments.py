@@ -8,7 +8,7 @@ progress bar; their results are merged, per configuration, into summary.json's r
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,20 +134,32 @@ def run_many(
     show_progress: bool = True,
     executor: Executor | None = None,
     seeds_per_task: int | None = None,
+    checkpoint: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run every configuration x seed-block as a task on `executor` (local processes by
-    default); one record per configuration, in order, whichever executor ran it."""
+    default); one record per configuration, in order, whichever executor ran it.
+
+    `checkpoint(records)` hears the finished configurations' records each time one finishes.
+    """
     tasks = plan_tasks(configs, world, seeds, seeds_per_task)
     executor = executor or LocalExecutor(workers)
+    mdp = world.build()
+    records: dict[int, dict[str, Any]] = {}
     with executor:
         bar = tqdm(total=sum(t.replica_episodes for t in tasks), desc="replica-episodes",
                    unit="ep", unit_scale=True, disable=not show_progress)
         sweep = Sweep(tasks, bar)
         for key, result in executor.run(run_task, tasks, sweep.advance):
-            sweep.add(key, result)
+            c = key[0]
+            if sweep.add(key, result) and sweep.complete(c):
+                records[c] = summarize(configs[c], world, sweep.blocks(c), mdp)
+                if checkpoint is not None:
+                    checkpoint([records[i] for i in sorted(records)])
         bar.close()
-    mdp = world.build()
-    return [summarize(cfg, world, sweep.blocks(c), mdp) for c, cfg in enumerate(configs)]
+    lost = [k for k in sweep.tasks if k not in sweep.results]
+    if lost:
+        raise ExecutorError(f"no result for task(s) {lost}: the sweep is incomplete")
+    return [records[c] for c in range(len(configs))]
 
 
 class Sweep:
@@ -160,29 +172,29 @@ class Sweep:
         self.shown = dict.fromkeys(self.tasks, 0)
         self.bar = bar
 
-    def advance(self, key: Hashable, n: int) -> None:
+    def advance(self, key: Any, n: int) -> None:
         """Partial progress of a task, never past its share of the bar."""
-        task = self.tasks[key]  # type: ignore[index]
+        task = self.tasks[key]
         step = max(0, min(n, task.replica_episodes - self.shown[task.key]))
         self.shown[task.key] += step
         self.bar.update(step)
 
-    def add(self, key: Hashable, result: TaskResult) -> bool:
+    def add(self, key: Any, result: TaskResult) -> bool:
         """Keep a task's first result (and complete its share of the bar); False if a repeat."""
         if key in self.results:
             return False
-        self.results[key] = result  # type: ignore[index]
-        self.advance(key, self.tasks[key].replica_episodes)  # type: ignore[index]
-        self.bar.set_postfix_str(label(self.tasks[key].config))  # type: ignore[index]
+        self.results[key] = result
+        self.advance(key, self.tasks[key].replica_episodes)
+        self.bar.set_postfix_str(label(self.tasks[key].config))
         return True
 
+    def complete(self, config_index: int) -> bool:
+        """Whether every seed-block of a configuration has its result."""
+        return all(k in self.results for k in self.tasks if k[0] == config_index)
+
     def blocks(self, config_index: int) -> list[TaskResult]:
-        """A configuration's results in seed-block order; an error if any block is missing."""
-        keys = sorted(k for k in self.tasks if k[0] == config_index)
-        missing = [k for k in keys if k not in self.results]
-        if missing:
-            raise ExecutorError(f"no result for task(s) {missing}: the sweep is incomplete")
-        return [self.results[k] for k in keys]
+        """A complete configuration's results in seed-block order."""
+        return [self.results[k] for k in sorted(self.tasks) if k[0] == config_index]
 
 
 def save(results: list[dict[str, Any]], out: Path) -> Path:

@@ -8,6 +8,7 @@ privrl must be installed on every node (or shipped with `runtime_env`, see the R
 from __future__ import annotations
 
 import logging
+import os
 import socket
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -16,6 +17,7 @@ import ray
 
 from .executors import Executor, ExecutorError, Progress, TaskFn
 
+LOCAL = "local"  # ray.init's address for a new local instance (never a stale running one)
 MAX_RETRIES = 3  # a task whose worker process dies is run again, at most this many times
 TOKEN_HINT = ("; a cluster with token authentication also needs RAY_AUTH_MODE=token and"
               " RAY_AUTH_TOKEN (`ray get-auth-token` on its head node)")
@@ -23,8 +25,8 @@ CONNECT_SECONDS = 5.0  # how long a HOST:PORT address may take to answer before 
 
 
 class RayExecutor(Executor):
-    """Ray tasks on the cluster at `address`: HOST:PORT, "auto" (the one running here) or None
-    ($RAY_ADDRESS, else the one running here, else a new local instance of `num_cpus` CPUs)."""
+    """Ray tasks on the cluster at `address`: HOST:PORT, "auto" (the one `ray start` runs here)
+    or None ($RAY_ADDRESS, else a new local instance of `num_cpus` CPUs, shut down at the end)."""
 
     def __init__(
         self,
@@ -33,7 +35,7 @@ class RayExecutor(Executor):
         runtime_env: dict[str, Any] | None = None,
         max_retries: int = MAX_RETRIES,
     ) -> None:
-        self.address = address
+        self.address = address or os.environ.get("RAY_ADDRESS") or LOCAL
         self.num_cpus = num_cpus
         self.runtime_env = runtime_env
         self.max_retries = max_retries
@@ -75,15 +77,15 @@ class RayExecutor(Executor):
         try:
             ray.init(
                 address=self.address,
-                num_cpus=self.num_cpus if self.address is None else None,
+                num_cpus=self.num_cpus if self.address == LOCAL else None,
                 runtime_env=self.runtime_env,
                 include_dashboard=False,
                 logging_level=logging.WARNING,
                 log_to_driver=False,
             )
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            where = self.address or "this machine"
-            hint = TOKEN_HINT if self.address not in (None, "auto") else ""
+            where = "a new local instance" if self.address == LOCAL else self.address
+            hint = TOKEN_HINT if self.address not in (LOCAL, "auto") else ""
             raise ExecutorError(f"Ray at {where}: {str(exc).splitlines()[0]}{hint}") from None
         return True
 
@@ -98,11 +100,11 @@ class RayExecutor(Executor):
             ) from None
 
 
-def _check_reachable(address: str | None) -> None:
+def _check_reachable(address: str) -> None:
     """Fail fast when HOST:PORT does not answer (ray.init would retry it for minutes)."""
-    host, sep, port = (address or "").removeprefix("ray://").rpartition(":")
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not port.isdigit():
-        return  # None (a new local instance) or "auto": Ray finds or refuses it at once
+        return  # "local" or "auto": Ray starts or finds it itself
     try:
         socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS).close()
     except OSError as exc:
