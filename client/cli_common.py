@@ -153,6 +153,17 @@ def knob_value(text: str) -> tuple[str, object]:
     return name.strip(), value
 
 
+def json_object(text: str) -> dict[str, Any]:
+    """argparse type: a JSON object, e.g. '{"pip": ["privrl"]}'."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
+    return value
+
+
 def add_world_options(p: argparse.ArgumentParser) -> None:
     """--env and the world's parameters (known to users, not to the server)."""
     p.add_argument(

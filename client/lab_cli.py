@@ -13,12 +13,14 @@ from privrl.client.cli_common import (
     add_learning_options,
     add_world_options,
     config_from_args,
+    json_object,
     mechanisms_from_args,
     positive_int,
     refuse_overwrite,
     world_from_args,
 )
 from privrl.config import RunConfig
+from privrl.lab.executors import EXECUTORS
 from privrl.worlds.tabular import TabularMDP
 
 RUN_OUTPUTS = ("summary.json", "regret.png", "frontier.png")  # what `privrl run` writes to --out
@@ -42,11 +44,19 @@ def sweep_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """privrl run: in-process runs (a sweep when several values are given)."""
+    from privrl.lab.executors import ExecutorError, make_executor
     from privrl.lab.experiments import run_many, save
     from privrl.lab.plots import plot_cumulative, plot_frontier
 
     out = Path(args.out)
     refuse_overwrite(out, RUN_OUTPUTS, args.force)
+    if args.executor != "ray" and (args.ray_address or args.ray_runtime_env):
+        raise CliError("--ray-address and --ray-runtime-env need --executor ray")
+    try:
+        executor = make_executor(args.executor, args.workers, args.ray_address,
+                                 args.ray_runtime_env)
+    except ExecutorError as exc:
+        raise CliError(str(exc)) from None
     world = world_from_args(args)
     mdp = world.build()
     if not isinstance(mdp, TabularMDP):
@@ -61,7 +71,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     seeds = [args.seed + i for i in range(args.seeds)]
-    results = run_many(configs, world, seeds, workers=args.workers, show_progress=not args.quiet)
+    try:
+        results = run_many(configs, world, seeds, show_progress=not args.quiet,
+                           executor=executor, seeds_per_task=args.seeds_per_task,
+                           checkpoint=lambda done: save(done, out))
+    except ExecutorError as exc:
+        raise CliError(str(exc)) from None
     path = save(results, out)
     plot_cumulative(results, out / "regret.png")
     if any(r["config"]["privacy"] != "none" for r in results) and len(results) > 1:
@@ -175,7 +190,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="first seed (in-process simulation: nothing is published, seeds are"
                    " recorded in summary.json)")
     p.add_argument("--workers", type=positive_int, default=None,
-                   help="parallel processes (default: one per configuration, at most the CPUs)")
+                   help="parallel processes (default: one per task, at most the CPUs); with"
+                   " --executor ray, the CPUs of the local Ray instance it starts")
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="where tasks run: local processes, or Ray (pip install 'privrl[ray]')")
+    p.add_argument("--ray-address", default=None,
+                   help="the Ray cluster to join: 'auto' (the one `ray start --head` runs here)"
+                   " or HOST:PORT (default: $RAY_ADDRESS, else a new local instance for this"
+                   " sweep)")
+    p.add_argument("--ray-runtime-env", type=json_object, default=None,
+                   help="Ray runtime_env as JSON, e.g. '{\"pip\": [\"privrl @ git+URL\"]}' to"
+                   " install privrl on a remote cluster's workers (default: none, the nodes"
+                   " have privrl)")
+    p.add_argument("--seeds-per-task", type=positive_int, default=None,
+                   help="seeds per task: split each configuration into seed-blocks, one task"
+                   " each (default: all seeds in one task)")
     p.add_argument("--out", default="results", help="output directory")
     p.add_argument("--force", action="store_true",
                    help="overwrite the results already in --out (refused otherwise)")

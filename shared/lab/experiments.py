@@ -1,18 +1,15 @@
-"""Experiment manager: run configurations x seeds in parallel processes, save and summarize.
+"""Sweeps: configurations x seeds as tasks on an executor (local processes or Ray), summarized.
 
-One configuration = one `RunConfig` whose seeds are run as replicas of one vectorized in-process
-run. Several configurations run in parallel worker processes with a progress bar.
+One configuration = one `RunConfig` whose seeds run as replicas of vectorized in-process runs,
+one per seed-block (all seeds by default). Tasks run on an executor (executors.py) with a
+progress bar; their results are merged, per configuration, into summary.json's records.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import time
-from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from multiprocessing import Manager
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +17,20 @@ import numpy as np
 from tqdm import tqdm
 
 from ..config import RunConfig
-from ..privacy.accountant import Ledger
-from ..protocol import LedgerView
-from ..run import run_in_process
 from ..worlds import optimal_return, uniform_random_return
 from ..worlds.registry import UnknownWorld, make
 from ..worlds.tabular import TabularMDP, WorldError
+from .executors import (
+    Executor,
+    ExecutorError,
+    LocalExecutor,
+    Task,
+    TaskResult,
+    plan_tasks,
+    run_task,
+)
 
 TAIL = 1000  # "final per-episode regret" = mean over the last TAIL episodes
-PROGRESS_EVERY = 500  # episodes between progress messages from a worker
 
 
 @dataclass(frozen=True)
@@ -76,28 +78,35 @@ def regret_summary(regret: np.ndarray, mdp: TabularMDP, tail: int = TAIL) -> dic
 
 
 def summarize(
-    config: RunConfig,
-    world: WorldSpec,
-    regret: np.ndarray,
-    ledger: Ledger,
-    seconds: float,
-    policy_versions: int,
-    mdp: TabularMDP,
-    seeds: Sequence[int],
+    config: RunConfig, world: WorldSpec, blocks: Sequence[TaskResult], mdp: TabularMDP
 ) -> dict[str, Any]:
-    """The JSON record of one configuration (all seeds)."""
-    view = LedgerView.of("in-process", ledger, config.accounting_delta)
-    return {
+    """The JSON record of one configuration from its seed-blocks' results (in seed order).
+
+    Seeds are independent replicas, so the blocks' regret rows and ledgers are what one run of
+    all seeds gives; with several blocks, "policy_versions" is the largest block's count and
+    "seed_blocks" lists each block's seeds, policy versions and seconds.
+    """
+    if any(b.ledger != blocks[0].ledger for b in blocks):
+        raise ValueError(f"{label(config)}: seed-blocks report different ledgers")
+    regret = np.vstack([b.regret for b in blocks])
+    seconds = sum(b.seconds for b in blocks)
+    record = {
         "label": label(config),
         "config": config.model_dump(mode="json"),
         "world": world.to_dict(),
-        "seeds": [int(x) for x in seeds],
+        "seeds": [s for b in blocks for s in b.seeds],
         "regret": regret_summary(regret, mdp),
-        "ledger": view.model_dump(mode="json", exclude={"run_id"}),
-        "policy_versions": policy_versions,
+        "ledger": blocks[0].ledger,
+        "policy_versions": max(b.policy_versions for b in blocks),
         "seconds": seconds,
         "ms_per_episode": 1e3 * seconds / regret.shape[1],
     }
+    if len(blocks) > 1:
+        record["seed_blocks"] = [
+            {"seeds": list(b.seeds), "policy_versions": b.policy_versions, "seconds": b.seconds}
+            for b in blocks
+        ]
+    return record
 
 
 def label(config: RunConfig) -> str:
@@ -109,35 +118,12 @@ def label(config: RunConfig) -> str:
     return f"{config.privacy} eps={config.epsilon:g} {config.mechanism}{pooled}"
 
 
-def run_one(
-    config: RunConfig, world: WorldSpec, seeds: Sequence[int], progress: Any = None
-) -> dict[str, Any]:
-    """Run one configuration with one replica per seed (simulation: the seeds are recorded).
-
-    `progress` (a queue, or None) receives the number of newly finished episodes now and then.
-    """
-    return run_exact(config, world, seeds, progress)[0]
-
-
 def run_exact(
-    config: RunConfig, world: WorldSpec, seeds: Sequence[int], progress: Any = None
+    config: RunConfig, world: WorldSpec, seeds: Sequence[int]
 ) -> tuple[dict[str, Any], np.ndarray]:
-    """`run_one`'s record, plus the exact (unrounded) regret (R, K)."""
-    mdp = world.build()
-    done = [0]
-
-    def report(k: int) -> None:
-        if progress is not None:
-            progress.put(k - done[0])
-            done[0] = k
-
-    start = time.perf_counter()
-    res = run_in_process(config, mdp, seeds, progress=report, progress_every=PROGRESS_EVERY)
-    seconds = time.perf_counter() - start
-    record = summarize(
-        config, world, res.regret, res.ledger, seconds, res.policy_versions, mdp, seeds
-    )
-    return record, res.regret
+    """One configuration in this process, one replica per seed: its record and exact regret."""
+    result = run_task(Task((0, 0), config, world, tuple(int(s) for s in seeds)))
+    return summarize(config, world, [result], world.build()), result.regret
 
 
 def run_many(
@@ -146,42 +132,69 @@ def run_many(
     seeds: Sequence[int],
     workers: int | None = None,
     show_progress: bool = True,
+    executor: Executor | None = None,
+    seeds_per_task: int | None = None,
+    checkpoint: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run every configuration (in parallel processes when there are several)."""
-    workers = workers or min(len(configs), os.cpu_count() or 1)
-    results: list[dict[str, Any] | None] = [None] * len(configs)
-    total = sum(c.episodes for c in configs)
-    bar = tqdm(total=total, desc="episodes", unit="ep", unit_scale=True, disable=not show_progress)
-    if workers <= 1 or len(configs) == 1:
-        for i, cfg in enumerate(configs):
-            queue: Any = _BarQueue(bar)
-            results[i] = run_one(cfg, world, seeds, queue)
-    else:
-        with Manager() as manager, ProcessPoolExecutor(max_workers=workers) as pool:
-            queue = manager.Queue()
-            futures = {
-                pool.submit(run_one, c, world, list(seeds), queue): i for i, c in enumerate(configs)
-            }
-            pending = set(futures)
-            while pending:
-                finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                while not queue.empty():
-                    bar.update(queue.get())
-                for fut in finished:
-                    results[futures[fut]] = fut.result()
-                    bar.set_postfix_str(str(results[futures[fut]]["label"]))
-    bar.close()
-    return [r for r in results if r is not None]
+    """Run every configuration x seed-block as a task on `executor` (local processes by
+    default); one record per configuration, in order, whichever executor ran it.
+
+    `checkpoint(records)` hears the finished configurations' records each time one finishes.
+    """
+    tasks = plan_tasks(configs, world, seeds, seeds_per_task)
+    executor = executor or LocalExecutor(workers)
+    mdp = world.build()
+    records: dict[int, dict[str, Any]] = {}
+    with executor:
+        bar = tqdm(total=sum(t.replica_episodes for t in tasks), desc="replica-episodes",
+                   unit="ep", unit_scale=True, disable=not show_progress)
+        sweep = Sweep(tasks, bar)
+        for key, result in executor.run(run_task, tasks, sweep.advance):
+            c = key[0]
+            if sweep.add(key, result) and sweep.complete(c):
+                records[c] = summarize(configs[c], world, sweep.blocks(c), mdp)
+                if checkpoint is not None:
+                    checkpoint([records[i] for i in sorted(records)])
+        bar.close()
+    lost = [k for k in sweep.tasks if k not in sweep.results]
+    if lost:
+        raise ExecutorError(f"no result for task(s) {lost}: the sweep is incomplete")
+    return [records[c] for c in range(len(configs))]
 
 
-class _BarQueue:
-    """Queue-like adapter that advances a progress bar directly (single-process runs)."""
+class Sweep:
+    """A sweep's results keyed by (configuration, seed-block): each counted once, on the bar
+    and in the summary, however often an executor delivers it."""
 
-    def __init__(self, bar: tqdm) -> None:
+    def __init__(self, tasks: Sequence[Task], bar: tqdm) -> None:
+        self.tasks = {t.key: t for t in tasks}
+        self.results: dict[tuple[int, int], TaskResult] = {}
+        self.shown = dict.fromkeys(self.tasks, 0)
         self.bar = bar
 
-    def put(self, n: int) -> None:
-        self.bar.update(n)
+    def advance(self, key: Any, n: int) -> None:
+        """Partial progress of a task, never past its share of the bar."""
+        task = self.tasks[key]
+        step = max(0, min(n, task.replica_episodes - self.shown[task.key]))
+        self.shown[task.key] += step
+        self.bar.update(step)
+
+    def add(self, key: Any, result: TaskResult) -> bool:
+        """Keep a task's first result (and complete its share of the bar); False if a repeat."""
+        if key in self.results:
+            return False
+        self.results[key] = result
+        self.advance(key, self.tasks[key].replica_episodes)
+        self.bar.set_postfix_str(label(self.tasks[key].config))
+        return True
+
+    def complete(self, config_index: int) -> bool:
+        """Whether every seed-block of a configuration has its result."""
+        return all(k in self.results for k in self.tasks if k[0] == config_index)
+
+    def blocks(self, config_index: int) -> list[TaskResult]:
+        """A complete configuration's results in seed-block order."""
+        return [self.results[k] for k in sorted(self.tasks) if k[0] == config_index]
 
 
 def save(results: list[dict[str, Any]], out: Path) -> Path:
