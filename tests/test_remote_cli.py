@@ -127,23 +127,26 @@ def test_demo_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
         module_cmd("privrl.client", "demo", "--episodes", "100000", "--users-processes", "1",
                    "--out", str(tmp_path / "demo")),
         env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # its own process group: a failing test kills server and users too
     )
     try:
         url, deadline = None, time.monotonic() + 60
         assert proc.stderr is not None
         while time.monotonic() < deadline and url is None:
             line = proc.stderr.readline()
+            assert line, "the demo ended before it started its server"
             found = re.search(r"server at (http://[\d.:]+)", line)
             url = found.group(1) if found else None
         assert url, "the demo never started its server"
-        while "runs side by side" not in proc.stderr.readline():
-            pass
+        while "runs side by side" not in (line := proc.stderr.readline()):
+            assert line, "the demo ended before its runs started"
         time.sleep(1.0)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     with pytest.raises(httpx.ConnectError):
