@@ -80,3 +80,24 @@ def _played(run: Run, mdp, k: int) -> tuple:
     message = run.message()
     traj, _ = user_episode(mdp, message, run.seeds, k, run.algorithm, run.calibration)
     return traj, message
+
+
+def test_compiled_seed_sequence_gives_numpy_streams() -> None:
+    from privrl.accel.streams import seeded_uniforms
+    from privrl.seeding import CompiledSeedSequence, path_words, seed_sequence
+
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        seed = int(rng.integers(0, 2**63)) << int(rng.integers(0, 66))  # 0 to ~128-bit seeds
+        seed += 0 if trial % 5 else int(rng.integers(0, 3))
+        path = [int(x) for x in rng.integers(0, 2**40, size=int(rng.integers(0, 4)))]
+        path += ["user", "tiebreak", "tree"][trial % 3:trial % 3 + 1]
+        want = np.random.Generator(np.random.PCG64(seed_sequence(seed, *path)))
+        got = np.random.Generator(np.random.PCG64(CompiledSeedSequence(seed, *path)))
+        np.testing.assert_array_equal(got.random(7), want.random(7))
+        np.testing.assert_array_equal(got.standard_normal(5), want.standard_normal(5))
+        np.testing.assert_array_equal(got.laplace(0.0, 1.0, 5), want.laplace(0.0, 1.0, 5))
+        out = np.empty((3, 4))
+        seeded_uniforms(*path_words(seed, *path), out)
+        np.testing.assert_array_equal(
+            out, np.random.Generator(np.random.PCG64(seed_sequence(seed, *path))).random((3, 4)))
