@@ -17,35 +17,47 @@ import numpy as np
 TIE_TOL = 1e-9
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _block_sum(a: np.ndarray, start: int, n: int) -> float:
-    """numpy's pairwise-sum leaf (n <= 128): 8 lanes, then the rest in order."""
+    """numpy's pairwise-sum leaf (n <= 128): 8 lanes, then the rest in order (no allocation)."""
     if n < 8:
         res = 0.0
         for i in range(n):
             res += a[start + i]
         return res
-    r = np.empty(8)
-    for j in range(8):
-        r[j] = a[start + j]
+    r0, r1, r2, r3 = a[start], a[start + 1], a[start + 2], a[start + 3]
+    r4, r5, r6, r7 = a[start + 4], a[start + 5], a[start + 6], a[start + 7]
     i = 8
     while i < n - (n % 8):
-        for j in range(8):
-            r[j] += a[start + i + j]
+        j = start + i
+        r0 += a[j]
+        r1 += a[j + 1]
+        r2 += a[j + 2]
+        r3 += a[j + 3]
+        r4 += a[j + 4]
+        r5 += a[j + 5]
+        r6 += a[j + 6]
+        r7 += a[j + 7]
         i += 8
-    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
     while i < n:
         res += a[start + i]
         i += 1
     return res
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def pairwise_sum(a: np.ndarray, start: int, n: int) -> float:
-    """numpy's float64 add-reduction of a[start:start+n] in numpy's order (halving above 128
-    entries), without recursion (numba cannot reload a cached recursive function)."""
+    """numpy's float64 add-reduction of a[start:start+n], in numpy's order."""
     if n <= 128:
         return _block_sum(a, start, n)
+    return _halving_sum(a, start, n)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _halving_sum(a: np.ndarray, start: int, n: int) -> float:
+    """pairwise_sum above 128 entries (numpy halves the run), without recursion: numba cannot
+    reload a cached recursive function."""
     starts = np.empty(64, np.int64)
     sizes = np.empty(64, np.int64)
     phase = np.zeros(64, np.int64)  # 0: new, 1: left half pending, 2: right half pending
@@ -80,14 +92,30 @@ def pairwise_sum(a: np.ndarray, start: int, n: int) -> float:
             result = left[top] + result
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _sort(w: np.ndarray) -> None:
+    """Sort ascending in place: insertion sort on short rows (numba's quicksort costs ~300 ns
+    even on 6 entries), numba's sort on long ones; the sorted values are the same."""
+    if w.shape[0] > 16:
+        w.sort()
+        return
+    for i in range(1, w.shape[0]):
+        value = w[i]
+        j = i - 1
+        while j >= 0 and w[j] > value:
+            w[j + 1] = w[j]
+            j -= 1
+        w[j + 1] = value
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def water_level(w: np.ndarray, d: float) -> float:
     """Smallest mu >= 0 with sum_i min(w_i, mu) >= d (sorts `w` in place); see postprocess."""
     s = w.shape[0]
     best = d / s
     if s == 1:
         return max(best, 0.0)
-    w.sort()
+    _sort(w)
     for j in range(1, s - 1):
         w[j] += w[j - 1]
     top = -np.inf
@@ -97,7 +125,7 @@ def water_level(w: np.ndarray, d: float) -> float:
     return max(max(best, top), 0.0)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def project_cell(noisy: np.ndarray, n_sa: float, e: float, out: np.ndarray,
                  scratch: np.ndarray) -> float:
     """The canonical projection of one cell into `out` (x* + E/(2S)); returns N~(s,a)."""
@@ -147,7 +175,7 @@ def project_cell(noisy: np.ndarray, n_sa: float, e: float, out: np.ndarray,
     return pairwise_sum(out, 0, s)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _model_step(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: float,
                 private: bool, threshold: float, p: np.ndarray, n_eff: np.ndarray,
                 r_hat: np.ndarray, scratch: np.ndarray) -> None:
@@ -172,7 +200,7 @@ def _model_step(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: floa
             n_eff[s, a] = n if (threshold <= 0 or n >= threshold) else 0.0
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _next_weights(n_eff: np.ndarray, c1: float, c23: float, h2: float, g: np.ndarray) -> None:
     """g(s') = min(c1/N' + c23/N'^2, H^2) with N' = sum_a N~(s', a) (H^2 where N' = 0)."""
     for t in range(n_eff.shape[0]):
@@ -180,15 +208,23 @@ def _next_weights(n_eff: np.ndarray, c1: float, c23: float, h2: float, g: np.nda
         g[t] = min(c1 / n + c23 / (n * n), h2) if n > 0 else h2
 
 
-@numba.njit(cache=True, nogil=True)
-def _dot(x: np.ndarray, y: np.ndarray, scratch: np.ndarray) -> float:
-    """sum_i x_i y_i as numpy's (x * y).sum() computes it."""
-    for i in range(x.shape[0]):
-        scratch[i] = x[i] * y[i]
-    return pairwise_sum(scratch, 0, x.shape[0])
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _row_dot(p: np.ndarray, c: int, s: int, a: int, y: np.ndarray, scratch: np.ndarray) -> float:
+    """sum_t p[c, s, a, t] y_t as numpy's (p * y).sum(-1) computes it (products rounded, then
+    summed in numpy's order: in order below 8 terms). Indexes p instead of slicing it: a view
+    per call costs reference counting in this innermost loop."""
+    n = y.shape[0]
+    if n < 8:
+        res = 0.0
+        for t in range(n):
+            res += p[c, s, a, t] * y[t]
+        return res
+    for t in range(n):
+        scratch[t] = p[c, s, a, t] * y[t]
+    return pairwise_sum(scratch, 0, n)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: float,
                   private: bool, threshold: float, consts: np.ndarray, caps: np.ndarray,
                   q_prev: np.ndarray, clip_previous: bool, use_term3: bool,
@@ -234,8 +270,8 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
                 best = -np.inf
                 for a in range(n_actions):
                     n = n_eff[cur, s, a]
-                    pv = _dot(p[cur, s, a], v, scratch)
-                    pv2 = _dot(p[cur, s, a], v2, scratch)
+                    pv = _row_dot(p, cur, s, a, v, scratch)
+                    pv2 = _row_dot(p, cur, s, a, v2, scratch)
                     if n > 0:
                         inv_n = 1.0 / n
                         bonus = bs * math.sqrt((2.0 * io) * inv_n)
@@ -246,7 +282,7 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
                         if variance_terms and horizon > 1:
                             w = 0.0
                             if h < horizon - 1 or pooled:  # pooled: E5 unapplied, as numpy
-                                w = _dot(p[cur, s, a], g, scratch)
+                                w = _row_dot(p, cur, s, a, g, scratch)
                             bonus = bonus + bs * (c4 * math.sqrt(w * inv_n))
                         q = (r_hat[cur, s, a] + bonus) + pv
                         if cb > 0:

@@ -25,7 +25,7 @@ PCG_MULT_LO = np.uint64(4865540595714422341)
 TO_DOUBLE = 1.0 / 9007199254740992.0
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _hashmix(value: np.uint64, hash_const: np.ndarray) -> np.uint64:
     """SeedSequence's hashmix on 32-bit words (hash_const[0] is updated in place)."""
     value = (value ^ hash_const[0]) & M32
@@ -34,14 +34,14 @@ def _hashmix(value: np.uint64, hash_const: np.ndarray) -> np.uint64:
     return value ^ (value >> S16)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _mix(x: np.uint64, y: np.uint64) -> np.uint64:
     """SeedSequence's mix of two 32-bit words."""
     result = ((MIX_L * x) - (MIX_R * y)) & M32
     return result ^ (result >> S16)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def seed_words(entropy: np.ndarray, spawn: np.ndarray, out: np.ndarray) -> None:
     """SeedSequence(entropy, spawn_key).generate_state(len(out), uint32) into `out` (uint32)."""
     n_run = entropy.shape[0]
@@ -73,7 +73,7 @@ def seed_words(entropy: np.ndarray, spawn: np.ndarray, out: np.ndarray) -> None:
         out[i] = np.uint32(value ^ (value >> S16))
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _mulhi(a: np.uint64, b: np.uint64) -> np.uint64:
     """The high 64 bits of the 128-bit product a * b."""
     a_lo, a_hi, b_lo, b_hi = a & M32, a >> S32, b & M32, b >> S32
@@ -82,7 +82,7 @@ def _mulhi(a: np.uint64, b: np.uint64) -> np.uint64:
     return p3 + (p1 >> S32) + (p2 >> S32) + carry
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _step(state: np.ndarray) -> None:
     """state = state * MULT + inc (mod 2^128); state = [hi, lo, inc_hi, inc_lo]."""
     hi, lo = state[0], state[1]
@@ -94,7 +94,7 @@ def _step(state: np.ndarray) -> None:
     state[1] = out_lo
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def pcg64_seed(words: np.ndarray, state: np.ndarray) -> None:
     """PCG64's state from generate_state(4, uint64) given as 8 uint32 words (little-endian)."""
     seed_hi = np.uint64(words[0]) | (np.uint64(words[1]) << S32)
@@ -112,7 +112,7 @@ def pcg64_seed(words: np.ndarray, state: np.ndarray) -> None:
     _step(state)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def next_double(state: np.ndarray) -> float:
     """PCG64's next double in [0, 1): XSL-RR output, top 53 bits."""
     _step(state)
@@ -123,7 +123,7 @@ def next_double(state: np.ndarray) -> float:
     return float(value >> np.uint64(11)) * TO_DOUBLE
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def fill_uniform(state: np.ndarray, out: np.ndarray) -> None:
     """Generator(PCG64).random(out.shape) into `out` (any shape, C order)."""
     flat = out.reshape(-1)
@@ -131,7 +131,7 @@ def fill_uniform(state: np.ndarray, out: np.ndarray) -> None:
         flat[i] = next_double(state)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def seeded_uniforms(entropy: np.ndarray, spawn: np.ndarray, out: np.ndarray) -> None:
     """generator(entropy, *spawn).random(out.shape) into `out`: seeding and drawing in one call."""
     words = np.empty(8, np.uint32)

@@ -182,6 +182,22 @@ class TreeCounter:
         if self.t >= self.max_items:
             raise ValueError(f"tree counter '{self.family}' is full ({self.max_items} items)")
         self.exact += items
+        self._advance()
+
+    def noise_block(self, count: int) -> np.ndarray:
+        """The noise in the next `count` releases, (count, R, *shape): entry i is `noise_sum()`
+        after t + i items; the counter then stands at t + count items with the exact sums
+        untouched (the caller adds those items to `exact` itself, in order)."""
+        if self.t + count > self.max_items:
+            raise ValueError(f"tree counter '{self.family}' is full ({self.max_items} items)")
+        out = np.empty((count, *self.exact.shape))
+        for i in range(count):
+            out[i] = self.noise_sum()
+            self._advance()
+        return out
+
+    def _advance(self) -> None:
+        """One more item: draw (and, if smooth, improve) the nodes it completes."""
         self.t += 1
         if self.smooth:
             self._complete_nodes(self.t)

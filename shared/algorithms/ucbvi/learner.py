@@ -62,18 +62,16 @@ class DPUCBVI:
 
     def _static_bonus(self, n_sa: np.ndarray, p: np.ndarray, radius: float) -> np.ndarray:
         """Bonus terms 2, 3 and 4 (value-independent), scaled; +inf where N~ = 0."""
-        cfg, k = self.config, self.knobs
-        h_, s_, a_, io = cfg.horizon, cfg.n_states, cfg.n_actions, self.iota
+        k, h_ = self.knobs, self.config.horizon
+        io, _, _, c3, c1, c23, _ = self.constants(radius)
         with np.errstate(divide="ignore", invalid="ignore"):
             inv_n = np.where(n_sa > 0, 1.0 / n_sa, np.inf)
             term2 = np.sqrt(2.0 * io * inv_n)
-            term3 = 20.0 * h_ * s_ * radius * io * inv_n
+            term3 = c3 * inv_n
             bonus = k.bonus_scale * term2 + (k.privacy_scale * term3 if radius > 0 else 0.0)
             if k.variance_terms and h_ > 1:
                 # W_h(s,a) = sum_s' P~_h(s'|s,a) min{c1/N' + (c2 + c3)/N'^2, H^2}, N' = N~_{h+1}(s')
                 n_next = n_sa.sum(axis=-1)  # (R, Hs, S)
-                c1 = 1000.0**2 * h_**3 * s_ * a_ * io**2
-                c23 = 1000.0**2 * s_**4 * a_**2 * io**4 * (h_**4 * radius**2 + h_**6)
                 g = np.where(n_next > 0, np.minimum(c1 / n_next + c23 / n_next**2, h_**2), h_**2)
                 # sums over s' as numpy's .sum does them (the compiled path sums alike)
                 if n_sa.shape[1] == 1:  # pooled over h: the same next-step counts
@@ -137,20 +135,25 @@ class DPUCBVI:
         """c_b of the variance term (0 without variance terms)."""
         return self.knobs.bonus_scale if self.knobs.variance_terms else 0.0
 
+    def constants(self, radius: float) -> np.ndarray:
+        """The compiled planner's scalars for this radius, computed as `_static_bonus` does:
+        [iota, c_b, c_p, term 3's factor, c1, c2 + c3, variance coefficient]."""
+        cfg, k = self.config, self.knobs
+        h_, s_, a_, io = cfg.horizon, cfg.n_states, cfg.n_actions, self.iota
+        return np.array([
+            io, k.bonus_scale, k.privacy_scale, 20.0 * h_ * s_ * radius * io,
+            1000.0**2 * h_**3 * s_ * a_ * io**2,
+            1000.0**2 * s_**4 * a_**2 * io**4 * (h_**4 * radius**2 + h_**6),
+            self._variance_coefficient(),
+        ])
+
     def _plan_compiled(
         self, release: Stats, radius: float, threshold: float, episode: int, private: bool
     ) -> np.ndarray:
         """`plan` in one compiled pass (`privrl.accel.planning`), same numbers as numpy."""
         from ...accel.planning import plan_replicas
 
-        cfg, k = self.config, self.knobs
-        h_, s_, a_, io = cfg.horizon, cfg.n_states, cfg.n_actions, self.iota
-        consts = np.array([
-            io, k.bonus_scale, k.privacy_scale, 20.0 * h_ * s_ * radius * io,
-            1000.0**2 * h_**3 * s_ * a_ * io**2,
-            1000.0**2 * s_**4 * a_**2 * io**4 * (h_**4 * radius**2 + h_**6),
-            self._variance_coefficient(),
-        ])
+        k = self.knobs
         q_new = np.empty_like(self.q)
         actions = np.empty(self.q.shape[:3], dtype=np.int64)
         tied = np.empty(self.q.shape[0], dtype=np.bool_)
@@ -158,7 +161,8 @@ class DPUCBVI:
             np.ascontiguousarray(release["sas"], dtype=np.float64),
             np.ascontiguousarray(release["sa"], dtype=np.float64),
             np.ascontiguousarray(release["r"], dtype=np.float64),
-            float(radius), bool(private), float(threshold), consts, self.caps, self.q,
+            float(radius), bool(private), float(threshold), self.constants(radius), self.caps,
+            self.q,
             bool(k.clip_previous), bool(radius > 0), bool(k.variance_terms), q_new, actions,
             tied,
         )
