@@ -126,10 +126,11 @@ def water_level(w: np.ndarray, d: float) -> float:
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def project_cell(noisy: np.ndarray, n_sa: float, e: float, out: np.ndarray,
+def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np.ndarray,
                  scratch: np.ndarray) -> float:
-    """The canonical projection of one cell into `out` (x* + E/(2S)); returns N~(s,a)."""
-    s = noisy.shape[0]
+    """The canonical projection of cell (s, a) of `sas` (S, A, S) into out[s, a] (x* + E/(2S));
+    returns N~(s,a). Indexes instead of slicing (a view per cell costs reference counting)."""
+    n_states = sas.shape[2]
     quarter = e / 4.0
     hi_sum = n_sa + quarter
     if hi_sum < 0.0:
@@ -138,41 +139,44 @@ def project_cell(noisy: np.ndarray, n_sa: float, e: float, out: np.ndarray,
     else:
         lo_sum = max(n_sa - quarter, 0.0)
     low = np.inf
-    for i in range(s):
-        low = min(low, noisy[i])
-        scratch[i] = max(noisy[i], 0.0)
-    total = pairwise_sum(noisy, 0, s)
-    sum_x0 = pairwise_sum(scratch, 0, s)
+    for i in range(n_states):
+        low = min(low, sas[s, a, i])
+        scratch[i] = sas[s, a, i]
+    total = pairwise_sum(scratch, 0, n_states)
+    for i in range(n_states):
+        scratch[i] = max(sas[s, a, i], 0.0)
+    sum_x0 = pairwise_sum(scratch, 0, n_states)
     t0 = max(-low, 0.0)
-    t1 = (lo_sum - total) / s
+    t1 = (lo_sum - total) / n_states
     t2 = water_level(scratch, max(sum_x0 - hi_sum, 0.0))
     t = max(max(t0, t1), t2)
     target = min(max(sum_x0, lo_sum), hi_sum)
     up = target >= sum_x0
-    for i in range(s):
-        out[i] = max(noisy[i] - t, 0.0)
-    sum_lo = pairwise_sum(out, 0, s)
-    for i in range(s):
-        out[i] = noisy[i] + t
-    sum_hi = pairwise_sum(out, 0, s)
-    for i in range(s):
-        x0 = max(noisy[i], 0.0)
-        scratch[i] = noisy[i] + t - x0 if up else x0 - max(noisy[i] - t, 0.0)
+    for i in range(n_states):
+        scratch[i] = max(sas[s, a, i] - t, 0.0)
+    sum_lo = pairwise_sum(scratch, 0, n_states)
+    for i in range(n_states):
+        scratch[i] = sas[s, a, i] + t
+    sum_hi = pairwise_sum(scratch, 0, n_states)
+    for i in range(n_states):
+        noisy = sas[s, a, i]
+        x0 = max(noisy, 0.0)
+        scratch[i] = noisy + t - x0 if up else x0 - max(noisy - t, 0.0)
     mu = water_level(scratch, abs(target - sum_x0))
     shift = mu if up else -mu
-    for i in range(s):
-        lo = max(noisy[i] - t, 0.0)
-        hi = noisy[i] + t
-        x = min(max(max(noisy[i], 0.0) + shift, lo), hi)
+    offset = e / (2.0 * n_states)
+    for i in range(n_states):
+        noisy = sas[s, a, i]
+        lo = max(noisy - t, 0.0)
+        hi = noisy + t
+        x = min(max(max(noisy, 0.0) + shift, lo), hi)
         if target <= sum_lo:
             x = lo
         if target >= sum_hi:
             x = hi
-        out[i] = x
-    offset = e / (2.0 * s)
-    for i in range(s):
-        out[i] += offset
-    return pairwise_sum(out, 0, s)
+        scratch[i] = x + offset
+        out[s, a, i] = scratch[i]
+    return pairwise_sum(scratch, 0, n_states)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -184,7 +188,7 @@ def _model_step(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: floa
     for s in range(n_states):
         for a in range(n_actions):
             if private:
-                n = project_cell(sas[s, a], sa[s, a], radius, p[s, a], scratch)
+                n = project_cell(sas, s, a, sa[s, a], radius, p, scratch)
             else:
                 n = sa[s, a]
                 for t in range(n_states):
@@ -270,8 +274,14 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
                 best = -np.inf
                 for a in range(n_actions):
                     n = n_eff[cur, s, a]
-                    pv = _row_dot(p, cur, s, a, v, scratch)
-                    pv2 = _row_dot(p, cur, s, a, v2, scratch)
+                    if n_states < 8:  # both sums in one pass (numpy's order: in order)
+                        pv, pv2 = 0.0, 0.0
+                        for t in range(n_states):
+                            pv += p[cur, s, a, t] * v[t]
+                            pv2 += p[cur, s, a, t] * v2[t]
+                    else:
+                        pv = _row_dot(p, cur, s, a, v, scratch)
+                        pv2 = _row_dot(p, cur, s, a, v2, scratch)
                     if n > 0:
                         inv_n = 1.0 / n
                         bonus = bs * math.sqrt((2.0 * io) * inv_n)
@@ -282,7 +292,11 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
                         if variance_terms and horizon > 1:
                             w = 0.0
                             if h < horizon - 1 or pooled:  # pooled: E5 unapplied, as numpy
-                                w = _row_dot(p, cur, s, a, g, scratch)
+                                if n_states < 8:
+                                    for t in range(n_states):
+                                        w += p[cur, s, a, t] * g[t]
+                                else:
+                                    w = _row_dot(p, cur, s, a, g, scratch)
                             bonus = bonus + bs * (c4 * math.sqrt(w * inv_n))
                         q = (r_hat[cur, s, a] + bonus) + pv
                         if cb > 0:
