@@ -212,7 +212,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="replica counts to time (seeds batched in one run)")
     p.add_argument("--rounds", type=positive_int, default=5,
                    help="interleaved rounds; medians are reported")
-    p.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    p.add_argument("--json", default=None,
+                   help="also write the figures to this JSON file (default: none)")
     p.add_argument("--states", type=positive_int, default=50, help="garnet S")
     p.add_argument("--actions", type=positive_int, default=5, help="garnet A")
     p.add_argument("--rlberry", action="store_true", help="also time rlberry-scool's UCBVIAgent")

@@ -13,6 +13,7 @@ simulation only.
 from __future__ import annotations
 
 import secrets
+import sys
 import zlib
 
 import numpy as np
@@ -20,6 +21,7 @@ from numpy.random.bit_generator import ISeedSequence
 from privrl import accel
 
 PathPart = int | str
+_STREAMS = "privrl.accel.streams"
 
 
 SEED_BITS = 128  # a guessed seed must be as unlikely as a guessed key
@@ -90,9 +92,13 @@ class CompiledSeedSequence(ISeedSequence):
 
 
 def generator(seed: int, *path: PathPart) -> np.random.Generator:
-    """A fresh PCG64 generator for `path` below `seed`; same arguments, same stream (built with
-    the compiled SeedSequence when `privrl.accel` is on)."""
-    if accel.enabled():
+    """A fresh PCG64 generator for `path` below `seed`; same arguments, same stream.
+
+    Built with the compiled SeedSequence when `privrl.accel` is on and its kernels are already
+    loaded in this process (a planner or the fused loop loaded them): a short-lived process
+    that only rolls out a few episodes does not pay numba's import for it.
+    """
+    if accel.enabled() and _STREAMS in sys.modules:
         return np.random.Generator(np.random.PCG64(CompiledSeedSequence(seed, *path)))
     return np.random.Generator(np.random.PCG64(seed_sequence(seed, *path)))
 

@@ -14,6 +14,8 @@ import math
 import numba
 import numpy as np
 
+from . import streams  # noqa: F401  (loaded with the planner: seeding then uses it too)
+
 TIE_TOL = 1e-9
 
 
