@@ -4,7 +4,8 @@
 
 One Garnet world (seed 0), DP-UCBVI with per-step statistics, JDP Gaussian eps = 1,
 delta = 1e-5, practical preset (smoothed tree), one replica. Prints the median per-episode wall
-time (episodes timed one by one after a warm-up), the noise floor (the standard normals a binary
+time (episodes timed one by one after a warm-up, each followed by a sample of the noise floor:
+medians of both), the noise floor (the standard normals a binary
 tree draws per episode, about two fresh nodes of every released counter, plus one sum), their
 ratio, the process's peak resident memory and that memory per (h, s, a, s') cell. Run each size
 in its own process: peak memory is per process. Set PRIVRL_NUMBA=0 for the numpy path.
@@ -25,17 +26,14 @@ from privrl.seeding import generator
 from privrl.worlds.tabular import garnet
 
 
-def noise_floor(cells: int, rounds: int) -> float:
-    """Median seconds to draw two nodes of `cells` standard normals from fresh seeded
-    generators and add them (what one episode of a binary tree needs, amortized)."""
-    samples = []
-    for i in range(rounds):
-        start = time.perf_counter()
-        a = generator(0, "floor", 2 * i).standard_normal(cells)
-        b = generator(0, "floor", 2 * i + 1).standard_normal(cells)
-        a += b
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+def noise_floor(cells: int, k: int) -> float:
+    """Seconds to draw two nodes of `cells` standard normals from fresh seeded generators and
+    add them: what one episode of a binary tree needs, amortized."""
+    start = time.perf_counter()
+    a = generator(0, "floor", 2 * k).standard_normal(cells)
+    b = generator(0, "floor", 2 * k + 1).standard_normal(cells)
+    a += b
+    return time.perf_counter() - start
 
 
 def main(argv: list[str]) -> int:
@@ -51,17 +49,18 @@ def main(argv: list[str]) -> int:
                        privacy="jdp", mechanism="gaussian", epsilon=1.0, delta=1e-5,
                        preset="practical")
     run = Run(config, [0])
-    per_episode = []
-    for k in range(args.episodes):
+    released = sum(int(np.prod(f.shape)) for f in run.calibration.families)
+    per_episode, floors = [], []
+    for k in range(args.episodes):  # an episode, then a floor sample: same load for both
         start = time.perf_counter()
         message = run.message()
         traj, _ = user_episode(mdp, message, run.seeds, k, run.algorithm, run.calibration)
         run.ingest_trajectories(traj, message)
         per_episode.append(time.perf_counter() - start)
+        floors.append(noise_floor(released, k))
     cells = mdp.H * mdp.S * mdp.A * mdp.S
-    released = sum(int(np.prod(f.shape)) for f in run.calibration.families)
-    floor = noise_floor(released, max(5, args.episodes))
     cost = statistics.median(per_episode[2:])  # past the warm-up (kernel loading)
+    floor = statistics.median(floors[2:])
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(f"garnet S={mdp.S} A={mdp.A} H={mdp.H}: {cells:,} cells (H*S*A*S), {released:,} released"
           f" counters; per episode {1e3 * cost:.1f} ms (median of {len(per_episode) - 2}),"
