@@ -101,3 +101,13 @@ def test_compiled_seed_sequence_gives_numpy_streams() -> None:
         seeded_uniforms(*path_words(seed, *path), out)
         np.testing.assert_array_equal(
             out, np.random.Generator(np.random.PCG64(seed_sequence(seed, *path))).random((3, 4)))
+
+
+def test_warm_up_command_prepares_the_kernels() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "privrl.accel"], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "privrl.accel: kernels ready in" in done.stdout
