@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import sys
 from pathlib import Path
 
@@ -132,23 +133,38 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """privrl bench: measure the variants one after another and print the table."""
-    from privrl.lab.bench import bench_world, measure, rlberry_ms_per_episode
+    """privrl bench: interleaved rounds of every variant (1 and R replicas, rlberry), medians."""
+    import json
 
-    seeds = list(range(args.seeds))
+    from privrl.lab.bench import RLBERRY, bench_world, measure, report
+
     mdp = bench_world(args.env, args.horizon, args.states, args.actions)
-    print(f"world {mdp!r}, K = {args.episodes}, {len(seeds)} seed(s) per run")
-    print(f"{'variant':<26} {'ms/episode':>11} {'ms/replica-ep':>14} {'episodes/s':>11}")
-    for name, sec in measure(mdp, args.episodes, seeds):
-        per_ep = 1e3 * sec / args.episodes
-        print(f"{name:<26} {per_ep:>11.3f} {per_ep / len(seeds):>14.4f} "
-              f"{args.episodes * len(seeds) / sec:>11.0f}")
-    if args.rlberry:
-        ms = rlberry_ms_per_episode(args.episodes, args.horizon)
-        if ms is None:
-            print("rlberry-scool not installed: pip install rlberry-scool to compare")
-        else:
-            print(f"{'rlberry-scool UCBVIAgent':<26} {ms:>11.3f} {ms:>14.4f} {1e3 / ms:>11.0f}")
+    replicas = sorted(set(args.replicas))
+    print(f"world {mdp!r}, K = {args.episodes} per run, replicas {replicas}, {args.rounds} "
+          f"interleaved round(s), medians; load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs")
+    rows, peer, warmup = measure(mdp, args.episodes, replicas, args.rounds, args.rlberry)
+    result = report(mdp, args.episodes, args.rounds, rows, peer, warmup)
+    ratio = "x rlberry" if peer is not None else ""
+    print(f"{'variant':<26} {'R':>3} {'ms/episode':>11} {'ms/replica-ep':>14} {ratio:>10} "
+          f"{'target' if peer is not None else ''}")
+    for entry in result["rows"]:
+        line = (f"{entry['variant']:<26} {entry['replicas']:>3} {entry['ms_per_episode']:>11.4f}"
+                f" {entry['ms_per_replica_episode']:>14.4f}")
+        if peer is not None:
+            x, target = entry["x_faster_than_rlberry"], entry["target"]
+            line += f" {x:>9.1f}x  >={target:g}x {'met' if x >= target else 'not met'}"
+        print(line)
+    if peer is not None:
+        print(f"{RLBERRY:<26} {1:>3} {peer.ms_per_episode:>11.4f} {peer.ms_per_episode:>14.4f}")
+    elif args.rlberry:
+        print("rlberry-scool not installed: pip install rlberry-scool to compare (it pins"
+              " gymnasium < 1.0: give it its own virtual environment with privrl)")
+    print(f"compiled kernels: {'on' if result['compiled'] else 'off'} (PRIVRL_NUMBA); warm-up"
+          f" (first call of each variant) {warmup:.2f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+        print(f"wrote {args.json}")
     return 0
 
 
@@ -219,9 +235,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="per-episode cost of UCBVI, JDP and LDP")
     p.add_argument("--env", choices=["riverswim", "garnet"], default="riverswim",
                    help="the world to time")
-    p.add_argument("--episodes", type=positive_int, default=2000, help="K per variant")
+    p.add_argument("--episodes", type=positive_int, default=2000, help="K per timed run")
     p.add_argument("--horizon", type=positive_int, default=20, help="H")
-    p.add_argument("--seeds", type=positive_int, default=5, help="replicas per run")
+    p.add_argument("--replicas", type=positive_int, nargs="+", default=[1, 20],
+                   help="replica counts to time (seeds batched in one run)")
+    p.add_argument("--rounds", type=positive_int, default=5,
+                   help="interleaved rounds; medians are reported")
+    p.add_argument("--json", default=None,
+                   help="also write the figures to this JSON file (default: none)")
     p.add_argument("--states", type=positive_int, default=50, help="garnet S")
     p.add_argument("--actions", type=positive_int, default=5, help="garnet A")
     p.add_argument("--rlberry", action="store_true", help="also time rlberry-scool's UCBVIAgent")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from privrl import accel
 from privrl.algorithms.base import Algorithm, Learner, Played, PolicyMessage
 from privrl.config import RunConfig
 from privrl.privacy.accountant import Ledger
@@ -101,6 +102,12 @@ class Run:
             self._planned_at = self.reported
         return self._message
 
+    def adopt_message(self, message: PolicyMessage) -> None:
+        """Take `message` as the policy planned after the last report (a fused loop planned it
+        and already counted its version)."""
+        self._message = message
+        self._planned_at = self.reported - 1
+
     def policy(self) -> np.ndarray:
         """The current policy's actions (R, H, S)."""
         return self.message()["actions"]
@@ -182,6 +189,10 @@ def run_in_process(
     run = Run(config, seeds)
     n_rep, k_total = len(run.seeds), config.episodes
     regret = np.empty((n_rep, k_total))
+    fused = run.algorithm.fused_loop(run, mdp) if accel.enabled() else None
+    if fused is not None:  # the same loop compiled (privrl.accel): same numbers
+        fused(regret, progress, progress_every)
+        return InProcessResult(config, run.seeds, regret, run.ledger, run.policy_version)
     last_policy: np.ndarray | None = None
     last_regret = np.zeros(n_rep)
     for k in range(k_total):

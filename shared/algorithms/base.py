@@ -21,9 +21,9 @@ adding an algorithm is one folder under `algorithms/` and one `register(...)` li
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -199,3 +199,16 @@ class Algorithm(ABC):
     def postprocess(self, release: Stats) -> Stats:
         """Statistics derived from the release for free (post-processing); default: none."""
         return release
+
+    def fused_loop(self, run: Any, world: Any) -> FusedLoop | None:
+        """A compiled stand-in for the in-process runner's episode loop over `world` that gives
+        the same numbers (`privrl.accel`), or None (default) for the generic loop."""
+        return None
+
+
+class FusedLoop(Protocol):
+    """Runs a fresh in-process run's episodes, filling `regret` (R, K) and the run's ledger,
+    privatizer and policy version exactly as the generic loop would."""
+
+    def __call__(self, regret: np.ndarray, progress: Callable[[int], None] | None,
+                 progress_every: int) -> None: ...

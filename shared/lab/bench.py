@@ -1,38 +1,24 @@
 """Per-episode cost of the in-process runner, measured side by side (`privrl bench`).
 
-Reports milliseconds per episode (all seeds at once) and per replica-episode for the
-non-private, JDP and LDP variants on RiverSwim, and, when the optional `rlberry-scool` package is
-installed, its UCBVIAgent on the same chain for the same number of episodes.
+Every round times each variant (non-private, JDP, LDP) with one replica and with R replicas
+batched, and rlberry-scool's UCBVIAgent when it is installed, one after another; rounds repeat
+and the medians are reported, so the ratios compare numbers taken under the same machine load.
+The figures are wall-clock milliseconds per episode (all replicas) and per replica-episode; the
+ratios divide rlberry's milliseconds per episode by privrl's per replica-episode.
 """
 
 from __future__ import annotations
 
+import os
+import statistics
 import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
+from .. import accel
 from ..config import RunConfig
 from ..run import run_in_process
-from ..worlds.tabular import garnet, riverswim
-
-
-def _time_config(config: RunConfig, mdp, seeds: list[int]) -> float:
-    start = time.perf_counter()
-    run_in_process(config, mdp, seeds)
-    return time.perf_counter() - start
-
-
-def rlberry_ms_per_episode(episodes: int, horizon: int) -> float | None:
-    """rlberry-scool's UCBVIAgent (stage_dependent, no real-time DP) on a 6-state chain."""
-    try:
-        from rlberry_scool.agents import UCBVIAgent
-        from rlberry_scool.envs import Chain
-    except ImportError:
-        return None
-    env = Chain(L=6, fail_prob=0.1)
-    agent = UCBVIAgent(env, horizon=horizon, stage_dependent=True, real_time_dp=False, seeder=0)
-    start = time.perf_counter()
-    agent.fit(budget=episodes)
-    return 1e3 * (time.perf_counter() - start) / episodes
-
+from ..worlds.tabular import TabularMDP, garnet, riverswim
 
 VARIANTS = (
     ("non-private UCBVI", "none", "laplace", 0.0),
@@ -40,20 +26,112 @@ VARIANTS = (
     ("JDP gaussian eps=1", "jdp", "gaussian", 1e-5),
     ("LDP laplace eps=1", "ldp", "laplace", 0.0),
 )
+RLBERRY = "rlberry-scool UCBVIAgent"
+TARGETS = {"none": 100.0, "jdp": 20.0, "ldp": 20.0}  # issue 15: x faster than rlberry
 
 
-def bench_world(env: str, horizon: int, states: int, actions: int):
+@dataclass
+class Row:
+    """One timed variant: its samples (ms per episode, all replicas) and their median."""
+
+    variant: str
+    privacy: str
+    replicas: int
+    samples_ms: list[float] = field(default_factory=list)
+
+    @property
+    def ms_per_episode(self) -> float:
+        """Median over rounds of the milliseconds per episode (all replicas at once)."""
+        return statistics.median(self.samples_ms)
+
+    @property
+    def ms_per_replica_episode(self) -> float:
+        """Median per episode divided by the number of replicas."""
+        return self.ms_per_episode / self.replicas
+
+
+def bench_world(env: str, horizon: int, states: int, actions: int) -> TabularMDP:
     """RiverSwim, or a garnet world of the given size (seed 0)."""
     return garnet(states, actions, horizon, seed=0) if env == "garnet" else riverswim(horizon)
 
 
-def measure(mdp, episodes: int, seeds: list[int]) -> list[tuple[str, float]]:
-    """(variant, seconds for `episodes` episodes of every seed at once), run one after another."""
-    rows = []
-    for name, privacy, mech, delta in VARIANTS:
-        cfg = RunConfig(
-            n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=episodes, privacy=privacy,
-            epsilon=1.0, delta=delta, mechanism=mech, preset="practical",
-        )
-        rows.append((name, _time_config(cfg, mdp, seeds)))
-    return rows
+def bench_config(mdp: TabularMDP, privacy: str, mechanism: str, delta: float,
+                 episodes: int) -> RunConfig:
+    """The practical preset at eps = 1 (the paper-reproduction settings)."""
+    return RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=episodes,
+                     privacy=privacy, epsilon=1.0, delta=delta, mechanism=mechanism,
+                     preset="practical")
+
+
+def time_privrl(mdp: TabularMDP, privacy: str, mechanism: str, delta: float, episodes: int,
+                replicas: int) -> float:
+    """Milliseconds per episode of one in-process run with `replicas` seeds."""
+    config = bench_config(mdp, privacy, mechanism, delta, episodes)
+    start = time.perf_counter()
+    run_in_process(config, mdp, list(range(replicas)))
+    return 1e3 * (time.perf_counter() - start) / episodes
+
+
+def rlberry_agent(horizon: int) -> Any | None:
+    """A fresh rlberry-scool UCBVIAgent (stage_dependent, no real-time DP) on a 6-state chain,
+    or None when rlberry-scool is not installed or does not import."""
+    try:
+        from rlberry_scool.agents import UCBVIAgent
+        from rlberry_scool.envs import Chain
+    except Exception:  # not installed, or broken (rlberry 0.7 fails on gymnasium >= 1.0)
+        return None
+    env = Chain(L=6, fail_prob=0.1)
+    return UCBVIAgent(env, horizon=horizon, stage_dependent=True, real_time_dp=False, seeder=0)
+
+
+def time_rlberry(episodes: int, horizon: int) -> float | None:
+    """Milliseconds per episode of rlberry-scool's UCBVIAgent, None when not installed."""
+    agent = rlberry_agent(horizon)
+    if agent is None:
+        return None
+    start = time.perf_counter()
+    agent.fit(budget=episodes)
+    return 1e3 * (time.perf_counter() - start) / episodes
+
+
+def measure(mdp: TabularMDP, episodes: int, replicas: list[int], rounds: int,
+            rlberry: bool) -> tuple[list[Row], Row | None, float]:
+    """Interleaved rounds of every (variant, replica count) and rlberry; returns the rows,
+    rlberry's row (None when not asked or not installed) and the warm-up seconds (the first
+    compiled call of each variant: numba's cache load, or its compilation on a cold cache)."""
+    start = time.perf_counter()
+    for _, privacy, mech, delta in VARIANTS:  # warm-up: load kernels, build caches
+        time_privrl(mdp, privacy, mech, delta, 2, 1)
+    warmup = time.perf_counter() - start
+    rows = [Row(name, privacy, r) for r in replicas for name, privacy, _, _ in VARIANTS]
+    settings = {(name, r): (privacy, mech, delta) for r in replicas
+                for name, privacy, mech, delta in VARIANTS}
+    peer = Row(RLBERRY, "none", 1) if rlberry and rlberry_agent(mdp.H) is not None else None
+    for _ in range(rounds):
+        for row in rows:
+            row.samples_ms.append(time_privrl(mdp, *settings[(row.variant, row.replicas)],
+                                              episodes, row.replicas))
+        if peer is not None:
+            peer.samples_ms.append(time_rlberry(episodes, mdp.H) or 0.0)
+    return rows, peer, warmup
+
+
+def report(mdp: TabularMDP, episodes: int, rounds: int, rows: list[Row], peer: Row | None,
+           warmup: float) -> dict[str, Any]:
+    """The JSON form of a bench run: settings, machine, every row and the ratios to rlberry."""
+    out: dict[str, Any] = {
+        "world": repr(mdp), "episodes": episodes, "rounds": rounds,
+        "compiled": accel.enabled(), "warmup_seconds": warmup,
+        "machine": {"cpus": os.cpu_count(), "load_average": list(os.getloadavg())},
+        "rows": [], "rlberry": None,
+    }
+    for row in rows:
+        entry = {**asdict(row), "ms_per_episode": row.ms_per_episode,
+                 "ms_per_replica_episode": row.ms_per_replica_episode}
+        if peer is not None:
+            entry["x_faster_than_rlberry"] = peer.ms_per_episode / row.ms_per_replica_episode
+            entry["target"] = TARGETS[row.privacy]
+        out["rows"].append(entry)
+    if peer is not None:
+        out["rlberry"] = {**asdict(peer), "ms_per_episode": peer.ms_per_episode}
+    return out

@@ -74,6 +74,10 @@ class Identity(_NoServerNoise):
         """Add exact increments (nothing is spent: nothing private is claimed)."""
         for name, total in self.sums.items():
             total += stats[name]
+        self.record(ledger)
+
+    def record(self, ledger: Ledger) -> None:
+        """Count one ingested item (it spends nothing)."""
         self.items += 1
 
     def release(self) -> Stats:
@@ -99,6 +103,10 @@ class Central:
         """Add raw increments; charge each family's node cost when a new tree level opens."""
         for name, tree in self.trees.items():
             tree.add(stats[name])
+        self.record(ledger)
+
+    def record(self, ledger: Ledger) -> None:
+        """Count one ingested item; charge each family's node cost when a new level opens."""
         self.items += 1
         if levels_released(self.items) > levels_released(self.items - 1):
             level = levels_released(self.items) - 1
@@ -145,6 +153,10 @@ class Aggregator(_NoServerNoise):
         """Add noisy reports; each user is charged once (one report per user, at its own cost)."""
         for name, total in self.sums.items():
             total += stats[name]
+        self.record(ledger)
+
+    def record(self, ledger: Ledger) -> None:
+        """Count one ingested report; each user is charged once, at the first."""
         self.items += 1
         if self.items == 1:
             _charge(ledger, self.calibration, "local", "each user's one local report", 1)

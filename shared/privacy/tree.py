@@ -106,9 +106,11 @@ class TreeCounter:
         self.t = 0
         self.exact = np.zeros((len(self.seeds), *self.shape))
         self.smooth = smooth
+        # plain tree: the latest node of each level, (index, noise)
         self._nodes: dict[int, tuple[int, np.ndarray]] = {}
-        # smooth: the last two completed nodes of each level, (index, improved noise)
-        self._done: dict[int, list[tuple[int, np.ndarray]]] = {}
+        # smooth: the completed node of each level whose index is odd, (index, improved noise):
+        # it is in the release and waits for its right sibling; nothing else is kept
+        self._done: dict[int, tuple[int, np.ndarray]] = {}
         self.journal = False  # keep unseeded draws in `_drawn` until taken (a server persists)
         self._drawn: list[NodeNoise] = []
         self._stored: dict[tuple[int, int], np.ndarray] = {}
@@ -126,7 +128,8 @@ class TreeCounter:
         value = self._stored.pop((level, index), None)
         if value is None:
             value = self._draw(level, index)
-        self._nodes[level] = (index, value)
+        if not self.smooth:  # a smooth tree asks for each node once, then keeps its improvement
+            self._nodes[level] = (index, value)
         return value
 
     def _draw(self, level: int, index: int) -> np.ndarray:
@@ -182,6 +185,22 @@ class TreeCounter:
         if self.t >= self.max_items:
             raise ValueError(f"tree counter '{self.family}' is full ({self.max_items} items)")
         self.exact += items
+        self._advance()
+
+    def noise_block(self, count: int) -> np.ndarray:
+        """The noise in the next `count` releases, (count, R, *shape): entry i is `noise_sum()`
+        after t + i items; the counter then stands at t + count items with the exact sums
+        untouched (the caller adds those items to `exact` itself, in order)."""
+        if self.t + count > self.max_items:
+            raise ValueError(f"tree counter '{self.family}' is full ({self.max_items} items)")
+        out = np.empty((count, *self.exact.shape))
+        for i in range(count):
+            out[i] = self.noise_sum()
+            self._advance()
+        return out
+
+    def _advance(self) -> None:
+        """One more item: draw (and, if smooth, improve) the nodes it completes."""
         self.t += 1
         if self.smooth:
             self._complete_nodes(self.t)
@@ -191,26 +210,31 @@ class TreeCounter:
                     self.node_noise(level, self.t >> level)
 
     def _complete_nodes(self, t: int) -> None:
-        """Improve the nodes that complete with item t, bottom-up (levels 0 .. ctz(t))."""
-        level = 0
+        """Improve the nodes that complete with item t, bottom-up (levels 0 .. ctz(t)).
+
+        A node with an even index is a right child: its parent completes with it and it is
+        not released, so it is dropped at once; one with an odd index waits in `_done`.
+        """
+        level, right = 0, None
         while True:
             index = t >> level
             own = self.node_noise(level, index)
             if level == 0:
                 best = own
             else:
-                children = self._done[level - 1]
-                assert [c[0] for c in children] == [2 * index - 1, 2 * index]
+                left_index, left = self._done.pop(level - 1)
+                assert left_index == 2 * index - 1 and right is not None
                 w = smoothed_variance(level)  # weight of the node's own value
-                best = w * own + (1.0 - w) * (children[0][1] + children[1][1])
-            self._done[level] = [*self._done.get(level, [])[-1:], (index, best)]
-            if (t >> level) & 1:
+                best = w * own + (1.0 - w) * (left + right)
+            if index & 1:
+                self._done[level] = (index, best)
                 return
+            right = best
             level += 1
 
     def _node_for_release(self, level: int, t: int) -> np.ndarray:
         """The (improved, if smooth) noise of node (level, t >> level), drawn when added."""
-        index, value = self._done[level][-1] if self.smooth else self._nodes[level]
+        index, value = self._done[level] if self.smooth else self._nodes[level]
         assert index == t >> level
         return value
 

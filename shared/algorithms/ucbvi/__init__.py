@@ -7,12 +7,13 @@ learner plans at every new report from the billboard and the public radius E.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...stats import Stats, family_shapes, tabular_counts
 from ...worlds.rollout import Trajectories
 from ..base import Algorithm, Family, Learner, PolicyMessage
 from ..registry import register
+from .fused import FusedEpisodes, applies
 from .knobs import PRESETS, UCBVIKnobs
 from .learner import DPUCBVI
 
@@ -105,6 +106,10 @@ class DPUCBVIAlgorithm(Algorithm):
     def learner(self, calibration: Calibration, seeds: list[int]) -> UCBVILearner:
         """DP-UCBVI's planner over the billboard."""
         return UCBVILearner(self, calibration, seeds)
+
+    def fused_loop(self, run: Any, world: Any) -> FusedEpisodes | None:
+        """The compiled episode loop when it reproduces this run (`fused.applies`)."""
+        return FusedEpisodes(run, world) if applies(run, world) else None
 
     def postprocess(self, release: Stats) -> Stats:
         """N(s,a) = sum_s' N(s,a,s') when it is not released itself."""

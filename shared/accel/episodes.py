@@ -1,0 +1,172 @@
+"""Compiled in-process episodes of DP-UCBVI: plan, roll out, count, repeat, in one kernel call.
+
+The kernel runs episodes k0..k1 of every replica exactly as `privrl.run.run_in_process` does
+(plan from the release after k reports, greedy with the seeded tie-break stream, the user's
+rollout from its seeded stream, the count increments), with everything random drawn from the
+same streams: uniforms from the compiled PCG64 (`streams`), noise drawn beforehand with numpy
+(`ldp_noise`: each user's report noise, `jdp_noise`: the tree's noise in each release). It
+records every changed policy so the caller evaluates regret with the evaluator's own code.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from .planning import pairwise_sum, plan_replicas
+from .streams import fill_uniform, pcg64_seed, seed_words
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _uniforms(entropy: np.ndarray, key: np.uint32, episode: int, out: np.ndarray) -> None:
+    """generator(seed, <key>, episode).random(out.shape) into `out` (episode < 2^32)."""
+    spawn = np.empty(2, np.uint32)
+    spawn[0] = key
+    spawn[1] = np.uint32(episode)
+    words = np.empty(8, np.uint32)
+    seed_words(entropy, spawn, words)
+    state = np.empty(4, np.uint64)
+    pcg64_seed(words, state)
+    fill_uniform(state, out)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _draw(cdf: np.ndarray, u: float) -> int:
+    """Inverse CDF: #{cdf <= u}, clipped to the last index (as `rollout`)."""
+    n = 0
+    for i in range(cdf.shape[0]):
+        if cdf[i] <= u:
+            n += 1
+    return min(n, cdf.shape[0] - 1)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
+                 user_key: np.uint32, tie_key: np.uint32, given_u: np.ndarray,
+                 ldp_sas: np.ndarray, ldp_sa: np.ndarray, ldp_r: np.ndarray,
+                 jdp_sas: np.ndarray, jdp_sa: np.ndarray, jdp_r: np.ndarray,
+                 acc_sas: np.ndarray, acc_sa: np.ndarray, acc_r: np.ndarray, has_sa: bool,
+                 cum_d1: np.ndarray, cum_p: np.ndarray, r_mean: np.ndarray, bernoulli: bool,
+                 radius: np.ndarray, threshold: np.ndarray, consts: np.ndarray,
+                 private: bool, caps: np.ndarray, q: np.ndarray, clip_previous: bool,
+                 variance_terms: bool, last: np.ndarray, has_last: bool,
+                 change_k: np.ndarray, change_r: np.ndarray, change_pol: np.ndarray) -> tuple:
+    """Episodes k0..k1-1 of R replicas; returns (changes recorded, new policy versions).
+
+    given_u (B, R, 2H+1) are the users' uniforms when drawn outside (LDP), else empty; ldp_*
+    (B, R, ...) is each user's report noise (LDP), jdp_* (B, R, ...) the noise in the release
+    after k reports (JDP); empty arrays when the mode has none. acc_* hold the exact sums (none,
+    JDP) or the sums of noisy reports (LDP) and are updated in place, as are q and `last`.
+    """
+    n_rep, horizon, n_states, n_actions = q.shape
+    hs = acc_sas.shape[1]
+    ldp, jdp = ldp_sas.shape[0] > 0, jdp_sas.shape[0] > 0
+    rel_sas = np.empty_like(acc_sas)
+    rel_sa = np.empty((n_rep, hs, n_states, n_actions))
+    rel_r = np.empty_like(acc_r)
+    q_new = np.empty_like(q)
+    actions = np.empty((n_rep, horizon, n_states), np.int64)
+    tied = np.empty(n_rep, np.bool_)
+    keys = np.empty((horizon, n_states, n_actions))
+    u = np.empty(2 * horizon + 1)
+    clean_sas = np.zeros(acc_sas.shape[1:])
+    clean_sa = np.zeros(acc_r.shape[1:])
+    clean_r = np.zeros(acc_r.shape[1:])
+    states = np.empty(horizon + 1, np.int64)
+    n_changes, versions = 0, 0
+    for k in range(k0, k1):
+        i = k - k0
+        # the billboard after k reports
+        for rep in range(n_rep):
+            for j in range(hs):
+                for s in range(n_states):
+                    for a in range(n_actions):
+                        for t in range(n_states):
+                            x = acc_sas[rep, j, s, a, t]
+                            rel_sas[rep, j, s, a, t] = x + jdp_sas[i, rep, j, s, a, t] if jdp else x
+                        x = acc_r[rep, j, s, a]
+                        rel_r[rep, j, s, a] = x + jdp_r[i, rep, j, s, a] if jdp else x
+                        if has_sa:
+                            x = acc_sa[rep, j, s, a]
+                            rel_sa[rep, j, s, a] = x + jdp_sa[i, rep, j, s, a] if jdp else x
+                        else:
+                            rel_sa[rep, j, s, a] = pairwise_sum(rel_sas[rep, j, s, a], 0,
+                                                               n_states)
+        plan_replicas(rel_sas, rel_sa, rel_r, radius[i], private, threshold[i], consts[i],
+                      caps, q, clip_previous, radius[i] > 0, variance_terms, q_new, actions,
+                      tied)
+        q[:] = q_new
+        changed_any = not has_last
+        for rep in range(n_rep):
+            ent = entropy[rep, : entropy_len[rep]]
+            if tied[rep]:  # as DPUCBVI._break_ties
+                _uniforms(ent, tie_key, k, keys)
+                for h in range(horizon):
+                    for s in range(n_states):
+                        best = -np.inf
+                        for a in range(n_actions):
+                            best = max(best, q[rep, h, s, a])
+                        top, arg = -np.inf, 0
+                        for a in range(n_actions):
+                            key = (1.0 + keys[h, s, a] if q[rep, h, s, a] >= best - 1e-9
+                                   else -1.0)
+                            if key > top:
+                                top, arg = key, a
+                        actions[rep, h, s] = arg
+            changed = not has_last
+            if has_last:
+                for h in range(horizon):
+                    for s in range(n_states):
+                        if actions[rep, h, s] != last[rep, h, s]:
+                            changed = True
+            if changed:
+                changed_any = True
+                change_k[n_changes] = k
+                change_r[n_changes] = rep
+                change_pol[n_changes] = actions[rep]
+                n_changes += 1
+                last[rep] = actions[rep]
+            # the user's episode: rollout from its stream, then its counts (and LDP noise)
+            if ldp:
+                u[:] = given_u[i, rep]
+            else:
+                _uniforms(ent, user_key, k, u)
+            states[0] = _draw(cum_d1, u[0])
+            for h in range(horizon):
+                s = states[h]
+                a = actions[rep, h, s]
+                states[h + 1] = _draw(cum_p[h, s, a], u[1 + h])
+                mean = r_mean[h, s, a]
+                reward = (1.0 if u[1 + horizon + h] < mean else 0.0) if bernoulli else mean
+                j = 0 if hs == 1 else h
+                clean_sas[j, s, a, states[h + 1]] += 1.0
+                clean_sa[j, s, a] += 1.0
+                clean_r[j, s, a] += reward
+            if ldp:  # every entry of every released family is noised and summed
+                for j in range(hs):
+                    for s in range(n_states):
+                        for a in range(n_actions):
+                            for t in range(n_states):
+                                acc_sas[rep, j, s, a, t] += (clean_sas[j, s, a, t]
+                                                             + ldp_sas[i, rep, j, s, a, t])
+                                clean_sas[j, s, a, t] = 0.0
+                            if has_sa:
+                                acc_sa[rep, j, s, a] += clean_sa[j, s, a] + ldp_sa[i, rep, j, s, a]
+                            acc_r[rep, j, s, a] += clean_r[j, s, a] + ldp_r[i, rep, j, s, a]
+                            clean_sa[j, s, a] = 0.0
+                            clean_r[j, s, a] = 0.0
+            else:  # only the visited cells change
+                for h in range(horizon):
+                    s, a, t = states[h], actions[rep, h, states[h]], states[h + 1]
+                    j = 0 if hs == 1 else h
+                    acc_sas[rep, j, s, a, t] += clean_sas[j, s, a, t]
+                    clean_sas[j, s, a, t] = 0.0
+                    if has_sa:
+                        acc_sa[rep, j, s, a] += clean_sa[j, s, a]
+                    acc_r[rep, j, s, a] += clean_r[j, s, a]
+                    clean_sa[j, s, a] = 0.0
+                    clean_r[j, s, a] = 0.0
+        if changed_any:
+            versions += 1
+        has_last = True
+    return n_changes, versions

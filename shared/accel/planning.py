@@ -1,0 +1,326 @@
+"""Compiled DP-UCBVI planning: projection, bonus and optimistic backward induction in one pass.
+
+One kernel call plans every replica from the billboard. Per step h it projects the noisy counts
+of that step's cells (spec §4.4, the canonical LP solution of `privrl.privacy.postprocess`),
+builds the model and the Bernstein-type bonus (spec §3.5) and backs the values up (spec §3.6),
+so no (H, S, A, S) temporary is ever allocated: scratch is O(S^2 A) per step. Arithmetic follows
+`privrl.algorithms.ucbvi.learner`'s numpy path operation by operation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from . import streams  # noqa: F401  (loaded with the planner: seeding then uses it too)
+
+TIE_TOL = 1e-9
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _block_sum(a: np.ndarray, start: int, n: int) -> float:
+    """numpy's pairwise-sum leaf (n <= 128): 8 lanes, then the rest in order (no allocation)."""
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[start + i]
+        return res
+    r0, r1, r2, r3 = a[start], a[start + 1], a[start + 2], a[start + 3]
+    r4, r5, r6, r7 = a[start + 4], a[start + 5], a[start + 6], a[start + 7]
+    i = 8
+    while i < n - (n % 8):
+        j = start + i
+        r0 += a[j]
+        r1 += a[j + 1]
+        r2 += a[j + 2]
+        r3 += a[j + 3]
+        r4 += a[j + 4]
+        r5 += a[j + 5]
+        r6 += a[j + 6]
+        r7 += a[j + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[start + i]
+        i += 1
+    return res
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def pairwise_sum(a: np.ndarray, start: int, n: int) -> float:
+    """numpy's float64 add-reduction of a[start:start+n], in numpy's order."""
+    if n <= 128:
+        return _block_sum(a, start, n)
+    return _halving_sum(a, start, n)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _halving_sum(a: np.ndarray, start: int, n: int) -> float:
+    """pairwise_sum above 128 entries (numpy halves the run), without recursion: numba cannot
+    reload a cached recursive function."""
+    starts = np.empty(64, np.int64)
+    sizes = np.empty(64, np.int64)
+    phase = np.zeros(64, np.int64)  # 0: new, 1: left half pending, 2: right half pending
+    left = np.empty(64)
+    top = 0
+    starts[0], sizes[0] = start, n
+    result = 0.0
+    while True:
+        size = sizes[top]
+        if size > 128 and phase[top] == 0:
+            half = size // 2
+            half -= half % 8
+            phase[top] = 1
+            top += 1
+            starts[top], sizes[top], phase[top] = starts[top - 1], half, 0
+            continue
+        result = _block_sum(a, starts[top], size) if size <= 128 else result
+        while True:  # hand `result` up to the parents
+            top -= 1
+            if top < 0:
+                return result
+            if phase[top] == 1:
+                left[top] = result
+                phase[top] = 2
+                half = sizes[top] // 2
+                half -= half % 8
+                starts[top + 1] = starts[top] + half
+                sizes[top + 1] = sizes[top] - half
+                phase[top + 1] = 0
+                top += 1
+                break
+            result = left[top] + result
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _sort(w: np.ndarray) -> None:
+    """Sort ascending in place: insertion sort on short rows (numba's quicksort costs ~300 ns
+    even on 6 entries), numba's sort on long ones; the sorted values are the same."""
+    if w.shape[0] > 16:
+        w.sort()
+        return
+    for i in range(1, w.shape[0]):
+        value = w[i]
+        j = i - 1
+        while j >= 0 and w[j] > value:
+            w[j + 1] = w[j]
+            j -= 1
+        w[j + 1] = value
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def water_level(w: np.ndarray, d: float) -> float:
+    """Smallest mu >= 0 with sum_i min(w_i, mu) >= d (sorts `w` in place); see postprocess."""
+    s = w.shape[0]
+    best = d / s
+    if s == 1:
+        return max(best, 0.0)
+    _sort(w)
+    for j in range(1, s - 1):
+        w[j] += w[j - 1]
+    top = -np.inf
+    for m in range(s - 1):
+        level = (d - w[m]) / (s - 1 - m)
+        top = max(top, level)
+    return max(max(best, top), 0.0)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np.ndarray,
+                 scratch: np.ndarray) -> float:
+    """The canonical projection of cell (s, a) of `sas` (S, A, S) into out[s, a] (x* + E/(2S));
+    returns N~(s,a). Indexes instead of slicing (a view per cell costs reference counting)."""
+    n_states = sas.shape[2]
+    quarter = e / 4.0
+    hi_sum = n_sa + quarter
+    if hi_sum < 0.0:
+        hi_sum = 0.0
+        lo_sum = 0.0
+    else:
+        lo_sum = max(n_sa - quarter, 0.0)
+    low = np.inf
+    for i in range(n_states):
+        low = min(low, sas[s, a, i])
+        scratch[i] = sas[s, a, i]
+    total = pairwise_sum(scratch, 0, n_states)
+    for i in range(n_states):
+        scratch[i] = max(sas[s, a, i], 0.0)
+    sum_x0 = pairwise_sum(scratch, 0, n_states)
+    t0 = max(-low, 0.0)
+    t1 = (lo_sum - total) / n_states
+    t2 = water_level(scratch, max(sum_x0 - hi_sum, 0.0))
+    t = max(max(t0, t1), t2)
+    target = min(max(sum_x0, lo_sum), hi_sum)
+    up = target >= sum_x0
+    for i in range(n_states):
+        scratch[i] = max(sas[s, a, i] - t, 0.0)
+    sum_lo = pairwise_sum(scratch, 0, n_states)
+    for i in range(n_states):
+        scratch[i] = sas[s, a, i] + t
+    sum_hi = pairwise_sum(scratch, 0, n_states)
+    for i in range(n_states):
+        noisy = sas[s, a, i]
+        x0 = max(noisy, 0.0)
+        scratch[i] = noisy + t - x0 if up else x0 - max(noisy - t, 0.0)
+    mu = water_level(scratch, abs(target - sum_x0))
+    shift = mu if up else -mu
+    offset = e / (2.0 * n_states)
+    for i in range(n_states):
+        noisy = sas[s, a, i]
+        lo = max(noisy - t, 0.0)
+        hi = noisy + t
+        x = min(max(max(noisy, 0.0) + shift, lo), hi)
+        if target <= sum_lo:
+            x = lo
+        if target >= sum_hi:
+            x = hi
+        scratch[i] = x + offset
+        out[s, a, i] = scratch[i]
+    return pairwise_sum(scratch, 0, n_states)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _model_step(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: float,
+                private: bool, threshold: float, p: np.ndarray, n_eff: np.ndarray,
+                r_hat: np.ndarray, scratch: np.ndarray) -> None:
+    """Model of one step's cells: P~ (S, A, S), thresholded N~ (S, A) and r~ (S, A)."""
+    n_states, n_actions = sa.shape
+    for s in range(n_states):
+        for a in range(n_actions):
+            if private:
+                n = project_cell(sas, s, a, sa[s, a], radius, p, scratch)
+            else:
+                n = sa[s, a]
+                for t in range(n_states):
+                    p[s, a, t] = sas[s, a, t]
+            if n > 0:
+                for t in range(n_states):
+                    p[s, a, t] = p[s, a, t] / n
+                r_hat[s, a] = min(max(r_sum[s, a] / n, 0.0), 1.0)
+            else:
+                for t in range(n_states):
+                    p[s, a, t] = 1.0 / n_states
+                r_hat[s, a] = 0.0
+            n_eff[s, a] = n if (threshold <= 0 or n >= threshold) else 0.0
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _next_weights(n_eff: np.ndarray, c1: float, c23: float, h2: float, g: np.ndarray) -> None:
+    """g(s') = min(c1/N' + c23/N'^2, H^2) with N' = sum_a N~(s', a) (H^2 where N' = 0)."""
+    for t in range(n_eff.shape[0]):
+        n = pairwise_sum(n_eff[t], 0, n_eff.shape[1])
+        g[t] = min(c1 / n + c23 / (n * n), h2) if n > 0 else h2
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _row_dot(p: np.ndarray, c: int, s: int, a: int, y: np.ndarray, scratch: np.ndarray) -> float:
+    """sum_t p[c, s, a, t] y_t as numpy's (p * y).sum(-1) computes it (products rounded, then
+    summed in numpy's order: in order below 8 terms). Indexes p instead of slicing it: a view
+    per call costs reference counting in this innermost loop."""
+    n = y.shape[0]
+    if n < 8:
+        res = 0.0
+        for t in range(n):
+            res += p[c, s, a, t] * y[t]
+        return res
+    for t in range(n):
+        scratch[t] = p[c, s, a, t] * y[t]
+    return pairwise_sum(scratch, 0, n)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: float,
+                  private: bool, threshold: float, consts: np.ndarray, caps: np.ndarray,
+                  q_prev: np.ndarray, clip_previous: bool, use_term3: bool,
+                  variance_terms: bool, q_out: np.ndarray, actions: np.ndarray,
+                  tied: np.ndarray) -> None:
+    """Optimistic value iteration of every replica from the release (R, Hs, S, A[, S]).
+
+    consts = [iota, bonus_scale, privacy_scale, c3, c1, c23, cb]; writes Q~ (R, H, S, A), the
+    greedy actions (first maximiser) and whether a replica has a tie to break at random.
+    """
+    io, bs, ps, c3, c1, c23, cb = (consts[0], consts[1], consts[2], consts[3], consts[4],
+                                   consts[5], consts[6])
+    n_rep, horizon, n_states, n_actions = q_out.shape
+    pooled = sas.shape[1] == 1
+    h2 = float(horizon) ** 2
+    c4 = 4.0 * math.sqrt(io)
+    p = np.empty((2, n_states, n_actions, n_states))
+    n_eff = np.empty((2, n_states, n_actions))
+    r_hat = np.empty((2, n_states, n_actions))
+    g = np.empty(n_states)
+    scratch = np.empty(n_states)
+    v = np.empty(n_states)  # V_{h+1}, V_{h+1}^2
+    v2 = np.empty(n_states)
+    v_new = np.empty(n_states)
+    for rep in range(n_rep):
+        tied[rep] = False
+        for t in range(n_states):
+            v[t] = 0.0
+            v2[t] = 0.0
+        if pooled:
+            _model_step(sas[rep, 0], sa[rep, 0], r_sum[rep, 0], radius, private, threshold,
+                        p[0], n_eff[0], r_hat[0], scratch)
+            if variance_terms and horizon > 1:
+                _next_weights(n_eff[0], c1, c23, h2, g)
+        for h in range(horizon - 1, -1, -1):
+            cur = 0 if pooled else h % 2
+            if not pooled:
+                if h < horizon - 1 and variance_terms and horizon > 1:
+                    _next_weights(n_eff[1 - cur], c1, c23, h2, g)
+                _model_step(sas[rep, h], sa[rep, h], r_sum[rep, h], radius, private,
+                            threshold, p[cur], n_eff[cur], r_hat[cur], scratch)
+            for s in range(n_states):
+                best = -np.inf
+                for a in range(n_actions):
+                    n = n_eff[cur, s, a]
+                    if n_states < 8:  # both sums in one pass (numpy's order: in order)
+                        pv, pv2 = 0.0, 0.0
+                        for t in range(n_states):
+                            pv += p[cur, s, a, t] * v[t]
+                            pv2 += p[cur, s, a, t] * v2[t]
+                    else:
+                        pv = _row_dot(p, cur, s, a, v, scratch)
+                        pv2 = _row_dot(p, cur, s, a, v2, scratch)
+                    if n > 0:
+                        inv_n = 1.0 / n
+                        bonus = bs * math.sqrt((2.0 * io) * inv_n)
+                        if use_term3:
+                            bonus = bonus + ps * (c3 * inv_n)
+                        else:
+                            bonus = bonus + 0.0
+                        if variance_terms and horizon > 1:
+                            w = 0.0
+                            if h < horizon - 1 or pooled:  # pooled: E5 unapplied, as numpy
+                                if n_states < 8:
+                                    for t in range(n_states):
+                                        w += p[cur, s, a, t] * g[t]
+                                else:
+                                    w = _row_dot(p, cur, s, a, g, scratch)
+                            bonus = bonus + bs * (c4 * math.sqrt(w * inv_n))
+                        q = (r_hat[cur, s, a] + bonus) + pv
+                        if cb > 0:
+                            q += (2.0 * cb * math.sqrt(io / n)) * math.sqrt(max(pv2 - pv * pv,
+                                                                                 0.0))
+                    else:
+                        q = np.inf
+                    ceiling = min(caps[h], q_prev[rep, h, s, a]) if clip_previous else caps[h]
+                    q = min(q, ceiling)
+                    q_out[rep, h, s, a] = q
+                    best = max(best, q)
+                v_new[s] = best
+                count = 0
+                first = -1
+                for a in range(n_actions):
+                    if q_out[rep, h, s, a] >= best - TIE_TOL:
+                        count += 1
+                        if first < 0:
+                            first = a
+                actions[rep, h, s] = first
+                if count > 1:
+                    tied[rep] = True
+            for t in range(n_states):
+                v[t] = v_new[t]
+                v2[t] = v_new[t] * v_new[t]

@@ -1,0 +1,148 @@
+"""DP-UCBVI's in-process episode loop on the compiled kernel (`privrl.accel.episodes`).
+
+Same numbers as `privrl.run.run_in_process`'s generic loop: the kernel plans, rolls out and
+counts exactly as the learner, the users and the privatizer do, drawing from the same seeded
+streams. Noise is drawn with numpy before each block (LDP: each user's report noise after its
+rollout uniforms; JDP: the trees' noise in each release, through `TreeCounter.noise_block`),
+ledger charges go through the privatizer's own `record`, and regret through the evaluator's
+`message_regret`. Used only when it applies (compiled path on, a tabular world, a reproducible
+noise backend); otherwise the generic loop runs.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...privacy.privatizers import Aggregator, Central, Identity
+from ...seeding import path_words, user_generator
+from ...worlds.tabular import TabularMDP
+
+if TYPE_CHECKING:
+    from ...run import Run
+
+BLOCK_FLOATS = 2_000_000  # pre-drawn noise per block (16 MB), and at most BLOCK episodes
+BLOCK = 1024
+
+
+def applies(run: Run, world: Any) -> bool:
+    """Whether the compiled loop reproduces this run (else the generic loop runs)."""
+    cal = run.calibration
+    return (
+        isinstance(world, TabularMDP)
+        and isinstance(run.privatizer, Identity | Central | Aggregator)
+        and (cal.mechanism is None or cal.mechanism.reproducible)
+        and run.config.episodes < 2**32
+    )
+
+
+class FusedEpisodes:
+    """Runs the remaining episodes of `run` in `world`, block by block, in the kernel."""
+
+    def __init__(self, run: Run, world: TabularMDP) -> None:
+        self.run, self.world = run, world
+        self.planner = run.learner.planner
+        self.families = {f.name: f for f in run.calibration.families}
+        n_rep = len(run.seeds)
+        words = [path_words(seed)[0] for seed in run.seeds]
+        self.entropy = np.zeros((n_rep, max(len(w) for w in words)), np.uint32)
+        for r, w in enumerate(words):
+            self.entropy[r, : len(w)] = w
+        self.entropy_len = np.array([len(w) for w in words], np.int64)
+        priv = run.privatizer
+        sums = priv.sums if isinstance(priv, Identity | Aggregator) else {
+            name: tree.exact for name, tree in priv.trees.items()}
+        self.acc = {name: sums[name] for name in sums}
+        shape = self.planner.q.shape
+        self.block = max(1, min(BLOCK, BLOCK_FLOATS // max(1, self._floats_per_episode())))
+        self.last = np.zeros(shape[:3], np.int64)
+
+    def _floats_per_episode(self) -> int:
+        """Noise floats one episode pre-draws (all replicas)."""
+        n_rep = len(self.run.seeds)
+        return n_rep * sum(int(np.prod(f.shape)) for f in self.families.values())
+
+    def __call__(self, regret: np.ndarray, progress: Callable[[int], None] | None,
+                 progress_every: int) -> None:
+        """Fill `regret` (R, K) for every remaining episode, as the generic loop would."""
+        from ...accel.episodes import run_episodes
+        from ...run import message_regret
+
+        run, world, planner = self.run, self.world, self.planner
+        k, total = run.reported, run.config.episodes
+        n_rep, horizon, n_states = planner.q.shape[:3]
+        last_regret = np.zeros(n_rep)
+        has_last = False
+        empty = np.empty((0, n_rep, 1, 1, 1, 1))
+        dummy_sa = np.empty(self.acc["r"].shape)
+        while k < total:
+            b = min(self.block, total - k)
+            radius, threshold = self._radius(k, b)
+            consts = np.stack([planner.constants(e) for e in radius])
+            given_u, ldp = self._ldp_draws(k, b)
+            jdp = self._jdp_draws(b)
+            change_k = np.empty(b * n_rep, np.int64)
+            change_r = np.empty(b * n_rep, np.int64)
+            change_pol = np.empty((b * n_rep, horizon, n_states), np.int64)
+            n_changes, versions = run_episodes(
+                k, k + b, self.entropy, self.entropy_len, np.uint32(zlib.crc32(b"user")),
+                np.uint32(zlib.crc32(b"tiebreak")), given_u,
+                ldp.get("sas", empty), ldp.get("sa", empty[..., 0]), ldp.get("r", empty[..., 0]),
+                jdp.get("sas", empty), jdp.get("sa", empty[..., 0]), jdp.get("r", empty[..., 0]),
+                self.acc["sas"], self.acc.get("sa", dummy_sa), self.acc["r"], "sa" in self.acc,
+                world.cum_d1, world.cum_P, world.R, world.reward_noise == "bernoulli",
+                radius, threshold, consts, run.calibration.mechanism is not None, planner.caps,
+                planner.q, bool(planner.knobs.clip_previous), bool(planner.knobs.variance_terms),
+                self.last, has_last, change_k, change_r, change_pol,
+            )
+            has_last = True
+            values = message_regret(world, change_pol[:n_changes]) if n_changes else np.empty(0)
+            for r in range(n_rep):
+                mine = change_r[:n_changes] == r
+                starts = change_k[:n_changes][mine] - k
+                steps = np.concatenate([[last_regret[r]], values[mine]])
+                regret[r, k : k + b] = steps[np.searchsorted(starts, np.arange(b), side="right")]
+                last_regret[r] = steps[-1]
+            for _ in range(b):
+                run.privatizer.record(run.ledger)
+            run.policy_version += versions
+            for done in range(k + 1, k + b + 1):
+                if progress is not None and (done % progress_every == 0 or done == total):
+                    progress(done)
+            k += b
+        run.adopt_message({"actions": self.last.copy()})
+
+    def _radius(self, k: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """The public radius E and unknown-cell threshold after k .. k+b-1 reports."""
+        learner, below = self.run.learner, self.planner.knobs.unknown_below
+        radius = np.array([learner.radius(t) for t in range(k, k + b)])
+        threshold = np.array([below * learner.pair_std(t) for t in range(k, k + b)])
+        return radius, threshold
+
+    def _ldp_draws(self, k: int, b: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """LDP: each user's rollout uniforms and report noise for episodes k .. k+b-1, drawn
+        from its own stream in the order `user_episode` draws them."""
+        run, horizon = self.run, self.world.H
+        if run.calibration.mode != "ldp" or run.calibration.mechanism is None:
+            return np.empty((0, 0, 2 * horizon + 1)), {}
+        n_rep = len(run.seeds)
+        u = np.empty((b, n_rep, 2 * horizon + 1))
+        noise = {name: np.empty((b, n_rep, *f.shape)) for name, f in self.families.items()}
+        samplers = {name: run.calibration.sampler(name) for name in self.families}
+        for i in range(b):
+            for r, seed in enumerate(run.seeds):
+                rng = user_generator(seed, k + i)
+                u[i, r] = rng.random(2 * horizon + 1)
+                for name, f in self.families.items():
+                    noise[name][i, r] = samplers[name].sample(rng, f.shape)
+        return u, noise
+
+    def _jdp_draws(self, b: int) -> dict[str, np.ndarray]:
+        """JDP: the noise in the next b releases of every family's tree."""
+        priv = self.run.privatizer
+        if not isinstance(priv, Central):
+            return {}
+        return {name: tree.noise_block(b) for name, tree in priv.trees.items()}

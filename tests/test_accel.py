@@ -1,0 +1,113 @@
+"""The compiled kernels (privrl.accel) give the numpy path's numbers, bit for bit.
+
+Each case runs the same configuration twice, once with PRIVRL_NUMBA=0 (pure numpy) and once
+compiled, and compares every replica's per-episode regret and the learner's final Q~ exactly.
+Garnet worlds with S >= 8 and S > 128 exercise numpy's pairwise summation order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from privrl import accel
+from privrl.config import RunConfig
+from privrl.run import Run, run_in_process
+from privrl.worlds.tabular import garnet, riverswim
+
+pytestmark = pytest.mark.skipif(not accel.enabled(), reason="numba is not installed")
+
+CASES = {
+    "none": dict(privacy="none", preset="practical"),
+    "jdp-gaussian": dict(privacy="jdp", mechanism="gaussian", epsilon=1.0, delta=1e-5,
+                         preset="practical"),
+    "jdp-laplace-faithful": dict(privacy="jdp", mechanism="laplace", epsilon=2.0),
+    "ldp-laplace-pooled": dict(privacy="ldp", mechanism="laplace", epsilon=4.0,
+                               knobs={"pooled": True}),
+    "ldp-gaussian-released": dict(privacy="ldp", mechanism="gaussian", epsilon=50.0,
+                                  delta=1e-5, preset="practical",
+                                  knobs={"pair_counts": "released"}),
+}
+
+
+def _both(monkeypatch: pytest.MonkeyPatch, mdp, case: dict, episodes: int) -> tuple:
+    """(numpy result, compiled result) of the same run, with each learner's final Q~."""
+    config = RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=episodes,
+                       **case)
+    out = []
+    for flag in ("0", "1"):
+        monkeypatch.setenv(accel.ENV_SWITCH, flag)
+        assert accel.enabled() == (flag == "1")
+        out.append(run_in_process(config, mdp, [3, 4]))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_compiled_run_equals_numpy_run(monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    slow, fast = _both(monkeypatch, riverswim(8), CASES[case], 120)
+    np.testing.assert_array_equal(fast.regret, slow.regret)
+    assert fast.policy_versions == slow.policy_versions
+    assert fast.ledger.totals(1e-5) == slow.ledger.totals(1e-5)
+
+
+@pytest.mark.parametrize(("states", "case"), [(12, "jdp-gaussian"), (12, "none"),
+                                              (130, "jdp-laplace-faithful")])
+def test_compiled_plan_equals_numpy_plan_on_garnet(monkeypatch: pytest.MonkeyPatch, states: int,
+                                                   case: str) -> None:
+    mdp = garnet(states, 3, 4, seed=1)
+    config = RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=50,
+                       **CASES[case])
+    run = Run(config, [5, 6])
+    for k in range(12):  # feed some episodes, then plan the same billboard both ways
+        run.ingest_trajectories(*_played(run, mdp, k))
+    planner, billboard = run.learner.planner, run.billboard()
+    args = (billboard, run.learner.radius(run.reported), run.learner.pair_std(run.reported),
+            run.reported)
+    results = []
+    for flag in ("0", "1"):
+        monkeypatch.setenv(accel.ENV_SWITCH, flag)
+        planner.q = np.full_like(planner.q, float(mdp.H))
+        actions = planner.plan(*args, private=run.calibration.mechanism is not None)
+        results.append((actions, planner.q.copy()))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    assert np.isfinite(results[1][1]).all() and (results[1][1] <= mdp.H).all()
+
+
+def _played(run: Run, mdp, k: int) -> tuple:
+    """Episode k's trajectories under the run's current policy, and the message played."""
+    from privrl.run import user_episode
+
+    message = run.message()
+    traj, _ = user_episode(mdp, message, run.seeds, k, run.algorithm, run.calibration)
+    return traj, message
+
+
+def test_compiled_seed_sequence_gives_numpy_streams() -> None:
+    from privrl.accel.streams import seeded_uniforms
+    from privrl.seeding import CompiledSeedSequence, path_words, seed_sequence
+
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        seed = int(rng.integers(0, 2**63)) << int(rng.integers(0, 66))  # 0 to ~128-bit seeds
+        seed += 0 if trial % 5 else int(rng.integers(0, 3))
+        path = [int(x) for x in rng.integers(0, 2**40, size=int(rng.integers(0, 4)))]
+        path += ["user", "tiebreak", "tree"][trial % 3:trial % 3 + 1]
+        want = np.random.Generator(np.random.PCG64(seed_sequence(seed, *path)))
+        got = np.random.Generator(np.random.PCG64(CompiledSeedSequence(seed, *path)))
+        np.testing.assert_array_equal(got.random(7), want.random(7))
+        np.testing.assert_array_equal(got.standard_normal(5), want.standard_normal(5))
+        np.testing.assert_array_equal(got.laplace(0.0, 1.0, 5), want.laplace(0.0, 1.0, 5))
+        out = np.empty((3, 4))
+        seeded_uniforms(*path_words(seed, *path), out)
+        np.testing.assert_array_equal(
+            out, np.random.Generator(np.random.PCG64(seed_sequence(seed, *path))).random((3, 4)))
+
+
+def test_warm_up_command_prepares_the_kernels() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "privrl.accel"], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "privrl.accel: kernels ready in" in done.stdout
