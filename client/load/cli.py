@@ -1,0 +1,85 @@
+"""The load-testing options of `privrl users` (--processes, --connections, --duration,
+--report, --plot) and the swarm path they select."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from privrl.client.api import ApiError, ServerAPI
+from privrl.client.cli_common import CliError, positive_float, positive_int
+from privrl.client.users import Backoff, UserError
+
+CONNECTIONS = 16  # default connection slots per process and kind (claims, reports)
+
+
+def add_swarm_options(p: argparse.ArgumentParser) -> None:
+    """Options of a swarm from several processes with a bounded pool each."""
+    p.add_argument("--processes", type=positive_int, default=1,
+                   help="user processes: --users and --concurrency are split over them")
+    p.add_argument("--connections", type=positive_int, default=CONNECTIONS,
+                   help="keep-alive connection slots per process for claims, and as many for"
+                   " reports: users wait for a slot, so the pool never scans a long queue")
+    p.add_argument("--duration", type=positive_float, default=None,
+                   help="seconds after which no user starts another episode (default: none,"
+                   " play --users episodes or until the run is finished)")
+    p.add_argument("--report", default=None, metavar="FILE",
+                   help="write the swarm's report as JSON: acknowledged, episodes/s, p50/p95/p99"
+                   " per endpoint, errors by kind, a per-second timeline (default: none)")
+    p.add_argument("--plot", default=None, metavar="FILE",
+                   help="draw throughput and latency over time to this PNG (default: none)")
+
+
+def _remaining(server: str, run_id: str) -> tuple[int, bool]:
+    """(episodes not yet reported, finished) of a run, from its public status."""
+    try:
+        with ServerAPI(server) as api:
+            status = api.get_run(run_id).status
+    except ApiError as exc:
+        raise CliError(str(exc)) from None
+    return max(0, status.episodes - status.reported), status.finished
+
+
+def swarm_command(args: argparse.Namespace, server: str, run_id: str, seed: int | None,
+                  mdp: Any, backoff: Backoff) -> int:
+    """`privrl users` over several processes: live progress, one-line summary, JSON, PNG."""
+    import time
+
+    from privrl.client.load.report import one_line, plot_report, swarm_report
+    from privrl.client.load.swarm import run_swarm, shares
+    from privrl.seeding import secret_seed
+
+    remaining, finished = _remaining(server, run_id)
+    if finished:
+        raise CliError(f"run {run_id} has already finished (every episode is reported): nothing"
+                       " to play; create a new run with `privrl runs create`")
+    seed = secret_seed() if seed is None else seed
+    stop_at = time.time() + args.duration if args.duration else None
+    parts = shares(server, run_id, args.users, args.concurrency, args.processes,
+                   args.connections, seed, mdp, backoff, stop_at)
+    total = remaining if args.users is None else min(args.users, remaining)
+    try:
+        results = run_swarm(parts, f"users {run_id}", total, progress=not args.quiet,
+                            progress_every=args.progress_every)
+    except (UserError, ApiError) as exc:
+        raise CliError(str(exc)) from None
+    report = swarm_report(results, {
+        "processes": len(parts), "concurrency": sum(p.concurrency for p in parts),
+        "connections_per_process": args.connections, "users_requested": args.users,
+        "duration": args.duration,
+    })
+    for path in filter(None, (args.report, args.json_out)):
+        Path(path).write_text(json.dumps(report, indent=1))
+    if args.plot:
+        plot_report(report, Path(args.plot))
+    print(one_line(report))
+    if report["refused"] and not report["acknowledged"]:
+        raise CliError(f"the server refused all {report['refused']} reports of run {run_id}: "
+                       f"{report['user_errors'][0] if report['user_errors'] else 'no reason'}")
+    if report["refused"]:
+        print(f"privrl: {report['refused']} report(s) refused: {report['user_errors'][0]}",
+              file=sys.stderr)
+    return 0
