@@ -83,3 +83,17 @@ def swarm_command(args: argparse.Namespace, server: str, run_id: str, seed: int 
         print(f"privrl: {report['refused']} report(s) refused: {report['user_errors'][0]}",
               file=sys.stderr)
     return 0
+
+
+def cmd_locustfile(args: argparse.Namespace) -> int:
+    """privrl locustfile: print the path of the shipped locustfile."""
+    print(Path(__file__).with_name("locustfile.py"))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `locustfile`."""
+    p = sub.add_parser("locustfile", help="print the path of the locustfile whose users play"
+                       " real episodes: locust -f \"$(privrl locustfile)\" --privrl-run ID ..."
+                       " (needs privrl[load])")
+    p.set_defaults(handler=cmd_locustfile)
