@@ -23,11 +23,11 @@ import os
 import gevent
 import gevent.lock
 import httpx
-import locust.stats
 from locust import FastHttpUser, between, events, task
 from locust.exception import StopUser
 from privrl import algorithms
 from privrl.client.api import run_path
+from privrl.client.load import locust_common  # noqa: F401 (--privrl-samples, last CSV rows)
 from privrl.client.users import UserContext, UserError, play
 from privrl.protocol import API_VERSION, Ack, RunInfo, Ticket
 from privrl.seeding import secret_seed
@@ -47,14 +47,6 @@ def _options(parser) -> None:
                         help="the users' world (default: the run's algorithm's own world)")
     parser.add_argument("--privrl-world-params", default="{}",
                         help="the world's parameters as a JSON object (default: {})")
-
-
-@events.quitting.add_listener
-def _last_csv_rows(environment, **_kw) -> None:
-    """Give Locust's CSV writer one more round before it exits (it writes every
-    CSV_STATS_INTERVAL_SEC and not at exit, so the last requests would be missing)."""
-    if getattr(environment.parsed_options, "csv_prefix", None):
-        gevent.sleep(locust.stats.CSV_STATS_INTERVAL_SEC + 0.25)
 
 
 def _seed() -> int:

@@ -21,6 +21,7 @@ from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+import httpx
 from privrl.client.api import ApiError
 from privrl.client.load.meter import ACKS, COUNTERS, ERRORS, REQUESTS, BoundedTransport, Meter
 from privrl.client.users import Backoff, UserError, run_users
@@ -42,7 +43,8 @@ class Share:
     seed: int
     mdp: Any
     backoff: Backoff
-    stop_at: float | None
+    duration: float | None  # seconds from the common start after which no episode starts
+    mode: str = "episodes"  # or "healthz": GET /healthz in a loop for `duration` (the ceiling)
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -52,29 +54,58 @@ def split(total: int, parts: int) -> list[int]:
 
 def shares(server: str, run_id: str, users: int | None, concurrency: int, processes: int,
            connections: int, seed: int, mdp: Any, backoff: Backoff,
-           stop_at: float | None) -> list[Share]:
+           duration: float | None, mode: str = "episodes") -> list[Share]:
     """The P shares of a swarm (never more processes than concurrent users)."""
     processes = min(processes, concurrency, users or concurrency)
     users_of = split(users, processes) if users is not None else [None] * processes
-    return [Share(i, server, run_id, n, c, min(connections, c), seed, mdp, backoff, stop_at)
+    return [Share(i, server, run_id, n, c, min(connections, c), seed, mdp, backoff, duration,
+                  mode)
             for i, (n, c) in enumerate(zip(users_of, split(concurrency, processes),
                                            strict=True))]
 
 
+async def healthz(share: Share, transport: BoundedTransport, stop_at: float
+                  ) -> dict[str, Any]:
+    """`share.concurrency` loops of GET /healthz until `stop_at`: the trivial endpoint."""
+    started = time.time()
+
+    async def loop(http: httpx.AsyncClient) -> None:
+        while time.time() < stop_at:
+            await http.get("/healthz")
+
+    async with httpx.AsyncClient(base_url=share.server, transport=transport, timeout=30) as http:
+        await asyncio.gather(*(loop(http) for _ in range(share.concurrency)))
+    return {"run_id": "", "reported": 0, "duplicates": 0, "refused": 0, "finished": False,
+            "started_at": started, "ended_at": time.time(), "report_bytes_max": 0,
+            "errors": []}
+
+
 async def play_share(share: Share, live: MutableSequence[int] | None = None) -> dict[str, Any]:
-    """Play one share in this process; its swarm summary and every request's timing."""
+    """Play one share in this process (from now on); its swarm summary, every request's timing
+    and the CPU seconds this process spent."""
     meter = Meter(live=live, base=share.index * COUNTERS)
-    result = await run_users(
-        share.server, share.run_id, share.users, share.concurrency, share.seed, share.mdp,
-        backoff=share.backoff, progress=False, transport=BoundedTransport(share.connections, meter),
-        stop_at=share.stop_at, jitter_seed=derived_seed(share.seed, "process", share.index),
-    )
-    return {"summary": result.summary(), "meter": meter.arrays(), "errors": dict(meter.errors)}
+    transport = BoundedTransport(share.connections, meter)
+    cpu = time.process_time()
+    stop_at = None if share.duration is None else time.time() + share.duration
+    if share.mode == "healthz":
+        summary = await healthz(share, transport, stop_at or time.time())
+    else:
+        result = await run_users(
+            share.server, share.run_id, share.users, share.concurrency, share.seed, share.mdp,
+            backoff=share.backoff, progress=False, transport=transport, stop_at=stop_at,
+            jitter_seed=derived_seed(share.seed, "process", share.index),
+        )
+        summary = result.summary()
+    return {"summary": summary, "meter": meter.arrays(), "errors": dict(meter.errors),
+            "cpu_seconds": time.process_time() - cpu}
 
 
-def _child(share: Share, live: MutableSequence[int], out: Any) -> None:
-    """Entry point of a user process: play the share, send back the result or one error line."""
+def _child(share: Share, live: MutableSequence[int], out: Any, go: Any) -> None:
+    """Entry point of a user process: say it is ready, wait until every process is, play the
+    share, send back the result or one error line."""
     try:
+        out.put(("ready", share.index, None))
+        go.wait()
         out.put(("ok", share.index, asyncio.run(play_share(share, live))))
     except (UserError, ApiError) as exc:
         out.put(("error", share.index, str(exc)))
@@ -140,12 +171,11 @@ def run_swarm(parts: list[Share], label: str, total: int | None, *, progress: bo
 
 def _run_children(ctx: Any, parts: list[Share], live: Any) -> list[dict[str, Any]]:
     """One spawned process per share; collect their results, stop them all on a failure."""
-    out = ctx.Queue()
-    procs = []
-    for share in parts:
-        procs.append(ctx.Process(target=_child, args=(share, live, out),
-                                 name=f"privrl-users-{share.index}"))
+    out, go = ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=_child, args=(share, live, out, go),
+                         name=f"privrl-users-{share.index}") for share in parts]
     results: dict[int, dict[str, Any]] = {}
+    ready = 0
     try:
         for proc in procs:
             proc.start()
@@ -160,6 +190,11 @@ def _run_children(ctx: Any, parts: list[Share], live: Any) -> list[dict[str, Any
                 continue
             if status == "error":
                 raise UserError(f"user process {index}: {body}")
+            if status == "ready":
+                ready += 1
+                if ready == len(procs):  # a common start: spawning takes seconds
+                    go.set()
+                continue
             results[index] = body
         for proc in procs:
             proc.join(timeout=10)

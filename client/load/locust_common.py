@@ -1,0 +1,39 @@
+"""What both locustfiles share (imported only by them, so only under Locust): the --privrl-samples
+option that writes every request's timing to a JSON file when Locust quits, and one more round of
+the CSV writer before it exits (Locust writes the CSV every CSV_STATS_INTERVAL_SEC, not at exit,
+so the last requests would be missing from it)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import gevent
+import locust.stats
+from locust import events
+
+SAMPLES: list[tuple[float, str, float, str]] = []  # (ended, name, ms, error or "")
+
+
+@events.init_command_line_parser.add_listener
+def _options(parser: Any) -> None:
+    parser.add_argument("--privrl-samples", default="", include_in_web_ui=False,
+                        help="write every request's (end time, name, ms, error) to this JSON"
+                        " file when Locust quits (default: none)")
+
+
+@events.request.add_listener
+def _sample(name: str, response_time: float, exception: Any = None, **_kw: Any) -> None:
+    SAMPLES.append((time.time(), name, response_time, "" if exception is None
+                    else f"{type(exception).__name__}: {exception}"[:120]))
+
+
+@events.quitting.add_listener
+def _flush(environment: Any, **_kw: Any) -> None:
+    opts = environment.parsed_options
+    if getattr(opts, "csv_prefix", None):
+        gevent.sleep(locust.stats.CSV_STATS_INTERVAL_SEC + 0.25)
+    if getattr(opts, "privrl_samples", ""):
+        Path(opts.privrl_samples).write_text(json.dumps(SAMPLES))
