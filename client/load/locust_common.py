@@ -1,6 +1,7 @@
-"""What both locustfiles share (imported only by them, so only under Locust): the --privrl-samples
-option that writes every request's timing to a JSON file when Locust quits, and one more round of
-the CSV writer before it exits (Locust writes the CSV every CSV_STATS_INTERVAL_SEC, not at exit,
+"""What both locustfiles share (imported only by them, so only under Locust): --privrl-seconds
+(a test length counted from the test's start, not from Locust's), --privrl-samples (every
+request's timing to a JSON file when Locust quits), and one more round of the CSV writer before
+it exits (Locust writes the CSV every CSV_STATS_INTERVAL_SEC, not at exit,
 so the last requests would be missing from it)."""
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ SAMPLES: list[tuple[float, str, float, str]] = []  # (ended, name, ms, error or 
 
 @events.init_command_line_parser.add_listener
 def _options(parser: Any) -> None:
+    parser.add_argument("--privrl-seconds", type=float, default=0.0, include_in_web_ui=False,
+                        help="stop the test this many seconds after it started (default: 0,"
+                        " only --run-time, which also counts Locust's own start-up)")
     parser.add_argument("--privrl-samples", default="", include_in_web_ui=False,
                         help="write every request's (end time, name, ms, error) to this JSON"
                         " file when Locust quits (default: none)")
@@ -28,6 +32,13 @@ def _options(parser: Any) -> None:
 def _sample(name: str, response_time: float, exception: Any = None, **_kw: Any) -> None:
     SAMPLES.append((time.time(), name, response_time, "" if exception is None
                     else f"{type(exception).__name__}: {exception}"[:120]))
+
+
+@events.test_start.add_listener
+def _timer(environment: Any, **_kw: Any) -> None:
+    seconds = getattr(environment.parsed_options, "privrl_seconds", 0.0)
+    if seconds > 0 and environment.runner is not None:
+        gevent.spawn_later(seconds, environment.runner.quit)
 
 
 @events.quitting.add_listener

@@ -77,7 +77,7 @@ def run_locust(locustfile: Path, host: str, users: int, seconds: float, processe
         procs = []
         for n, path, log in zip(split(users, processes), samples, logs, strict=True):
             cmd = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
-                   "-u", str(n), "-r", str(n), "--run-time", f"{max(1, round(seconds))}s",
+                   "-u", str(n), "-r", str(n), "--privrl-seconds", f"{seconds:g}",
                    "--stop-timeout", f"{stop_timeout:g}", "--host", host, "--only-summary",
                    "--loglevel", "WARNING", "--privrl-samples", str(path), *extra]
             with log.open("wb") as out:
