@@ -66,7 +66,6 @@ def swarm_phase(url: str, run_id: str, users: int, seconds: float, processes: in
     row = swarm_report(results, {"processes": len(parts), "concurrency": users})
     for key in ("timeline", "user_errors", "run_id"):
         row.pop(key)
-    row["generator_cpu_seconds"] = sum(r["cpu_seconds"] for r in results)
     return row
 
 

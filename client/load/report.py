@@ -84,6 +84,7 @@ def swarm_report(parts: list[dict[str, Any]], settings: dict[str, Any]) -> dict[
         "errors_by_kind": dict(sorted(errors.items())),
         **flow,
         "report_bytes_max": max((s["report_bytes_max"] for s in sums), default=0),
+        "generator_cpu_seconds": sum(p.get("cpu_seconds", 0.0) for p in parts),
         "user_errors": [e for s in sums for e in s["errors"]][:20],
         "timeline": timeline(samples, start),
     }
