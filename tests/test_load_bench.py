@@ -20,6 +20,7 @@ def test_bench_http_measures_the_ceiling_and_the_modes_side_by_side(
     assert done.returncode == 0, done.stderr
     body = json.loads(out.read_text())
     assert body["generator"] == generator and body["machine"]["cpus"] >= 1
+    assert body["acknowledged_total"] == body["server_reported_total"] > 0
     (ceiling,) = body["ceiling"]
     assert ceiling["concurrency"] == 2 and ceiling["errors"] == 0
     assert ceiling["requests_per_second"] > 0 and ceiling["latency_ms"]["healthz"]["count"] > 0
@@ -36,3 +37,14 @@ def test_bench_http_measures_the_ceiling_and_the_modes_side_by_side(
         assert f"{row['privacy']} x 2:" in done.stdout
     assert "ceiling /healthz x 2:" in done.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_median_repetition_is_kept_with_every_rate() -> None:
+    from privrl.client.load.bench import median_row
+
+    rows = [{"requests_per_second": v, "episodes_per_second": v / 2, "tag": t}
+            for v, t in ((30.0, "a"), (10.0, "b"), (20.0, "c"), (40.0, "d"))]
+    row = median_row(rows)
+    assert row["tag"] == "c"  # the lower median of 10, 20, 30, 40
+    assert row["requests_per_second_runs"] == [30.0, 10.0, 20.0, 40.0]
+    assert row["episodes_per_second_runs"] == [15.0, 5.0, 10.0, 20.0]

@@ -23,7 +23,8 @@ def test_headless_locust_plays_every_episode_and_its_csv_matches_the_server(
     episodes = 150
     locustfile = run_cli("locustfile").stdout.strip()
     assert Path(locustfile).is_file()
-    with start_server(tmp_path / "srv") as server:
+    server = start_server(tmp_path / "srv")  # started: stop it, do not `with` it (starts again)
+    try:
         run_id = create_run(server, config_for("ldp", episodes=episodes), seed=2)
         prefix = tmp_path / "csv" / "load"
         cmd = [sys.executable, "-m", "locust", "-f", locustfile, "--headless", "-u", "10",
@@ -34,6 +35,8 @@ def test_headless_locust_plays_every_episode_and_its_csv_matches_the_server(
         assert done.returncode == 0, done.stderr[-3000:]
         with ServerAPI(server.url) as api:
             status = api.get_run(run_id).status
+    finally:
+        server.stop()
     stats = rows(Path(f"{prefix}_stats.csv"))
     assert int(stats["claim"]["Request Count"]) >= episodes
     assert int(stats["report"]["Request Count"]) == episodes == status.reported

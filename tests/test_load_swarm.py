@@ -75,7 +75,8 @@ def test_latency_percentiles_are_ordered() -> None:
 def test_multi_process_swarm_reports_what_the_server_counted(tmp_path: Path,
                                                             privacy: str) -> None:
     episodes = 120
-    with start_server(tmp_path / "srv") as server:
+    server = start_server(tmp_path / "srv")  # started: stop it, do not `with` it (starts again)
+    try:
         run_id = create_run(server, config_for(privacy, episodes=episodes), seed=1)
         report, png = tmp_path / "report.json", tmp_path / "swarm.png"
         done = run_cli("users", "--server", server.url, "--run", run_id, "--processes", "2",
@@ -84,6 +85,8 @@ def test_multi_process_swarm_reports_what_the_server_counted(tmp_path: Path,
         assert done.returncode == 0, done.stderr
         with ServerAPI(server.url) as api:
             status = api.get_run(run_id).status
+    finally:
+        server.stop()
     body = json.loads(report.read_text())
     assert status.finished and status.reported == episodes
     assert body["acknowledged"] == episodes and body["duplicates"] == 0
@@ -94,6 +97,9 @@ def test_multi_process_swarm_reports_what_the_server_counted(tmp_path: Path,
         lat = body["latency_ms"][name]
         assert lat["count"] >= episodes and 0 < lat["p50_ms"] <= lat["p95_ms"] <= lat["p99_ms"]
     assert sum(body["timeline"]["episodes_per_second"]) == episodes  # 1-second buckets
+    for name in ("claim", "report"):  # what users waited: the slot and retries included
+        user = body["user_latency_ms"][name]
+        assert user["count"] == episodes and 0 < user["p50_ms"] <= user["p99_ms"]
     assert body["requests"] == sum(v["count"] for v in body["latency_ms"].values())
     assert f"{episodes} episodes acknowledged" in done.stdout
     assert f"{episodes}/{episodes} acknowledged" in done.stderr  # the aggregated progress line

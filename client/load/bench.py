@@ -117,10 +117,47 @@ GENERATORS = {
 }
 
 
+def median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The repetition with the median requests/s (the lower one of an even count), with every
+    repetition's requests/s and episodes/s beside it."""
+    ranked = sorted(rows, key=lambda r: r["requests_per_second"])
+    row = dict(ranked[(len(ranked) - 1) // 2])
+    row["requests_per_second_runs"] = [r["requests_per_second"] for r in rows]
+    row["episodes_per_second_runs"] = [r["episodes_per_second"] for r in rows]
+    return row
+
+
+def measure_once(generator: str, url: str, api: ServerAPI, users: list[int], seconds: float,
+                 processes: int, connections: int, privacies: list[str], epsilon: float,
+                 seed: int, pid: int | None, say: Callable[[str], None]
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One repetition: the ceiling at each C, then each privacy mode at each C (fresh runs)."""
+    ceiling, episodes = [], []
+    for n in users:
+        row = phase(generator, url, "", n, seconds, processes, connections, seed, "healthz", pid)
+        ceiling.append(row)
+        say(f"ceiling /healthz x {n}: {row['requests_per_second']:.0f} requests/s, p99 "
+            f"{row['latency_ms']['healthz']['p99_ms']:.1f} ms, {row['errors']} errors"
+            f"{cpu_text(row)}")
+    for privacy in privacies:
+        for n, top in zip(users, ceiling, strict=True):
+            run_id = api.create_run(bench_config(privacy, epsilon)).id
+            row = phase(generator, url, run_id, n, seconds, processes, connections, seed,
+                        "episodes", pid)
+            row["privacy"] = privacy
+            row["server_reported"] = api.get_run(run_id).status.reported
+            row["ratio"] = row["requests_per_second"] / top["requests_per_second"]
+            episodes.append(row)
+            say(episode_text(row))
+    return ceiling, episodes
+
+
 def bench_http(server: str | None, users: list[int], seconds: float, processes: int,
                connections: int, privacies: list[str], epsilon: float, generator: str = "locust",
-               say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run every phase (ceiling at each C, then each privacy mode at each C); the JSON."""
+               repeat: int = 1, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """`repeat` repetitions of every phase, interleaved (machine load drifts over all phases
+    alike); per phase the median repetition; `ratio` = median requests/s over the median
+    ceiling's at the same C. The JSON."""
     if generator == "locust":
         require_locust()
     with tempfile.TemporaryDirectory(prefix="privrl-bench-") as tmp:
@@ -131,36 +168,34 @@ def bench_http(server: str | None, users: list[int], seconds: float, processes: 
         try:
             url = server or embedded.url  # type: ignore[union-attr]
             pid = embedded.proc.pid if embedded is not None and embedded.proc else None
-            seed = secret_seed()
-            out: dict[str, Any] = {
-                "generator": generator, "generator_detail": GENERATORS[generator],
-                "processes": processes, "connections_per_process": connections,
-                "server": server or "embedded (python -m privrl.server, temporary database)",
-                "machine": {"cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()},
-                "seconds_per_phase": seconds, "ceiling": [], "episodes": [],
-            }
-            for n in users:
-                row = phase(generator, url, "", n, seconds, processes, connections, seed,
-                            "healthz", pid)
-                out["ceiling"].append(row)
-                say(f"ceiling /healthz x {n}: {row['requests_per_second']:.0f} requests/s, p99 "
-                    f"{row['latency_ms']['healthz']['p99_ms']:.1f} ms, {row['errors']} errors"
-                    f"{cpu_text(row)}")
+            load = os.getloadavg()
             with ServerAPI(url, token=token) as api:
-                for privacy in privacies:
-                    for n, ceiling in zip(users, out["ceiling"], strict=True):
-                        run_id = api.create_run(bench_config(privacy, epsilon)).id
-                        row = phase(generator, url, run_id, n, seconds, processes, connections,
-                                    seed, "episodes", pid)
-                        row["privacy"] = privacy
-                        row["server_reported"] = api.get_run(run_id).status.reported
-                        row["ratio"] = row["requests_per_second"] / ceiling["requests_per_second"]
-                        out["episodes"].append(row)
-                        say(episode_text(row))
+                reps = []
+                for r in range(repeat):
+                    tag = f"[{r + 1}/{repeat}] " if repeat > 1 else ""
+                    reps.append(measure_once(generator, url, api, users, seconds, processes,
+                                             connections, privacies, epsilon, secret_seed(),
+                                             pid, lambda line, tag=tag: say(tag + line)))
         finally:
             if embedded is not None:
                 embedded.stop()
-    return out
+    ceiling = [median_row([rep[0][i] for rep in reps]) for i in range(len(users))]
+    episodes = [median_row([rep[1][j] for rep in reps]) for j in range(len(reps[0][1]))]
+    for row in episodes:
+        top = ceiling[users.index(row["concurrency"])]
+        row["ratio"] = row["requests_per_second"] / top["requests_per_second"]
+    every = [row for rep in reps for row in rep[1]]
+    return {
+        "generator": generator, "generator_detail": GENERATORS[generator],
+        "processes": processes, "connections_per_process": connections,
+        "server": server or "embedded (python -m privrl.server, temporary database)",
+        "machine": {"cpus": os.cpu_count(), "load_average_at_start": load,
+                    "load_average_at_end": os.getloadavg()},
+        "seconds_per_phase": seconds, "repeat": repeat,
+        "acknowledged_total": sum(r["acknowledged"] for r in every),
+        "server_reported_total": sum(r["server_reported"] for r in every),
+        "ceiling": ceiling, "episodes": episodes,
+    }
 
 
 def cpu_text(row: dict[str, Any]) -> str:

@@ -101,7 +101,7 @@ def cmd_bench_http(args: argparse.Namespace) -> int:
     try:
         out = bench_http(args.server, args.users, args.seconds, args.processes,
                          args.connections, args.privacy, args.epsilon, args.generator,
-                         say=lambda line: print(line, flush=True))
+                         args.repeat, say=lambda line: print(line, flush=True))
     except (UserError, ApiError) as exc:
         raise CliError(str(exc)) from None
     except RuntimeError as exc:  # the embedded server did not start, Locust missing or failed
@@ -132,6 +132,9 @@ def add_bench_http(modes: argparse._SubParsersAction) -> None:
                    help="concurrent users (and /healthz workers) of each phase")
     p.add_argument("--seconds", type=positive_float, default=10.0,
                    help="length of each phase (users finish the episode they started)")
+    p.add_argument("--repeat", type=positive_int, default=1,
+                   help="repetitions of every phase, interleaved; the JSON keeps each phase's"
+                   " median repetition and every repetition's rates")
     p.add_argument("--privacy", nargs="+", choices=["none", "jdp", "ldp"],
                    default=["jdp", "ldp"], help="the runs' privacy modes")
     p.add_argument("--epsilon", type=positive_float, default=10.0,

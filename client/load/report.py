@@ -1,5 +1,9 @@
 """A swarm's final report: counts, throughput, latency percentiles per endpoint, errors by kind,
-a per-second timeline (`privrl users --report FILE`), and its figure (`--plot FILE`)."""
+a per-second timeline (`privrl users --report FILE`), and its figure (`--plot FILE`).
+
+`latency_ms` is every request on the wire (from the moment a connection slot is free to the last
+byte of the answer); `user_latency_ms` is what a user waited for its successful claim or report,
+the wait for a free slot in its process and any retries included."""
 
 from __future__ import annotations
 
@@ -80,6 +84,9 @@ def swarm_report(parts: list[dict[str, Any]], settings: dict[str, Any]) -> dict[
         "latency_ms": {name: latency(samples["seconds"][samples["endpoint"] == code])
                        for code, name in enumerate(ENDPOINTS)
                        if (samples["endpoint"] == code).any()},
+        "user_latency_ms": {
+            name: latency(np.array([x for s in sums for x in s[f"{name}_seconds"]]))
+            for name in ("claim", "report") if any(s.get(f"{name}_seconds") for s in sums)},
         "errors": sum(errors.values()),
         "errors_by_kind": dict(sorted(errors.items())),
         **flow,
