@@ -547,7 +547,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    " none, the progress bar unless --quiet)")
     p.add_argument("--users", type=positive_int, default=None,
                    help="number of users (episodes); default: until the run is finished")
-    p.add_argument("--concurrency", type=positive_int, default=8, help="users at a time")
+    p.add_argument("--concurrency", type=positive_int, default=8,
+                   help="users at a time (all --processes together)")
     p.add_argument("--seed", type=non_negative_int, default=None,
                    help="the users' secret seed: user k draws from (seed, 'user', k) and nothing"
                    f" else (default ${CLIENT_SEED_ENV}, else drawn from the OS CSPRNG); fixed"

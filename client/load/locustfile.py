@@ -5,8 +5,9 @@ Each Locust user claims an episode, plays the ticket's policy in its own private
 LDP the local randomizer calibrated from the run's public configuration) and reports it, over
 Locust's FastHttpUser (geventhttpclient). One task = one episode, so `--stop-timeout` lets every
 started episode finish. A claim's 409 (every episode claimed: retry) and 410 (run finished) are
-flow control, counted as successes; the first 410 stops the test (this worker, in distributed
-mode). Only this file imports Locust; nothing in privrl imports this file.
+flow control, counted as successes; the first 410 ends a local test; in distributed mode it stops
+that user, and the master ends the test once the run is finished and the workers have sent their
+last statistics. Only Locust imports this file; nothing in privrl imports Locust.
 
 Options: --privrl-run ID (or $PRIVRL_RUN), --privrl-env NAME and --privrl-world-params JSON
 (the users' world; default: the algorithm's own world at the run's horizon). The users' seed is
@@ -25,6 +26,7 @@ import gevent.lock
 import httpx
 from locust import FastHttpUser, between, events, task
 from locust.exception import StopUser
+from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 from privrl import algorithms
 from privrl.client.api import run_path
 from privrl.client.load import locust_common  # noqa: F401 (--privrl-samples, last CSV rows)
@@ -36,7 +38,7 @@ from privrl.worlds.registry import make
 SEED_ENV = "PRIVRL_CLIENT_SEED"
 CLAIM_WAIT = 2.0  # seconds the server may hold a claim while every episode is claimed
 JSON = {"Content-Type": "application/json"}
-QUITTING: list[gevent.Greenlet] = []  # the one greenlet that stops this process's test
+QUITTING: list[gevent.Greenlet] = []  # the one greenlet that ends this process's test
 
 
 @events.init_command_line_parser.add_listener
@@ -47,6 +49,30 @@ def _options(parser) -> None:
                         help="the users' world (default: the run's algorithm's own world)")
     parser.add_argument("--privrl-world-params", default="{}",
                         help="the world's parameters as a JSON object (default: {})")
+
+
+@events.test_start.add_listener
+def _watch_run(environment, **_kw) -> None:
+    """On a distributed test's master: end the test once the run is finished and the workers
+    have sent their last statistics (they report every WORKER_REPORT_INTERVAL seconds)."""
+    runner, opts = environment.runner, environment.parsed_options
+    if not isinstance(runner, MasterRunner) or not opts.privrl_run:
+        return
+    url = f"{environment.host.rstrip('/')}/{API_VERSION}{run_path(opts.privrl_run)}"
+
+    def watch() -> None:
+        while True:
+            gevent.sleep(2.0)
+            try:
+                info = RunInfo.model_validate_json(httpx.get(url, timeout=10).content)
+            except (httpx.HTTPError, ValueError):
+                continue
+            if info.status.finished:
+                gevent.sleep(WORKER_REPORT_INTERVAL + 1.5)
+                runner.quit()
+                return
+
+    QUITTING.append(gevent.spawn(watch))
 
 
 def _seed() -> int:
@@ -103,7 +129,9 @@ class EpisodeUser(FastHttpUser):
                 resp.failure(f"claim: HTTP {status}: {resp.text[:200]}")
             else:
                 ticket = Ticket.model_validate_json(resp.content)
-        if status == 410:  # finished: stop the test (once), letting started episodes end
+        if status == 410:  # finished: stop this user; a local test also stops (once)
+            if isinstance(self.environment.runner, WorkerRunner):
+                raise StopUser()  # the master ends a distributed test (`_watch_run`)
             if not QUITTING:
                 QUITTING.append(gevent.spawn(self.environment.runner.quit))
             return
