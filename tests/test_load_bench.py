@@ -14,7 +14,7 @@ from client_support import run_cli
 def test_bench_http_measures_the_ceiling_and_the_modes_side_by_side(
         tmp_path: Path, generator: str, modes: list[str]) -> None:
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"
-    done = run_cli("bench", "http", "--users", "2", "--seconds", "2", "--processes", "2",
+    done = run_cli("bench", "http", "--users", "2", "--seconds", "3", "--processes", "2",
                    "--generator", generator, "--privacy", *modes, "--json", str(out),
                    "--plot", str(png), timeout=240)
     assert done.returncode == 0, done.stderr

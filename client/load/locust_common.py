@@ -21,8 +21,9 @@ SAMPLES: list[tuple[float, str, float, str]] = []  # (ended, name, ms, error or 
 @events.init_command_line_parser.add_listener
 def _options(parser: Any) -> None:
     parser.add_argument("--privrl-seconds", type=float, default=0.0, include_in_web_ui=False,
-                        help="stop the test this many seconds after it started (default: 0,"
-                        " only --run-time, which also counts Locust's own start-up)")
+                        help="stop the test this many seconds after it started, or once a"
+                        " first request is in if none is by then (default: 0, only --run-time,"
+                        " which also counts Locust's own start-up)")
     parser.add_argument("--privrl-samples", default="", include_in_web_ui=False,
                         help="write every request's (end time, name, ms, error) to this JSON"
                         " file when Locust quits (default: none)")
@@ -37,8 +38,20 @@ def _sample(name: str, response_time: float, exception: Any = None, **_kw: Any) 
 @events.test_start.add_listener
 def _timer(environment: Any, **_kw: Any) -> None:
     seconds = getattr(environment.parsed_options, "privrl_seconds", 0.0)
-    if seconds > 0 and environment.runner is not None:
-        gevent.spawn_later(seconds, environment.runner.quit)
+    runner = environment.runner
+    if seconds <= 0 or runner is None:
+        return
+
+    def stop_later() -> None:
+        """Quit after `seconds`, or once a first request is in if none is yet (a loaded
+        machine can take longer than a short test to start a user: at most 30 s more)."""
+        gevent.sleep(seconds)
+        deadline = time.time() + 30.0
+        while not SAMPLES and time.time() < deadline:
+            gevent.sleep(0.1)
+        runner.quit()
+
+    gevent.spawn(stop_later)
 
 
 @events.quitting.add_listener
