@@ -4,6 +4,7 @@
   policy evaluation (privrl.client.policy_eval_cli): policy-eval
   client-server (privrl.client.remote_cli): serve, runs, ledger, users, evaluate, demo
   trust boundary (privrl.client.audit_cli): audit server, audit randomizer, audit proxy
+  load testing (privrl.client.load.cli): locustfile (and users --processes, bench http)
 
 Every subcommand validates its arguments and reports problems as one clear line (exit code 2),
 never as a traceback; `privrl COMMAND --help` lists its options with their defaults. Command
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from privrl import __version__, algorithms
 from privrl.client import audit_cli, lab_cli, policy_eval_cli, remote_cli
 from privrl.client.cli_common import CliError, Parser, RawDescriptionFormatter, mark_parsers
+from privrl.client.load import cli as load_cli
 from privrl.worlds.tabular import WorldError
 
 PLUGINS_ENV = "PRIVRL_PLUGINS"  # modules of third-party algorithms, imported at start
@@ -44,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     policy_eval_cli.register(sub)
     remote_cli.register(sub)
     audit_cli.register(sub)
+    load_cli.register(sub)
     mark_parsers(parser)
     return parser
 

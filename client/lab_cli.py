@@ -20,6 +20,7 @@ from privrl.client.cli_common import (
     refuse_overwrite,
     world_from_args,
 )
+from privrl.client.load.cli import add_bench_http
 from privrl.config import RunConfig
 from privrl.lab.executors import EXECUTORS
 from privrl.worlds.tabular import TabularMDP
@@ -232,7 +233,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="plots", help="where regret.png and frontier.png go")
     p.set_defaults(handler=cmd_plot)
 
-    p = sub.add_parser("bench", help="per-episode cost of UCBVI, JDP and LDP")
+    p = sub.add_parser("bench", help="per-episode cost of UCBVI, JDP and LDP; `bench http`: the"
+                       " HTTP path against the server's ceiling")
     p.add_argument("--env", choices=["riverswim", "garnet"], default="riverswim",
                    help="the world to time")
     p.add_argument("--episodes", type=positive_int, default=2000, help="K per timed run")
@@ -247,6 +249,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--actions", type=positive_int, default=5, help="garnet A")
     p.add_argument("--rlberry", action="store_true", help="also time rlberry-scool's UCBVIAgent")
     p.set_defaults(handler=cmd_bench)
+    add_bench_http(p.add_subparsers(dest="bench_mode", metavar="MODE", required=False,
+                                    help="http: the HTTP path against its ceiling (default:"
+                                    " none, the in-process per-episode cost)"))
 
     p = sub.add_parser("worlds", help="every world with its parameters and default horizon")
     p.set_defaults(handler=cmd_worlds)

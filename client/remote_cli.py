@@ -30,6 +30,7 @@ from privrl.client.cli_common import (
     positive_int,
     world_from_args,
 )
+from privrl.client.load.cli import add_swarm_options
 from privrl.client.procs import REPO_ROOT, child_env, module_cmd, server_args
 from privrl.protocol import LedgerView, RunInfo
 
@@ -299,11 +300,22 @@ def cmd_users(args: argparse.Namespace) -> int:
     else:
         seeds = [seed]
 
+    if args.processes > 1 or args.report or args.plot or args.duration:
+        from privrl.client.load.cli import swarm_command
+
+        if len(run_ids) > 1:
+            raise CliError("--processes, --report, --plot and --duration play one run: pass"
+                           " --run ID (or a --run-file with one id)")
+        return swarm_command(args, server, run_ids[0], seed, mdp, backoff)
+
     async def swarms() -> list[SwarmResult]:
+        from privrl.client.load.meter import BoundedTransport
+
         return list(await asyncio.gather(*(
             run_users(server, run_id, args.users, args.concurrency, run_seed, mdp,
                       backoff=backoff, progress=not args.quiet and len(run_ids) == 1,
-                      progress_every=args.progress_every)
+                      progress_every=args.progress_every,
+                      transport=BoundedTransport(min(args.connections, args.concurrency)))
             for run_id, run_seed in zip(run_ids, seeds, strict=True))))
 
     try:
@@ -535,7 +547,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    " none, the progress bar unless --quiet)")
     p.add_argument("--users", type=positive_int, default=None,
                    help="number of users (episodes); default: until the run is finished")
-    p.add_argument("--concurrency", type=positive_int, default=8, help="users at a time")
+    p.add_argument("--concurrency", type=positive_int, default=8,
+                   help="users at a time (all --processes together)")
     p.add_argument("--seed", type=non_negative_int, default=None,
                    help="the users' secret seed: user k draws from (seed, 'user', k) and nothing"
                    f" else (default ${CLIENT_SEED_ENV}, else drawn from the OS CSPRNG); fixed"
@@ -547,6 +560,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json-out", default=None,
                    help="write counts and latencies as JSON to this file (default: none)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_swarm_options(p)
     add_world_options(p)
     p.set_defaults(handler=cmd_users)
 

@@ -411,7 +411,8 @@ async def run_users(
     mdp: TabularMDP, *, backoff: Backoff = Backoff(), progress: bool = True,  # noqa: B008
     event_hooks: dict[str, list[Callable]] | None = None, keep_outcomes: bool = False,
     timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None,
-    progress_every: float | None = None,
+    progress_every: float | None = None, stop_at: float | None = None,
+    jitter_seed: int | None = None,
 ) -> SwarmResult:
     """Simulate `n_users` users (None: until the run is finished), `concurrency` at a time.
 
@@ -422,6 +423,8 @@ async def run_users(
     `UserError`; a report refused with a 4xx is counted and the others go on. `event_hooks`
     and `transport` are passed to httpx (tests record or fake the traffic with them).
     `progress_every`: print a plain progress line to stderr every so many seconds (for logs).
+    `stop_at`: a Unix time after which no user starts another episode (the started ones end).
+    `jitter_seed`: the seed of the retries' jitter (default `seed`; one per process of a swarm).
     """
     if concurrency < 1:
         raise UserError("concurrency must be >= 1")
@@ -444,9 +447,9 @@ async def run_users(
             done.set()
 
         async def worker(index: int) -> None:
-            user = User(http, ctx, seed, backoff, generator(seed, "backoff", index),
-                        keep_trajectory=keep_outcomes)
-            while not done.is_set():
+            jitter = generator(seed if jitter_seed is None else jitter_seed, "backoff", index)
+            user = User(http, ctx, seed, backoff, jitter, keep_trajectory=keep_outcomes)
+            while not done.is_set() and (stop_at is None or time.time() < stop_at):
                 if n_users is not None:
                     if state["started"] >= n_users:
                         return

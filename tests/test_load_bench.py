@@ -1,0 +1,50 @@
+"""`privrl bench http`: one short run per generator against its own embedded server; the JSON
+holds the ceiling, the privacy modes, ratios that are what they say, and no lost report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from client_support import run_cli
+
+
+@pytest.mark.parametrize(("generator", "modes"), [("locust", ["jdp", "ldp"]), ("swarm", ["ldp"])])
+def test_bench_http_measures_the_ceiling_and_the_modes_side_by_side(
+        tmp_path: Path, generator: str, modes: list[str]) -> None:
+    out, png = tmp_path / "bench.json", tmp_path / "bench.png"
+    done = run_cli("bench", "http", "--users", "2", "--seconds", "3", "--processes", "2",
+                   "--generator", generator, "--privacy", *modes, "--json", str(out),
+                   "--plot", str(png), timeout=240)
+    assert done.returncode == 0, done.stderr
+    body = json.loads(out.read_text())
+    assert body["generator"] == generator and body["machine"]["cpus"] >= 1
+    assert body["acknowledged_total"] == body["server_reported_total"] > 0
+    (ceiling,) = body["ceiling"]
+    assert ceiling["concurrency"] == 2 and ceiling["errors"] == 0
+    assert ceiling["requests_per_second"] > 0 and ceiling["latency_ms"]["healthz"]["count"] > 0
+    assert ceiling["server_cpu_cores"] is not None and ceiling["server_cpu_cores"] > 0
+    assert [row["privacy"] for row in body["episodes"]] == modes
+    for row in body["episodes"]:
+        assert row["acknowledged"] > 0 and row["errors"] == 0, row["errors_by_kind"]
+        assert row["acknowledged"] == row["server_reported"]  # nothing lost, nothing twice
+        assert row["ratio"] == pytest.approx(row["requests_per_second"]
+                                             / ceiling["requests_per_second"])
+        for name in ("claim", "report"):
+            lat = row["latency_ms"][name]
+            assert 0 < lat["p50_ms"] <= lat["p95_ms"] <= lat["p99_ms"] <= lat["max_ms"]
+        assert f"{row['privacy']} x 2:" in done.stdout
+    assert "ceiling /healthz x 2:" in done.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_median_repetition_is_kept_with_every_rate() -> None:
+    from privrl.client.load.bench import median_row
+
+    rows = [{"requests_per_second": v, "episodes_per_second": v / 2, "tag": t}
+            for v, t in ((30.0, "a"), (10.0, "b"), (20.0, "c"), (40.0, "d"))]
+    row = median_row(rows)
+    assert row["tag"] == "c"  # the lower median of 10, 20, 30, 40
+    assert row["requests_per_second_runs"] == [30.0, 10.0, 20.0, 40.0]
+    assert row["episodes_per_second_runs"] == [15.0, 5.0, 10.0, 20.0]
