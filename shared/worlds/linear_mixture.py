@@ -137,8 +137,10 @@ class LinearMixtureMDP(TabularMDP):
 
 
 def model_spec_of(mdp: TabularMDP) -> ModelSpec | None:
-    """The public model spec a run on `mdp` names (None for a plain tabular world)."""
-    return mdp.public_spec if isinstance(mdp, LinearMixtureMDP) else None
+    """The public model spec a run on `mdp` names: any world with public features (a linear
+    mixture or a linear MDP) says it as `public_spec`; None for a plain tabular world."""
+    spec = getattr(mdp, "public_spec", None)
+    return spec if isinstance(spec, ModelSpec) else None
 
 
 def _frozen(arr: Any) -> np.ndarray:
