@@ -27,9 +27,14 @@ from privrl.privacy.tree import NodeNoise, StoredNoiseError, TreeCounter, levels
 from privrl.stats import Stats
 
 
-def _charge(ledger: Ledger, calibration: Calibration, mechanism: str, note: str, at: int) -> None:
-    """Record one node level / one local report of every released family, at its own scale."""
+def charge_families(ledger: Ledger, calibration: Calibration, mechanism: str, note: str, at: int,
+                    names: Iterable[str] | None = None) -> None:
+    """Record one node level / one local report / one release of every released family (or of
+    the families `names`), each at its own scale."""
+    wanted = None if names is None else set(names)
     for fam in calibration.families:
+        if wanted is not None and fam.name not in wanted:
+            continue
         cost = {"rho": fam.cost} if calibration.cost_kind == "zcdp" else {"epsilon": fam.cost}
         sens = fam.l2 if calibration.cost_kind == "zcdp" else fam.l1
         ledger.charge(
@@ -102,7 +107,8 @@ class Central:
         self.items += 1
         if levels_released(self.items) > levels_released(self.items - 1):
             level = levels_released(self.items) - 1
-            _charge(ledger, self.calibration, "tree", f"tree level {level} released", self.items)
+            charge_families(ledger, self.calibration, "tree", f"tree level {level} released",
+                            self.items)
 
     def release(self) -> Stats:
         """Noisy prefix sums B(items) of every family."""
@@ -147,7 +153,7 @@ class Aggregator(_NoServerNoise):
             total += stats[name]
         self.items += 1
         if self.items == 1:
-            _charge(ledger, self.calibration, "local", "each user's one local report", 1)
+            charge_families(ledger, self.calibration, "local", "each user's one local report", 1)
 
     def release(self) -> Stats:
         """The running noisy sums."""
