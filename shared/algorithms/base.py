@@ -53,6 +53,15 @@ PolicyMessage = dict[str, np.ndarray]
 Played = Trajectories | FirstVisits
 
 
+def check_model_sizes(config: RunConfig, have: tuple[int, int, int]) -> None:
+    """Refuse (ValueError) a public model whose (S, A, H) is not the run's model class."""
+    want = (config.n_states, config.n_actions, config.horizon)
+    if have != want:
+        name = config.model.name if config.model is not None else "?"
+        raise ValueError(f"the public model {name!r} has (S, A, H) = {have}, the run is"
+                         f" configured for {want}")
+
+
 @dataclass(frozen=True)
 class Family:
     """A statistic family an algorithm releases: one user's contribution has `shape`, entries in

@@ -48,7 +48,7 @@ def charge_families(ledger: Ledger, calibration: Calibration, mechanism: str, no
         )
 
 
-class _NoServerNoise:
+class NoServerNoise:
     """A privatizer that draws no noise itself: nothing to journal or replay."""
 
     def journal_noise(self) -> None:
@@ -67,7 +67,7 @@ class _NoServerNoise:
         """Nothing to check."""
 
 
-class Identity(_NoServerNoise):
+class Identity(NoServerNoise):
     """Non-private baseline: the release is the exact prefix sum."""
 
     def __init__(self, calibration: Calibration, replicas: int):
@@ -139,7 +139,7 @@ class Central:
             tree.end_replay()
 
 
-class Aggregator(_NoServerNoise):
+class Aggregator(NoServerNoise):
     """LDP: sums of locally randomized reports (already private when they arrive)."""
 
     def __init__(self, calibration: Calibration, replicas: int) -> None:

@@ -22,9 +22,7 @@ Worlds (spec linear-luyo.md §8.3-8.4, linear-mdp-ngo.md §10):
 
 from __future__ import annotations
 
-import functools
 import itertools
-import json
 import math
 import os
 import zipfile
@@ -34,7 +32,13 @@ from typing import Any
 
 import numpy as np
 from privrl.seeding import generator
-from privrl.worlds.linear_mixture import LINEAR_TOL, ModelSpec, sign_actions
+from privrl.worlds.linear_mixture import (
+    LINEAR_TOL,
+    FeatureSizes,
+    ModelRegistry,
+    ModelSpec,
+    sign_actions,
+)
 from privrl.worlds.tabular import TabularMDP, WorldError
 
 INLINE_PHI = "inline-phi"
@@ -43,27 +47,12 @@ NPZ_KEYS = ("phi", "mu", "theta", "d1", "H")
 
 
 @dataclass(frozen=True, eq=False)
-class LinearMDPModel:
+class LinearMDPModel(FeatureSizes):
     """What an LSVI-UCB learner may know: the feature map phi(s,a) (S, A, d), ||phi|| <= 1."""
 
     name: str
     horizon: int
     features: np.ndarray  # (S, A, d)
-
-    @property
-    def S(self) -> int:
-        """Number of states."""
-        return int(self.features.shape[0])
-
-    @property
-    def A(self) -> int:
-        """Number of actions."""
-        return int(self.features.shape[1])
-
-    @property
-    def d(self) -> int:
-        """Feature dimension."""
-        return int(self.features.shape[2])
 
 
 @dataclass(frozen=True, eq=False)
@@ -224,6 +213,23 @@ def _one_hot_world(model: LinearMDPModel, P: np.ndarray, R: np.ndarray, name: st
     return _build(model, mu, theta, _start_at_zero(S), name, spec)
 
 
+def river_table(n_states: int, start: tuple[float, float], middle: tuple[float, float, float],
+                end: tuple[float, float], bank_reward: float) -> tuple[np.ndarray, np.ndarray]:
+    """A river (S, 2, S) table and rewards (S, 2): left moves down w.p. 1; right at 0 goes
+    (up, stay) w.p. `start`, inside (up, stay, down) w.p. `middle`, at the end (stay, down)
+    w.p. `end`. r(0, left) = bank_reward, r(S-1, right) = 1."""
+    S, s = n_states, np.arange(n_states)
+    P = np.zeros((S, 2, S))
+    P[s, 0, np.maximum(s - 1, 0)] = 1.0
+    mid = np.arange(1, S - 1)
+    P[mid, 1, mid + 1], P[mid, 1, mid], P[mid, 1, mid - 1] = middle
+    P[0, 1, 1], P[0, 1, 0] = start
+    P[S - 1, 1, S - 1], P[S - 1, 1, S - 2] = end
+    R = np.zeros((S, 2))
+    R[0, 0], R[S - 1, 1] = bank_reward, 1.0
+    return P, R
+
+
 def lin_tab_model(horizon: int = 10, n_states: int = 4) -> LinearMDPModel:
     """LIN-Tab's public features: one-hot over (s, a), d = 2 S."""
     if n_states < 2 or horizon < 1:
@@ -237,17 +243,9 @@ def lin_tab(horizon: int = 10, n_states: int = 4) -> LinearMDP:
     0.35 up, 0.6 stay, 0.05 down; at S-1: stay 0.6, down 0.4), r(0,left) = 0.005,
     r(S-1,right) = 1, as a linear MDP with one-hot features."""
     model = lin_tab_model(horizon, n_states)
-    S, s = n_states, np.arange(n_states)
-    P = np.zeros((S, 2, S))
-    P[s, 0, np.maximum(s - 1, 0)] = 1.0
-    mid = np.arange(1, S - 1)
-    P[mid, 1, mid + 1], P[mid, 1, mid], P[mid, 1, mid - 1] = 0.35, 0.6, 0.05
-    P[0, 1, 1], P[0, 1, 0] = 0.4, 0.6
-    P[S - 1, 1, S - 1], P[S - 1, 1, S - 2] = 0.6, 0.4
-    R = np.zeros((S, 2))
-    R[0, 0], R[S - 1, 1] = 0.005, 1.0
+    P, R = river_table(n_states, (0.4, 0.6), (0.35, 0.6, 0.05), (0.6, 0.4), 0.005)
     spec = ModelSpec(name="lin-tab", params={"horizon": horizon, "n_states": n_states})
-    return _one_hot_world(model, P, R, f"lin-tab(riverswim S={S},H={horizon})", spec)
+    return _one_hot_world(model, P, R, f"lin-tab(riverswim S={n_states},H={horizon})", spec)
 
 
 def river_chain_model(horizon: int = 6, n_states: int = 4) -> LinearMDPModel:
@@ -262,17 +260,9 @@ def river_chain(horizon: int = 6, n_states: int = 4) -> LinearMDP:
     """Ngo's Env A: left moves down w.p. 1; right at 0: up 0.7, stay 0.3; interior: up 0.7,
     stay 0.2, down 0.1; at the end: stay 0.9, down 0.1. r(0,left) = 0.2, r(end,right) = 1."""
     model = river_chain_model(horizon, n_states)
-    S, s = n_states, np.arange(n_states)
-    P = np.zeros((S, 2, S))
-    P[s, 0, np.maximum(s - 1, 0)] = 1.0
-    mid = np.arange(1, S - 1)
-    P[mid, 1, mid + 1], P[mid, 1, mid], P[mid, 1, mid - 1] = 0.7, 0.2, 0.1
-    P[0, 1, 1], P[0, 1, 0] = 0.7, 0.3
-    P[S - 1, 1, S - 1], P[S - 1, 1, S - 2] = 0.9, 0.1
-    R = np.zeros((S, 2))
-    R[0, 0], R[S - 1, 1] = 0.2, 1.0
+    P, R = river_table(n_states, (0.7, 0.3), (0.7, 0.2, 0.1), (0.9, 0.1), 0.2)
     spec = ModelSpec(name="river-chain", params={"horizon": horizon, "n_states": n_states})
-    return _one_hot_world(model, P, R, f"river-chain(S={S},H={horizon})", spec)
+    return _one_hot_world(model, P, R, f"river-chain(S={n_states},H={horizon})", spec)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -319,32 +309,22 @@ MODELS: dict[str, Callable[..., LinearMDPModel]] = {
 }
 
 
-def linear_mdp_model(spec: ModelSpec) -> LinearMDPModel:
-    """The public linear-MDP model a run configuration names (built once per distinct spec)."""
-    return _model(json.dumps(spec.model_dump(mode="json"), sort_keys=True))
+def _inline_phi(params: dict[str, Any]) -> LinearMDPModel:
+    """A model given by its features (a world from a file), checked like the file was."""
+    if set(params) != {"horizon", "features"}:
+        raise WorldError("an inline-phi model takes exactly horizon and features (S, A, d)")
+    phi = np.asarray(params["features"], dtype=np.float64)
+    if phi.ndim != 3 or not np.isfinite(phi).all():
+        raise WorldError(f"inline-phi features must be finite with shape (S, A, d), got "
+                         f"{phi.shape}")
+    if np.linalg.norm(phi, axis=-1).max() > 1.0 + LINEAR_TOL:
+        raise WorldError("inline-phi features must have norm <= 1")
+    return LinearMDPModel(INLINE_PHI, int(params["horizon"]), _frozen(phi))
 
 
-@functools.lru_cache(maxsize=32)
-def _model(key: str) -> LinearMDPModel:
-    spec = ModelSpec.model_validate(json.loads(key))
-    params = dict(spec.params)
-    if spec.name == INLINE_PHI:
-        if set(params) != {"horizon", "features"}:
-            raise WorldError("an inline-phi model takes exactly horizon and features (S, A, d)")
-        phi = np.asarray(params["features"], dtype=np.float64)
-        if phi.ndim != 3 or not np.isfinite(phi).all():
-            raise WorldError(f"inline-phi features must be finite with shape (S, A, d), got "
-                             f"{phi.shape}")
-        if np.linalg.norm(phi, axis=-1).max() > 1.0 + LINEAR_TOL:
-            raise WorldError("inline-phi features must have norm <= 1")
-        return LinearMDPModel(INLINE_PHI, int(params["horizon"]), _frozen(phi))
-    if spec.name not in MODELS:
-        raise WorldError(f"unknown linear-MDP model {spec.name!r}: known are "
-                         f"{', '.join([*MODELS, INLINE_PHI])}")
-    try:
-        return MODELS[spec.name](**params)
-    except TypeError as exc:
-        raise WorldError(f"linear-MDP model {spec.name!r}: {exc}") from None
+linear_mdp_model: ModelRegistry[LinearMDPModel] = ModelRegistry(
+    "linear-MDP model", MODELS, INLINE_PHI, _inline_phi)
+"""The public linear-MDP model a run configuration names (built once per distinct spec)."""
 
 
 def is_linear_mdp_npz(path: str | os.PathLike[str]) -> bool:

@@ -22,7 +22,7 @@ import numpy as np
 from ...stats import Stats
 from ...worlds.linear_mdp import LinearMDPModel, linear_mdp_model
 from ...worlds.rollout import Trajectories
-from ..base import Algorithm, Family, Learner, PolicyMessage
+from ..base import Algorithm, Family, Learner, PolicyMessage, check_model_sizes
 from .lsvi import greedy_actions
 from .privatizer import TrustedLSVI
 
@@ -42,11 +42,7 @@ def run_model(config: RunConfig, algo: str) -> LinearMDPModel:
                          " MDP world (lin-cube, lin-tab, river-chain, latent-levels or a .npz with"
                          " phi)")
     model = linear_mdp_model(config.model)
-    have = (model.S, model.A, model.horizon)
-    want = (config.n_states, config.n_actions, config.horizon)
-    if have != want:
-        raise ValueError(f"the public model {config.model.name!r} has (S, A, H) = {have}, the run"
-                         f" is configured for {want}")
+    check_model_sizes(config, (model.S, model.A, model.horizon))
     return model
 
 

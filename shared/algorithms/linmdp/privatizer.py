@@ -22,16 +22,15 @@ already published (contract 2).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...privacy.accountant import Ledger
 from ...privacy.calibration import Calibration
-from ...privacy.privatizers import charge_families
+from ...privacy.privatizers import NoServerNoise, charge_families
 from ...privacy.psd import regularize
-from ...privacy.tree import NodeNoise, StoredNoiseError, TreeCounter, levels_released
+from ...privacy.tree import TreeCounter, levels_released
 from ...seeding import generator
 from ...stats import Stats
 from .lsvi import History, backward_pass
@@ -40,8 +39,11 @@ if TYPE_CHECKING:
     from .common import LSVIAlgorithm
 
 
-class TrustedLSVI:
-    """History in, (Gram snapshot, weights) out, on the algorithm's public release schedule."""
+class TrustedLSVI(NoServerNoise):
+    """History in, (Gram snapshot, weights) out, on the algorithm's public release schedule.
+
+    All its noise is seeded (the algorithm refuses an unseeded backend), so a replay re-derives
+    every draw and nothing is journalled (`NoServerNoise`)."""
 
     def __init__(self, algorithm: LSVIAlgorithm, calibration: Calibration, seeds: list[int],
                  max_items: int) -> None:
@@ -86,21 +88,6 @@ class TrustedLSVI:
     def release(self) -> Stats:
         """The billboard: the Gram snapshot (R, H, d, d) the weights (R, H, d) were solved with."""
         return {"gram": self.snapshot.copy(), "w": self.w.copy()}
-
-    def journal_noise(self) -> None:
-        """Seeded noise only (the algorithm refuses an unseeded backend): nothing to keep."""
-
-    def take_drawn(self) -> list[NodeNoise]:
-        """Nothing is journalled: every draw is a function of the run's secret seed."""
-        return []
-
-    def begin_replay(self, nodes: Iterable[NodeNoise]) -> None:
-        """A replay re-derives every draw from the seed; stored noise means a broken store."""
-        if any(True for _ in nodes):
-            raise StoredNoiseError("node noise is stored for a run whose noise is seeded")
-
-    def end_replay(self) -> None:
-        """Nothing to check."""
 
     # -- internals -------------------------------------------------------------------------------
 
