@@ -157,6 +157,7 @@ class InProcessResult:
     regret: np.ndarray  # (R, K)
     ledger: Ledger
     policy_versions: int
+    policy_changes: np.ndarray  # (R,) how often replica r's played policy changed (switches)
 
 
 def run_in_process(
@@ -184,6 +185,7 @@ def run_in_process(
     regret = np.empty((n_rep, k_total))
     last_policy: np.ndarray | None = None
     last_regret = np.zeros(n_rep)
+    changes = np.zeros(n_rep, dtype=np.int64)
     for k in range(k_total):
         pol = played_policy(run.message())
         changed = (
@@ -192,6 +194,8 @@ def run_in_process(
             else np.any((pol != last_policy).reshape(n_rep, -1), axis=1)
         )
         if changed.any():
+            if last_policy is not None:
+                changes += changed
             last_regret = last_regret.copy()
             last_regret[changed] = message_regret(mdp, pol[changed])
             last_policy = pol
@@ -204,5 +208,5 @@ def run_in_process(
             run.ingest_noisy(noisy)
         if progress is not None and ((k + 1) % progress_every == 0 or k + 1 == k_total):
             progress(k + 1)
-    return InProcessResult(config, run.seeds, regret, run.ledger, run.policy_version)
+    return InProcessResult(config, run.seeds, regret, run.ledger, run.policy_version, changes)
 

@@ -20,7 +20,7 @@ from privrl.worlds.linear_mdp import (
 from privrl.worlds.linear_mixture import ModelSpec, model_spec_of
 from privrl.worlds.tabular import WorldError
 
-WORLDS = ["lin-cube", "lin-tab", "river-chain", "latent-levels"]
+WORLDS = ["lin-cube", "lin-tab", "river-chain", "latent-levels", "lin-mix"]
 
 
 @pytest.mark.parametrize(
@@ -85,6 +85,8 @@ def test_public_spec_names_no_secret_and_rebuilds_the_features(name: str) -> Non
     spec = model_spec_of(mdp)
     assert spec is not None and spec == mdp.public_spec
     assert not {"seed", "mu", "theta", "gap"} & set(spec.params)
+    if name == "lin-mix":  # the public features do not depend on the secret seed
+        assert model_spec_of(make(name, seed=5)) == spec
     np.testing.assert_array_equal(linear_mdp_model(spec).features, mdp.model.features)
 
 

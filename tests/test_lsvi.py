@@ -358,3 +358,33 @@ def test_switching_regret_is_sublinear(name: str) -> None:
     regret = run_in_process(config(world, "lsvi-ucb-switching", 3000), world, [1, 2, 3]).regret
     q1, q4, slope = _shape(regret)
     assert q4 <= 0.05 and q4 <= 0.2 * q1 and slope <= 0.6, (q1, q4, slope)
+
+
+# -- switches vs K from saved results ----------------------------------------------------------
+
+
+def test_privrl_plot_draws_switches_vs_k_from_saved_results(tmp_path) -> None:
+    """Runs saved at two K record each seed's policy switches; `privrl plot` draws switches.png
+    and prints the table; the batched run's switches never exceed its N_K - 1 releases."""
+    import subprocess
+    import sys
+
+    import privrl
+
+    dirs = []
+    for k in (60, 240):
+        for algo, privacy in (("lsvi-ucb-switching", "none"), ("lsvi-ucb-batched", "jdp")):
+            res = privrl.simulate(algo, "lin-cube", privacy=privacy, epsilon=50.0,
+                                  mechanism="gaussian", episodes=k, seeds=2)
+            changes = res.record["policy_changes"]
+            assert len(changes) == 2 and all(c >= 1 for c in changes)
+            if algo == "lsvi-ucb-batched":
+                algorithm = res.config.algorithm()
+                assert max(changes) <= algorithm.constants.policies - 1
+            dirs.append(str(res.save(tmp_path / f"{algo}-{k}").parent))
+    out = tmp_path / "plots"
+    done = subprocess.run([sys.executable, "-m", "privrl.client", "plot", *dirs, "--out",
+                           str(out)], capture_output=True, text=True, timeout=120, check=True)
+    assert (out / "switches.png").stat().st_size > 0
+    assert "policy switches" in done.stdout and "K=240" in done.stdout
+    assert "lsvi-ucb-switching non-private" in done.stdout

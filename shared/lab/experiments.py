@@ -84,6 +84,7 @@ def summarize(
     policy_versions: int,
     mdp: TabularMDP,
     seeds: Sequence[int],
+    policy_changes: Sequence[int] = (),
 ) -> dict[str, Any]:
     """The JSON record of one configuration (all seeds)."""
     view = LedgerView.of("in-process", ledger, config.accounting_delta)
@@ -95,6 +96,7 @@ def summarize(
         "regret": regret_summary(regret, mdp),
         "ledger": view.model_dump(mode="json", exclude={"run_id"}),
         "policy_versions": policy_versions,
+        "policy_changes": [int(x) for x in policy_changes],  # per seed: policy switches
         "seconds": seconds,
         "ms_per_episode": 1e3 * seconds / regret.shape[1],
     }
@@ -135,7 +137,8 @@ def run_exact(
     res = run_in_process(config, mdp, seeds, progress=report, progress_every=PROGRESS_EVERY)
     seconds = time.perf_counter() - start
     record = summarize(
-        config, world, res.regret, res.ledger, seconds, res.policy_versions, mdp, seeds
+        config, world, res.regret, res.ledger, seconds, res.policy_versions, mdp, seeds,
+        res.policy_changes,
     )
     return record, res.regret
 

@@ -18,6 +18,8 @@ Worlds (spec linear-luyo.md §8.3-8.4, linear-mdp-ngo.md §10):
   lin-tab        Luyo's LIN-Tab: RiverSwim (§8.4 probabilities) with one-hot features, d = S A
   river-chain    Ngo's Env A "RiverChain-4": one-hot features, d = 2 S
   latent-levels  Ngo's Env B: a genuinely low-rank linear MDP, d = 4 < S A = 24
+  lin-mix        a random linear MDP of any d (ours: simplex features, d latent next-state
+                 distributions), for scaling in d
 """
 
 from __future__ import annotations
@@ -101,12 +103,13 @@ def _frozen(arr: Any) -> np.ndarray:
 
 def mu_norm_bound(mu: np.ndarray) -> float:
     """max_h max_{||v||_inf <= 1} ||sum_s' mu_h(s') v(s')||: exact over the vertices {-1,+1}^S
-    (a convex function of v) up to VERTEX_LIMIT states, else the triangle bound."""
+    (a convex function of v) up to VERTEX_LIMIT states, else the bound of each coordinate by
+    its l1 mass, sqrt(sum_i (sum_s' |mu_h^i(s')|)^2)."""
     n_states = mu.shape[1]
     if n_states <= VERTEX_LIMIT:
         vertices = np.array(list(itertools.product((-1.0, 1.0), repeat=n_states)))
         return float(np.linalg.norm(np.einsum("hsd,vs->hvd", mu, vertices), axis=-1).max())
-    return float(np.linalg.norm(mu, axis=-1).sum(axis=-1).max())
+    return float(np.linalg.norm(np.abs(mu).sum(axis=1), axis=-1).max())
 
 
 def check_linear(phi: np.ndarray, mu: np.ndarray, theta: np.ndarray, P: np.ndarray,
@@ -298,6 +301,37 @@ def latent_levels(horizon: int = 5) -> LinearMDP:
 
 
 # ------------------------------------------------------------------------------------------------
+# LIN-Mix: a random low-rank linear MDP (d latent next-state distributions)
+# ------------------------------------------------------------------------------------------------
+
+
+def lin_mix_model(horizon: int = 5, n_states: int = 10, n_actions: int = 4, d: int = 5,
+                  feature_seed: int = 0) -> LinearMDPModel:
+    """LIN-Mix's public features: phi(s,a) ~ Dirichlet(1_d) (on the simplex: ||phi|| <= 1)."""
+    if min(horizon, n_states, n_actions, d) < 1:
+        raise WorldError(f"lin-mix needs horizon, n_states, n_actions, d >= 1, got "
+                         f"({horizon}, {n_states}, {n_actions}, {d})")
+    phi = generator(feature_seed, "lin-mix", "features").dirichlet(
+        np.ones(d), size=(n_states, n_actions))
+    return LinearMDPModel("lin-mix", horizon, _frozen(phi))
+
+
+def lin_mix(horizon: int = 5, n_states: int = 10, n_actions: int = 4, d: int = 5,
+            feature_seed: int = 0, seed: int = 0) -> LinearMDP:
+    """A random linear MDP of any d: secret mu_h^i ~ Dirichlet(0.3 1_S) (so P is a mixture of
+    d next-state distributions) and theta_h ~ U[0,1]^d, from `seed`."""
+    model = lin_mix_model(horizon, n_states, n_actions, d, feature_seed)
+    rng = generator(seed, "lin-mix", "parameters")
+    mu = np.swapaxes(rng.dirichlet(np.full(n_states, 0.3), size=(horizon, d)), 1, 2)
+    theta = rng.random((horizon, d))
+    spec = ModelSpec(name="lin-mix", params={"horizon": horizon, "n_states": n_states,
+                                             "n_actions": n_actions, "d": d,
+                                             "feature_seed": feature_seed})
+    return _build(model, mu, theta, _start_at_zero(n_states),
+                  f"lin-mix(S={n_states},A={n_actions},d={d},H={horizon},seed={seed})", spec)
+
+
+# ------------------------------------------------------------------------------------------------
 # public models by name, and files
 # ------------------------------------------------------------------------------------------------
 
@@ -306,6 +340,7 @@ MODELS: dict[str, Callable[..., LinearMDPModel]] = {
     "lin-tab": lin_tab_model,
     "river-chain": river_chain_model,
     "latent-levels": latent_levels_model,
+    "lin-mix": lin_mix_model,
 }
 
 

@@ -33,6 +33,7 @@ from .linear_mdp import (
     is_linear_mdp_npz,
     latent_levels,
     lin_cube,
+    lin_mix,
     lin_tab,
     load_linear_mdp_npz,
     river_chain,
@@ -173,6 +174,12 @@ BUILTINS: dict[str, _Builtin] = {
     "latent-levels": _Builtin(
         latent_levels,
         "linear MDP, Ngo §10.2: 8 states, 3 actions, genuinely low rank (d = 4 < S A = 24)",
+        horizon=5,
+    ),
+    "lin-mix": _Builtin(
+        lin_mix,
+        "linear MDP of any d (ours): features on the simplex from `feature_seed`, secret mixture"
+        " of d next-state distributions and rewards from `seed`",
         horizon=5,
     ),
     "chain": _Builtin(
