@@ -219,14 +219,14 @@ def switches_figure(results: list[dict[str, Any]]) -> Figure:
     fig = Figure(figsize=(7, 4.5))
     ax = fig.add_subplot()
     points = switch_points(results)
-    top = 1
+    low, top = np.inf, 2
     for i, (key, pts) in enumerate(points.items()):
         k, m, s = (np.array(v) for v in zip(*pts, strict=True))
-        top = max(top, int(k.max()))
+        low, top = min(low, int(k.min())), max(top, int(k.max()))
         style = line_style(i, len(k))
         style["markevery"] = None
         ax.errorbar(k, np.maximum(m, 0.5), yerr=s, capsize=3, label=key, **style)
-    ks = np.geomspace(2, max(top, 2), 50)
+    ks = np.geomspace(max(min(low, top), 2), top, 50)
     ax.plot(ks, ks - 1, color="0.45", ls=":", lw=1.2, label="an update every episode (K - 1)")
     ax.set_xscale("log")
     ax.set_yscale("log")
