@@ -230,6 +230,34 @@ def test_switching_always_is_every_episode_lsvi_ucb() -> None:
     assert switches < K / 4
 
 
+def test_random_ties_are_reproducible_and_only_break_ties() -> None:
+    """tie_break=random: version 0 scores every action at x0 alike (w = 0, the same bonus), so
+    the served action there is drawn from the server's seed (not always action 0), the same
+    seed gives the same tables, and a strict maximum is never overridden."""
+    world = make("lin-cube")
+    cfg = config(world, "lsvi-ucb-switching", 200, knobs={"tie_break": "random"})
+    first = [Run(cfg, [s]).message()["actions"][0, :, 0] for s in range(8)]
+    assert len({int(a[0]) for a in first}) > 1
+    a = run_in_process(cfg, world, [3, 4])
+    b = run_in_process(cfg, world, [3, 4])
+    np.testing.assert_array_equal(a.regret, b.regret)
+    run = Run(cfg, [3])
+    for k in range(120):
+        message = run.message()
+        traj, _ = user_episode(world, message, [3], k, run.algorithm, run.calibration)
+        run.ingest_trajectories(traj, message)
+    board = run.billboard()
+    from privrl.algorithms.linmdp.lsvi import inverse_cholesky, optimistic_scores
+
+    inv = inverse_cholesky(board["gram"])
+    served = run.message()["actions"][0]
+    for h in range(world.H):
+        scores = optimistic_scores(world.model.features, board["w"][:, h], inv[:, h],
+                                   run.algorithm.beta)[0]
+        chosen = scores[np.arange(world.S), served[h]]
+        np.testing.assert_allclose(chosen, scores.max(axis=1), rtol=1e-8)
+
+
 # -- switching: released quantities, cap, snapshot, PSD ----------------------------------------
 
 
@@ -325,6 +353,8 @@ def test_a_run_needs_linear_mdp_features() -> None:
     with pytest.raises(ValueError, match=r"\(S, A, H\)"):
         RunConfig(algo="lsvi-ucb-batched", n_states=2, n_actions=8, horizon=4, episodes=5,
                   model=model_spec_of(world), privacy="none").algorithm()
+    with pytest.raises(ValueError, match="seeded generators only"):
+        config(world, "lsvi-ucb-switching", 5, "jdp", 1.0, noise="opendp").algorithm()
 
 
 # -- sublinear regret --------------------------------------------------------------------------

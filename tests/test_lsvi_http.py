@@ -34,7 +34,9 @@ K = 40
 CUBE = make("lin-cube")
 ALGOS = ["lsvi-ucb-batched", "lsvi-ucb-switching"]
 # public knobs that make both release new weights within a few episodes
-KNOBS = {"lsvi-ucb-batched": {"batches": 8}, "lsvi-ucb-switching": {"beta": 2.0}}
+# (random tie-breaking too: the ties drawn from the server's seed replay over HTTP)
+KNOBS = {"lsvi-ucb-batched": {"batches": 8},
+         "lsvi-ucb-switching": {"beta": 2.0, "tie_break": "random"}}
 
 
 def lsvi_config(algo: str, privacy: str = "jdp", episodes: int = K, **kw: Any) -> RunConfig:

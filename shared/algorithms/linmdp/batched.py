@@ -20,22 +20,20 @@ import math
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ...privacy.accountant import epsilon_to_rho
 from ...privacy.psd import wigner_norm_tail
 from ..registry import register
-from .common import LSVIAlgorithm
+from .common import LSVIAlgorithm, LSVIKnobs
 from .constants import batched_constants, luyo_batches, zcdp_batched_sigmas
 
 if TYPE_CHECKING:
     from ...config import RunConfig
 
 
-class BatchedKnobs(BaseModel):
-    """Public knobs of batched LSVI-UCB (spec §10)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class BatchedKnobs(LSVIKnobs):
+    """Public knobs of batched LSVI-UCB (spec §10); beta = None: App. E.1's theory value."""
 
     calibration: Literal["paper", "zcdp"] = Field(
         "paper", description="noise scales: App. E.1's closed forms (spend less than claimed; the"
@@ -43,9 +41,6 @@ class BatchedKnobs(BaseModel):
     batches: int | None = Field(
         None, ge=1, description="B, the number of batches (default: App. E.1's"
         " ceil((K eps)^(2/5) / (d^(3/5) H^(1/5))), K without noise); fixed before any data")
-    beta: float | None = Field(None, gt=0, description="the bonus multiplier (default: App."
-                               " E.1's theory value)")
-    beta_scale: float = Field(1.0, gt=0, description="multiplies beta (post-processing)")
     shift: Literal["paper", "noise"] = Field(
         "paper", description="the Gram shift: App. E.1's (c_K + Ups) I, or 2 Ups' I with Ups'"
         " a high-probability bound on the prefix noise's norm (sqrt(B0) nodes, no c_K)")

@@ -13,12 +13,15 @@ the l2 sensitivities add in squares.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from abc import abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
+from ...seeding import generator
 from ...stats import Stats
 from ...worlds.linear_mdp import LinearMDPModel, linear_mdp_model
 from ...worlds.rollout import Trajectories
@@ -46,11 +49,38 @@ def run_model(config: RunConfig, algo: str) -> LinearMDPModel:
     return model
 
 
+class LSVIKnobs(BaseModel):
+    """The knobs both LSVI-UCB plug-ins have: the bonus and how ties are broken (all public
+    post-processing of the release)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    beta: float | None = Field(None, gt=0, description="the bonus multiplier (default: the"
+                               " paper's theory value)")
+    beta_scale: float = Field(1.0, gt=0, description="multiplies beta (post-processing)")
+    tie_break: Literal["first", "random"] = Field(
+        "first", description="actions whose optimistic scores tie: the lowest index, or one"
+        " drawn uniformly from the server's secret seed and the release (post-processing)")
+
+
+def tie_priorities(seeds: list[int], gram: np.ndarray, w: np.ndarray, shape: tuple[int, ...]
+                   ) -> np.ndarray:
+    """Uniform priorities (R, *shape) for random tie-breaking: replica r's come from its secret
+    seed and a digest of its own release, so a replay (or an HTTP run) draws the same ones."""
+    rows = []
+    for r, seed in enumerate(seeds):
+        digest = hashlib.sha256(gram[r].tobytes() + w[r].tobytes()).hexdigest()[:16]
+        rows.append(generator(seed, "lsvi", "ties", digest).random(shape))
+    return np.stack(rows)
+
+
 class LSVILearner(Learner):
     """The greedy table of the released (Gram, w): recomputed only when the release changed."""
 
-    def __init__(self, algorithm: LSVIAlgorithm) -> None:
+    def __init__(self, algorithm: LSVIAlgorithm, seeds: list[int]) -> None:
         self.features, self.beta = algorithm.model.features, algorithm.beta
+        self.seeds = [int(s) for s in seeds]
+        self.random_ties = algorithm.knobs.tie_break == "random"
         self._cache: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def plan(self, billboard: Stats, reported: int) -> PolicyMessage:
@@ -59,7 +89,11 @@ class LSVILearner(Learner):
         cached = self._cache
         if cached is None or not (np.array_equal(cached[0], gram)
                                   and np.array_equal(cached[1], w)):
-            cached = (gram, w, greedy_actions(self.features, gram, w, self.beta))
+            priority = None
+            if self.random_ties:
+                n_s, n_a, _ = self.features.shape
+                priority = tie_priorities(self.seeds, gram, w, (w.shape[1], n_s, n_a))
+            cached = (gram, w, greedy_actions(self.features, gram, w, self.beta, priority))
             self._cache = cached
         return {"actions": cached[2].copy()}
 
@@ -125,7 +159,7 @@ class LSVIAlgorithm(Algorithm):
 
     def learner(self, calibration: Calibration, seeds: list[int]) -> LSVILearner:
         """The greedy planner over the billboard."""
-        return LSVILearner(self)
+        return LSVILearner(self, seeds)
 
     def privatizer(self, calibration: Calibration, seeds: list[int], max_items: int
                    ) -> TrustedLSVI:

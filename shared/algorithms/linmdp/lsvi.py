@@ -40,20 +40,26 @@ def inverse_cholesky(grams: np.ndarray) -> np.ndarray:
     return np.linalg.inv(np.linalg.cholesky(grams))
 
 
-def first_best(scores: np.ndarray) -> np.ndarray:
-    """The lowest index whose score is within TIE_TOL (relative) of the maximum on the last axis:
-    ties in exact arithmetic (symmetric features) must not be broken by round-off."""
+def best_action(scores: np.ndarray, priority: np.ndarray | None = None) -> np.ndarray:
+    """The action of highest `priority` (default: the lowest index) among those whose score is
+    within TIE_TOL (relative) of the maximum on the last axis: ties in exact arithmetic
+    (symmetric features) must not be broken by round-off."""
     best = scores.max(axis=-1, keepdims=True)
-    return np.argmax(scores >= best - TIE_TOL * (1.0 + np.abs(best)), axis=-1)
+    ties = scores >= best - TIE_TOL * (1.0 + np.abs(best))
+    if priority is None:
+        return np.argmax(ties, axis=-1)
+    return np.argmax(np.where(ties, priority, -1.0), axis=-1)
 
 
-def greedy_actions(features: np.ndarray, grams: np.ndarray, w: np.ndarray, beta: float
-                   ) -> np.ndarray:
+def greedy_actions(features: np.ndarray, grams: np.ndarray, w: np.ndarray, beta: float,
+                   priority: np.ndarray | None = None) -> np.ndarray:
     """The greedy table (R, H, S) of the released (G_h, w_h): the argmax of the unclipped score
-    (it attains the clipped Q's maximum), ties to the lowest action index (Luyo erratum 17)."""
+    (it attains the clipped Q's maximum); ties to the lowest action index (Luyo erratum 17) or
+    to the highest `priority` (R, H, S, A)."""
     inv = inverse_cholesky(grams)  # (R, H, d, d)
     horizon = w.shape[1]
-    table = [first_best(optimistic_scores(features, w[:, h], inv[:, h], beta))
+    table = [best_action(optimistic_scores(features, w[:, h], inv[:, h], beta),
+                         None if priority is None else priority[:, h])
              for h in range(horizon)]
     return np.stack(table, axis=1).astype(np.int64)
 

@@ -14,8 +14,8 @@ lam_t and sigma_y (a reference only): its scales spend about 48.6 rho in the spe
 configuration, and the ledger says so. rho comes from the run's (epsilon, delta) by the tight
 zCDP conversion. Errata also followed: Q clipped to [0, H] (E6), the counter moves once per
 switch (E7), the initial policy is w = 0 against 2 lam_t I (E8), no extra ridge beyond
-`ridge` = min_shift (E12), symmetric noise (E19). Ties: the lowest action index (the spec's
-"first" option, which makes runs reproducible).
+`ridge` = min_shift (E12), symmetric noise (E19). Ties (§3.6): the lowest action index by
+default (`tie_break=first`), or uniformly at random from the server's seed (`random`).
 """
 
 from __future__ import annotations
@@ -24,29 +24,25 @@ import math
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ...privacy.accountant import epsilon_to_rho
 from ..registry import register
-from .common import LSVIAlgorithm
+from .common import LSVIAlgorithm, LSVIKnobs
 from .constants import rounds_cap, switching_constants
 
 if TYPE_CHECKING:
     from ...config import RunConfig
 
 
-class SwitchingKnobs(BaseModel):
-    """Public knobs of private LSVI-UCB with adaptive switching (spec §3.8)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class SwitchingKnobs(LSVIKnobs):
+    """Public knobs of private LSVI-UCB with adaptive switching (spec §3.8); beta = None:
+    Theorem 16's theory value."""
 
     calibration: Literal["sound", "paper"] = Field(
         "sound", description="noise scales: the spec's sound calibration (spends exactly the"
         " budget) or the paper's literal constants (a reference: the ledger shows they spend far"
         " more than claimed)")
-    beta: float | None = Field(None, gt=0, description="the bonus multiplier (default: Theorem"
-                               " 16's theory value)")
-    beta_scale: float = Field(1.0, gt=0, description="multiplies beta (post-processing)")
     ridge: float = Field(1.0, gt=0, description="min_shift: the Gram shift is max(2 lam_t,"
                          " ridge) (the ridge of the non-private limit, where lam_t = 0)")
     trigger: Literal["det", "always"] = Field(
