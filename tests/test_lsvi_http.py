@@ -10,7 +10,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 from client_support import (
@@ -27,7 +26,7 @@ from privrl.protocol import RunRequest
 from privrl.run import run_in_process
 from privrl.worlds import make
 from privrl.worlds.linear_mixture import model_spec_of
-from server_support import AUTH, LiveServer, claim, create, snapshot, state, user_report
+from server_support import AUTH, claim, create, sigkill_round_trip, state, user_report
 
 SEED = 7
 K = 40
@@ -148,39 +147,12 @@ def test_bad_reports_are_refused_and_change_nothing(apps) -> None:
 
 @pytest.mark.parametrize("algo", ALGOS)
 def test_sigkill_and_restart_republish_the_released_weights(tmp_path: Path, algo: str) -> None:
-    db, log_path = tmp_path / "privrl.db", tmp_path / "server.log"
     config = lsvi_config(algo, episodes=24)
-    body = request_body(config, seed=21)
-    server = LiveServer(db, log_path).start()
-    try:
-        with httpx.Client(base_url=server.url, timeout=10) as http:
-            resp = http.post("/v1/runs", json=body, headers=AUTH)
-            assert resp.status_code == 201, resp.text
-            run_id = resp.json()["id"]
-            sent = []
-            for _ in range(17):
-                ticket = http.post(f"/v1/runs/{run_id}/claims").json()
-                report = user_report(ticket, body, CUBE)
-                ack = http.post(f"/v1/runs/{run_id}/reports", json=report).json()
-                sent.append((report, ack))
-            before = snapshot(http.get, run_id)
-        assert np.any(np.asarray(before["billboard"]["arrays"]["w"]) != 0)
-        server.kill()
-        server = LiveServer(db, log_path).start()
-        with httpx.Client(base_url=server.url, timeout=10) as http:
-            assert snapshot(http.get, run_id) == before  # the same weights, Grams and ledger
-            for report, ack in sent:
-                resp = http.post(f"/v1/runs/{run_id}/reports", json=report)
-                assert resp.json() == {**ack, "duplicate": True}
-            for _ in range(7):
-                ticket = http.post(f"/v1/runs/{run_id}/claims").json()
-                resp = http.post(f"/v1/runs/{run_id}/reports",
-                                 json=user_report(ticket, body, CUBE))
-                assert resp.status_code == 200
-            final = snapshot(http.get, run_id)
-    finally:
-        server.stop()
+    trip = sigkill_round_trip(tmp_path, request_body(config, seed=21), CUBE, 17, 7)
+    assert np.any(np.asarray(trip.before["billboard"]["arrays"]["w"]) != 0)
+    assert trip.restarted == trip.before  # the same weights, Grams, policies and ledger
+    final = trip.final
     assert final["status"]["finished"] and final["status"]["reported"] == 24
-    assert "rebuilt: 17 reports replayed" in server.log()
+    assert "rebuilt: 17 reports replayed" in trip.log
     assert 0 < final["ledger"]["epsilon"] <= config.epsilon and math.isfinite(
         final["ledger"]["epsilon"])
