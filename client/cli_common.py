@@ -19,6 +19,7 @@ from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
 from privrl.wire import error_text
 from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.registry import BUILTINS
 from privrl.worlds.tabular import TabularMDP
 from pydantic import ValidationError
 
@@ -169,9 +170,9 @@ def add_world_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--env",
         default=None,
-        help="the users' world: riverswim | garnet | lm-hard | lm-mix | zhou-mix | zhou-tabular |"
-        " chain | gymnasium:<EnvId> (e.g. gymnasium:FrozenLake-v1, needs privrl[gym]) | FILE.npz"
-        " (default: the algorithm's own world, riverswim without --algo)",
+        help=f"the users' world: {' | '.join(BUILTINS)} | gymnasium:<EnvId> (e.g."
+        " gymnasium:FrozenLake-v1, needs privrl[gym]) | FILE.npz (default: the algorithm's own"
+        " world, riverswim without --algo; `privrl worlds` describes them)",
     )
     p.add_argument("--horizon", type=positive_int, default=None,
                    help="H (default: the world's own, 20 for riverswim and garnet;"
@@ -220,7 +221,7 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
         default=None,
         choices=["laplace", "gaussian"],
         help="noise mechanism (default: the algorithm's own; laplace for dp-ucbvi, gaussian for"
-        " the linear-mixture algorithms)",
+        " the linear-mixture and linear-MDP algorithms)",
     )
     p.add_argument("--episodes", type=positive_int, default=10_000,
                    help="K: episodes (= users) of the run")

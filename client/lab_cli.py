@@ -112,7 +112,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     """privrl plot: redraw figures from saved results (a policy-eval summary: its panels)."""
     from privrl.lab import policy_eval
     from privrl.lab.experiments import load
-    from privrl.lab.plots import plot_cumulative, plot_frontier
+    from privrl.lab.plots import plot_cumulative, plot_frontier, plot_switches, switch_points
 
     results = []
     out = Path(args.out)
@@ -130,7 +130,20 @@ def cmd_plot(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         print(plot_cumulative(results, out / "regret.png"))
         print(plot_frontier(results, out / "frontier.png"))
+        switches = plot_switches(results, out / "switches.png")
+        if switches is not None:
+            print(switches)
+            print_switches(switch_points(results))
     return 0
+
+
+def print_switches(points: dict[str, list[tuple[int, float, float]]]) -> None:
+    """The table behind switches.png: policy switches (mean ± std over seeds) per K."""
+    ks = sorted({k for pts in points.values() for k, _, _ in pts})
+    print(f"{'policy switches':<52}" + "".join(f"{f'K={k:g}':>16}" for k in ks))
+    for key, pts in points.items():
+        cells = {k: f"{m:.1f}±{s:.1f}" for k, m, s in pts}
+        print(f"{key:<52}" + "".join(f"{cells.get(k, '-'):>16}" for k in ks))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -183,14 +196,15 @@ def cmd_worlds(args: argparse.Namespace) -> int:
 
 def cmd_algorithms(args: argparse.Namespace) -> int:
     """privrl algorithms: every registered algorithm, its privacy modes and default world."""
+    width = max(16, *(len(n) for n in algorithms.names()))
     for name in algorithms.names():
         algo = algorithms.get(name)
         knobs = ", ".join(sorted(algo.knobs_model.model_fields)) or "-"
-        print(f"{name:<16} privacy: {', '.join(algo.privacy_modes):<16} world: "
+        print(f"{name:<{width}} privacy: {', '.join(algo.privacy_modes):<16} world: "
               f"{algo.default_world:<12} mechanism: {algo.default_mechanism:<9} presets: "
               f"{', '.join(sorted(algo.presets))}")
-        print(f"{'':<16} {algo.summary}")
-        print(f"{'':<16} knobs: {knobs}")
+        print(f"{'':<{width}} {algo.summary}")
+        print(f"{'':<{width}} knobs: {knobs}")
     return 0
 
 
@@ -230,7 +244,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("plot", help="redraw figures from saved results")
     p.add_argument("results", nargs="+", help="summary.json files or directories")
-    p.add_argument("--out", default="plots", help="where regret.png and frontier.png go")
+    p.add_argument("--out", default="plots", help="where regret.png, frontier.png and (runs at"
+                   " several K) switches.png go")
     p.set_defaults(handler=cmd_plot)
 
     p = sub.add_parser("bench", help="per-episode cost of UCBVI, JDP and LDP; `bench http`: the"

@@ -164,6 +164,7 @@ class InProcessResult:
     regret: np.ndarray  # (R, K)
     ledger: Ledger
     policy_versions: int
+    policy_changes: np.ndarray  # (R,) how often replica r's played policy changed (switches)
 
 
 def run_in_process(
@@ -191,10 +192,11 @@ def run_in_process(
     regret = np.empty((n_rep, k_total))
     fused = run.algorithm.fused_loop(run, mdp) if accel.enabled() else None
     if fused is not None:  # the same loop compiled (privrl.accel): same numbers
-        fused(regret, progress, progress_every)
-        return InProcessResult(config, run.seeds, regret, run.ledger, run.policy_version)
+        changes = fused(regret, progress, progress_every)
+        return InProcessResult(config, run.seeds, regret, run.ledger, run.policy_version, changes)
     last_policy: np.ndarray | None = None
     last_regret = np.zeros(n_rep)
+    changes = np.zeros(n_rep, dtype=np.int64)
     for k in range(k_total):
         pol = played_policy(run.message())
         changed = (
@@ -203,6 +205,8 @@ def run_in_process(
             else np.any((pol != last_policy).reshape(n_rep, -1), axis=1)
         )
         if changed.any():
+            if last_policy is not None:
+                changes += changed
             last_regret = last_regret.copy()
             last_regret[changed] = message_regret(mdp, pol[changed])
             last_policy = pol
@@ -215,5 +219,5 @@ def run_in_process(
             run.ingest_noisy(noisy)
         if progress is not None and ((k + 1) % progress_every == 0 or k + 1 == k_total):
             progress(k + 1)
-    return InProcessResult(config, run.seeds, regret, run.ledger, run.policy_version)
+    return InProcessResult(config, run.seeds, regret, run.ledger, run.policy_version, changes)
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import re
 import secrets
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import httpx
 import numpy as np
 from privrl.client.api import ServerAPI
 from privrl.client.procs import ServerProcess, child_env, module_cmd
@@ -80,3 +85,63 @@ def reference_run(
         else:
             run.ingest_noisy(noisy)
     return Reference(run, policies, trajs, raws, noisies)
+
+
+def sequence_texts(seq: list) -> list[str]:
+    """How a raw sequence could be spelled in JSON or Python text."""
+    return [json.dumps(seq), json.dumps(seq, separators=(",", ":")), repr(seq),
+            repr(tuple(seq))]
+
+
+def walk(obj: Any) -> Iterator[tuple[str | None, Any]]:
+    """Every (key, value) pair and every list in a parsed JSON document."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            yield key, value
+            yield from walk(value)
+    elif isinstance(obj, list):
+        yield None, obj
+        for value in obj:
+            yield from walk(value)
+
+
+def numeric_lists(obj: Any) -> Iterator[np.ndarray]:
+    for _, value in walk(obj):
+        if isinstance(value, list) and value and all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in value
+        ):
+            yield np.asarray(value, dtype=np.float64)
+
+
+def assert_no_get_returns(server: ServerProcess, run_id: str, sequences: list[list],
+                          arrays: list[np.ndarray]) -> int:
+    """Call every GET route of the server's OpenAPI document for `run_id` (admin token) and
+    assert that no answer spells one of the raw `sequences` or holds one of the raw `arrays`
+    (numerically, as a JSON list); returns how many routes answered."""
+    texts = [t for seq in sequences for t in sequence_texts(seq)]
+    openapi = httpx.get(f"{server.url}/openapi.json", timeout=10).json()
+    gets = [p for p, ops in openapi["paths"].items() if "get" in ops]
+    assert any(p.endswith("/billboard") for p in gets) and any(p.endswith("/policies")
+                                                               for p in gets)
+    seen = 0
+    with httpx.Client(base_url=server.url, timeout=10,
+                      headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        for template in gets:
+            path = re.sub(r"\{[^}]*\}", run_id, template)
+            resp = http.get(path)
+            if resp.status_code >= 400:
+                continue
+            seen += 1
+            for t in texts:
+                assert t not in resp.text, f"GET {path} returns a raw trajectory"
+            try:
+                doc = resp.json()
+            except json.JSONDecodeError:
+                continue
+            for arr in numeric_lists(doc):
+                for seq in sequences:
+                    assert not (arr.size == len(seq) and np.array_equal(arr, seq)), path
+                for raw in arrays:
+                    raw = np.ravel(raw)
+                    assert not (arr.size == raw.size and np.array_equal(arr, raw)), path
+    return seen

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,54 @@ class LiveServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@dataclass
+class KillRoundTrip:
+    """What `sigkill_round_trip` saw: the public state before the kill, after the restart (before
+    anything new), at the end, and the restarted server's log."""
+
+    before: dict[str, Any]
+    restarted: dict[str, Any]
+    final: dict[str, Any]
+    log: str
+
+
+def sigkill_round_trip(tmp_path: Path, body: dict[str, Any], mdp: TabularMDP, first: int,
+                       rest: int) -> KillRoundTrip:
+    """A real server: create the run, report `first` honest episodes, SIGKILL, restart on the
+    same database, re-send every report (each must be answered as a duplicate with its stored
+    Ack), report `rest` more."""
+    db, log_path = tmp_path / "privrl.db", tmp_path / "server.log"
+    server = LiveServer(db, log_path).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            resp = http.post("/v1/runs", json=body, headers=AUTH)
+            assert resp.status_code == 201, resp.text
+            run_id = resp.json()["id"]
+            sent = []
+            for _ in range(first):
+                ticket = http.post(f"/v1/runs/{run_id}/claims").json()
+                report = user_report(ticket, body, mdp)
+                ack = http.post(f"/v1/runs/{run_id}/reports", json=report).json()
+                sent.append((report, ack))
+            before = snapshot(http.get, run_id)
+        server.kill()
+        server = LiveServer(db, log_path).start()
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            restarted = snapshot(http.get, run_id)
+            for report, ack in sent:
+                resp = http.post(f"/v1/runs/{run_id}/reports", json=report)
+                assert resp.json() == {**ack, "duplicate": True}
+            for _ in range(rest):
+                ticket = http.post(f"/v1/runs/{run_id}/claims").json()
+                resp = http.post(f"/v1/runs/{run_id}/reports",
+                                 json=user_report(ticket, body, mdp))
+                assert resp.status_code == 200, resp.text
+            final = snapshot(http.get, run_id)
+    finally:
+        server.stop()
+    return KillRoundTrip(before, restarted, final, server.log())
 
 
 class Apps:

@@ -46,6 +46,7 @@ def test_compiled_run_equals_numpy_run(monkeypatch: pytest.MonkeyPatch, case: st
     slow, fast = _both(monkeypatch, riverswim(8), CASES[case], 120)
     np.testing.assert_array_equal(fast.regret, slow.regret)
     assert fast.policy_versions == slow.policy_versions
+    np.testing.assert_array_equal(fast.policy_changes, slow.policy_changes)
     assert fast.ledger.totals(1e-5) == slow.ledger.totals(1e-5)
 
 

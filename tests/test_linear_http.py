@@ -22,7 +22,7 @@ from privrl.protocol import PolicyLog, RunRequest
 from privrl.run import Run, run_in_process, user_episode
 from privrl.worlds import make
 from privrl.worlds.linear_mixture import model_spec_of
-from server_support import AUTH, LiveServer, claim, create, snapshot, state, user_report
+from server_support import AUTH, claim, create, sigkill_round_trip, state, user_report
 
 SEED = 7
 K = 40
@@ -214,40 +214,13 @@ def test_restart_serves_and_replays_the_value_tables(apps) -> None:
 
 
 def test_sigkill_mid_run_loses_nothing(tmp_path: Path) -> None:
-    db, log_path = tmp_path / "privrl.db", tmp_path / "server.log"
     config = linear_config("ldp", episodes=20)
-    body = request_body(config, seed=21)
-    server = LiveServer(db, log_path).start()
-    try:
-        with httpx.Client(base_url=server.url, timeout=10) as http:
-            resp = http.post("/v1/runs", json=body, headers=AUTH)
-            assert resp.status_code == 201, resp.text
-            run_id = resp.json()["id"]
-            sent = []
-            for _ in range(9):
-                ticket = http.post(f"/v1/runs/{run_id}/claims").json()
-                report = user_report(ticket, body, HARD)
-                ack = http.post(f"/v1/runs/{run_id}/reports", json=report).json()
-                sent.append((report, ack))
-            before = snapshot(http.get, run_id)
-        server.kill()
-        server = LiveServer(db, log_path).start()
-        with httpx.Client(base_url=server.url, timeout=10) as http:
-            assert snapshot(http.get, run_id) == before
-            for report, ack in sent:
-                resp = http.post(f"/v1/runs/{run_id}/reports", json=report)
-                assert resp.json() == {**ack, "duplicate": True}
-            for _ in range(11):
-                ticket = http.post(f"/v1/runs/{run_id}/claims").json()
-                resp = http.post(f"/v1/runs/{run_id}/reports",
-                                 json=user_report(ticket, body, HARD))
-                assert resp.status_code == 200
-            final = snapshot(http.get, run_id)
-    finally:
-        server.stop()
+    trip = sigkill_round_trip(tmp_path, request_body(config, seed=21), HARD, 9, 11)
+    assert trip.restarted == trip.before
+    final = trip.final
     assert final["status"]["finished"] and final["status"]["reported"] == 20
     assert final["ledger"]["epsilon"] == pytest.approx(config.epsilon, rel=1e-6)
-    assert "rebuilt: 9 reports replayed" in server.log()
+    assert "rebuilt: 9 reports replayed" in trip.log
 
 
 def test_ldp_nothing_raw_leaves_a_user(tmp_path: Path) -> None:

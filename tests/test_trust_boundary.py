@@ -19,7 +19,17 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from client_support import MDP, TOKEN, config_for, create_run, reference_run, start_server
+from client_support import (
+    MDP,
+    assert_no_get_returns,
+    config_for,
+    create_run,
+    numeric_lists,
+    reference_run,
+    sequence_texts,
+    start_server,
+    walk,
+)
 from privrl.client.api import ServerAPI
 from privrl.client.users import run_users
 from privrl.protocol import Ticket
@@ -55,32 +65,6 @@ def swarm(server, run_id: str, seed: int, n_users: int | None, recorder: Recorde
     return asyncio.run(run_users(server.url, run_id, n_users, concurrency, seed, MDP,
                                  progress=False, event_hooks=recorder.hooks,
                                  keep_outcomes=True))
-
-
-def sequence_texts(seq: list) -> list[str]:
-    """How a raw sequence could be spelled in JSON or Python text."""
-    return [json.dumps(seq), json.dumps(seq, separators=(",", ":")), repr(seq),
-            repr(tuple(seq))]
-
-
-def walk(obj: Any) -> Iterator[tuple[str | None, Any]]:
-    """Every (key, value) pair and every list in a parsed JSON document."""
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            yield key, value
-            yield from walk(value)
-    elif isinstance(obj, list):
-        yield None, obj
-        for value in obj:
-            yield from walk(value)
-
-
-def numeric_lists(obj: Any) -> Iterator[np.ndarray]:
-    for _, value in walk(obj):
-        if isinstance(value, list) and value and all(
-            isinstance(x, int | float) and not isinstance(x, bool) for x in value
-        ):
-            yield np.asarray(value, dtype=np.float64)
 
 
 def db_cells(path: Path) -> Iterator[tuple[str, Any]]:
@@ -207,37 +191,10 @@ def test_jdp_no_endpoint_returns_raw_reports(server) -> None:
     sequences = [t.states[0].tolist() for t in ref.trajectories]
     sequences += [t.actions[0].tolist() for t in ref.trajectories]
     sequences += [t.rewards[0].tolist() for t in ref.trajectories]
-    texts = [t for seq in sequences for t in sequence_texts(seq)]
     raw_arrays = [a.ravel() for raw in ref.raw for a in raw.values()]
     exact = {name: sum(raw[name] for raw in ref.raw).ravel() for name in ref.raw[0]}
 
-    openapi = httpx.get(f"{server.url}/openapi.json", timeout=10).json()
-    gets = [p for p, ops in openapi["paths"].items() if "get" in ops]
-    assert any(p.endswith("/billboard") for p in gets) and any(p.endswith("/policies")
-                                                               for p in gets)
-    seen = 0
-    with httpx.Client(base_url=server.url, timeout=10,
-                      headers={"Authorization": f"Bearer {TOKEN}"}) as http:
-        for template in gets:
-            path = re.sub(r"\{[^}]*\}", run_id, template)
-            resp = http.get(path)
-            if resp.status_code >= 400:
-                continue
-            seen += 1
-            text = resp.text
-            for t in texts:
-                assert t not in text, f"GET {path} returns a raw trajectory"
-            try:
-                doc = resp.json()
-            except json.JSONDecodeError:
-                continue
-            for arr in numeric_lists(doc):
-                for seq in sequences:
-                    assert not (arr.size == len(seq) and np.array_equal(arr, seq)), path
-                for raw in raw_arrays:
-                    assert not (arr.size == raw.size and np.array_equal(arr, raw)), path
-                for total in exact.values():
-                    assert not (arr.size == total.size and np.array_equal(arr, total)), path
+    seen = assert_no_get_returns(server, run_id, sequences, raw_arrays + list(exact.values()))
     assert seen >= 6
 
 

@@ -5,6 +5,7 @@ Importing this package registers every built-in algorithm. A third-party algorit
 """
 
 from . import (  # noqa: F401  (importing a module registers its algorithms)
+    linmdp,  # lsvi-ucb-batched, lsvi-ucb-switching
     linmix,  # ucrl-vtr, linopt-vi, linopt-po
     policy_eval,  # dp-lsw, dp-lsl
     ucbvi,  # dp-ucbvi

@@ -14,6 +14,13 @@ evaluation: users post first-visit returns, the server releases one smoothed-sen
 estimate): `play` (how a user plays a message in its world), `check_world` (which worlds can),
 and `privatizer` (an algorithm-specific trusted release instead of the generic privacy layer).
 
+`privatizer` is also the home of a **trusted store of raw history**: an algorithm whose release
+must re-read past raw data (LSVI-UCB re-evaluates every stored next state with each new value
+function) keeps it inside its privatizer, which lives in the central curator (JDP; such an
+algorithm refuses LDP, naming why in `unsupported_reasons`). `user_statistics` then returns the
+raw per-episode data the store keeps (computed on the server from the trusted report); the
+learner still sees only what the privatizer releases.
+
 The server, the users, the in-process runner and the CLI are written against this module only:
 adding an algorithm is one folder under `algorithms/` and one `register(...)` line.
 """
@@ -44,6 +51,15 @@ PRIVACY_MODES = ("none", "jdp", "ldp")
 PolicyMessage = dict[str, np.ndarray]
 # What users' play produces: raw trajectories, or (policy evaluation) first-visit returns.
 Played = Trajectories | FirstVisits
+
+
+def check_model_sizes(config: RunConfig, have: tuple[int, int, int]) -> None:
+    """Refuse (ValueError) a public model whose (S, A, H) is not the run's model class."""
+    want = (config.n_states, config.n_actions, config.horizon)
+    if have != want:
+        name = config.model.name if config.model is not None else "?"
+        raise ValueError(f"the public model {name!r} has (S, A, H) = {have}, the run is"
+                         f" configured for {want}")
 
 
 @dataclass(frozen=True)
@@ -99,6 +115,9 @@ class Algorithm(ABC):
     name: ClassVar[str]
     summary: ClassVar[str] = ""
     privacy_modes: ClassVar[tuple[str, ...]] = PRIVACY_MODES
+    # Why a privacy mode is not supported, said in the refusal (e.g. LSVI-UCB's LDP: the trusted
+    # server must keep raw history).
+    unsupported_reasons: ClassVar[Mapping[str, str]] = {}
     knobs_model: ClassVar[type[BaseModel]] = NoKnobs
     presets: ClassVar[Mapping[str, BaseModel]] = {"faithful": NoKnobs(), "practical": NoKnobs()}
     default_world: ClassVar[str] = "riverswim"
@@ -114,9 +133,10 @@ class Algorithm(ABC):
     def check_mode(cls, privacy: str) -> None:
         """Refuse a privacy mode this algorithm does not support, saying which it does."""
         if privacy not in cls.privacy_modes:
+            why = cls.unsupported_reasons.get(privacy)
             raise ValueError(
                 f"algorithm {cls.name!r} does not support privacy={privacy!r}; it supports"
-                f" {', '.join(cls.privacy_modes)}"
+                f" {', '.join(cls.privacy_modes)}" + (f" ({why})" if why else "")
             )
 
     @classmethod
@@ -208,7 +228,8 @@ class Algorithm(ABC):
 
 class FusedLoop(Protocol):
     """Runs a fresh in-process run's episodes, filling `regret` (R, K) and the run's ledger,
-    privatizer and policy version exactly as the generic loop would."""
+    privatizer and policy version exactly as the generic loop would, and returns each replica's
+    count of policy switches (R,)."""
 
     def __call__(self, regret: np.ndarray, progress: Callable[[int], None] | None,
-                 progress_every: int) -> None: ...
+                 progress_every: int) -> np.ndarray: ...

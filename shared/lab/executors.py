@@ -60,6 +60,7 @@ class TaskResult:
     ledger: dict[str, Any]
     policy_versions: int
     seconds: float
+    policy_changes: tuple[int, ...] = ()  # per seed: policy switches
 
 
 def plan_tasks(
@@ -90,7 +91,7 @@ def run_task(task: Task, progress: Callable[[int], None] | None = None) -> TaskR
     seconds = time.perf_counter() - start
     view = LedgerView.of("in-process", res.ledger, task.config.accounting_delta)
     return TaskResult(task.seeds, res.regret, view.model_dump(mode="json", exclude={"run_id"}),
-                      res.policy_versions, seconds)
+                      res.policy_versions, seconds, tuple(int(x) for x in res.policy_changes))
 
 
 class Executor:

@@ -98,6 +98,7 @@ def summarize(
         "regret": regret_summary(regret, mdp),
         "ledger": blocks[0].ledger,
         "policy_versions": max(b.policy_versions for b in blocks),
+        "policy_changes": [int(x) for b in blocks for x in b.policy_changes],  # per seed
         "seconds": seconds,
         "ms_per_episode": 1e3 * seconds / regret.shape[1],
     }

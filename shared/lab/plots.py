@@ -191,3 +191,57 @@ def plot_frontier(results: list[dict[str, Any]], path: Path) -> Path:
     """`frontier_figure`, saved as a PNG at `path`."""
     frontier_figure(results).savefig(path, dpi=120)
     return path
+
+
+def switch_points(results: list[dict[str, Any]]) -> dict[str, list[tuple[int, float, float]]]:
+    """Policy switches against K per configuration family ("algo label"): (K, mean, std over
+    seeds) sorted by K; only families run at two or more K (one K is not a curve)."""
+    groups: dict[str, dict[int, list[int]]] = {}
+    for res in results:
+        changes = res.get("policy_changes")
+        if not changes:
+            continue
+        cfg = res["config"]
+        knobs = cfg.get("knobs") or {}
+        extra = f" B={knobs['batches']}" if "batches" in knobs else ""
+        key = f"{cfg['algo']}{extra} {res['label']}"
+        groups.setdefault(key, {}).setdefault(int(cfg["episodes"]), []).extend(changes)
+    return {
+        key: [(k, float(np.mean(v)), float(np.std(v))) for k, v in sorted(by_k.items())]
+        for key, by_k in sorted(groups.items())
+        if len(by_k) >= 2
+    }
+
+
+def switches_figure(results: list[dict[str, Any]]) -> Figure:
+    """Number of policy switches vs K (log-log), one line per configuration family, with the
+    every-episode reference K - 1."""
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.add_subplot()
+    points = switch_points(results)
+    low, top = np.inf, 2
+    for i, (key, pts) in enumerate(points.items()):
+        k, m, s = (np.array(v) for v in zip(*pts, strict=True))
+        low, top = min(low, int(k.min())), max(top, int(k.max()))
+        style = line_style(i, len(k))
+        style["markevery"] = None
+        ax.errorbar(k, np.maximum(m, 0.5), yerr=s, capsize=3, label=key, **style)
+    ks = np.geomspace(max(min(low, top), 2), top, 50)
+    ax.plot(ks, ks - 1, color="0.45", ls=":", lw=1.2, label="an update every episode (K - 1)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("episodes K")
+    ax.set_ylabel("policy switches (mean over seeds; 0 drawn at 0.5)")
+    ax.set_title("Policy switches vs K")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    return fig
+
+
+def plot_switches(results: list[dict[str, Any]], path: Path) -> Path | None:
+    """`switches_figure` saved at `path` when some family was run at several K (else None)."""
+    if not switch_points(results):
+        return None
+    switches_figure(results).savefig(path, dpi=120)
+    return path

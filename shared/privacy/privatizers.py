@@ -27,9 +27,14 @@ from privrl.privacy.tree import NodeNoise, StoredNoiseError, TreeCounter, levels
 from privrl.stats import Stats
 
 
-def _charge(ledger: Ledger, calibration: Calibration, mechanism: str, note: str, at: int) -> None:
-    """Record one node level / one local report of every released family, at its own scale."""
+def charge_families(ledger: Ledger, calibration: Calibration, mechanism: str, note: str, at: int,
+                    names: Iterable[str] | None = None) -> None:
+    """Record one node level / one local report / one release of every released family (or of
+    the families `names`), each at its own scale."""
+    wanted = None if names is None else set(names)
     for fam in calibration.families:
+        if wanted is not None and fam.name not in wanted:
+            continue
         cost = {"rho": fam.cost} if calibration.cost_kind == "zcdp" else {"epsilon": fam.cost}
         sens = fam.l2 if calibration.cost_kind == "zcdp" else fam.l1
         ledger.charge(
@@ -43,7 +48,7 @@ def _charge(ledger: Ledger, calibration: Calibration, mechanism: str, note: str,
         )
 
 
-class _NoServerNoise:
+class NoServerNoise:
     """A privatizer that draws no noise itself: nothing to journal or replay."""
 
     def journal_noise(self) -> None:
@@ -62,7 +67,7 @@ class _NoServerNoise:
         """Nothing to check."""
 
 
-class Identity(_NoServerNoise):
+class Identity(NoServerNoise):
     """Non-private baseline: the release is the exact prefix sum."""
 
     def __init__(self, calibration: Calibration, replicas: int):
@@ -110,7 +115,8 @@ class Central:
         self.items += 1
         if levels_released(self.items) > levels_released(self.items - 1):
             level = levels_released(self.items) - 1
-            _charge(ledger, self.calibration, "tree", f"tree level {level} released", self.items)
+            charge_families(ledger, self.calibration, "tree", f"tree level {level} released",
+                            self.items)
 
     def release(self) -> Stats:
         """Noisy prefix sums B(items) of every family."""
@@ -141,7 +147,7 @@ class Central:
             tree.end_replay()
 
 
-class Aggregator(_NoServerNoise):
+class Aggregator(NoServerNoise):
     """LDP: sums of locally randomized reports (already private when they arrive)."""
 
     def __init__(self, calibration: Calibration, replicas: int) -> None:
@@ -159,7 +165,7 @@ class Aggregator(_NoServerNoise):
         """Count one ingested report; each user is charged once, at the first."""
         self.items += 1
         if self.items == 1:
-            _charge(ledger, self.calibration, "local", "each user's one local report", 1)
+            charge_families(ledger, self.calibration, "local", "each user's one local report", 1)
 
     def release(self) -> Stats:
         """The running noisy sums."""

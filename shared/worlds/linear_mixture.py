@@ -33,7 +33,7 @@ import os
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from privrl.seeding import generator
@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 LINEAR_TOL = 1e-9  # |P - <phi, theta>| and norm-assumption slack
 VERTEX_LIMIT = 12  # exact max of ||phi_v|| over the 2^S vertices of [0,1]^S up to this S
 INLINE = "inline"
+ModelT = TypeVar("ModelT")
 
 
 class ModelSpec(BaseModel):
@@ -58,19 +59,10 @@ class ModelSpec(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict, description="its public parameters")
 
 
-@dataclass(frozen=True, eq=False)
-class LinearMixtureModel:
-    """What a learner may know about a linear-mixture world: features, rewards or reward
-    features, and public bounds (all data-independent)."""
+class FeatureSizes:
+    """S, A and d of a public feature array (S, A, ..., d) (a linear mixture's or MDP's)."""
 
-    name: str
-    horizon: int
-    features: np.ndarray  # (S, A, S, d): phi(s'|s,a)
-    rewards: np.ndarray | None  # (H, S, A) known mean rewards, or None (learned)
-    reward_features: np.ndarray | None  # (S, A, d2) varphi(s,a), or None
-    c_w: float  # ||theta_h|| <= c_w (public bound)
-    feature_bound: float  # ||phi_v(s,a)|| <= feature_bound for every v in [0,1]^S
-    reward_bound: float = 0.0  # ||theta_{h,r}|| <= reward_bound (0 without reward features)
+    features: np.ndarray
 
     @property
     def S(self) -> int:
@@ -84,8 +76,23 @@ class LinearMixtureModel:
 
     @property
     def d(self) -> int:
-        """Dimension of the transition features."""
+        """Dimension of the (transition) features."""
         return int(self.features.shape[-1])
+
+
+@dataclass(frozen=True, eq=False)
+class LinearMixtureModel(FeatureSizes):
+    """What a learner may know about a linear-mixture world: features, rewards or reward
+    features, and public bounds (all data-independent)."""
+
+    name: str
+    horizon: int
+    features: np.ndarray  # (S, A, S, d): phi(s'|s,a)
+    rewards: np.ndarray | None  # (H, S, A) known mean rewards, or None (learned)
+    reward_features: np.ndarray | None  # (S, A, d2) varphi(s,a), or None
+    c_w: float  # ||theta_h|| <= c_w (public bound)
+    feature_bound: float  # ||phi_v(s,a)|| <= feature_bound for every v in [0,1]^S
+    reward_bound: float = 0.0  # ||theta_{h,r}|| <= reward_bound (0 without reward features)
 
     @property
     def d2(self) -> int:
@@ -137,8 +144,10 @@ class LinearMixtureMDP(TabularMDP):
 
 
 def model_spec_of(mdp: TabularMDP) -> ModelSpec | None:
-    """The public model spec a run on `mdp` names (None for a plain tabular world)."""
-    return mdp.public_spec if isinstance(mdp, LinearMixtureMDP) else None
+    """The public model spec a run on `mdp` names: any world with public features (a linear
+    mixture or a linear MDP) says it as `public_spec`; None for a plain tabular world."""
+    spec = getattr(mdp, "public_spec", None)
+    return spec if isinstance(spec, ModelSpec) else None
 
 
 def _frozen(arr: Any) -> np.ndarray:
@@ -366,24 +375,32 @@ MODELS: dict[str, Callable[..., LinearMixtureModel]] = {
 }
 
 
-def public_model(spec: ModelSpec) -> LinearMixtureModel:
-    """The public model a run configuration names (built once per distinct spec)."""
-    return _public_model(json.dumps(spec.model_dump(mode="json"), sort_keys=True))
+class ModelRegistry(Generic[ModelT]):
+    """Public models by name (`builders`) or inline arrays (`inline`), each built once per
+    distinct spec; `kind` names them in errors ("public model", "linear-MDP model")."""
 
+    def __init__(self, kind: str, builders: Mapping[str, Callable[..., ModelT]],
+                 inline: str, build_inline: Callable[[dict[str, Any]], ModelT]) -> None:
+        self.kind, self.builders = kind, builders
+        self.inline, self.build_inline = inline, build_inline
+        self._cached = functools.lru_cache(maxsize=32)(self._build)
 
-@functools.lru_cache(maxsize=32)
-def _public_model(key: str) -> LinearMixtureModel:
-    spec = ModelSpec.model_validate(json.loads(key))
-    params = dict(spec.params)
-    if spec.name == INLINE:
-        return _inline_model(params)
-    if spec.name not in MODELS:
-        raise WorldError(f"unknown public model {spec.name!r}: known are "
-                         f"{', '.join([*MODELS, INLINE])}")
-    try:
-        return MODELS[spec.name](**params)
-    except TypeError as exc:
-        raise WorldError(f"public model {spec.name!r}: {exc}") from None
+    def __call__(self, spec: ModelSpec) -> ModelT:
+        """The model `spec` names (a WorldError naming what is wrong otherwise)."""
+        return self._cached(json.dumps(spec.model_dump(mode="json"), sort_keys=True))
+
+    def _build(self, key: str) -> ModelT:
+        spec = ModelSpec.model_validate(json.loads(key))
+        params = dict(spec.params)
+        if spec.name == self.inline:
+            return self.build_inline(params)
+        if spec.name not in self.builders:
+            raise WorldError(f"unknown {self.kind} {spec.name!r}: known are "
+                             f"{', '.join([*self.builders, self.inline])}")
+        try:
+            return self.builders[spec.name](**params)
+        except TypeError as exc:
+            raise WorldError(f"{self.kind} {spec.name!r}: {exc}") from None
 
 
 def _inline_model(params: Mapping[str, Any]) -> LinearMixtureModel:
@@ -397,6 +414,11 @@ def _inline_model(params: Mapping[str, Any]) -> LinearMixtureModel:
     arrays = {k: _array(k, params[k]) for k in ("features", "rewards", "reward_features")
               if params.get(k) is not None}
     return _model_from_arrays("inline", int(params["horizon"]), arrays, params)
+
+
+public_model: ModelRegistry[LinearMixtureModel] = ModelRegistry(
+    "public model", MODELS, INLINE, _inline_model)
+"""The public linear-mixture model a run configuration names (built once per distinct spec)."""
 
 
 def _array(name: str, value: Any) -> np.ndarray:

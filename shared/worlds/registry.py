@@ -2,7 +2,8 @@
 
 Names: the built-in `riverswim`, `garnet` and `chain` (the policy-evaluation chain MRP of Balle
 et al., `privrl.worlds.chain`; its users report first-visit returns), the linear-mixture worlds
-`lm-hard`, `lm-mix`, `zhou-mix` and `zhou-tabular` (see `privrl.worlds.linear_mixture`),
+`lm-hard`, `lm-mix`, `zhou-mix` and `zhou-tabular` (see `privrl.worlds.linear_mixture`), the
+linear MDPs `lin-cube`, `lin-tab`, `river-chain` and `latent-levels` (`privrl.worlds.linear_mdp`),
 `gymnasium:<EnvId>` for any gymnasium env with a public transition table (see
 `privrl.worlds.gym`), and a path ending in `.npz` (`load_npz`, or `load_linear_npz` when the
 archive holds `features`).
@@ -27,6 +28,15 @@ from .gym import (
     gymnasium_params,
     gymnasium_table,
     require_gymnasium,
+)
+from .linear_mdp import (
+    is_linear_mdp_npz,
+    latent_levels,
+    lin_cube,
+    lin_mix,
+    lin_tab,
+    load_linear_mdp_npz,
+    river_chain,
 )
 from .linear_mixture import (
     is_linear_npz,
@@ -145,6 +155,33 @@ BUILTINS: dict[str, _Builtin] = {
         "linear mixture E1 (Zhou §7.2): RiverSwim as indicator features, d = S^2 A, d2 = S A",
         horizon=10,
     ),
+    "lin-cube": _Builtin(
+        lin_cube,
+        "linear MDP, Luyo §8.3's two-state hypercube: actions {-1,+1}^(d-2), secret signs nu_h "
+        "from `seed`; for lsvi-ucb-batched / lsvi-ucb-switching",
+        horizon=5,
+    ),
+    "lin-tab": _Builtin(
+        lin_tab,
+        "linear MDP, Luyo §8.4: RiverSwim with one-hot features e_(s,a), d = 2 S",
+        horizon=10,
+    ),
+    "river-chain": _Builtin(
+        river_chain,
+        "linear MDP, Ngo §10.1 'RiverChain-4': a river with a myopic trap, one-hot features",
+        horizon=6,
+    ),
+    "latent-levels": _Builtin(
+        latent_levels,
+        "linear MDP, Ngo §10.2: 8 states, 3 actions, genuinely low rank (d = 4 < S A = 24)",
+        horizon=5,
+    ),
+    "lin-mix": _Builtin(
+        lin_mix,
+        "linear MDP of any d (ours): features on the simplex from `feature_seed`, secret mixture"
+        " of d next-state distributions and rewards from `seed`",
+        horizon=5,
+    ),
     "chain": _Builtin(
         _chain,
         "policy evaluation (dp-lsw, dp-lsl): the chain MRP of Balle et al. 2016, one action,"
@@ -177,6 +214,9 @@ def make(name: str, horizon: int | None = None, **params: Any) -> TabularMDP | C
             raise WorldError(f"{name!r} names no env: use e.g. {GYM_PREFIX}FrozenLake-v1")
         return gymnasium_table(env_id, **params).to_mdp(horizon)
     if name.endswith(NPZ_SUFFIX):
+        if is_linear_mdp_npz(name):
+            _check_params(name, params, {})
+            return load_linear_mdp_npz(name, horizon=horizon)
         if is_linear_npz(name):
             _check_params(name, params, linear_npz_params())
             return load_linear_npz(name, horizon=horizon, **params)
@@ -234,7 +274,8 @@ def list_worlds() -> list[WorldInfo]:
             default_horizon=None,
             description="arrays P, R, d1 (and optional H) saved with numpy.savez; horizon: the "
             "file's H, else required. A linear-mixture world instead: features (S,A,S,d), theta "
-            "(H,d), d1, and rewards (known) or reward_features + reward_theta; optional c_w",
+            "(H,d), d1, and rewards (known) or reward_features + reward_theta; optional c_w. A"
+            " linear MDP: phi (S,A,d), mu (H,S,d), theta (H,d), d1",
         )
     )
     return worlds

@@ -17,6 +17,7 @@ import numpy as np
 
 from ...worlds.linear_mixture import LinearMixtureModel, public_model
 from ...worlds.rollout import Trajectories
+from ..base import check_model_sizes
 
 if TYPE_CHECKING:
     from ...config import RunConfig
@@ -31,11 +32,7 @@ def run_model(config: RunConfig, algo: str, known_rewards: bool, reward_features
             " world (lm-hard, lm-mix, zhou-mix, zhou-tabular or a linear .npz)"
         )
     model = public_model(config.model)
-    have = (model.S, model.A, model.horizon)
-    want = (config.n_states, config.n_actions, config.horizon)
-    if have != want:
-        raise ValueError(f"the public model {config.model.name!r} has (S, A, H) = {have}, the run"
-                         f" is configured for {want}")
+    check_model_sizes(config, (model.S, model.A, model.horizon))
     if known_rewards and model.rewards is None:
         raise ValueError(f"{algo} plans with known rewards, but the public model "
                          f"{config.model.name!r} publishes only reward features")

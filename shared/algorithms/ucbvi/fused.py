@@ -66,8 +66,9 @@ class FusedEpisodes:
         return n_rep * sum(int(np.prod(f.shape)) for f in self.families.values())
 
     def __call__(self, regret: np.ndarray, progress: Callable[[int], None] | None,
-                 progress_every: int) -> None:
-        """Fill `regret` (R, K) for every remaining episode, as the generic loop would."""
+                 progress_every: int) -> np.ndarray:
+        """Fill `regret` (R, K) for every remaining episode, as the generic loop would; return
+        how often each replica's played policy changed after its first (switches)."""
         from ...accel.episodes import run_episodes
         from ...run import message_regret
 
@@ -75,6 +76,7 @@ class FusedEpisodes:
         k, total = run.reported, run.config.episodes
         n_rep, horizon, n_states = planner.q.shape[:3]
         last_regret = np.zeros(n_rep)
+        changes = np.zeros(n_rep, np.int64)  # every recorded policy, the first one included
         has_last = False
         empty = np.empty((0, n_rep, 1, 1, 1, 1))
         dummy_sa = np.empty(self.acc["r"].shape)
@@ -99,6 +101,7 @@ class FusedEpisodes:
                 self.last, has_last, change_k, change_r, change_pol,
             )
             has_last = True
+            changes += np.bincount(change_r[:n_changes], minlength=n_rep)
             values = message_regret(world, change_pol[:n_changes]) if n_changes else np.empty(0)
             for r in range(n_rep):
                 mine = change_r[:n_changes] == r
@@ -114,6 +117,7 @@ class FusedEpisodes:
                     progress(done)
             k += b
         run.adopt_message({"actions": self.last.copy()})
+        return np.maximum(changes - 1, 0)
 
     def _radius(self, k: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         """The public radius E and unknown-cell threshold after k .. k+b-1 reports."""

@@ -1,0 +1,115 @@
+"""Privacy-preserving batched LSVI-UCB (Luyo et al., Alg. 2; spec linear-luyo.md §5), JDP only.
+
+A fixed, data-independent schedule of B batches of L = ceil(K/B) episodes: the policy of batch b
+is played by every user of the batch; at the end of batches 1..N_K-1 the server adds the batch's
+Gram sum as one leaf of the tree counter (B leaves, nodes SymGauss(sigma_Lambda)), re-solves LSVI
+over all stored episodes with fresh target noise N(0, sigma_u^2 I) per step, and publishes
+release b+1 (§5.2). Release 0 is lambda I, w = 0 (no data, no noise). eps = inf (or privacy
+"none") gives B = K: LSVI-UCB updated every episode (§12.11; `batches` forces another B).
+
+Calibrations: "paper" = App. E.1's closed-form sigmas (advanced composition; the ledger charges
+what they spend under zCDP, which is less than claimed); "zcdp" = the smallest sigmas spending
+exactly (eps, delta) on this schedule. The shift is App. E.1's (c_K + Ups) I ("paper") or twice a
+high-probability bound on the prefix noise's norm with sqrt(B0) nodes ("noise"): both are
+public, data-independent post-processing, as are beta and the ridge.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+from pydantic import Field
+
+from ...privacy.accountant import epsilon_to_rho
+from ...privacy.psd import wigner_norm_tail
+from ..registry import register
+from .common import LSVIAlgorithm, LSVIKnobs
+from .constants import batched_constants, luyo_batches, zcdp_batched_sigmas
+
+if TYPE_CHECKING:
+    from ...config import RunConfig
+
+
+class BatchedKnobs(LSVIKnobs):
+    """Public knobs of batched LSVI-UCB (spec §10); beta = None: App. E.1's theory value."""
+
+    calibration: Literal["paper", "zcdp"] = Field(
+        "paper", description="noise scales: App. E.1's closed forms (spend less than claimed; the"
+        " ledger says how much) or the smallest sigmas spending exactly (epsilon, delta)")
+    batches: int | None = Field(
+        None, ge=1, description="B, the number of batches (default: App. E.1's"
+        " ceil((K eps)^(2/5) / (d^(3/5) H^(1/5))), K without noise); fixed before any data")
+    shift: Literal["paper", "noise"] = Field(
+        "paper", description="the Gram shift: App. E.1's (c_K + Ups) I, or 2 Ups' I with Ups'"
+        " a high-probability bound on the prefix noise's norm (sqrt(B0) nodes, no c_K)")
+    shift_scale: float = Field(1.0, ge=0, description="multiplies the shift (post-processing)")
+    ridge: float | None = Field(None, gt=0, description="lambda (default: the paper's d; the"
+                                " theory beta keeps lambda = d)")
+
+
+PRESETS: dict[str, BatchedKnobs] = {
+    "faithful": BatchedKnobs(),
+    "practical": BatchedKnobs(calibration="zcdp", shift="noise", beta=2.0, ridge=1.0),
+}
+
+
+@register
+class BatchedLSVI(LSVIAlgorithm):
+    """Luyo et al.'s Alg. 2 as a privrl plug-in (none, JDP)."""
+
+    name = "lsvi-ucb-batched"
+    summary = ("linear-MDP LSVI-UCB with a fixed schedule of B batches (Luyo et al. Alg. 2): tree"
+               " counter on the Gram, fresh noise on re-solved targets, JDP only")
+    knobs_model = BatchedKnobs
+    presets = PRESETS
+
+    def __init__(self, config: RunConfig) -> None:
+        """Fix the schedule, noise scales, shift and beta from public numbers."""
+        super().__init__(config)
+        knobs: BatchedKnobs = self.knobs
+        cfg, d = config, self.model.d
+        eps = config.epsilon if self.private else math.inf
+        K, H, p = cfg.episodes, cfg.horizon, cfg.beta
+        b = knobs.batches if knobs.batches is not None else luyo_batches(K, H, d, eps)
+        sigmas = None
+        if self.private and knobs.calibration == "zcdp":
+            rounds = math.ceil(K / math.ceil(K / min(b, K))) - 1
+            sigmas = zcdp_batched_sigmas(H, rounds, epsilon_to_rho(eps, cfg.delta))
+        delta = cfg.delta if self.private else 0.5
+        c = batched_constants(K, H, d, eps, delta, p, batches=b, sigmas=sigmas)
+        self.constants = c
+        self.lam = float(knobs.ridge) if knobs.ridge is not None else c.lam
+        self.gram_sigma, self.target_sigma = c.sigma_gram, c.sigma_target
+        if knobs.shift == "paper":
+            shift = c.c_k + c.ups
+        else:
+            alpha = p / (6.0 * K * H)
+            shift = 2.0 * c.sigma_gram * math.sqrt(c.tree_depth) * wigner_norm_tail(d, alpha)
+        self.initial_diagonal = self.lam
+        self.gram_diagonal = self.lam + knobs.shift_scale * shift
+        self.gram_floor = self.lam
+        self.beta = knobs.beta_scale * (knobs.beta if knobs.beta is not None else c.beta)
+
+    @property
+    def batch_length(self) -> int:
+        """L = ceil(K / B): episodes per batch."""
+        return self.constants.batch_length
+
+    def switch_episodes(self) -> list[int]:
+        """The (1-based) episodes that start with a new policy: b L + 1, b = 1..N_K - 1."""
+        return [b * self.batch_length + 1 for b in range(1, self.constants.policies)]
+
+    def leaves(self) -> int:
+        """N_K - 1 batch sums are ever released (at least one leaf, for the counter)."""
+        return max(self.constants.policies - 1, 1)
+
+    def leaf_closes(self, items: int) -> bool:
+        """At the end of every batch but the last (nothing is released after it)."""
+        return items % self.batch_length == 0 and items < self.config.episodes
+
+    def release_due(self, items: int, current: np.ndarray, snapshot: np.ndarray,
+                    rounds: np.ndarray) -> np.ndarray:
+        """Every replica at the end of batches 1..N_K-1: a data-independent schedule."""
+        return np.full(rounds.shape, self.leaf_closes(items))

@@ -1,0 +1,181 @@
+"""What the private LSVI-UCB plug-ins share: the public model, the raw history a user's report
+becomes, the released families and their sensitivities, the learner, and the trusted privatizer.
+
+A subclass fixes the public constants (`beta`, the Gram shift and floor, the noise scales) and
+its release rule: when a Gram leaf closes (`leaf_closes`) and when a round of targets is released
+(`release_due`, a function of released values and public numbers only).
+
+Sensitivities (replace one user, every step h; Luyo App. E.2, Ngo Lemma 14 with erratum E6):
+||phi phi^T - phi' phi'^T||_F <= 2 per step (the specs' bound; sqrt(2) is tighter) and
+||phi (r + V) - phi' (r' + V')|| <= 2 (H + 1) (r in [0,1], V clipped to [0, H]). Over the H steps
+the l2 sensitivities add in squares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from abc import abstractmethod
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...seeding import generator
+from ...stats import Stats
+from ...worlds.linear_mdp import LinearMDPModel, linear_mdp_model
+from ...worlds.rollout import Trajectories
+from ..base import Algorithm, Family, Learner, PolicyMessage, check_model_sizes
+from .lsvi import greedy_actions
+from .privatizer import TrustedLSVI
+
+if TYPE_CHECKING:
+    from ...config import RunConfig
+    from ...privacy.calibration import Calibration
+
+RAW_HISTORY = ("raw history required: LSVI re-evaluates every stored next state with each new"
+               " value function, so only a trusted server (JDP) can keep the transitions;"
+               " Luyo Rem. 5, Ngo §7.6")
+
+
+def run_model(config: RunConfig, algo: str) -> LinearMDPModel:
+    """The run's public linear-MDP features, checked against (S, A, H) (ValueError)."""
+    if config.model is None:
+        raise ValueError(f"{algo} needs a public linear-MDP model (RunConfig.model): use a linear"
+                         " MDP world (lin-cube, lin-tab, river-chain, latent-levels or a .npz with"
+                         " phi)")
+    model = linear_mdp_model(config.model)
+    check_model_sizes(config, (model.S, model.A, model.horizon))
+    return model
+
+
+class LSVIKnobs(BaseModel):
+    """The knobs both LSVI-UCB plug-ins have: the bonus and how ties are broken (all public
+    post-processing of the release)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    beta: float | None = Field(None, gt=0, description="the bonus multiplier (default: the"
+                               " paper's theory value)")
+    beta_scale: float = Field(1.0, gt=0, description="multiplies beta (post-processing)")
+    tie_break: Literal["first", "random"] = Field(
+        "first", description="actions whose optimistic scores tie: the lowest index, or one"
+        " drawn uniformly from the server's secret seed and the release (post-processing)")
+
+
+def tie_priorities(seeds: list[int], gram: np.ndarray, w: np.ndarray, shape: tuple[int, ...]
+                   ) -> np.ndarray:
+    """Uniform priorities (R, *shape) for random tie-breaking: replica r's come from its secret
+    seed and a digest of its own release, so a replay (or an HTTP run) draws the same ones."""
+    rows = []
+    for r, seed in enumerate(seeds):
+        digest = hashlib.sha256(gram[r].tobytes() + w[r].tobytes()).hexdigest()[:16]
+        rows.append(generator(seed, "lsvi", "ties", digest).random(shape))
+    return np.stack(rows)
+
+
+class LSVILearner(Learner):
+    """The greedy table of the released (Gram, w): recomputed only when the release changed."""
+
+    def __init__(self, algorithm: LSVIAlgorithm, seeds: list[int]) -> None:
+        self.features, self.beta = algorithm.model.features, algorithm.beta
+        self.seeds = [int(s) for s in seeds]
+        self.random_ties = algorithm.knobs.tie_break == "random"
+        self._cache: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def plan(self, billboard: Stats, reported: int) -> PolicyMessage:
+        """Greedy actions (R, H, S) of Q = Pi_[0,H](<phi, w> + beta ||phi||_{Gram^-1})."""
+        gram, w = billboard["gram"], billboard["w"]
+        cached = self._cache
+        if cached is None or not (np.array_equal(cached[0], gram)
+                                  and np.array_equal(cached[1], w)):
+            priority = None
+            if self.random_ties:
+                n_s, n_a, _ = self.features.shape
+                priority = tie_priorities(self.seeds, gram, w, (w.shape[1], n_s, n_a))
+            cached = (gram, w, greedy_actions(self.features, gram, w, self.beta, priority))
+            self._cache = cached
+        return {"actions": cached[2].copy()}
+
+    def radius(self, reported: int) -> float:
+        """The public bonus multiplier beta."""
+        return self.beta
+
+
+class LSVIAlgorithm(Algorithm):
+    """Private LSVI-UCB over a finite linear MDP (none or JDP; LDP is refused, raw history)."""
+
+    privacy_modes = ("none", "jdp")
+    unsupported_reasons = {"ldp": RAW_HISTORY}
+    default_world = "lin-cube"
+    default_mechanism = "gaussian"
+
+    # set by subclasses in __init__ (public, data-independent)
+    beta: float
+    gram_diagonal: float  # the public shift added to the Gram release (ridge included)
+    gram_floor: float  # eigenvalue floor of the PD fallback
+    initial_diagonal: float  # version 0's Gram, c I (no data, no noise)
+    gram_sigma: float  # per-entry std of each Gram tree node
+    target_sigma: float  # per-entry std of each release's target noise
+
+    def __init__(self, config: RunConfig) -> None:
+        """Bind to `config`: Gaussian noise from seeded generators over a public linear MDP."""
+        super().__init__(config)
+        self.model = run_model(config, self.name)
+        if config.privacy == "jdp" and config.mechanism != "gaussian":
+            raise ValueError(f"{self.name} releases through Gaussian mechanisms: use"
+                             " --mechanism gaussian with 0 < delta < 1")
+        if config.privacy == "jdp" and config.noise != "numpy":
+            raise ValueError(f"{self.name} draws its noise from the run's seeded generators"
+                             " only (noise='numpy'): its store replays, never journals")
+
+    @property
+    def private(self) -> bool:
+        """Whether noise is drawn (JDP with a finite epsilon)."""
+        return self.config.privacy == "jdp" and not math.isinf(self.config.epsilon)
+
+    def families(self) -> tuple[Family, ...]:
+        """The Gram matrices (symmetric, per tree node) and the targets (per release round)."""
+        horizon, d = self.config.horizon, self.model.d
+        root_h = math.sqrt(horizon)
+        target = 2.0 * (horizon + 1)
+        jdp = self.config.privacy == "jdp"
+        return (
+            Family("gram", (horizon, d, d), l1=horizon * (d + 1.0), l2=2.0 * root_h,
+                   clean_max=1.0, clean_min=-1.0, symmetric=True,
+                   scale=self.gram_sigma if jdp else None),
+            Family("target", (horizon, d), l1=horizon * target * math.sqrt(d),
+                   l2=target * root_h, clean_max=horizon + 1.0, clean_min=-(horizon + 1.0),
+                   scale=self.target_sigma if jdp else None),
+        )
+
+    def user_statistics(self, trajectories: Trajectories, message: PolicyMessage) -> Stats:
+        """The raw history the trusted store keeps: phi(s_h, a_h) (R, H, d), r_h clipped to
+        [0, 1] (R, H), and s_{h+1} (R, H) (computed on the server from a trusted report)."""
+        states, actions = trajectories.states, trajectories.actions
+        phi = self.model.features[states[:, :-1], actions]
+        return {"phi": phi, "reward": np.clip(trajectories.rewards, 0.0, 1.0),
+                "next_state": states[:, 1:].astype(np.float64)}
+
+    def learner(self, calibration: Calibration, seeds: list[int]) -> LSVILearner:
+        """The greedy planner over the billboard."""
+        return LSVILearner(self, seeds)
+
+    def privatizer(self, calibration: Calibration, seeds: list[int], max_items: int
+                   ) -> TrustedLSVI:
+        """The trusted store and its releases (instead of the generic tree counters)."""
+        return TrustedLSVI(self, calibration, seeds, max_items)
+
+    @abstractmethod
+    def leaves(self) -> int:
+        """How many leaves the Gram tree counter can take."""
+
+    @abstractmethod
+    def leaf_closes(self, items: int) -> bool:
+        """Whether the Gram items received so far close a tree leaf after `items` episodes."""
+
+    @abstractmethod
+    def release_due(self, items: int, current: np.ndarray, snapshot: np.ndarray,
+                    rounds: np.ndarray) -> np.ndarray:
+        """Which replicas (R,) bool release new targets after `items` episodes, given the
+        current Gram release, the one at the last round, and the rounds so far (public only)."""

@@ -1,0 +1,145 @@
+"""The public constants of the two private LSVI-UCB algorithms, as pure functions of public numbers.
+
+* `batched_constants`: Luyo et al., Alg. 2 / App. E.1 (spec linear-luyo.md §5.1), with the
+  spec's batch-schedule edge cases (§12.11): B = min(B, K), eps = inf -> B = K, L = ceil(K/B),
+  N_K = ceil(K/L), no update after the final batch. Reproduces §11's reference values.
+* `switching_constants`: Ngo, Vietri & Wu, Alg. 1 (spec linear-mdp-ngo.md §3.2): the spec's
+  *sound* calibration (errata E3-E6: tree-node variance 4 L H / rho, target variance
+  H N_max (2(H+1))^2 / rho) or the paper's literal one (which under-spends the budget it claims:
+  the ledger charges what its scales actually spend, spec §4.3). Reproduces §8.1's golden table.
+
+Natural logs throughout; the tree depth L of the switching counter is bit_length(K) (E16).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+CHI_FACTOR_NGO = 25.0**4 * 162.0  # Theorem 16's chi (E11): 63,281,250
+CHI_FACTOR_LUYO = 24.0**2 * 18.0  # App. E.1's chi
+
+
+@dataclass(frozen=True)
+class BatchedConstants:
+    """Luyo's Alg. 2 constants (App. E.1) for one (K, H, d, eps, delta, p) and batch count B."""
+
+    lam: float
+    batches: int  # B
+    tree_depth: int  # B0 = ceil(log2 B + 1)
+    batch_length: int  # L = ceil(K / B)
+    policies: int  # N_K = ceil(K / L): distinct policies played
+    sigma_gram: float  # sigma_Lambda: per-entry std of each tree node (a node = one batch sum)
+    sigma_target: float  # sigma_u: per-entry std of each release's target noise
+    ups: float
+    c_k: float
+    c: float
+    u_k: float
+    chi: float
+    beta: float
+
+
+def zcdp_batched_sigmas(horizon: int, rounds: int, rho: float) -> tuple[float, float]:
+    """The smallest (sigma_Lambda, sigma_u) that spend exactly rho (zCDP) on this schedule: rho/2
+    on the Gram tree over `rounds` leaves (each leaf in bit_length(rounds) nodes, l2 = 2 sqrt(H)),
+    rho/2 on `rounds` target releases (l2 = 2 (H+1) sqrt(H))."""
+    rounds = max(rounds, 1)
+    levels = rounds.bit_length()
+    return (math.sqrt(4.0 * horizon * levels / rho),
+            math.sqrt(4.0 * horizon * (horizon + 1) ** 2 * rounds / rho))
+
+
+def luyo_batches(episodes: int, horizon: int, d: int, eps: float) -> int:
+    """B = ceil((K eps)^{2/5} / (d^{3/5} H^{1/5})), at most K; K when eps = inf (§12.11)."""
+    if math.isinf(eps):
+        return episodes
+    b = math.ceil((episodes * eps) ** 0.4 / (d**0.6 * horizon**0.2))
+    return max(1, min(b, episodes))
+
+
+def batched_constants(episodes: int, horizon: int, d: int, eps: float, delta: float, p: float,
+                      batches: int | None = None, sigmas: tuple[float, float] | None = None
+                      ) -> BatchedConstants:
+    """App. E.1 verbatim (Ups with B0, not sqrt(B0): erratum 6; C with ln(6KHd/p): erratum 7).
+
+    `batches` overrides B (not privacy-neutral: every sigma is recomputed from it, §10);
+    `sigmas` = (sigma_Lambda, sigma_u) replaces the closed forms (another calibration; the
+    shift, C, U_K and beta follow); eps = inf gives the non-private limit (no noise, no shift)."""
+    K, H = episodes, horizon
+    B = luyo_batches(K, H, d, eps) if batches is None else max(1, min(int(batches), K))
+    B0 = math.ceil(math.log2(B) + 1.0)
+    L = math.ceil(K / B)
+    n_k = math.ceil(K / L)
+    lam = float(d)
+    if math.isinf(eps):
+        sig_g = sig_u = 0.0
+    else:
+        log_term = math.log(32.0 * H * B0 * B / delta) ** 2
+        sig_g = (128.0 / eps) * math.sqrt(B * H * B0) * log_term
+        sig_u = (128.0 / eps) * H * math.sqrt(H * B) * log_term
+    if sigmas is not None:
+        sig_g, sig_u = sigmas
+    ups = sig_g * B0 * (4.0 * math.sqrt(d) + 2.0 * math.log(6.0 * K * H / p))
+    c_k = d * ups
+    c = sig_u * (math.sqrt(d) + 2.0 * math.sqrt(math.log(6.0 * K * H * d / p)))
+    u_k = max(1.0, 2.0 * H * math.sqrt(d * K / (lam + c_k)) + c / (lam + c_k))
+    chi = CHI_FACTOR_LUYO * K**2 * d * u_k * H / p
+    beta = 24.0 * H * math.sqrt(d * (lam + c_k)) * math.log(chi)
+    return BatchedConstants(lam, B, B0, L, n_k, sig_g, sig_u, ups, c_k, c, u_k, chi, beta)
+
+
+Calibration = Literal["sound", "paper"]
+
+
+@dataclass(frozen=True)
+class SwitchingConstants:
+    """Ngo's Alg. 1 constants (spec §3.2) for one (K, H, d, rho, p) and calibration."""
+
+    levels: int  # L = bit_length(K): nodes of the Gram tree a leaf enters
+    sigma_node2: float  # per-entry variance of each Gram tree node
+    lam_t: float  # high-probability bound on the prefix noise's operator norm (shift 2 lam_t)
+    n_max: float  # hard cap of the switch counter (it starts at 1)
+    sigma_y2: float  # per-coordinate variance of each release's target noise
+    lam_y: float
+    u_k: float
+    log_chi: float
+    beta: float
+
+
+def switching_constants(episodes: int, horizon: int, d: int, rho: float, p: float,
+                        calibration: Calibration = "sound", ridge: float = 1.0
+                        ) -> SwitchingConstants:
+    """The sound (default) or the paper-literal constants; rho = inf is the non-private limit
+    (no noise, lam_t = 0, no cap), where U_K and beta use `ridge` in place of lam_t."""
+    K, H = episodes, horizon
+    L = int(K).bit_length()
+    log_3khp = math.log(3.0 * K * H / p)
+    if math.isinf(rho):
+        node2 = lam_t = sig_y2 = lam_y = 0.0
+        n_max = math.inf
+    elif calibration == "sound":
+        node2 = 4.0 * L * H / rho
+        lam_t = math.sqrt(L * node2) * (4.0 * math.sqrt(d) + 2.0 * log_3khp)
+        n_max = (d * H / math.log(2.0)) * math.log1p(K / (lam_t * d))
+        sig_y2 = 4.0 * H * (H + 1) ** 2 * n_max / rho
+        lam_y = math.sqrt(sig_y2) * (math.sqrt(d) + 2.0 * math.sqrt(log_3khp))
+    elif calibration == "paper":
+        lam_t = math.log(K) * (6.0 * math.sqrt(d + 1) + 2.0 * log_3khp) / math.sqrt(2.0 * rho)
+        node2 = math.log(K) ** 2 / (2.0 * rho * L)  # the node variance lam_t implies (§4.3)
+        n_max = (d * H / math.log(2.0)) * math.log1p(K / (lam_t * d))
+        sig_y2 = 6.0 * H**2 * n_max / rho
+        lam_y = H * n_max * math.sqrt(log_3khp / rho)
+    else:
+        raise ValueError(f"unknown calibration {calibration!r}: 'sound' or 'paper'")
+    lam = lam_t if lam_t > 0 else ridge
+    u_k = max(1.0, 2.0 * H * math.sqrt(d * K / lam) + lam_y / lam)
+    log_chi = math.log(CHI_FACTOR_NGO * d * u_k * H / p) + 4.0 * math.log(K)
+    beta = 5.0 * H**2 * math.sqrt(d * lam_t * log_chi) + 6.0 * d * H * math.sqrt(log_chi)
+    return SwitchingConstants(L, node2, lam_t, n_max, sig_y2, lam_y, u_k, log_chi, beta)
+
+
+def rounds_cap(n_max: float) -> float:
+    """The most noisy LSVI rounds the cap allows: ceil(N_max) - 1 (the counter starts at 1 and a
+    switch needs N_count < N_max); inf without a cap."""
+    return math.inf if math.isinf(n_max) else float(max(math.ceil(n_max) - 1, 0))

@@ -1,0 +1,137 @@
+"""The central privatizer of the LSVI-UCB family: a trusted store of raw history plus its releases.
+
+LSVI re-evaluates every past transition with the newest value function, so no user can privatize
+its contribution once (Luyo Rem. 5, Ngo §7.6): the raw history stays here, inside the trusted
+curator (JDP only), and only two things ever leave:
+
+* the Gram matrices, through one tree counter per run (`privrl.privacy.tree.TreeCounter`, shape
+  (H, d, d), symmetric Gaussian node noise) whose leaves are episodes (switching) or batch sums
+  (batched), shifted by a public diagonal and floored at a public eigenvalue (post-processing);
+* at each release round, the targets of every step with fresh Gaussian noise, solved into w_h.
+
+The billboard is the Gram snapshot the weights were solved against and the weights ("gram",
+"w"); when a round happens is the algorithm's public rule (`LSVIAlgorithm.release_due`), a
+function of released values only. Every tree level that opens and every round is charged to the
+ledger at the scales in use. With R replicas, a round of any replica is charged once, so the
+ledger states the largest spend of any replica (exact on a server, R = 1).
+
+Target noise of replica r's round n comes from `generator(seed_r, "lsvi", "target", n)`, node
+noise from the tree's counter-based seeds: a restarted server rebuilds exactly the values it
+already published (contract 2).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ...privacy.accountant import Ledger
+from ...privacy.calibration import Calibration
+from ...privacy.privatizers import NoServerNoise, charge_families
+from ...privacy.psd import regularize
+from ...privacy.tree import TreeCounter, levels_released
+from ...seeding import generator
+from ...stats import Stats
+from .lsvi import History, backward_pass
+
+if TYPE_CHECKING:
+    from .common import LSVIAlgorithm
+
+
+class TrustedLSVI(NoServerNoise):
+    """History in, (Gram snapshot, weights) out, on the algorithm's public release schedule.
+
+    All its noise is seeded (the algorithm refuses an unseeded backend), so a replay re-derives
+    every draw and nothing is journalled (`NoServerNoise`)."""
+
+    def __init__(self, algorithm: LSVIAlgorithm, calibration: Calibration, seeds: list[int],
+                 max_items: int) -> None:
+        self.algorithm, self.calibration = algorithm, calibration
+        self.seeds = [int(s) for s in seeds]
+        self.max_items = int(max_items)
+        model, horizon = algorithm.model, algorithm.config.horizon
+        n_rep, d = len(self.seeds), model.d
+        self.private = calibration.mechanism is not None
+        self.counter = (TreeCounter((horizon, d, d), calibration.sampler("gram"), self.seeds,
+                                    "gram", algorithm.leaves()) if self.private else None)
+        self.exact_gram = np.zeros((n_rep, horizon, d, d))  # only without noise
+        self.pending = np.zeros((n_rep, horizon, d, d))  # Gram items since the last leaf
+        self.leaves = 0
+        self.history = History(n_rep, horizon, d, model.S)
+        eye = np.eye(d)
+        self.current = np.broadcast_to(algorithm.initial_diagonal * eye,
+                                       (n_rep, horizon, d, d)).copy()
+        self.snapshot = self.current.copy()
+        self.w = np.zeros((n_rep, horizon, d))
+        self.rounds = np.zeros(n_rep, dtype=np.int64)
+        self.charged_rounds = 0
+        self.fallbacks = 0  # Gram releases whose eigenvalues had to be floored (bad noise event)
+        self.items = 0
+
+    # -- the privacy layer's interface (privrl.privacy.privatizers.Privatizer) -----------------
+
+    def ingest(self, stats: Stats, ledger: Ledger) -> None:
+        """Store one episode per replica; close a Gram leaf and run a release round when due."""
+        if self.items >= self.max_items:
+            raise ValueError(f"all {self.max_items} episodes of this run are in")
+        phi = stats["phi"]
+        self.history.add(phi, stats["reward"], stats["next_state"].astype(np.int64))
+        self.pending += np.einsum("rhi,rhj->rhij", phi, phi)
+        self.items += 1
+        if self.algorithm.leaf_closes(self.items):
+            self._close_leaf(ledger)
+        due = self.algorithm.release_due(self.items, self.current, self.snapshot, self.rounds)
+        if due.any():
+            self._release_round(due, ledger)
+
+    def release(self) -> Stats:
+        """The billboard: the Gram snapshot (R, H, d, d) the weights (R, H, d) were solved with."""
+        return {"gram": self.snapshot.copy(), "w": self.w.copy()}
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _close_leaf(self, ledger: Ledger) -> None:
+        """Add the pending Gram sum as one leaf; charge a newly opened tree level."""
+        self.leaves += 1
+        if self.counter is None:
+            self.exact_gram += self.pending
+            prefix = self.exact_gram
+        else:
+            self.counter.add(self.pending)
+            prefix = self.counter.release()
+            if levels_released(self.leaves) > levels_released(self.leaves - 1):
+                level = levels_released(self.leaves) - 1
+                charge_families(ledger, self.calibration, "tree", f"tree level {level} released",
+                                self.items, names=("gram",))
+        self.pending = np.zeros_like(self.pending)
+        algo = self.algorithm
+        reg = regularize(prefix, algo.gram_diagonal, floor=algo.gram_floor)
+        self.fallbacks += int(reg.floored.sum())
+        self.current = reg.matrices
+
+    def _target_noise(self, due: np.ndarray) -> np.ndarray:
+        """Fresh N(0, sigma_target^2) noise (R, H, d) for the replicas in `due` (else zeros)."""
+        shape = self.w.shape[1:]
+        noise = np.zeros(self.w.shape)
+        if not self.private:
+            return noise
+        sampler = self.calibration.sampler("target")
+        for r in np.flatnonzero(due):
+            rng = generator(self.seeds[r], "lsvi", "target", int(self.rounds[r]) + 1)
+            noise[r] = sampler.sample(rng, shape)
+        return noise
+
+    def _release_round(self, due: np.ndarray, ledger: Ledger) -> None:
+        """Solve LSVI against the current Gram release for the replicas in `due`; charge it."""
+        noise = self._target_noise(due)
+        w = backward_pass(self.algorithm.model.features, self.history, self.current,
+                          self.algorithm.beta, lambda h: noise[:, h])
+        self.w[due] = w[due]
+        self.snapshot[due] = self.current[due]
+        self.rounds[due] += 1
+        top = int(self.rounds.max())
+        if self.private and top > self.charged_rounds:
+            self.charged_rounds = top
+            charge_families(ledger, self.calibration, "release", f"targets of round {top}",
+                            self.items, names=("target",))
