@@ -74,9 +74,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("privrl: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # whoever read our output left (`privrl algorithms | head`): stop
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit flush
-        return 141  # 128 + SIGPIPE, as a shell reports a command killed by a closed pipe
 
 
 if __name__ == "__main__":
