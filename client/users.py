@@ -27,6 +27,8 @@ from privrl.client.api import (
     describe_status,
     describe_transport_error,
     error_detail,
+    overload_delay,
+    retry_after,
     run_path,
 )
 from privrl.config import RunConfig
@@ -252,7 +254,8 @@ class User:
     async def _post(
         self, path: str, what: str, content: bytes | None
     ) -> tuple[httpx.Response, float]:
-        """POST with retries on transport errors and 5xx; 409 on claims waits with patience.
+        """POST with retries on transport errors and 5xx; 409 on claims, and 429/503 with a
+        Retry-After (overload, `privrl.client.api.overload_delay`), wait with patience.
 
         Returns the final answer and the latency of the request that got it (seconds)."""
         errors, waits, started = 0, 0, time.monotonic()
@@ -270,6 +273,12 @@ class User:
                     raise GaveUp(f"{what}: {msg} (after {errors + 1} attempts)") from None
                 await asyncio.sleep(self.backoff.delay(errors, self.jitter))
                 errors += 1
+                continue
+            if retry_after(resp) is not None:  # overload: wait as asked, within patience
+                if time.monotonic() - started > self.backoff.patience:
+                    raise GaveUp(f"{what}: the server stayed overloaded for "
+                                 f"{self.backoff.patience:g}s ({error_detail(resp)})")
+                await asyncio.sleep(overload_delay(resp, self.jitter))
                 continue
             if resp.status_code == 409 and content is None:
                 if time.monotonic() - started > self.backoff.patience:

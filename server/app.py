@@ -16,6 +16,7 @@ import anyio.to_thread
 from fastapi import Depends, FastAPI
 from privrl import algorithms
 from privrl.protocol import API_VERSION
+from privrl.server.admission import InFlight
 from privrl.server.errors import install_error_handlers
 from privrl.server.limits import BodySizeLimit
 from privrl.server.metrics import LatencyMiddleware, Metrics
@@ -44,7 +45,15 @@ post-processing of privatized statistics.
 "busy") in a *sequential* run while another claim is outstanding; `?wait=SECONDS` makes the claim
 wait for a slot instead. A run is sequential when created with `?sequential=true`, or by default
 when the server runs with `--sequential` (PRIVRL_SEQUENTIAL). Claims expire after the claim
-timeout; an expired claim frees its slot and its report is refused with 410 (`code` "expired").
+timeout; an expired claim frees its slot and its report is refused with 410 (`code` "expired")
+unless it *arrived* in time.
+
+**Overload is answered, not queued.** Admission control: a run hands out a claim only while its
+outstanding claims could all be counted within a fraction of the claim timeout at its current
+throughput (PRIVRL_QUEUE_FRACTION, between PRIVRL_MIN_OUTSTANDING and PRIVRL_MAX_OUTSTANDING);
+beyond that a claim waits for a slot (`?wait=`, at most PRIVRL_MAX_WAITING claims per run) or is
+answered 429 (`code` "admission") with `Retry-After`. Beyond PRIVRL_MAX_IN_FLIGHT claims (twice as
+many reports) in flight at once the server answers 503 (`code` "overloaded") with `Retry-After`.
 After the K-th report, claims and reports get 410 (`code` "finished").
 
 **Errors** always have the body `{"detail": "...", "code": "..."}`; `detail` says what is wrong.
@@ -61,7 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = Store(settings.db, synchronous=settings.db_synchronous)
         registry = Registry(
-            store, settings.claim_timeout, settings.max_cells, settings.max_body_bytes
+            store, settings.run_limits(), settings.max_cells, settings.max_body_bytes
         )
         app.state.store = store
         app.state.registry = registry
@@ -99,6 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = metrics
+    app.state.in_flight = InFlight(settings.max_in_flight)
     for module in (runs, episodes, public, evaluation):  # the v1 API: unknown query refused
         app.include_router(module.router, dependencies=[Depends(refuse_unknown_query)])
     app.include_router(ops.router)  # probes and scrapers: lenient

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import anyio.to_thread
@@ -31,6 +32,17 @@ def metrics_of(request: Request) -> Metrics:
 def settings_of(request: Request) -> Settings:
     """The app's settings."""
     return request.app.state.settings
+
+
+@contextmanager
+def in_flight(request: Request, report: bool) -> Iterator[None]:
+    """Count a claim or report as in flight for its whole handling (503 beyond the bound)."""
+    bound = request.app.state.in_flight
+    bound.enter(report)
+    try:
+        yield
+    finally:
+        bound.leave()
 
 
 def ensure_alive(hosted: HostedRun) -> None:

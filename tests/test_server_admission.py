@@ -1,0 +1,120 @@
+"""Admission control, overload answers and coalesced planning (in process; the real-process load
+tests are in test_server_load.py)."""
+
+from __future__ import annotations
+
+import pytest
+from privrl.protocol import TrajectoryReport
+from privrl.server.admission import Admission, InFlight, RunLimits, Throughput
+from privrl.server.errors import Refusal
+from server_support import Apps, claim, create, spec, state, user_report, world
+
+
+def test_throughput_counts_the_last_window_only() -> None:
+    rate = Throughput(window=2.0)
+    assert rate.rate(0.0) == 0.0
+    for i in range(10):
+        rate.add(100.0 + 0.1 * i)  # 10 events within one second
+    assert rate.rate(100.9) == pytest.approx(10.0)  # young: divided by the 1 s observed
+    assert rate.rate(102.0) == pytest.approx(4.5)  # the 9 events of the last 2 s
+    assert rate.rate(103.0) == 0.0  # all older than the window
+
+
+def test_admission_limit_is_throughput_times_the_queue_budget() -> None:
+    limits = RunLimits(claim_timeout=20.0, min_outstanding=4, max_outstanding=100,
+                       queue_fraction=0.25, window=1.0)
+    adm = Admission(limits)
+    assert adm.limit(0.0) == 4  # nothing counted yet: the minimum
+    for i in range(12):
+        adm.reports.add(10.0 + i / 12)  # 12 reports/s
+    assert adm.limit(10.99) == 60  # 12/s * 0.25 * 20 s: their reports are counted in 5 s
+    assert adm.admits(59, 10.99) and not adm.admits(60, 10.99)
+    for i in range(100):
+        adm.reports.add(11.0 + i / 100)
+    assert adm.limit(11.99) == 100  # capped at max_outstanding
+    refusal = adm.refusal("r", 100, 11.99)
+    assert refusal.status == 429 and refusal.reason == "admission"
+    assert 1 <= int(refusal.headers["Retry-After"]) <= 5
+
+
+def test_in_flight_bound_gives_reports_twice_the_room() -> None:
+    bound = InFlight(2)
+    bound.enter(report=False)
+    bound.enter(report=False)
+    with pytest.raises(Refusal) as exc:
+        bound.enter(report=False)
+    assert exc.value.status == 503 and exc.value.headers["Retry-After"] == "1"
+    bound.enter(report=True)
+    bound.enter(report=True)
+    with pytest.raises(Refusal):
+        bound.enter(report=True)
+    for _ in range(4):
+        bound.leave()
+    assert bound.count == 0
+
+
+def test_claims_beyond_the_admission_limit_get_429_and_change_nothing(apps: Apps) -> None:
+    client = apps(min_outstanding=2, max_outstanding=2)
+    config = spec("jdp", episodes=10)
+    run_id = create(client, config)
+    tickets = [claim(client, run_id) for _ in range(2)]
+    before = state(client, run_id)
+    resp = client.post(f"/v1/runs/{run_id}/claims")
+    assert resp.status_code == 429, resp.text
+    assert resp.json()["code"] == "admission" and int(resp.headers["Retry-After"]) >= 1
+    assert state(client, run_id) == before
+    body = user_report(tickets[0], config, world(config))
+    assert client.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200
+    assert claim(client, run_id)["episode"] == 2  # the report freed a slot
+    metrics = client.get("/metrics").text
+    assert 'privrl_claims_refused_total{reason="admission"} 1.0' in metrics
+
+
+def test_no_waiting_room_means_an_immediate_429(apps: Apps) -> None:
+    client = apps(min_outstanding=1, max_outstanding=1, max_waiting=0)
+    run_id = create(client, spec("jdp", episodes=10))
+    claim(client, run_id)
+    resp = client.post(f"/v1/runs/{run_id}/claims", params={"wait": 5})
+    assert resp.status_code == 429  # would wait, but no claim of this run may
+
+
+def test_planning_is_coalesced_under_concurrency_and_replays(apps: Apps) -> None:
+    """With claims outstanding, a run plans at most once per plan_interval: here never after the
+    first claim. A restart replays the recorded planning points to the same policy log."""
+    client = apps(plan_interval=3600.0)
+    config = spec("jdp", episodes=8)
+    run_id = create(client, config)
+    mdp = world(config)
+    first = claim(client, run_id)  # no claim outstanding: plans (version 1)
+    held = claim(client, run_id)  # keeps a claim outstanding from here on
+    versions = []
+    ticket = first
+    for _ in range(4):
+        resp = client.post(f"/v1/runs/{run_id}/reports", json=user_report(ticket, config, mdp))
+        assert resp.status_code == 200
+        ticket = claim(client, run_id)
+        versions.append(ticket["policy"]["version"])
+    assert versions == [held["policy"]["version"]] * 4  # 4 reports, no new plan
+    assert client.app.state.registry.get(run_id).planned_at == 0  # never consulted after 0
+    before = state(client, run_id)
+    again = apps.reopen(client, plan_interval=3600.0)
+    assert state(again, run_id) == before
+
+
+def test_a_report_is_judged_by_its_arrival(apps: Apps) -> None:
+    """A report that arrived before its claim lapsed is counted even if handled after."""
+    client = apps()
+    config = spec("jdp", episodes=4)
+    run_id = create(client, config)
+    ticket = claim(client, run_id)
+    hosted = client.app.state.registry.get(run_id)
+    claim_row = hosted.open[ticket["ticket"]]
+    report = TrajectoryReport.model_validate(user_report(ticket, config, world(config)))
+    assert hosted.n_outstanding(claim_row.expires_at + 1.0) == 0  # its turn came late: swept
+    ack = hosted.report(report, claim_row.expires_at - 0.001)  # but it arrived in time
+    assert ack.reported == 1 and ack.episode == 0
+    late = claim(client, run_id)
+    late_report = TrajectoryReport.model_validate(user_report(late, config, world(config)))
+    with pytest.raises(Refusal) as exc:
+        hosted.report(late_report, hosted.open[late["ticket"]].expires_at + 0.001)
+    assert exc.value.reason == "expired"
