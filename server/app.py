@@ -26,6 +26,7 @@ from privrl.server.routes import dashboard, episodes, evaluation, ops, public, r
 from privrl.server.routes.common import refuse_unknown_query
 from privrl.server.settings import Settings
 from privrl.server.store import Store
+from privrl.server.writer import Writer
 from starlette.types import Scope
 
 log = logging.getLogger("privrl.server")
@@ -72,8 +73,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         registry = Registry(
             store, settings.run_limits(), settings.max_cells, settings.max_body_bytes
         )
+        writer = Writer(store, on_commit=metrics.committed)
+        writer.start()
         app.state.store = store
         app.state.registry = registry
+        app.state.writer = writer
         log.info("store %s open; rebuilding runs", settings.db)
         if settings.admin_token is None:
             log.warning("PRIVRL_ADMIN_TOKEN is not set: admin routes answer 503")
@@ -98,6 +102,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             registry.stopping = True
             await task
+            await writer.close()
         store.close()
 
     app = FastAPI(

@@ -58,7 +58,15 @@ from privrl.reports import AnyReport, ReportRejected, accept, digest_of, restore
 from privrl.run import Run
 from privrl.server.admission import Admission, RunLimits
 from privrl.server.errors import Refusal
-from privrl.server.store import ClaimRow, NoiseRow, PolicyRow, ReportRow, RunRow, Store
+from privrl.server.store import (
+    ClaimRow,
+    NoiseRow,
+    PolicyRow,
+    ReportRow,
+    RunRow,
+    Statement,
+    Store,
+)
 
 log = logging.getLogger("privrl.server")
 T = TypeVar("T")
@@ -119,6 +127,8 @@ class HostedRun:
         self.claim_timeout = float(limits.claim_timeout)
         self.admission = Admission(limits)
         self.deleted = False
+        self.stale = False  # memory ran ahead of a write that failed: rebuild before serving
+        self.durable: asyncio.Future[None] | None = None  # the newest queued write's future
         self.lock = asyncio.Lock()
         self.slot_freed = asyncio.Condition(self.lock)
         self._reset()
@@ -131,6 +141,7 @@ class HostedRun:
         self.version = 0
         self.planned_at = 0  # reports counted when the learner was last consulted
         self.planned_time = -math.inf
+        self.unsettled: dict[str, tuple[str, Ack]] = {}  # ticket -> (digest, Ack) not yet durable
         self.actions = np.zeros((self.config.horizon, self.config.n_states), dtype=np.int64)
         self.extras: dict[str, np.ndarray] = {}  # the message's other arrays (one replica)
         self.run.privatizer.journal_noise()
@@ -259,18 +270,25 @@ class HostedRun:
         return {"actions": self.actions[None], **{k: v[None] for k, v in self.extras.items()}}
 
     def _atomically(self, what: str, mutate: Callable[[], T]) -> T:
-        """Mutate memory and store together; on failure rebuild memory from the store (503)."""
+        """Mutate memory; on failure mark the run stale (rebuilt from the store before it serves
+        anything again) and refuse with 503."""
         try:
             return mutate()
         except Exception as exc:
-            log.exception("run %s: could not record a %s; rebuilding from the store", self.id, what)
-            try:
-                self._load()
-            except Exception:
-                log.exception("run %s: rebuild failed", self.id)
+            log.exception("run %s: could not record a %s; it will be rebuilt", self.id, what)
+            self.mark_stale()
             raise Refusal(
                 503, "store", f"the server could not record this {what}; nothing changed, retry"
             ) from exc
+
+    def mark_stale(self) -> None:
+        """Memory may hold changes the store will never have: rebuild before serving again."""
+        self.stale = True
+
+    def rebuild(self) -> None:
+        """Rebuild memory from the store (after a failed write; every queued write has ended)."""
+        self._load()
+        self.stale = False
 
     # -- claims -----------------------------------------------------------------------------------
 
@@ -330,9 +348,10 @@ class HostedRun:
         if not self.admission.admits(pending, now):
             raise self.admission.refusal(self.id, pending, now)
 
-    def claim(self, now: float) -> Ticket:
+    def claim(self, now: float) -> tuple[Ticket, list[Statement]]:
         """Hand out the next episode: index, single-use ticket, current policy (planned here
-        unless coalesced); the caller has checked `admit`."""
+        unless coalesced), and the rows that record it (the caller commits them before it
+        answers)."""
         self.admit(now)
         episode = self.claimed
         ticket = secrets.token_urlsafe(24)
@@ -340,16 +359,16 @@ class HostedRun:
         replan = (self.sequential or not self.open
                   or now - self.planned_time >= self.limits.plan_interval)
 
-        def mutate() -> None:
+        def mutate() -> list[Statement]:
             new_policy = self._plan() if replan else None
             if replan:
                 self.planned_time = now
             row = ClaimRow(
                 ticket, self.id, episode, self.version, self.planned_at, now, expires_at, "open"
             )
-            self.store.record_claim(row, new_policy, self._drawn_noise())
+            return Store.claim_statements(row, new_policy, self._drawn_noise())
 
-        self._atomically("claim", mutate)
+        rows = self._atomically("claim", mutate)
         self.claimed += 1
         self.open[ticket] = OpenClaim(ticket, episode, self.version, expires_at,
                                       self._current_message())
@@ -361,19 +380,23 @@ class HostedRun:
             policy=self.policy_payload(),
             randomizer=randomizer_params(self.run.calibration),
             expires_in=self.claim_timeout,
-        )
+        ), rows
 
     # -- reports ----------------------------------------------------------------------------------
 
-    def report(self, report: AnyReport, now: float) -> Ack:
-        """Validate a report against its ticket and the run, ingest it and commit it; or refuse.
-
-        `now` is the time the report arrived: a report is late only if it arrived late."""
+    def report(self, report: AnyReport, now: float) -> tuple[Ack, list[Statement]]:
+        """Validate a report against its ticket and the run and ingest it, or refuse; the Ack
+        and the rows that record it (none for a retry; the caller commits them before it
+        answers). `now` is the time the report arrived: a report is late only if it arrived
+        late."""
+        unsettled = self.unsettled.get(report.ticket)
+        if unsettled is not None:  # a retry whose original is not on disk yet
+            return self._retried(digest_of(report), *unsettled), []
         claim = self.open.get(report.ticket)
         if claim is None:
             claim = self._settled_claim(report.ticket, digest_of(report))
             if isinstance(claim, Ack):
-                return claim
+                return claim, []
         if self.run.finished:
             raise Refusal(410, "finished", f"run {self.id} has finished: all"
                           f" {self.config.episodes} episodes are reported")
@@ -394,7 +417,7 @@ class HostedRun:
         except ReportRejected as exc:
             raise Refusal(422, exc.code, exc.detail) from None
 
-        def mutate() -> Ack:
+        def mutate() -> tuple[Ack, list[Statement]]:
             accepted.ingest(self.run, served)
             ack = Ack(run_id=self.id, episode=claim.episode, reported=self.run.reported)
             row = ReportRow(
@@ -407,11 +430,11 @@ class HostedRun:
                 accepted.digest,
                 ack.model_dump_json(),
             )
-            self.store.record_report(row, self._drawn_noise())
-            return ack
+            return ack, Store.report_statements(row, self._drawn_noise())
 
-        ack = self._atomically("report", mutate)
+        ack, rows = self._atomically("report", mutate)
         self.open.pop(claim.ticket, None)
+        self.unsettled[claim.ticket] = (accepted.digest, ack)
         self.admission.reports.add(now)
         log.info(
             "run %s: report of episode %d accepted (%d/%d reported)",
@@ -420,7 +443,19 @@ class HostedRun:
             ack.reported,
             self.config.episodes,
         )
-        return ack
+        return ack, rows
+
+    def _retried(self, sent: str, stored: str, ack: Ack) -> Ack:
+        """The answer to a report sent again with a used ticket (`sent`: its digest, `stored`:
+        the counted one's): the stored Ack, or 409 when the report differs."""
+        if sent == stored:
+            return ack.model_copy(update={"duplicate": True})
+        raise Refusal(
+            409,
+            "conflict",
+            f"this ticket was already used for episode {ack.episode} with a different report;"
+            " a ticket is single-use (nothing was counted)",
+        )
 
     def _settled_claim(self, ticket: str, digest: str) -> OpenClaim | Ack:
         """A ticket not open in memory: the stored Ack of a retry or a lapsed claim; else refuse."""
@@ -429,15 +464,8 @@ class HostedRun:
             raise Refusal(404, "unknown_ticket", f"unknown ticket: run {self.id} never issued it")
         if row.state == "reported":
             stored = self.store.find_report(ticket)
-            if stored is not None and stored.digest == digest:
-                ack = Ack.model_validate_json(stored.ack)
-                return ack.model_copy(update={"duplicate": True})
-            raise Refusal(
-                409,
-                "conflict",
-                f"this ticket was already used for episode {row.episode} with a different report;"
-                " a ticket is single-use (nothing was counted)",
-            )
+            assert stored is not None, "a claim marked reported has its report (one transaction)"
+            return self._retried(digest, stored.digest, Ack.model_validate_json(stored.ack))
         return OpenClaim(row.ticket, row.episode, row.policy_version, row.expires_at)
 
     def _served_message(self, version: int) -> PolicyMessage:

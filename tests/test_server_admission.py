@@ -3,10 +3,16 @@ tests are in test_server_load.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+from pathlib import Path
+
 import pytest
 from privrl.protocol import TrajectoryReport
 from privrl.server.admission import Admission, InFlight, RunLimits, Throughput
 from privrl.server.errors import Refusal
+from privrl.server.store import Store
+from privrl.server.writer import Writer
 from server_support import Apps, claim, create, spec, state, user_report, world
 
 
@@ -111,10 +117,78 @@ def test_a_report_is_judged_by_its_arrival(apps: Apps) -> None:
     claim_row = hosted.open[ticket["ticket"]]
     report = TrajectoryReport.model_validate(user_report(ticket, config, world(config)))
     assert hosted.n_outstanding(claim_row.expires_at + 1.0) == 0  # its turn came late: swept
-    ack = hosted.report(report, claim_row.expires_at - 0.001)  # but it arrived in time
-    assert ack.reported == 1 and ack.episode == 0
+    ack, rows = hosted.report(report, claim_row.expires_at - 0.001)  # but it arrived in time
+    assert ack.reported == 1 and ack.episode == 0 and rows
     late = claim(client, run_id)
     late_report = TrajectoryReport.model_validate(user_report(late, config, world(config)))
     with pytest.raises(Refusal) as exc:
         hosted.report(late_report, hosted.open[late["ticket"]].expires_at + 0.001)
     assert exc.value.reason == "expired"
+
+
+def test_the_writer_commits_queued_groups_together_in_order(tmp_path: Path) -> None:
+    """50 changes queued while nothing is committing: a handful of transactions, in order."""
+    store = Store(tmp_path / "w.db")
+    store._write([("CREATE TABLE t (i INTEGER)", ())])
+
+    async def main() -> tuple[int, int]:
+        writer = Writer(store)
+        writer.start()
+        futures = [writer.submit([("INSERT INTO t VALUES (?)", (i,))], lambda: None)
+                   for i in range(50)]
+        await asyncio.gather(*futures)
+        await writer.close()
+        return writer.batches, writer.groups
+
+    batches, groups = asyncio.run(main())
+    assert groups == 50 and batches < 5
+    assert [r[0] for r in store._read("SELECT i FROM t")] == list(range(50))
+    store.close()
+
+
+def test_a_failed_commit_fails_every_queued_group_and_marks_their_runs(tmp_path: Path) -> None:
+    store = Store(tmp_path / "w.db")
+    marked: list[int] = []
+
+    async def main() -> list[BaseException | None]:
+        writer = Writer(store)
+        writer.start()
+        futures = [writer.submit([("INSERT INTO nowhere VALUES (?)", (i,))],
+                                 lambda i=i: marked.append(i)) for i in range(3)]
+        out = await asyncio.gather(*futures, return_exceptions=True)
+        await writer.close()
+        return out
+
+    results = asyncio.run(main())
+    assert all(isinstance(r, sqlite3.Error) for r in results) and sorted(marked) == [0, 1, 2]
+    store.close()
+
+
+def test_a_report_whose_commit_fails_is_not_counted_and_can_be_retried(
+    apps: Apps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = apps()
+    config = spec("ldp", episodes=4)
+    run_id = create(client, config)
+    ticket = claim(client, run_id)
+    before = state(client, run_id)
+    store = client.app.state.store
+    real = store.write_groups
+    calls = []
+
+    def failing_once(groups):  # the disk is full, once
+        calls.append(1)
+        if len(calls) == 1:
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(groups)
+
+    monkeypatch.setattr(store, "write_groups", failing_once)
+    body = user_report(ticket, config, world(config))
+    resp = client.post(f"/v1/runs/{run_id}/reports", json=body)
+    assert resp.status_code == 503 and resp.json()["code"] == "store"
+    assert state(client, run_id) == before  # rebuilt from the store: nothing counted
+    resp = client.post(f"/v1/runs/{run_id}/reports", json=body)
+    assert resp.status_code == 200 and resp.json()["reported"] == 1
+    assert not resp.json()["duplicate"]
+    again = apps.reopen(client)
+    assert again.get(f"/v1/runs/{run_id}").json()["status"]["reported"] == 1

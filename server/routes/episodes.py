@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from asyncio import Future
 
 from fastapi import APIRouter, Query, Request
 from privrl.protocol import Ack, Report, Ticket
@@ -11,14 +12,15 @@ from privrl.server.errors import Refusal, error_responses
 from privrl.server.hosted import HostedRun
 from privrl.server.metrics import Metrics
 from privrl.server.routes.common import (
-    ensure_alive,
+    durable,
+    fresh,
     in_flight,
     in_thread,
     metrics_of,
+    record,
     registry_of,
     settings_of,
 )
-from privrl.server.settings import Settings
 
 router = APIRouter(prefix="/v1/runs", tags=["episodes"])
 
@@ -70,24 +72,27 @@ async def claim(
     """
     hosted = registry_of(request).get(run_id)
     with in_flight(request, report=False):
-        ticket = await _claim(hosted, metrics_of(request), settings_of(request), wait)
+        ticket, barrier = await _claim(request, hosted, wait)
+        await durable(barrier)
     return ticket
 
 
-async def _claim(hosted: HostedRun, metrics: Metrics, settings: Settings, wait: float) -> Ticket:
+async def _claim(request: Request, hosted: HostedRun, wait: float
+                 ) -> tuple[Ticket, Future[None] | None]:
     """Admit a claim (waiting for a slot up to `wait` s, bounded per run) and hand it out.
 
     A report frees one slot and wakes one waiter; a waiter that gets its ticket wakes the next
     while slots remain, so a report costs O(1) whatever the number of waiting users."""
-    deadline = time.monotonic() + min(wait, settings.max_claim_wait)
+    metrics = metrics_of(request)
+    deadline = time.monotonic() + min(wait, settings_of(request).max_claim_wait)
     admission = hosted.admission
     async with hosted.slot_freed:
         while True:
-            ensure_alive(hosted)
+            await fresh(hosted)
             now = time.time()
             try:
                 hosted.admit(now)
-                ticket = await in_thread(hosted.claim, now)
+                ticket, rows = await in_thread(hosted.claim, now)
                 break
             except Refusal as exc:
                 remaining = deadline - time.monotonic()
@@ -106,9 +111,10 @@ async def _claim(hosted: HostedRun, metrics: Metrics, settings: Settings, wait: 
                     admission.waiting -= 1
         if admission.waiting and not hosted.sequential:
             hosted.slot_freed.notify(1)
+        barrier = record(request, hosted, rows)
         metrics.claims.labels(hosted.id).inc()
         metrics.policy_version.labels(hosted.id).set(hosted.version)
-    return ticket
+    return ticket, barrier
 
 
 @router.post(
@@ -144,8 +150,9 @@ async def report(run_id: str, report: Report, request: Request) -> Ack:
     metrics = metrics_of(request)
     with in_flight(request, report=True):
         async with hosted.slot_freed:
-            ensure_alive(hosted)
-            ack = await in_thread(hosted.report, report, arrived)
+            await fresh(hosted)
+            ack, rows = await in_thread(hosted.report, report, arrived)
+            barrier = record(request, hosted, rows)
             if ack.duplicate:
                 metrics.reports_duplicate.labels(hosted.id).inc()
             else:
@@ -153,4 +160,6 @@ async def report(run_id: str, report: Report, request: Request) -> Ack:
                 metrics.report_bytes.labels(hosted.id).inc(len(await request.body()))
                 hosted.slot_freed.notify(1)
             _update_gauges(metrics, hosted)
+        await durable(barrier)
+        hosted.unsettled.pop(report.ticket, None)
     return ack
