@@ -45,6 +45,7 @@ from privrl.protocol import (
 from privrl.run import user_episode
 from privrl.seeding import generator, secret_seed
 from privrl.stats import Stats
+from privrl.wire import pack_floats
 from privrl.worlds.first_visit import FirstVisits
 from privrl.worlds.rollout import Trajectories
 from privrl.worlds.tabular import TabularMDP
@@ -150,20 +151,16 @@ def check_randomizer(params: RandomizerParams | None, calibration: Calibration) 
             )
 
 
-def _fixed(x: float) -> str:
-    """A float in a fixed-width, exactly round-tripping form (17 significant digits)."""
-    return f"{x: .16e}"
-
-
 def encode_noisy(ticket: str, noisy: Stats, families: Sequence[str]) -> bytes:
-    """The LDP report body: fixed key order and fixed-width numbers, so its size never depends
-    on the trajectory (spec §8.2). Only the noisy arrays and the ticket are in it."""
+    """The LDP report body: fixed key order and every array packed (`privrl.wire.pack_floats`:
+    base64 of its float64 bytes, lossless), so its size never depends on the trajectory (spec
+    §8.2). Only the noisy arrays and the ticket are in it."""
     parts = []
     for name in families:
         arr = np.asarray(noisy[name], dtype=np.float64).ravel()
         if not np.isfinite(arr).all():
             raise UserError(f"the local randomizer produced a non-finite value in {name!r}")
-        parts.append(f'"{name}":[' + ",".join(map(_fixed, arr.tolist())) + "]")
+        parts.append(f'"{name}":"{pack_floats(arr)}"')
     head = '{"kind":"noisy","ticket":"' + ticket + '","arrays":{'
     return (head + ",".join(parts) + "}}").encode()
 
