@@ -30,6 +30,7 @@ class RunLimits:
     max_waiting: int = 64
     plan_interval: float = 0.05
     window: float = 5.0
+    inline_cells: int = 4096
 
 
 class Throughput:

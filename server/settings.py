@@ -80,6 +80,14 @@ class Settings(BaseSettings):
         " sequential runs plan at every claim)",
     )
 
+    inline_cells: int = Field(
+        4096,
+        ge=0,
+        description="runs with H*S*A*S at most this are handled in the event loop (no thread"
+        " hop: sub-millisecond work); larger runs in a worker thread, which keeps the server"
+        " answering while they plan",
+    )
+
     def run_limits(self) -> RunLimits:
         """The per-run limits these settings give."""
         return RunLimits(
@@ -89,6 +97,7 @@ class Settings(BaseSettings):
             queue_fraction=self.queue_fraction,
             max_waiting=self.max_waiting,
             plan_interval=self.plan_interval,
+            inline_cells=self.inline_cells,
         )
 
     @field_validator("admin_token")

@@ -43,7 +43,12 @@ def settings_of(request: Request) -> Settings:
 def in_flight(request: Request, report: bool) -> Iterator[None]:
     """Count a claim or report as in flight for its whole handling (503 beyond the bound)."""
     bound = request.app.state.in_flight
-    bound.enter(report)
+    try:
+        bound.enter(report)
+    except Refusal as exc:
+        if not report:  # refused reports are counted by the error handler
+            metrics_of(request).claims_refused.labels(exc.reason).inc()
+        raise
     try:
         yield
     finally:
@@ -100,12 +105,18 @@ async def durable(future: Future[None] | None) -> None:
                       " counted, retry") from exc
 
 
+async def on_run(hosted: HostedRun, fn: Callable[..., T], *args: object) -> T:
+    """Call `fn(*args)` of a run: in the event loop for a small run (sub-millisecond numpy work,
+    no thread hop), in a worker thread for a large one (the server keeps answering)."""
+    return fn(*args) if hosted.inline else await in_thread(fn, *args)
+
+
 async def locked(hosted: HostedRun, fn: Callable[..., T], *args: object) -> T:
     """Call `fn(*args)` in a worker thread while holding the run's lock (one writer per run);
     answer only once every change it may show is committed."""
     async with hosted.lock:
         await fresh(hosted)
-        result = await in_thread(fn, *args)
+        result = await on_run(hosted, fn, *args)
         barrier = hosted.durable
     await durable(barrier)
     return result
