@@ -21,16 +21,16 @@ from privrl.server.errors import Refusal
 
 @dataclass(frozen=True)
 class RunLimits:
-    """The per-run limits of a server (from its settings)."""
+    """The per-run limits of a server (`Settings.run_limits`: the settings are their one home)."""
 
-    claim_timeout: float = 30.0
-    min_outstanding: int = 16
-    max_outstanding: int = 256
-    queue_fraction: float = 0.25
-    max_waiting: int = 64
-    plan_interval: float = 0.05
-    window: float = 5.0
-    inline_cells: int = 4096
+    claim_timeout: float
+    min_outstanding: int
+    max_outstanding: int
+    queue_fraction: float
+    max_waiting: int
+    plan_interval: float
+    inline_cells: int
+    window: float = 5.0  # seconds of reports the throughput is measured over
 
 
 class Throughput:

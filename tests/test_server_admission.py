@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from privrl.protocol import TrajectoryReport
-from privrl.server.admission import Admission, InFlight, RunLimits, Throughput
+from privrl.server.admission import Admission, InFlight, Throughput
 from privrl.server.errors import Refusal
+from privrl.server.settings import Settings
 from privrl.server.store import Store
 from privrl.server.writer import Writer
 from server_support import Apps, claim, create, spec, state, user_report, world
@@ -27,8 +29,8 @@ def test_throughput_counts_the_last_window_only() -> None:
 
 
 def test_admission_limit_is_throughput_times_the_queue_budget() -> None:
-    limits = RunLimits(claim_timeout=20.0, min_outstanding=4, max_outstanding=100,
-                       queue_fraction=0.25, window=1.0)
+    limits = replace(Settings(claim_timeout=20.0, min_outstanding=4, max_outstanding=100,
+                              queue_fraction=0.25).run_limits(), window=1.0)
     adm = Admission(limits)
     assert adm.limit(0.0) == 4  # nothing counted yet: the minimum
     for i in range(12):

@@ -7,7 +7,9 @@ another process until the run finishes (or `--timeout`). Meanwhile /healthz is p
 100 ms from a thread of this process. Printed as one JSON line: episodes/s, claim and report
 p50/p99 (from the users' --json-out), reports refused by reason and claims refused by reason
 (from /metrics), 5xx answers (from the server's access log), /healthz p50/p99/max, the server's
-peak RSS, bytes per report and database bytes per episode.
+peak RSS, bytes per report and database bytes per episode. `--processes P` splits the users over
+P `privrl users` processes (one httpx pool each: one process with 1,000 connections spends its
+time scanning its own pool, see docs/results/load/README.md).
 
 `memory`: the server's RSS with no run, with one run and with 100 runs hosted at once.
 `--python` picks the interpreter (a venv of another checkout measures that version).
@@ -139,24 +141,41 @@ def cmd_load(args: argparse.Namespace) -> dict:
 
         watcher = threading.Thread(target=watch_rss)
         watcher.start()
-        out = tmp / "users.json"
         privrl = str(Path(args.python).with_name("privrl"))
-        cmd = [privrl, "users", "--server", server.url, "--run", run_id, "--concurrency",
-               str(args.concurrency), "--quiet", "--json-out", str(out), "--env", "riverswim",
-               "--horizon", "20"]
+        outs = [tmp / f"users{i}.json" for i in range(args.processes)]
+        each = args.concurrency // args.processes
+        procs = [subprocess.Popen(
+            [privrl, "users", "--server", server.url, "--run", run_id, "--concurrency",
+             str(each), "--quiet", "--json-out", str(out), "--env", "riverswim", "--horizon",
+             "20", "--seed", str(i)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for i, out in enumerate(outs)]
         t0 = time.time()
-        try:
-            users = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-            code, tail = users.returncode, (users.stdout + users.stderr)[-400:]
-        except subprocess.TimeoutExpired:
-            code, tail = "timeout", ""
+        codes, tail = [], ""
+        for proc in procs:
+            try:
+                text, _ = proc.communicate(timeout=max(1.0, args.timeout - (time.time() - t0)))
+                codes.append(proc.returncode)
+                tail = text[-300:]
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                codes.append("timeout")
+        code = codes[0] if len(set(map(str, codes))) == 1 else codes
         wall = time.time() - t0
         stop.set()
         poller.join()
         watcher.join()
         metrics = httpx.get(f"{server.url}/metrics", timeout=30).text
         status = httpx.get(f"{server.url}/v1/runs/{run_id}", timeout=30).json()["status"]
-        swarm = json.loads(out.read_text()) if out.exists() else {}
+        parts = [json.loads(out.read_text()) for out in outs if out.exists()]
+        swarm = {}
+        if parts:
+            ms = {k: [v * 1e3 for p in parts for v in p[f"{k}_seconds"]]
+                  for k in ("claim", "report")}
+            swarm = {f"{k}_ms_p{q}": float(np.percentile(v, q)) if v else None
+                     for k, v in ms.items() for q in (50, 99)}
+            swarm["refused"] = sum(p["refused"] for p in parts)
+            swarm["reported"] = sum(p["reported"] for p in parts)
         log = server.log.read_text(errors="replace")
         statuses = re.findall(r'HTTP/1\.1" (\d{3})', log)
         accepted = sum(metric_sum(metrics, "privrl_reports_accepted_total").values())
@@ -165,6 +184,7 @@ def cmd_load(args: argparse.Namespace) -> dict:
         db = server.db_bytes()
         return {
             "privacy": args.privacy, "pooled": args.pooled, "concurrency": args.concurrency,
+            "processes": args.processes,
             "episodes": args.episodes, "users_exit": code, "users_tail": tail,
             "reported": status["reported"], "finished": status["finished"], "wall_s": wall,
             "episodes_per_s": status["reported"] / wall,
@@ -219,7 +239,9 @@ def main() -> None:
         s.add_argument("--pooled", action="store_true", help="statistics pooled over h (demo)")
         s.add_argument("--episodes", type=int, default=3000, help="K")
     load = sub.choices["load"]
-    load.add_argument("--concurrency", type=int, default=64, help="users at a time")
+    load.add_argument("--concurrency", type=int, default=64, help="users at a time, in all")
+    load.add_argument("--processes", type=int, default=1,
+                      help="`privrl users` processes sharing the concurrency")
     load.add_argument("--timeout", type=float, default=180.0, help="seconds before giving up")
     load.add_argument("--env", nargs="*", default=[], help="server settings NAME=VALUE")
     sub.choices["memory"].add_argument("--runs", type=int, default=100, help="runs hosted")
