@@ -48,28 +48,28 @@ class Settings(BaseSettings):
     )
 
     max_outstanding: int = Field(
-        256,
+        1024,
         ge=1,
         description="most claims of one run outstanding at once (admission control: fewer while"
         " the run's throughput could not count their reports in time, see queue_fraction)",
     )
     min_outstanding: int = Field(
-        16, ge=1, description="claims of one run admitted whatever its throughput (a start)"
+        64, ge=1, description="claims of one run admitted whatever its throughput (a start)"
     )
     queue_fraction: float = Field(
-        0.25,
+        0.5,
         gt=0,
         le=1,
         description="share of the claim timeout the reports of all outstanding claims may take"
         " to be counted: a run admits throughput * queue_fraction * claim_timeout claims",
     )
     max_waiting: int = Field(
-        512,
+        2048,
         ge=0,
         description="claims of one run that may wait (?wait=) for a slot at once; beyond: 429",
     )
     max_in_flight: int = Field(
-        1024,
+        4096,
         ge=1,
         description="claims (and twice as many reports) the server handles at once; beyond: 503",
     )
