@@ -1,13 +1,16 @@
 """Admission control and overload answers: a claim is only handed out if it can be reported in time.
 
-A report sent now is counted after the reports already claimed ahead of it. By Little's law that
-takes about `outstanding / throughput` seconds, so a run admits at most
-`throughput * queue_fraction * claim_timeout` outstanding claims (never fewer than
-`min_outstanding`, never more than `max_outstanding`): the reports of admitted claims are counted
-within a fraction of the claim timeout even when every one of them arrives at once. Throughput is
-the run's counted reports per second over a sliding window. A claim beyond the limit waits (up to
-its `?wait=`, at most `max_waiting` claims per run) for a report to free a slot, else is answered
-429 with a `Retry-After`. Everything here is O(1) per request in the number of users.
+A report is late only if it *arrives* after its claim lapsed (the server's own queueing never
+makes it late), so what can make it late is the time between the claim and the report's arrival:
+the user's turnaround (waiting for its answer, playing, randomizing, sending), which grows when
+the users' machines, or their load generator, have too many episodes in hand. The server watches
+the turnaround of every report and keeps a window of outstanding claims per run, as TCP keeps a
+congestion window: one more for every report that arrives within `queue_fraction` of the claim
+timeout, half as many (at most once per half that target) for one that arrives later or a claim
+that lapses, between `min_outstanding` and `max_outstanding`. A claim beyond the window waits (up
+to its `?wait=`, at most `max_waiting` claims per run, in arrival order) for a report to free a
+slot, else is answered 429 with a `Retry-After` of the expected wait. Everything here is O(1)
+per request in the number of users.
 """
 
 from __future__ import annotations
@@ -62,29 +65,45 @@ class Throughput:
 
 
 class Admission:
-    """How many claims of one run may be outstanding now, and the refusal beyond it."""
+    """How many claims of one run may be outstanding now (an AIMD window on the turnaround of
+    reports), and the refusal beyond it."""
 
     def __init__(self, limits: RunLimits) -> None:
         self.limits = limits
         self.reports = Throughput(limits.window)
+        self.window = float(limits.min_outstanding)
+        self.target = limits.queue_fraction * limits.claim_timeout  # seconds claim -> report
+        self.last_cut = -math.inf
         self.waiting = 0  # claims of this run waiting for a slot right now
 
+    def reported(self, turnaround: float, now: float) -> None:
+        """A report arrived `turnaround` seconds after its claim: widen or narrow the window."""
+        self.reports.add(now)
+        if turnaround <= self.target:
+            self.window = min(float(self.limits.max_outstanding), self.window + 1.0)
+        else:
+            self.narrow(now)
+
+    def narrow(self, now: float) -> None:
+        """Halve the window (a late report or a lapsed claim), at most once per target / 2."""
+        if now - self.last_cut >= self.target / 2:
+            self.window = max(float(self.limits.min_outstanding), self.window / 2)
+            self.last_cut = now
+
     def limit(self, now: float) -> int:
-        """The outstanding claims this run admits at its current throughput."""
-        lim = self.limits
-        budget = self.reports.rate(now) * lim.queue_fraction * lim.claim_timeout
-        return int(min(lim.max_outstanding, max(lim.min_outstanding, math.floor(budget))))
+        """The outstanding claims this run admits now."""
+        return int(self.window)
 
     def admits(self, outstanding: int, now: float) -> bool:
         """Whether one more claim can be handed out."""
         return outstanding < self.limit(now)
 
     def retry_after(self, now: float) -> int:
-        """Whole seconds after which a refused claimant should try again (1..claim timeout/4)."""
+        """Whole seconds until a slot is expected to be free for a refused claimant: the claims
+        waiting ahead of it over the report rate (1 .. half the claim timeout)."""
         rate = self.reports.rate(now)
-        ahead = self.waiting + self.limit(now)
-        wait = ahead / rate if rate > 0 else 1.0
-        return int(min(max(1, math.ceil(wait)), max(1, self.limits.claim_timeout // 4)))
+        wait = (self.waiting + 1) / rate if rate > 0 else 1.0
+        return int(min(max(1, math.ceil(wait)), max(1, self.limits.claim_timeout // 2)))
 
     def refusal(self, run_id: str, outstanding: int, now: float) -> Refusal:
         """The 429 answer of a claim this run cannot admit now."""
@@ -92,8 +111,8 @@ class Admission:
         return Refusal(
             429,
             "admission",
-            f"run {run_id} has {outstanding} claims outstanding, as many as it can count before"
-            f" they lapse at its current throughput; nothing was claimed, retry after {wait} s",
+            f"run {run_id} has {outstanding} claims outstanding, as many as its users report"
+            f" in time now; nothing was claimed, retry after {wait} s",
             {"Retry-After": str(wait)},
         )
 

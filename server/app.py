@@ -49,11 +49,12 @@ when the server runs with `--sequential` (PRIVRL_SEQUENTIAL). Claims expire afte
 timeout; an expired claim frees its slot and its report is refused with 410 (`code` "expired")
 unless it *arrived* in time.
 
-**Overload is answered, not queued.** Admission control: a run hands out a claim only while its
-outstanding claims could all be counted within a fraction of the claim timeout at its current
-throughput (PRIVRL_QUEUE_FRACTION, between PRIVRL_MIN_OUTSTANDING and PRIVRL_MAX_OUTSTANDING);
-beyond that a claim waits for a slot (`?wait=`, at most PRIVRL_MAX_WAITING claims per run) or is
-answered 429 (`code` "admission") with `Retry-After`. Beyond PRIVRL_MAX_IN_FLIGHT claims (twice as
+**Overload is answered, not queued.** Admission control: a run keeps a window of outstanding
+claims, one wider for every report that arrives within a fraction of the claim timeout of its
+claim, half as wide for a later one or a lapsed claim (PRIVRL_QUEUE_FRACTION, between
+PRIVRL_MIN_OUTSTANDING and PRIVRL_MAX_OUTSTANDING); beyond that a claim waits for a slot
+(`?wait=`, at most PRIVRL_MAX_WAITING claims per run) or is answered 429 (`code` "admission")
+with `Retry-After`. Beyond PRIVRL_MAX_IN_FLIGHT claims (twice as
 many reports) in flight at once the server answers 503 (`code` "overloaded") with `Retry-After`.
 After the K-th report, claims and reports get 410 (`code` "finished").
 

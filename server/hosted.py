@@ -303,6 +303,7 @@ class HostedRun:
             if first.expires_at > now:
                 return
             del self.open[ticket]
+            self.admission.narrow(now)  # lapsed unreported: its user could not report in time
 
     def n_outstanding(self, now: float) -> int:
         """How many claims are neither reported nor expired."""
@@ -437,7 +438,8 @@ class HostedRun:
         ack, rows = self._atomically("report", mutate)
         self.open.pop(claim.ticket, None)
         self.unsettled[claim.ticket] = (accepted.digest, ack)
-        self.admission.reports.add(now)
+        issued = claim.expires_at - self.claim_timeout
+        self.admission.reported(now - issued, now)
         log.info(
             "run %s: report of episode %d accepted (%d/%d reported)",
             self.id,

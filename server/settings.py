@@ -51,17 +51,19 @@ class Settings(BaseSettings):
         1024,
         ge=1,
         description="most claims of one run outstanding at once (admission control: fewer while"
-        " the run's throughput could not count their reports in time, see queue_fraction)",
+        " its users' reports arrive late, see queue_fraction)",
     )
     min_outstanding: int = Field(
-        64, ge=1, description="claims of one run admitted whatever its throughput (a start)"
+        64, ge=1, description="claims of one run admitted however late its reports (the start"
+        " of the window)"
     )
     queue_fraction: float = Field(
         0.5,
         gt=0,
         le=1,
-        description="share of the claim timeout the reports of all outstanding claims may take"
-        " to be counted: a run admits throughput * queue_fraction * claim_timeout claims",
+        description="share of the claim timeout a report may take to arrive (claim to report):"
+        " each report within it widens a run's window of outstanding claims by one, a later one"
+        " or a lapsed claim halves it",
     )
     max_waiting: int = Field(
         2048,

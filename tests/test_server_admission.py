@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from dataclasses import replace
+import time
 from pathlib import Path
 
 import pytest
@@ -28,21 +28,39 @@ def test_throughput_counts_the_last_window_only() -> None:
     assert rate.rate(103.0) == 0.0  # all older than the window
 
 
-def test_admission_limit_is_throughput_times_the_queue_budget() -> None:
-    limits = replace(Settings(claim_timeout=20.0, min_outstanding=4, max_outstanding=100,
-                              queue_fraction=0.25).run_limits(), window=1.0)
-    adm = Admission(limits)
-    assert adm.limit(0.0) == 4  # nothing counted yet: the minimum
-    for i in range(12):
-        adm.reports.add(10.0 + i / 12)  # 12 reports/s
-    assert adm.limit(10.99) == 60  # 12/s * 0.25 * 20 s: their reports are counted in 5 s
-    assert adm.admits(59, 10.99) and not adm.admits(60, 10.99)
-    for i in range(100):
-        adm.reports.add(11.0 + i / 100)
-    assert adm.limit(11.99) == 100  # capped at max_outstanding
-    refusal = adm.refusal("r", 100, 11.99)
+def test_the_window_widens_on_timely_reports_and_halves_on_late_ones() -> None:
+    limits = Settings(claim_timeout=20.0, min_outstanding=4, max_outstanding=10,
+                      queue_fraction=0.5).run_limits()
+    adm = Admission(limits)  # target: a report within 10 s of its claim
+    assert adm.limit(0.0) == 4 and adm.admits(3, 0.0) and not adm.admits(4, 0.0)
+    for i in range(3):
+        adm.reported(9.0, 1.0 + i)  # on time: one wider each
+    assert adm.limit(4.0) == 7
+    for i in range(5):
+        adm.reported(1.0, 5.0 + i * 0.01)
+    assert adm.limit(6.0) == 10  # capped at max_outstanding
+    adm.reported(11.0, 6.0)  # late: half
+    assert adm.limit(6.0) == 5
+    adm.reported(12.0, 7.0)  # late again within target / 2 = 5 s: no second cut
+    adm.narrow(8.0)  # a lapsed claim, same
+    assert adm.limit(8.0) == 5
+    adm.narrow(11.5)  # later: halved, but never below min_outstanding
+    assert adm.limit(11.5) == 4
+    refusal = adm.refusal("r", 4, 11.5)
     assert refusal.status == 429 and refusal.reason == "admission"
-    assert 1 <= int(refusal.headers["Retry-After"]) <= 5
+    assert 1 <= int(refusal.headers["Retry-After"]) <= 10
+
+
+def test_a_run_narrows_its_window_when_claims_lapse(apps: Apps) -> None:
+    client = apps(claim_timeout=0.2, min_outstanding=2, max_outstanding=8)
+    run_id = create(client, spec("jdp", episodes=50))
+    hosted = client.app.state.registry.get(run_id)
+    hosted.admission.window = 8.0
+    for _ in range(3):
+        claim(client, run_id)  # never reported
+    time.sleep(0.25)
+    assert client.get(f"/v1/runs/{run_id}").json()["status"]["outstanding"] == 0
+    assert hosted.admission.limit(time.time()) == 4  # lapsed: halved once
 
 
 def test_in_flight_bound_gives_reports_twice_the_room() -> None:
