@@ -5,11 +5,12 @@ makes it late), so what can make it late is the time between the claim and the r
 the user's turnaround (waiting for its answer, playing, randomizing, sending), which grows when
 the users' machines, or their load generator, have too many episodes in hand. The server watches
 the turnaround of every report and keeps a window of outstanding claims per run, as TCP keeps a
-congestion window: one more for every report that arrives within `queue_fraction` of the claim
-timeout, half as many (at most once per half that target) for one that arrives later or a claim
-that lapses, between `min_outstanding` and `max_outstanding`. A claim beyond the window waits (up
-to its `?wait=`, at most `max_waiting` claims per run, in arrival order) for a report to free a
-slot, else is answered 429 with a `Retry-After` of the expected wait. Everything here is O(1)
+congestion window: it starts open (`max_outstanding`), halves (at most once per half the target)
+for a report that arrives later than `queue_fraction` of the claim timeout after its claim or a
+claim that lapses, never below `min_outstanding`, and widens by one for every timely report. A
+claim beyond the window waits (up to its `?wait=`, at most `max_waiting` claims per run, in
+arrival order) for a report to free a slot, else is answered 429 with a `Retry-After` of the
+expected wait. Everything here is O(1)
 per request in the number of users.
 """
 
@@ -32,7 +33,6 @@ class RunLimits:
     queue_fraction: float
     max_waiting: int
     plan_interval: float
-    inline_cells: int
     window: float = 5.0  # seconds of reports the throughput is measured over
 
 
@@ -71,7 +71,7 @@ class Admission:
     def __init__(self, limits: RunLimits) -> None:
         self.limits = limits
         self.reports = Throughput(limits.window)
-        self.window = float(limits.min_outstanding)
+        self.window = float(limits.max_outstanding)  # open until reports come late
         self.target = limits.queue_fraction * limits.claim_timeout  # seconds claim -> report
         self.last_cut = -math.inf
         self.waiting = 0  # claims of this run waiting for a slot right now

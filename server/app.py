@@ -50,9 +50,10 @@ timeout; an expired claim frees its slot and its report is refused with 410 (`co
 unless it *arrived* in time.
 
 **Overload is answered, not queued.** Admission control: a run keeps a window of outstanding
-claims, one wider for every report that arrives within a fraction of the claim timeout of its
-claim, half as wide for a later one or a lapsed claim (PRIVRL_QUEUE_FRACTION, between
-PRIVRL_MIN_OUTSTANDING and PRIVRL_MAX_OUTSTANDING); beyond that a claim waits for a slot
+claims, open at first, half as wide after a report that arrives later than a fraction of the
+claim timeout after its claim or a lapsed claim, one wider for every timely report
+(PRIVRL_QUEUE_FRACTION, between PRIVRL_MIN_OUTSTANDING and PRIVRL_MAX_OUTSTANDING); beyond that
+a claim waits for a slot
 (`?wait=`, at most PRIVRL_MAX_WAITING claims per run) or is answered 429 (`code` "admission")
 with `Retry-After`. Beyond PRIVRL_MAX_IN_FLIGHT claims (twice as
 many reports) in flight at once the server answers 503 (`code` "overloaded") with `Retry-After`.

@@ -126,8 +126,6 @@ class HostedRun:
         self.limits = limits
         self.claim_timeout = float(limits.claim_timeout)
         self.admission = Admission(limits)
-        size = config.horizon * config.n_states * config.n_actions * config.n_states
-        self.inline = size <= limits.inline_cells  # small: handled in the event loop
         self.deleted = False
         self.stale = False  # memory ran ahead of a write that failed: rebuild before serving
         self.durable: asyncio.Future[None] | None = None  # the newest queued write's future

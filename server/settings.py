@@ -54,8 +54,8 @@ class Settings(BaseSettings):
         " its users' reports arrive late, see queue_fraction)",
     )
     min_outstanding: int = Field(
-        64, ge=1, description="claims of one run admitted however late its reports (the start"
-        " of the window)"
+        64, ge=1, description="claims of one run admitted however late its reports (the least"
+        " window)"
     )
     queue_fraction: float = Field(
         0.5,
@@ -82,14 +82,6 @@ class Settings(BaseSettings):
         " sequential runs plan at every claim)",
     )
 
-    inline_cells: int = Field(
-        4096,
-        ge=0,
-        description="runs with H*S*A*S at most this are handled in the event loop (no thread"
-        " hop: sub-millisecond work); larger runs in a worker thread, which keeps the server"
-        " answering while they plan",
-    )
-
     def run_limits(self) -> RunLimits:
         """The per-run limits these settings give."""
         return RunLimits(
@@ -99,7 +91,6 @@ class Settings(BaseSettings):
             queue_fraction=self.queue_fraction,
             max_waiting=self.max_waiting,
             plan_interval=self.plan_interval,
-            inline_cells=self.inline_cells,
         )
 
     @field_validator("admin_token")

@@ -28,25 +28,26 @@ def test_throughput_counts_the_last_window_only() -> None:
     assert rate.rate(103.0) == 0.0  # all older than the window
 
 
-def test_the_window_widens_on_timely_reports_and_halves_on_late_ones() -> None:
-    limits = Settings(claim_timeout=20.0, min_outstanding=4, max_outstanding=10,
+def test_the_window_halves_on_late_reports_and_widens_on_timely_ones() -> None:
+    limits = Settings(claim_timeout=20.0, min_outstanding=2, max_outstanding=10,
                       queue_fraction=0.5).run_limits()
     adm = Admission(limits)  # target: a report within 10 s of its claim
-    assert adm.limit(0.0) == 4 and adm.admits(3, 0.0) and not adm.admits(4, 0.0)
+    assert adm.limit(0.0) == 10 and adm.admits(9, 0.0) and not adm.admits(10, 0.0)  # open
+    adm.reported(9.0, 1.0)  # on time: stays (capped at max_outstanding)
+    assert adm.limit(1.0) == 10
+    adm.reported(11.0, 2.0)  # late: half
+    assert adm.limit(2.0) == 5
+    adm.reported(12.0, 3.0)  # late again within target / 2 = 5 s: no second cut
+    adm.narrow(4.0)  # a lapsed claim, same
+    assert adm.limit(4.0) == 5
+    adm.narrow(7.5)  # later: halved again
+    assert adm.limit(7.5) == 2
+    adm.narrow(13.0)  # never below min_outstanding
+    assert adm.limit(13.0) == 2
     for i in range(3):
-        adm.reported(9.0, 1.0 + i)  # on time: one wider each
-    assert adm.limit(4.0) == 7
-    for i in range(5):
-        adm.reported(1.0, 5.0 + i * 0.01)
-    assert adm.limit(6.0) == 10  # capped at max_outstanding
-    adm.reported(11.0, 6.0)  # late: half
-    assert adm.limit(6.0) == 5
-    adm.reported(12.0, 7.0)  # late again within target / 2 = 5 s: no second cut
-    adm.narrow(8.0)  # a lapsed claim, same
-    assert adm.limit(8.0) == 5
-    adm.narrow(11.5)  # later: halved, but never below min_outstanding
-    assert adm.limit(11.5) == 4
-    refusal = adm.refusal("r", 4, 11.5)
+        adm.reported(1.0, 14.0 + i)  # timely: one wider each
+    assert adm.limit(17.0) == 5
+    refusal = adm.refusal("r", 5, 17.0)
     assert refusal.status == 429 and refusal.reason == "admission"
     assert 1 <= int(refusal.headers["Retry-After"]) <= 10
 

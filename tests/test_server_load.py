@@ -37,9 +37,9 @@ def status_of(url: str, run_id: str) -> dict:
 def test_an_overloaded_server_loses_nothing_and_counts_nothing_twice(
     tmp_path: Path, privacy: str
 ) -> None:
-    """24 users against limits of 3 outstanding claims, 2 waiting and 3 claims in flight."""
-    env = {"PRIVRL_MIN_OUTSTANDING": "3", "PRIVRL_MAX_OUTSTANDING": "3",
-           "PRIVRL_MAX_WAITING": "2", "PRIVRL_MAX_IN_FLIGHT": "3"}
+    """24 users against limits of 2 outstanding claims, 1 waiting and 4 claims in flight."""
+    env = {"PRIVRL_MIN_OUTSTANDING": "2", "PRIVRL_MAX_OUTSTANDING": "2",
+           "PRIVRL_MAX_WAITING": "1", "PRIVRL_MAX_IN_FLIGHT": "4"}
     config = config_for(privacy, episodes=60, epsilon=10.0)
     with ServerProcess(tmp_path / "db.sqlite", TOKEN, env=env,
                        log_path=tmp_path / "server.log") as server:
@@ -52,9 +52,9 @@ def test_an_overloaded_server_loses_nothing_and_counts_nothing_twice(
     assert result.finished and result.refused == 0 and not result.errors
     assert status["finished"] and status["reported"] == 60
     assert len(episodes) == len(set(episodes)) == result.reported == 60  # one ack per episode
-    claims_refused = counters(metrics, "privrl_claims_refused_total")
-    assert claims_refused.get('{reason="admission"}', 0) > 0  # 429s happened and were retried
-    assert claims_refused.get('{reason="overloaded"}', 0) > 0  # and 503s
+    refused = counters(metrics, "privrl_claims_refused_total")
+    overload = [refused.get(f'{{reason="{r}"}}', 0) for r in ("admission", "overloaded")]
+    assert sum(overload) >= 20, refused  # 429s and 503s happened, and were waited out
     assert counters(metrics, "privrl_reports_accepted_total")[f'{{run="{run_id}"}}'] == 60
     assert "privrl_reports_refused_total{" not in metrics  # none late, none refused at all
     log = (tmp_path / "server.log").read_text()

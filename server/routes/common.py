@@ -105,18 +105,12 @@ async def durable(future: Future[None] | None) -> None:
                       " counted, retry") from exc
 
 
-async def on_run(hosted: HostedRun, fn: Callable[..., T], *args: object) -> T:
-    """Call `fn(*args)` of a run: in the event loop for a small run (sub-millisecond numpy work,
-    no thread hop), in a worker thread for a large one (the server keeps answering)."""
-    return fn(*args) if hosted.inline else await in_thread(fn, *args)
-
-
 async def locked(hosted: HostedRun, fn: Callable[..., T], *args: object) -> T:
     """Call `fn(*args)` in a worker thread while holding the run's lock (one writer per run);
     answer only once every change it may show is committed."""
     async with hosted.lock:
         await fresh(hosted)
-        result = await on_run(hosted, fn, *args)
+        result = await in_thread(fn, *args)
         barrier = hosted.durable
     await durable(barrier)
     return result
