@@ -91,7 +91,10 @@ def test_users_killed_mid_episode_leave_slots_that_are_handed_out_again(tmp_path
                 if p.poll() is None:
                     p.kill()
         assert held > 0  # killed mid-episode: they held claims
-        time.sleep(1.5)  # every claim of the killed users has lapsed
+        deadline = time.monotonic() + 60  # every claim of the killed users lapses (1 s after it
+        while status_of(server.url, run_id)["outstanding"]:  # was handed out, in-flight ones too)
+            assert time.monotonic() < deadline, "claims of killed users never lapsed"
+            time.sleep(0.1)
         before = status_of(server.url, run_id)
         assert before["outstanding"] == 0 and not before["finished"]
         result = asyncio.run(run_users(server.url, run_id, None, 12, 99, MDP, progress=False,
