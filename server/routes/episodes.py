@@ -158,7 +158,10 @@ async def report(run_id: str, report: Report, request: Request) -> Ack:
             else:
                 metrics.reports_accepted.labels(hosted.id).inc()
                 metrics.report_bytes.labels(hosted.id).inc(len(await request.body()))
-                hosted.slot_freed.notify(1)
+                if hosted.run.finished:  # every waiting claim learns it at once (410)
+                    hosted.slot_freed.notify_all()
+                else:
+                    hosted.slot_freed.notify(1)
             _update_gauges(metrics, hosted)
         await durable(barrier)
         hosted.unsettled.pop(report.ticket, None)
