@@ -1,23 +1,62 @@
-"""A thin synchronous HTTP client of the privrl server's public and admin routes.
+"""A thin synchronous HTTP client of the privrl server's public and admin routes, and the retry
+rule every client of the server follows on overload.
 
 Every failure becomes an `ApiError` whose message is one clear line (unreachable server, bad URL,
 unknown run, refused token, ...), so the CLI can print it without a traceback.
+
+Overload (429 from admission control, 503 when the server handles too much at once) comes with
+a `Retry-After`: a client waits that long times a random factor in [1, 1.5) (`overload_delay`),
+so that users refused together do not come back together, and tries again. The factor is drawn
+from a generator of its own (the users': `generator(client_seed, "backoff", i)`), never from a
+stream that draws privacy noise or rollouts, so retries do not change any number a user reports.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
+import math
 import os
+import time
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
+import numpy as np
 from privrl.config import RunConfig
 from privrl.protocol import API_VERSION, Billboard, LedgerView, PolicyLog, RunInfo, RunList
 from pydantic import BaseModel, ValidationError
 
 TOKEN_ENV = "PRIVRL_ADMIN_TOKEN"
 M = TypeVar("M", bound=BaseModel)
+OVERLOADED = (429, 503)  # answered with Retry-After when the server is overloaded
+JITTER = 0.5  # a wait is Retry-After * (1 + JITTER * U[0, 1))
+
+
+def retry_after(resp: httpx.Response) -> float | None:
+    """The seconds a 429/503 answer asks the client to wait (Retry-After as delta-seconds or an
+    HTTP date), or None when it does not ask (then it is not an overload answer)."""
+    if resp.status_code not in OVERLOADED:
+        return None
+    value = resp.headers.get("Retry-After", "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def overload_delay(resp: httpx.Response, rng: np.random.Generator, cap: float = 60.0) -> float:
+    """Seconds to wait before retrying an overload answer: Retry-After (at most `cap`) stretched
+    by a jitter factor in [1, 1 + JITTER) drawn from `rng`."""
+    base = min(cap, retry_after(resp) or 0.0)
+    return base * (1.0 + JITTER * float(rng.random()))
 
 
 class ApiError(Exception):
@@ -87,11 +126,15 @@ def run_path(run_id: str) -> str:
 class ServerAPI:
     """Blocking calls to one server (runs, billboard, ledger, policy log)."""
 
-    def __init__(self, server: str, token: str | None = None, timeout: float = 30.0) -> None:
-        """Open a connection pool to `server`; `token` is only needed for admin routes."""
+    def __init__(self, server: str, token: str | None = None, timeout: float = 30.0,
+                 overload_attempts: int = 5) -> None:
+        """Open a connection pool to `server`; `token` is only needed for admin routes.
+        Overload answers are retried `overload_attempts` times (after their Retry-After)."""
         self.server = check_url(server)
         self.token = token
         self.http = httpx.Client(base_url=self.server, timeout=timeout)
+        self.overload_attempts = overload_attempts
+        self.jitter = np.random.default_rng()  # not secret, and never near any noise stream
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -108,10 +151,15 @@ class ServerAPI:
         headers = {}
         if admin:
             headers["Authorization"] = f"Bearer {self.token or admin_token()}"
-        try:
-            resp = self.http.request(method, f"/{API_VERSION}{path}", headers=headers, json=body)
-        except httpx.HTTPError as exc:
-            raise ApiError(describe_transport_error(self.server, exc)) from None
+        for attempt in range(self.overload_attempts + 1):
+            try:
+                resp = self.http.request(method, f"/{API_VERSION}{path}", headers=headers,
+                                         json=body)
+            except httpx.HTTPError as exc:
+                raise ApiError(describe_transport_error(self.server, exc)) from None
+            if retry_after(resp) is None or attempt == self.overload_attempts:
+                break
+            time.sleep(overload_delay(resp, self.jitter))
         if resp.status_code >= 400:
             raise ApiError(describe_status(resp, what), resp.status_code)
         return resp

@@ -27,6 +27,8 @@ from privrl.client.api import (
     describe_status,
     describe_transport_error,
     error_detail,
+    overload_delay,
+    retry_after,
     run_path,
 )
 from privrl.config import RunConfig
@@ -43,6 +45,7 @@ from privrl.protocol import (
 from privrl.run import user_episode
 from privrl.seeding import generator, secret_seed
 from privrl.stats import Stats
+from privrl.wire import pack_floats
 from privrl.worlds.first_visit import FirstVisits
 from privrl.worlds.rollout import Trajectories
 from privrl.worlds.tabular import TabularMDP
@@ -148,20 +151,16 @@ def check_randomizer(params: RandomizerParams | None, calibration: Calibration) 
             )
 
 
-def _fixed(x: float) -> str:
-    """A float in a fixed-width, exactly round-tripping form (17 significant digits)."""
-    return f"{x: .16e}"
-
-
 def encode_noisy(ticket: str, noisy: Stats, families: Sequence[str]) -> bytes:
-    """The LDP report body: fixed key order and fixed-width numbers, so its size never depends
-    on the trajectory (spec §8.2). Only the noisy arrays and the ticket are in it."""
+    """The LDP report body: fixed key order and every array packed (`privrl.wire.pack_floats`:
+    base64 of its float64 bytes, lossless), so its size never depends on the trajectory (spec
+    §8.2). Only the noisy arrays and the ticket are in it."""
     parts = []
     for name in families:
         arr = np.asarray(noisy[name], dtype=np.float64).ravel()
         if not np.isfinite(arr).all():
             raise UserError(f"the local randomizer produced a non-finite value in {name!r}")
-        parts.append(f'"{name}":[' + ",".join(map(_fixed, arr.tolist())) + "]")
+        parts.append(f'"{name}":"{pack_floats(arr)}"')
     head = '{"kind":"noisy","ticket":"' + ticket + '","arrays":{'
     return (head + ",".join(parts) + "}}").encode()
 
@@ -252,7 +251,8 @@ class User:
     async def _post(
         self, path: str, what: str, content: bytes | None
     ) -> tuple[httpx.Response, float]:
-        """POST with retries on transport errors and 5xx; 409 on claims waits with patience.
+        """POST with retries on transport errors and 5xx; 409 on claims, and 429/503 with a
+        Retry-After (overload, `privrl.client.api.overload_delay`), wait with patience.
 
         Returns the final answer and the latency of the request that got it (seconds)."""
         errors, waits, started = 0, 0, time.monotonic()
@@ -270,6 +270,12 @@ class User:
                     raise GaveUp(f"{what}: {msg} (after {errors + 1} attempts)") from None
                 await asyncio.sleep(self.backoff.delay(errors, self.jitter))
                 errors += 1
+                continue
+            if retry_after(resp) is not None:  # overload: wait as asked, within patience
+                if time.monotonic() - started > self.backoff.patience:
+                    raise GaveUp(f"{what}: the server stayed overloaded for "
+                                 f"{self.backoff.patience:g}s ({error_detail(resp)})")
+                await asyncio.sleep(overload_delay(resp, self.jitter))
                 continue
             if resp.status_code == 409 and content is None:
                 if time.monotonic() - started > self.backoff.patience:

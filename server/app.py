@@ -16,6 +16,7 @@ import anyio.to_thread
 from fastapi import Depends, FastAPI
 from privrl import algorithms
 from privrl.protocol import API_VERSION
+from privrl.server.admission import InFlight
 from privrl.server.errors import install_error_handlers
 from privrl.server.limits import BodySizeLimit
 from privrl.server.metrics import LatencyMiddleware, Metrics
@@ -25,6 +26,7 @@ from privrl.server.routes import dashboard, episodes, evaluation, ops, public, r
 from privrl.server.routes.common import refuse_unknown_query
 from privrl.server.settings import Settings
 from privrl.server.store import Store
+from privrl.server.writer import Writer
 from starlette.types import Scope
 
 log = logging.getLogger("privrl.server")
@@ -44,7 +46,17 @@ post-processing of privatized statistics.
 "busy") in a *sequential* run while another claim is outstanding; `?wait=SECONDS` makes the claim
 wait for a slot instead. A run is sequential when created with `?sequential=true`, or by default
 when the server runs with `--sequential` (PRIVRL_SEQUENTIAL). Claims expire after the claim
-timeout; an expired claim frees its slot and its report is refused with 410 (`code` "expired").
+timeout; an expired claim frees its slot and its report is refused with 410 (`code` "expired")
+unless it *arrived* in time.
+
+**Overload is answered, not queued.** Admission control: a run keeps a window of outstanding
+claims, open at first, half as wide after a report that arrives later than a fraction of the
+claim timeout after its claim or a lapsed claim, one wider for every timely report
+(PRIVRL_QUEUE_FRACTION, between PRIVRL_MIN_OUTSTANDING and PRIVRL_MAX_OUTSTANDING); beyond that
+a claim waits for a slot
+(`?wait=`, at most PRIVRL_MAX_WAITING claims per run) or is answered 429 (`code` "admission")
+with `Retry-After`. Beyond PRIVRL_MAX_IN_FLIGHT claims (twice as
+many reports) in flight at once the server answers 503 (`code` "overloaded") with `Retry-After`.
 After the K-th report, claims and reports get 410 (`code` "finished").
 
 **Errors** always have the body `{"detail": "...", "code": "..."}`; `detail` says what is wrong.
@@ -61,10 +73,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = Store(settings.db, synchronous=settings.db_synchronous)
         registry = Registry(
-            store, settings.claim_timeout, settings.max_cells, settings.max_body_bytes
+            store, settings.run_limits(), settings.max_cells, settings.max_body_bytes
         )
+        writer = Writer(store, on_commit=metrics.committed)
+        writer.start()
         app.state.store = store
         app.state.registry = registry
+        app.state.writer = writer
         log.info("store %s open; rebuilding runs", settings.db)
         if settings.admin_token is None:
             log.warning("PRIVRL_ADMIN_TOKEN is not set: admin routes answer 503")
@@ -89,6 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             registry.stopping = True
             await task
+            await writer.close()
         store.close()
 
     app = FastAPI(
@@ -99,6 +115,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = metrics
+    app.state.in_flight = InFlight(settings.max_in_flight)
     for module in (runs, episodes, public, evaluation):  # the v1 API: unknown query refused
         app.include_router(module.router, dependencies=[Depends(refuse_unknown_query)])
     app.include_router(ops.router)  # probes and scrapers: lenient

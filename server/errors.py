@@ -32,7 +32,11 @@ DESCRIPTIONS: dict[int, str] = {
     410: "Gone: the run has finished, or the claim expired before it was reported",
     413: "The request body is larger than the server's limit",
     422: "The request is well-formed JSON but invalid (schema, shape, range, wrong report kind)",
-    503: "Not available: admin token not configured, runs still being rebuilt, or store failure",
+    429: "Too many claims outstanding in this run to count another one before it lapses"
+    " (admission control, `code` \"admission\"): nothing was claimed; retry after Retry-After"
+    " seconds",
+    503: "Not available: admin token not configured, runs still being rebuilt, store failure,"
+    " or the server is overloaded (`code` \"overloaded\"; retry after Retry-After seconds)",
 }
 
 

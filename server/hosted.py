@@ -7,9 +7,17 @@ tickets and keeps the store in step. It is not thread-safe: the app holds the ru
 When the learner plans matters (DP-UCBVI clips Q~ by the previous plan), so the planning points
 are part of the persisted state (and each version's whole policy message, actions and any other
 arrays such as ucrl-vtr's value tables, is in the policy log): the learner plans before the first
-episode and at every claim (at most once per number of reports counted), and each claim row
-records that number. A replay plans at exactly the same points and therefore rebuilds the same
-policy versions.
+episode and at claims, and each claim row records the number of reports counted when it last
+planned. Planning is coalesced: a claim made while no other claim is outstanding (always, in a
+sequential run) plans, so one-at-a-time users reproduce the in-process runner; under concurrency
+a run plans at most once per `plan_interval` seconds however many claims and reports arrive (and
+then only on the learner's own schedule). A replay plans at exactly the
+recorded points and therefore rebuilds the same policy versions.
+
+Claims are admitted by `privrl.server.admission` (no claim is handed out whose report cannot be
+counted before it lapses) and kept in issue order, which is expiry order, so sweeping expired
+ones and counting outstanding ones is O(1) amortized. A report is judged late by the time it
+arrived at the server, not by the time its turn came.
 
 With the unseeded 'opendp' noise backend the JDP tree noise cannot be re-derived: every node
 value drawn while ingesting a report is stored in that report's transaction, and a replay takes
@@ -23,6 +31,7 @@ import json
 import logging
 import math
 import secrets
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -47,8 +56,17 @@ from privrl.protocol import (
 )
 from privrl.reports import AnyReport, ReportRejected, accept, digest_of, restore
 from privrl.run import Run
+from privrl.server.admission import Admission, RunLimits
 from privrl.server.errors import Refusal
-from privrl.server.store import ClaimRow, NoiseRow, PolicyRow, ReportRow, RunRow, Store
+from privrl.server.store import (
+    ClaimRow,
+    NoiseRow,
+    PolicyRow,
+    ReportRow,
+    RunRow,
+    Statement,
+    Store,
+)
 
 log = logging.getLogger("privrl.server")
 T = TypeVar("T")
@@ -100,15 +118,17 @@ def stored_message(row: PolicyRow) -> PolicyMessage:
 class HostedRun:
     """The server-side state of one run (one replica of `Run`) plus its tickets."""
 
-    def __init__(
-        self, row: RunRow, config: RunConfig, store: Store, claim_timeout: float
-    ) -> None:
+    def __init__(self, row: RunRow, config: RunConfig, store: Store, limits: RunLimits) -> None:
         self.id = row.id
         self.row = row
         self.config = config
         self.store = store
-        self.claim_timeout = float(claim_timeout)
+        self.limits = limits
+        self.claim_timeout = float(limits.claim_timeout)
+        self.admission = Admission(limits)
         self.deleted = False
+        self.stale = False  # memory ran ahead of a write that failed: rebuild before serving
+        self.durable: asyncio.Future[None] | None = None  # the newest queued write's future
         self.lock = asyncio.Lock()
         self.slot_freed = asyncio.Condition(self.lock)
         self._reset()
@@ -117,8 +137,11 @@ class HostedRun:
         """Empty in-memory state: a fresh Run, no claims, no policy yet."""
         self.run = Run(self.config, [self.row.seed])
         self.claimed = 0
-        self.open: dict[str, OpenClaim] = {}
+        self.open: OrderedDict[str, OpenClaim] = OrderedDict()  # issue order = expiry order
         self.version = 0
+        self.planned_at = 0  # reports counted when the learner was last consulted
+        self.planned_time = -math.inf
+        self.unsettled: dict[str, tuple[str, Ack]] = {}  # ticket -> (digest, Ack) not yet durable
         self.actions = np.zeros((self.config.horizon, self.config.n_states), dtype=np.int64)
         self.extras: dict[str, np.ndarray] = {}  # the message's other arrays (one replica)
         self.run.privatizer.journal_noise()
@@ -137,24 +160,24 @@ class HostedRun:
         config: RunConfig,
         sequential: bool,
         store: Store,
-        claim_timeout: float,
+        limits: RunLimits,
         now: float,
         seed: int,
     ) -> HostedRun:
         """A new run: plan the first policy (0 reports) and persist spec, secret seed and policy
         together."""
         row = RunRow(run_id, config.model_dump_json(), now, sequential, seed)
-        hosted = cls(row, config, store, claim_timeout)
+        hosted = cls(row, config, store, limits)
         first = hosted._plan()
         assert first is not None
         store.insert_run(row, first)
         return hosted
 
     @classmethod
-    def restore(cls, row: RunRow, store: Store, claim_timeout: float) -> HostedRun:
+    def restore(cls, row: RunRow, store: Store, limits: RunLimits) -> HostedRun:
         """Rebuild a stored run by replaying its reports and planning points."""
         config = RunConfig.model_validate_json(row.config)
-        hosted = cls(row, config, store, claim_timeout)
+        hosted = cls(row, config, store, limits)
         try:
             hosted._load()
         except StoredNoiseError as exc:
@@ -191,12 +214,11 @@ class HostedRun:
             )
         self.claimed = max((c.episode for c in claims), default=-1) + 1
         pending = [c for c in claims if c.state == "open"]
-        self.open = {
-            c.ticket: OpenClaim(
-                c.ticket, c.episode, c.policy_version, c.expires_at, messages.get(c.policy_version)
-            )
-            for c in pending
-        }
+        self.open = OrderedDict(
+            (c.ticket, OpenClaim(c.ticket, c.episode, c.policy_version, c.expires_at,
+                                 messages.get(c.policy_version)))
+            for c in sorted(pending, key=lambda c: c.expires_at)
+        )
 
     def _stored_noise(self) -> list[NodeNoise]:
         """The node noise this run drew and stored (unseeded backend only; else empty)."""
@@ -232,6 +254,7 @@ class HostedRun:
     def _plan(self) -> PolicyRow | None:
         """Let the learner plan at the current report count; the new version's row, if any."""
         message = self.run.message()
+        self.planned_at = self.run.reported
         if self.run.policy_version == self.version:
             return None
         self.version = self.run.policy_version
@@ -247,76 +270,106 @@ class HostedRun:
         return {"actions": self.actions[None], **{k: v[None] for k, v in self.extras.items()}}
 
     def _atomically(self, what: str, mutate: Callable[[], T]) -> T:
-        """Mutate memory and store together; on failure rebuild memory from the store (503)."""
+        """Mutate memory; on failure mark the run stale (rebuilt from the store before it serves
+        anything again) and refuse with 503."""
         try:
             return mutate()
         except Exception as exc:
-            log.exception("run %s: could not record a %s; rebuilding from the store", self.id, what)
-            try:
-                self._load()
-            except Exception:
-                log.exception("run %s: rebuild failed", self.id)
+            log.exception("run %s: could not record a %s; it will be rebuilt", self.id, what)
+            self.mark_stale()
             raise Refusal(
                 503, "store", f"the server could not record this {what}; nothing changed, retry"
             ) from exc
 
+    def mark_stale(self) -> None:
+        """Memory may hold changes the store will never have: rebuild before serving again."""
+        self.stale = True
+
+    def rebuild(self) -> None:
+        """Rebuild memory from the store (after a failed write; every queued write has ended)."""
+        self._load()
+        self.stale = False
+
     # -- claims -----------------------------------------------------------------------------------
 
-    def outstanding(self, now: float) -> list[OpenClaim]:
-        """Claims neither reported nor expired (a snapshot; safe to call without the lock)."""
-        return [c for c in list(self.open.values()) if c.expires_at > now]
-
     def _sweep(self, now: float) -> None:
-        """Forget expired claims (their rows stay; expiry is a function of the stored time)."""
-        for ticket in [t for t, c in self.open.items() if c.expires_at <= now]:
+        """Forget expired claims (their rows stay; expiry is a function of the stored time).
+
+        Claims are kept in expiry order, so this pops from the front: O(1) amortized."""
+        while self.open:
+            ticket, first = next(iter(self.open.items()))
+            if first.expires_at > now:
+                return
             del self.open[ticket]
+            self.admission.narrow(now)  # lapsed unreported: its user could not report in time
+
+    def n_outstanding(self, now: float) -> int:
+        """How many claims are neither reported nor expired."""
+        self._sweep(now)
+        return len(self.open)
 
     def next_expiry(self, now: float) -> float | None:
         """Seconds until the earliest outstanding claim lapses (None without any)."""
-        pending = self.outstanding(now)
-        return min(c.expires_at for c in pending) - now if pending else None
+        self._sweep(now)
+        return next(iter(self.open.values())).expires_at - now if self.open else None
 
-    def claim(self, now: float) -> Ticket:
-        """Hand out the next episode: index, single-use ticket, current policy (planned here)."""
+    def admit(self, now: float) -> None:
+        """Refuse a claim that cannot be handed out now (O(1)): 410 finished, 409 busy (a
+        sequential run) or full (reported + outstanding = K), 429 over the admission limit."""
         k_total = self.config.episodes
         if self.run.finished:
             raise Refusal(410, "finished", f"run {self.id} has finished: all {k_total} episodes"
                           " are reported")
-        self._sweep(now)
-        pending = self.outstanding(now)
-        if pending:
-            wait = max(1, math.ceil(min(c.expires_at for c in pending) - now))
-            retry = {"Retry-After": str(wait)}
-            if self.sequential:
-                raise Refusal(
-                    409,
-                    "busy",
-                    f"run {self.id} is sequential and episode {pending[0].episode} is still"
-                    f" outstanding; retry after it is reported or expires (at most {wait} s),"
-                    " or claim with ?wait=SECONDS",
-                    retry,
-                )
-            if self.run.reported + len(pending) >= k_total:
-                raise Refusal(
-                    409,
-                    "full",
-                    f"run {self.id}: {self.run.reported} of {k_total} episodes are reported and"
-                    f" the remaining {len(pending)} claimed; retry after a claim expires (at"
-                    f" most {wait} s) or claim with ?wait=SECONDS",
-                    retry,
-                )
-        episode, planned_at = self.claimed, self.run.reported
+        pending = self.n_outstanding(now)
+        if not pending:
+            return
+        lapse = self.next_expiry(now)
+        assert lapse is not None
+        retry = {"Retry-After": str(max(1, math.ceil(lapse)))}
+        wait = retry["Retry-After"]
+        if self.sequential:
+            episode = next(iter(self.open.values())).episode
+            raise Refusal(
+                409,
+                "busy",
+                f"run {self.id} is sequential and episode {episode} is still"
+                f" outstanding; retry after it is reported or expires (at most {wait} s),"
+                " or claim with ?wait=SECONDS",
+                retry,
+            )
+        if self.run.reported + pending >= k_total:
+            raise Refusal(
+                409,
+                "full",
+                f"run {self.id}: {self.run.reported} of {k_total} episodes are reported and"
+                f" the remaining {pending} claimed; retry after a claim expires (at"
+                f" most {wait} s) or claim with ?wait=SECONDS",
+                retry,
+            )
+        if not self.admission.admits(pending, now):
+            raise self.admission.refusal(self.id, pending, now)
+
+    def claim(self, now: float) -> tuple[Ticket, list[Statement]]:
+        """Hand out the next episode: index, single-use ticket, current policy (planned here
+        unless coalesced), and the rows that record it (the caller commits them before it
+        answers)."""
+        self.admit(now)
+        episode = self.claimed
         ticket = secrets.token_urlsafe(24)
         expires_at = now + self.claim_timeout
+        replan = (self.sequential or not self.open
+                  or now - self.planned_time >= self.limits.plan_interval)
 
-        def mutate() -> None:
-            new_policy = self._plan()
+        def mutate() -> list[Statement]:
+            new_policy = self._plan() if replan else None
+            if replan:
+                self.planned_time = now
             row = ClaimRow(
-                ticket, self.id, episode, self.version, planned_at, now, expires_at, "open"
+                ticket, self.id, episode, self.version, self.planned_at, now, expires_at, "open"
             )
-            self.store.record_claim(row, new_policy, self._drawn_noise())
+            return Store.claim_statements(row, new_policy, self._drawn_noise())
 
-        self._atomically("claim", mutate)
+        rows = self._atomically("claim", mutate)
         self.claimed += 1
         self.open[ticket] = OpenClaim(ticket, episode, self.version, expires_at,
                                       self._current_message())
@@ -328,17 +381,23 @@ class HostedRun:
             policy=self.policy_payload(),
             randomizer=randomizer_params(self.run.calibration),
             expires_in=self.claim_timeout,
-        )
+        ), rows
 
     # -- reports ----------------------------------------------------------------------------------
 
-    def report(self, report: AnyReport, now: float) -> Ack:
-        """Validate a report against its ticket and the run, ingest it and commit it; or refuse."""
+    def report(self, report: AnyReport, now: float) -> tuple[Ack, list[Statement]]:
+        """Validate a report against its ticket and the run and ingest it, or refuse; the Ack
+        and the rows that record it (none for a retry; the caller commits them before it
+        answers). `now` is the time the report arrived: a report is late only if it arrived
+        late."""
+        unsettled = self.unsettled.get(report.ticket)
+        if unsettled is not None:  # a retry whose original is not on disk yet
+            return self._retried(digest_of(report), *unsettled), []
         claim = self.open.get(report.ticket)
         if claim is None:
             claim = self._settled_claim(report.ticket, digest_of(report))
             if isinstance(claim, Ack):
-                return claim
+                return claim, []
         if self.run.finished:
             raise Refusal(410, "finished", f"run {self.id} has finished: all"
                           f" {self.config.episodes} episodes are reported")
@@ -359,7 +418,7 @@ class HostedRun:
         except ReportRejected as exc:
             raise Refusal(422, exc.code, exc.detail) from None
 
-        def mutate() -> Ack:
+        def mutate() -> tuple[Ack, list[Statement]]:
             accepted.ingest(self.run, served)
             ack = Ack(run_id=self.id, episode=claim.episode, reported=self.run.reported)
             row = ReportRow(
@@ -372,11 +431,13 @@ class HostedRun:
                 accepted.digest,
                 ack.model_dump_json(),
             )
-            self.store.record_report(row, self._drawn_noise())
-            return ack
+            return ack, Store.report_statements(row, self._drawn_noise())
 
-        ack = self._atomically("report", mutate)
+        ack, rows = self._atomically("report", mutate)
         self.open.pop(claim.ticket, None)
+        self.unsettled[claim.ticket] = (accepted.digest, ack)
+        issued = claim.expires_at - self.claim_timeout
+        self.admission.reported(now - issued, now)
         log.info(
             "run %s: report of episode %d accepted (%d/%d reported)",
             self.id,
@@ -384,7 +445,19 @@ class HostedRun:
             ack.reported,
             self.config.episodes,
         )
-        return ack
+        return ack, rows
+
+    def _retried(self, sent: str, stored: str, ack: Ack) -> Ack:
+        """The answer to a report sent again with a used ticket (`sent`: its digest, `stored`:
+        the counted one's): the stored Ack, or 409 when the report differs."""
+        if sent == stored:
+            return ack.model_copy(update={"duplicate": True})
+        raise Refusal(
+            409,
+            "conflict",
+            f"this ticket was already used for episode {ack.episode} with a different report;"
+            " a ticket is single-use (nothing was counted)",
+        )
 
     def _settled_claim(self, ticket: str, digest: str) -> OpenClaim | Ack:
         """A ticket not open in memory: the stored Ack of a retry or a lapsed claim; else refuse."""
@@ -393,15 +466,8 @@ class HostedRun:
             raise Refusal(404, "unknown_ticket", f"unknown ticket: run {self.id} never issued it")
         if row.state == "reported":
             stored = self.store.find_report(ticket)
-            if stored is not None and stored.digest == digest:
-                ack = Ack.model_validate_json(stored.ack)
-                return ack.model_copy(update={"duplicate": True})
-            raise Refusal(
-                409,
-                "conflict",
-                f"this ticket was already used for episode {row.episode} with a different report;"
-                " a ticket is single-use (nothing was counted)",
-            )
+            assert stored is not None, "a claim marked reported has its report (one transaction)"
+            return self._retried(digest, stored.digest, Ack.model_validate_json(stored.ack))
         return OpenClaim(row.ticket, row.episode, row.policy_version, row.expires_at)
 
     def _served_message(self, version: int) -> PolicyMessage:
@@ -420,7 +486,7 @@ class HostedRun:
         return RunStatus(
             episodes=self.config.episodes,
             claimed=self.claimed,
-            outstanding=len(self.outstanding(now)),
+            outstanding=self.n_outstanding(now),
             reported=self.run.reported,
             finished=self.run.finished,
             policy_version=self.version,

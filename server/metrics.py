@@ -52,6 +52,16 @@ class Metrics:
         self.episodes_reported = Gauge(
             "privrl_episodes_reported", "Reports counted so far, per run", ["run"], registry=r
         )
+        self.commits = Counter(
+            "privrl_store_commits", "SQLite transactions of grouped claims and reports",
+            registry=r,
+        )
+        self.commit_groups = Counter(
+            "privrl_store_commit_groups",
+            "Claims and reports committed (divided by privrl_store_commits_total: the mean"
+            " batch of one transaction)",
+            registry=r,
+        )
         self.latency = Histogram(
             "privrl_request_duration_seconds",
             "Request latency, per method and route template",
@@ -65,6 +75,11 @@ class Metrics:
         self.policy_version.labels(run_id).set(version)
         self.epsilon_spent.labels(run_id).set(epsilon if not math.isnan(epsilon) else math.inf)
         self.episodes_reported.labels(run_id).set(reported)
+
+    def committed(self, groups: int) -> None:
+        """Count one grouped commit of `groups` claims and reports."""
+        self.commits.inc()
+        self.commit_groups.inc(groups)
 
     def forget_run(self, run_id: str) -> None:
         """Drop a deleted run's labelled series."""

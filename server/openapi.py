@@ -76,7 +76,17 @@ def limits_text(settings: Settings) -> str:
         " LDP run whose reports would be larger is refused at creation; a claim waits at most"
         f" {effective_claim_wait(settings):g} s for a slot (PRIVRL_MAX_CLAIM_WAIT; a longer"
         f" ?wait= is capped, not refused); a claim lapses after {settings.claim_timeout:g} s"
-        " (PRIVRL_CLAIM_TIMEOUT)."
+        " (PRIVRL_CLAIM_TIMEOUT). Admission control: a run has at most"
+        f" {settings.max_outstanding} claims outstanding (PRIVRL_MAX_OUTSTANDING) to start with,"
+        " half as many after a report that arrives later than"
+        f" {settings.queue_fraction:g} of the claim timeout after its claim or a lapsed claim"
+        " (PRIVRL_QUEUE_FRACTION), one more for every timely report, never fewer than"
+        f" {min(settings.min_outstanding, settings.max_outstanding)} (PRIVRL_MIN_OUTSTANDING); at"
+        " most"
+        f" {settings.max_waiting} claims of a run wait for a slot (PRIVRL_MAX_WAITING), others"
+        f" get 429; at most {settings.max_in_flight} claims and {2 * settings.max_in_flight}"
+        " reports are handled at once (PRIVRL_MAX_IN_FLIGHT), others get 503; a concurrent run"
+        f" plans at most once per {settings.plan_interval:g} s (PRIVRL_PLAN_INTERVAL)."
     )
 
 

@@ -10,6 +10,7 @@ import time
 
 from privrl.config import RunConfig
 from privrl.seeding import secret_seed
+from privrl.server.admission import RunLimits
 from privrl.server.errors import Refusal
 from privrl.server.hosted import HostedRun
 from privrl.server.store import Store
@@ -24,10 +25,10 @@ class Registry:
     """Run id -> HostedRun, plus runs that could not be rebuilt (served as 503, deletable)."""
 
     def __init__(
-        self, store: Store, claim_timeout: float, max_cells: int, max_body_bytes: int
+        self, store: Store, limits: RunLimits, max_cells: int, max_body_bytes: int
     ) -> None:
         self.store = store
-        self.claim_timeout = claim_timeout
+        self.limits = limits
         self.max_cells = max_cells
         self.max_body_bytes = max_body_bytes
         self.runs: dict[str, HostedRun] = {}
@@ -45,7 +46,7 @@ class Registry:
                 return
             started = time.perf_counter()
             try:
-                hosted = HostedRun.restore(row, self.store, self.claim_timeout)
+                hosted = HostedRun.restore(row, self.store, self.limits)
             except Exception as exc:
                 log.exception("run %s could not be rebuilt from the store", row.id)
                 self.failed[row.id] = f"{type(exc).__name__}: {exc}"
@@ -133,7 +134,7 @@ class Registry:
                 config,
                 sequential,
                 self.store,
-                self.claim_timeout,
+                self.limits,
                 time.time(),
                 secret_seed() if seed is None else seed,
             )

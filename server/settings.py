@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from privrl.server.admission import RunLimits
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -45,6 +46,52 @@ class Settings(BaseSettings):
         "FULL",
         description="SQLite synchronous level: FULL survives power loss, NORMAL only a crash",
     )
+
+    max_outstanding: int = Field(
+        1024,
+        ge=1,
+        description="most claims of one run outstanding at once (admission control: fewer while"
+        " its users' reports arrive late, see queue_fraction)",
+    )
+    min_outstanding: int = Field(
+        64, ge=1, description="claims of one run admitted however late its reports (the least"
+        " window)"
+    )
+    queue_fraction: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="share of the claim timeout a report may take to arrive (claim to report):"
+        " each report within it widens a run's window of outstanding claims by one, a later one"
+        " or a lapsed claim halves it",
+    )
+    max_waiting: int = Field(
+        2048,
+        ge=0,
+        description="claims of one run that may wait (?wait=) for a slot at once; beyond: 429",
+    )
+    max_in_flight: int = Field(
+        4096,
+        ge=1,
+        description="claims (and twice as many reports) the server handles at once; beyond: 503",
+    )
+    plan_interval: float = Field(
+        0.05,
+        ge=0,
+        description="seconds between two plannings of a concurrent run (coalesced planning;"
+        " sequential runs plan at every claim)",
+    )
+
+    def run_limits(self) -> RunLimits:
+        """The per-run limits these settings give."""
+        return RunLimits(
+            claim_timeout=self.claim_timeout,
+            min_outstanding=min(self.min_outstanding, self.max_outstanding),
+            max_outstanding=self.max_outstanding,
+            queue_fraction=self.queue_fraction,
+            max_waiting=self.max_waiting,
+            plan_interval=self.plan_interval,
+        )
 
     @field_validator("admin_token")
     @classmethod

@@ -16,12 +16,14 @@ What is stored, and who may see it:
             (float64 bytes), keyed by run, family, level and index. Private: with the billboard
             it gives the exact sums, so no endpoint serves it and deleting a run purges it.
 
-Each write is one transaction, committed before the server answers: an Ack is only sent for a
-report that is on disk, and node noise is written in the transaction of the report whose
-ingestion drew it. Startup replays `reports` through a fresh `privrl.run.Run`; the central noise
-is counter-based on the run's secret seed (numpy backend) or read back from `node_noise`
-(opendp), so the replay rebuilds exactly the values already released (contract 2). The
-connection is shared by worker threads behind one lock.
+Every write is committed before the server answers: an Ack is only sent for a report that is on
+disk, and node noise is written in the transaction of the report whose ingestion drew it. Claims
+and reports are written in groups (`write_groups`, driven by `privrl.server.writer`): the rows of
+every claim and report that arrived while the previous COMMIT was running go into one
+transaction, so one fsync serves many acknowledgements. Startup replays `reports` through a
+fresh `privrl.run.Run`; the central noise is counter-based on the run's secret seed (numpy
+backend) or read back from `node_noise` (opendp), so the replay rebuilds exactly the values
+already released (contract 2). The connection is shared by worker threads behind one lock.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+Statement = tuple[str, tuple]  # one SQL statement and its parameters
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -194,14 +198,20 @@ class Store:
         with self._lock:
             self._conn.close()
 
-    def _write(self, statements: list[tuple[str, tuple]]) -> None:
+    def _write(self, statements: list[Statement]) -> None:
         """Run `statements` as one immediate transaction and commit it (all or nothing)."""
+        self.write_groups([statements])
+
+    def write_groups(self, groups: Sequence[Sequence[Statement]]) -> None:
+        """Run every group's statements in one immediate transaction and commit it (all or
+        nothing: one COMMIT, one fsync, for the whole batch)."""
         with self._lock:
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
-                for sql, params in statements:
-                    cur.execute(sql, params)
+                for statements in groups:
+                    for sql, params in statements:
+                        cur.execute(sql, params)
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
@@ -257,10 +267,12 @@ class Store:
 
     # -- claims -------------------------------------------------------------------------------
 
-    def record_claim(
-        self, claim: ClaimRow, new_policy: PolicyRow | None, noise: Sequence[NoiseRow] = ()
-    ) -> None:
-        """A ticket handed out (the policy version it serves when new, any noise drawn)."""
+    @staticmethod
+    def claim_statements(
+        claim: ClaimRow, new_policy: PolicyRow | None, noise: Sequence[NoiseRow] = ()
+    ) -> list[Statement]:
+        """The writes of a ticket handed out (the policy version it serves when new, any noise
+        drawn)."""
         statements = [
             (
                 "INSERT INTO claims (ticket, run_id, episode, policy_version, planned_at,"
@@ -279,7 +291,7 @@ class Store:
         ]
         if new_policy is not None:
             statements.append(_insert_policy(new_policy))
-        self._write(statements + [_insert_noise(row) for row in noise])
+        return statements + [_insert_noise(row) for row in noise]
 
     def claims(self, run_id: str) -> list[ClaimRow]:
         """All claims of a run by episode index."""
@@ -301,31 +313,31 @@ class Store:
 
     # -- reports ------------------------------------------------------------------------------
 
-    def record_report(self, report: ReportRow, noise: Sequence[NoiseRow] = ()) -> None:
-        """An accepted report, its claim marked reported and the noise it drew: one transaction."""
-        self._write(
-            [
+    @staticmethod
+    def report_statements(report: ReportRow, noise: Sequence[NoiseRow] = ()) -> list[Statement]:
+        """The writes of an accepted report: its row, its claim marked reported and the noise
+        its ingestion drew (always committed together)."""
+        return [
+            (
+                "INSERT INTO reports (run_id, seq, ticket, episode, kind, payload, digest, ack)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    "INSERT INTO reports (run_id, seq, ticket, episode, kind, payload, digest, ack)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        report.run_id,
-                        report.seq,
-                        report.ticket,
-                        report.episode,
-                        report.kind,
-                        report.payload,
-                        report.digest,
-                        report.ack,
-                    ),
+                    report.run_id,
+                    report.seq,
+                    report.ticket,
+                    report.episode,
+                    report.kind,
+                    report.payload,
+                    report.digest,
+                    report.ack,
                 ),
-                (
-                    "UPDATE claims SET state = 'reported' WHERE ticket = ? AND state = 'open'",
-                    (report.ticket,),
-                ),
-                *(_insert_noise(row) for row in noise),
-            ]
-        )
+            ),
+            (
+                "UPDATE claims SET state = 'reported' WHERE ticket = ? AND state = 'open'",
+                (report.ticket,),
+            ),
+            *(_insert_noise(row) for row in noise),
+        ]
 
     def find_report(self, ticket: str) -> ReportRow | None:
         """The accepted report sent with this ticket, if any."""
@@ -374,7 +386,7 @@ class Store:
         return [NoiseRow(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
 
 
-def _insert_noise(row: NoiseRow) -> tuple[str, tuple]:
+def _insert_noise(row: NoiseRow) -> Statement:
     """The INSERT of one node's noise (a node is drawn once: a second insert is an error)."""
     return (
         "INSERT INTO node_noise (run_id, family, level, idx, value) VALUES (?, ?, ?, ?, ?)",
@@ -382,7 +394,7 @@ def _insert_noise(row: NoiseRow) -> tuple[str, tuple]:
     )
 
 
-def _insert_policy(policy: PolicyRow) -> tuple[str, tuple]:
+def _insert_policy(policy: PolicyRow) -> Statement:
     """The INSERT of one policy version."""
     return (
         "INSERT INTO policies (run_id, version, planned_at, actions, arrays)"

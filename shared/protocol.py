@@ -15,7 +15,7 @@ import numpy as np
 from privrl.config import RunConfig
 from privrl.privacy.accountant import Ledger
 from privrl.seeding import SEED_BITS
-from privrl.wire import INTEGRAL
+from privrl.wire import F64_PATTERN, INTEGRAL, pack_floats, unpack_floats
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 API_VERSION = "v1"
@@ -179,12 +179,32 @@ class TrajectoryReport(Strict):
     rewards: list[UnitFloat] = Field(description="r_1..r_H in [0, 1]")
 
 
+PackedFloats = Annotated[
+    str,
+    Field(
+        pattern=F64_PATTERN,
+        description="the array's entries as base64 of their little-endian float64 bytes"
+        " (lossless, about 10.7 bytes a number; `privrl.wire.pack_floats`)",
+    ),
+]
+
+
 class NoisyReport(Strict):
-    """LDP: dense noisy arrays, flattened in C order, one per released family."""
+    """LDP: dense noisy arrays, flattened in C order, one per released family: each a JSON
+    array of numbers, or (compact, what `privrl users` sends) base64 of its float64 bytes."""
 
     kind: Literal["noisy"] = Field(description="the report's type: required (discriminator)")
     ticket: str = Field(pattern=TICKET_PATTERN)
-    arrays: dict[str, list[FiniteFloat]]
+    arrays: dict[str, list[FiniteFloat] | PackedFloats]
+
+    def array(self, name: str) -> np.ndarray:
+        """One array as float64, whichever form it came in (ValueError for a bad base64)."""
+        values = self.arrays[name]
+        return unpack_floats(values) if isinstance(values, str) else np.asarray(values, np.float64)
+
+    def packed(self) -> dict[str, str]:
+        """Every array in the compact form (the canonical form a server stores and hashes)."""
+        return {name: pack_floats(self.array(name)) for name in sorted(self.arrays)}
 
 
 NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]

@@ -127,13 +127,19 @@ def _noisy(report: NoisyReport, calibration: Calibration) -> Stats:
         fam = calibration.family(name)
         shape = want[name]
         size = math.prod(shape)
-        values = report.arrays[name]
-        if len(values) != size:
+        try:
+            arr = report.array(name)
+        except ValueError as exc:
+            raise _invalid(f"arrays[{name!r}] is not base64 of little-endian float64s: {exc}"
+                           ) from None
+        if arr.size != size:
             raise _invalid(
                 f"arrays[{name!r}] must have {size} entries (shape {list(shape)} flattened in C"
-                f" order), got {len(values)}"
+                f" order), got {arr.size}"
             )
-        arr = np.asarray(values, dtype=np.float64)
+        bad = np.flatnonzero(~np.isfinite(arr))
+        if bad.size:
+            raise _invalid(f"arrays[{name!r}][{int(bad[0])}] is not a finite number")
         margin = calibration.acceptance_margin(FALSE_REFUSAL, name)
         lo, hi = fam.clean_min - margin, fam.clean_max + margin
         outside = np.flatnonzero((arr < lo) | (arr > hi))
@@ -157,7 +163,13 @@ def _noisy(report: NoisyReport, calibration: Calibration) -> Stats:
 
 
 def _body(report: AnyReport) -> dict:
-    """The report without its ticket and kind (what is stored and hashed)."""
+    """The report without its ticket and kind (what is stored and hashed). Noisy arrays are
+    stored packed (base64 float64, lossless) in whichever form they came."""
+    if isinstance(report, NoisyReport):
+        try:
+            return {"arrays": report.packed()}
+        except ValueError:  # not valid: refused by the checks; only hashed, never stored
+            pass
     return report.model_dump(mode="json", exclude={"ticket", "kind"})
 
 

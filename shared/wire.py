@@ -1,17 +1,28 @@
-"""JSON number types of the strict wire models: what JSON Schema calls an integer, and infinity.
+"""JSON number types of the strict wire models (what JSON Schema calls an integer, infinity) and
+the compact form of a float array on the wire (base64 of little-endian float64).
 
 Strict models refuse a value of the wrong JSON type ("0" is not a number, 0 is not a boolean).
 JSON itself has one number type, though: 10.0 *is* the integer 10 to JSON Schema, so an integer
 field accepts a number without a fractional part. Infinity has no JSON number: an infinite
 float travels as the string "Infinity", the one string such a field accepts.
+
+Dense float arrays (an LDP report's noisy arrays: 1,680 numbers on per-step RiverSwim) travel
+as one base64 string of their little-endian float64 bytes (`pack_floats` / `unpack_floats`):
+8 bytes a number before base64, about 10.7 after, against 20-25 for a JSON number with its 17
+significant digits. It is lossless (every bit of every float), so a report means the same
+numbers in either form, in process or over HTTP, with nothing to round and nothing to document
+as post-processing. `F64_PATTERN` matches exactly the base64 texts of a whole number of float64s.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 from collections.abc import Mapping
 from typing import Annotated, Any
 
+import numpy as np
 from pydantic import BeforeValidator, PlainSerializer
 
 
@@ -40,6 +51,27 @@ JsonInt = Annotated[int, INTEGRAL]
 FloatOrInfinity = Annotated[
     float, BeforeValidator(_infinity), PlainSerializer(_as_json, when_used="json")
 ]
+
+
+# Base64 of 8n bytes: 32 characters per 3 float64s, then 0, 1 (11 + "=") or 2 (22 + "==") more.
+F64_PATTERN = r"^(?:[A-Za-z0-9+/]{32})*(?:[A-Za-z0-9+/]{11}=|[A-Za-z0-9+/]{22}==)?$"
+
+
+def pack_floats(values: np.ndarray) -> str:
+    """A float array (flattened in C order) as base64 of its little-endian float64 bytes."""
+    raw = np.ascontiguousarray(values, dtype="<f8").tobytes()
+    return base64.b64encode(raw).decode("ascii")
+
+
+def unpack_floats(text: str) -> np.ndarray:
+    """The float64 array of a `pack_floats` text (ValueError when it is not one)."""
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError) as exc:
+        raise ValueError(f"not base64: {exc}") from None
+    if len(raw) % 8:
+        raise ValueError(f"{len(raw)} bytes is not a whole number of float64s")
+    return np.frombuffer(raw, dtype="<f8").astype(np.float64)
 
 
 # pydantic prefixes the message of an exception raised in a validator with its kind; a person

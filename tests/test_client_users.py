@@ -81,11 +81,11 @@ def test_ldp_report_is_exactly_user_episode_and_fixed_size(mechanism: str) -> No
             np.testing.assert_array_equal(traj.states, ref_traj.states)
             assert set(report.arrays) == set(noisy) == set(ctx.calibration.released)
             for name, arr in noisy.items():
-                np.testing.assert_array_equal(np.asarray(report.arrays[name]), arr[0].ravel())
+                np.testing.assert_array_equal(report.array(name), arr[0].ravel())
             raw = tabular_counts(traj, MDP.S, MDP.A)
             for name in report.arrays:
-                assert not np.isin(report.arrays[name], (0.0, 1.0)).all()
-                assert np.all(np.asarray(report.arrays[name]) != raw[name][0].ravel())
+                assert not np.isin(report.array(name), (0.0, 1.0)).all()
+                assert np.all(report.array(name) != raw[name][0].ravel())
             keys = set(json.loads(body))
             assert keys == {"kind", "ticket", "arrays"}
             sizes.add(len(body))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from privrl.client.users import run_users
 from privrl.config import RunConfig
 from privrl.protocol import PolicyLog, RunRequest
 from privrl.run import Run, run_in_process, user_episode
+from privrl.wire import pack_floats, unpack_floats
 from privrl.worlds import make
 from privrl.worlds.linear_mixture import model_spec_of
 from server_support import AUTH, claim, create, sigkill_round_trip, state, user_report
@@ -246,12 +246,13 @@ def test_ldp_nothing_raw_leaves_a_user(tmp_path: Path) -> None:
     for report, raw, noisy in zip(reports, raws, noisies, strict=True):
         assert set(report) == {"kind", "ticket", "arrays"}
         for name, values in report["arrays"].items():
-            sent = np.asarray(values)
+            sent = unpack_floats(values)  # packed: base64 of float64, lossless
             np.testing.assert_array_equal(sent, noisy[name].ravel())
             assert np.all(sent != raw[name].ravel())  # noise on every entry, the zeros too
-        gram = np.asarray(report["arrays"]["gram"]).reshape(HARD.H, 4, 4)
+        gram = unpack_floats(report["arrays"]["gram"]).reshape(HARD.H, 4, 4)
         np.testing.assert_array_equal(gram, np.swapaxes(gram, -1, -2))
     texts = [json.dumps(a.ravel().tolist()) for raw in raws for a in raw.values()]
+    texts += [pack_floats(a.ravel()) for raw in raws for a in raw.values()]
     blobs = [a.ravel().tobytes() for raw in raws for a in raw.values()]
     data = b"".join(requests) + (tmp_path / "server.log").read_bytes()
     for name in ("privrl.db", "privrl.db-wal"):
@@ -262,4 +263,4 @@ def test_ldp_nothing_raw_leaves_a_user(tmp_path: Path) -> None:
         assert t not in text
     for b in blobs:
         assert not b.strip(b"\x00") or b not in data
-    assert not any(math.isnan(v) for r in reports for a in r["arrays"].values() for v in a)
+    assert not any(np.isnan(unpack_floats(a)).any() for r in reports for a in r["arrays"].values())

@@ -21,6 +21,7 @@ from privrl.lab.policy_eval import round_config, round_in_process
 from privrl.privacy.accountant import epsilon_to_rho
 from privrl.run import Run
 from privrl.seeding import generator, user_generator
+from privrl.wire import unpack_floats
 from privrl.worlds.chain import ChainMRP
 from privrl.worlds.first_visit import FirstVisits
 
@@ -124,9 +125,10 @@ def test_ldp_round_over_http_sends_nothing_raw_and_matches_in_process(tmp_path: 
     assert len(forbidden) > 100
     for report in reports:
         assert set(report) == {"kind", "ticket", "arrays"}
-        assert {k: len(v) for k, v in report["arrays"].items()} == {"visits": 40, "returns": 40}
+        sizes = {k: unpack_floats(v).size for k, v in report["arrays"].items()}  # packed float64
+        assert sizes == {"visits": 40, "returns": 40}
         for values in report["arrays"].values():
-            assert not np.isin(values, (0.0, 1.0)).any()
+            assert not np.isin(unpack_floats(values), (0.0, 1.0)).any()
     sent = b"".join(requests).decode()
     stored = "".join(str(cell) for cell in _db_cells(tmp / "privrl.db"))
     log = (tmp / "server.log").read_text(errors="replace")

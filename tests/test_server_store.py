@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from privrl.server.store import Store
+from privrl.wire import unpack_floats
 from server_support import AUTH, Apps, claim, create, play, spec, state, user_report, world
 
 
@@ -107,7 +108,8 @@ def test_ldp_store_holds_only_noisy_arrays(apps: Apps) -> None:
         kind, payload = conn.execute("SELECT kind, payload FROM reports").fetchone()
     assert kind == "noisy"
     assert set(json.loads(payload)) == {"arrays"}
-    assert json.loads(payload)["arrays"] == body["arrays"]
+    stored = json.loads(payload)["arrays"]  # packed (base64 float64): the same numbers, compact
+    assert {k: unpack_floats(v).tolist() for k, v in stored.items()} == body["arrays"]
 
 
 def test_a_run_whose_log_does_not_replay_is_not_served(apps: Apps) -> None:

@@ -34,6 +34,7 @@ from privrl.client.api import ServerAPI
 from privrl.client.users import run_users
 from privrl.protocol import Ticket
 from privrl.seeding import user_generator
+from privrl.wire import pack_floats, unpack_floats
 from privrl.worlds import draw_uniforms, rollout
 
 SEED = 11
@@ -120,7 +121,7 @@ def test_ldp_nothing_raw_reaches_the_server(tmp_path_factory, mechanism: str) ->
         raw, noisy = ref.raw[episode], ref.noisy[episode]
         assert noisy is not None and set(report["arrays"]) == set(noisy)
         for name, values in report["arrays"].items():
-            sent = np.asarray(values)
+            sent = unpack_floats(values)  # packed: base64 of float64, lossless
             assert sent.size == sizes[name]
             np.testing.assert_array_equal(sent, noisy[name].ravel())  # the randomizer's output
             assert not np.isin(sent, (0.0, 1.0)).all()
@@ -138,7 +139,8 @@ def test_ldp_nothing_raw_reaches_the_server(tmp_path_factory, mechanism: str) ->
         texts += sequence_texts(traj.states[0].tolist()) + sequence_texts(traj.actions[0].tolist())
         for arr in raw.values():
             flat = arr.ravel()
-            texts += [json.dumps(flat.tolist()), json.dumps(flat.astype(int).tolist())]
+            texts += [json.dumps(flat.tolist()), json.dumps(flat.astype(int).tolist()),
+                      pack_floats(flat)]
             blobs += [flat.tobytes(), flat.astype(np.float32).tobytes()]
     raw_arrays = [a.ravel() for raw in ref.raw for a in raw.values()]
 

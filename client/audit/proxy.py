@@ -28,6 +28,7 @@ import httpx
 import uvicorn
 from privrl.client.audit.findings import AuditReport, Finding
 from privrl.client.audit.server import raw_looking, secret_looking, walk
+from privrl.wire import unpack_floats
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -73,6 +74,23 @@ def whole_number_arrays(doc: Any) -> list[str]:
         ):
             hits.append(path)
     return hits
+
+
+def unpacked(doc: dict) -> dict:
+    """An LDP report with its packed arrays (base64 float64, `privrl.wire`) as lists of numbers,
+    so that every check sees the values whichever form carries them."""
+    arrays = doc.get("arrays")
+    if not isinstance(arrays, dict):
+        return doc
+    out = {}
+    for name, values in arrays.items():
+        if isinstance(values, str):
+            try:
+                values = unpack_floats(values).tolist()
+            except ValueError:
+                pass
+        out[name] = values
+    return {**doc, "arrays": out}
 
 
 @dataclass
@@ -136,6 +154,8 @@ class WireLog:
         """Account one exchange and check it; the messages of what it flagged."""
         before = len(self.report.findings)
         req_doc, resp_doc = _json(req_body), _json(resp_body)
+        if isinstance(req_doc, dict) and template.endswith("/reports"):
+            req_doc = unpacked(req_doc)  # packed arrays are checked and described as numbers
         where = f"{method} {template}"
         traffic = self.other.setdefault(where, RouteTraffic()) if run_id is None else \
             self.run(run_id).routes.setdefault(where, RouteTraffic())

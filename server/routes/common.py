@@ -1,8 +1,12 @@
-"""What every route needs: the registry, the metrics, and a locked call into one hosted run."""
+"""What every route needs: the registry, the metrics, a locked call into one hosted run, and the
+grouped commit of what it changed (`record`, then `durable` after the lock is released)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from asyncio import Future
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import anyio.to_thread
@@ -14,6 +18,8 @@ from privrl.server.hosted import HostedRun
 from privrl.server.metrics import Metrics
 from privrl.server.registry import Registry
 from privrl.server.settings import Settings
+from privrl.server.store import Statement
+from privrl.server.writer import Writer
 
 T = TypeVar("T")
 
@@ -33,6 +39,22 @@ def settings_of(request: Request) -> Settings:
     return request.app.state.settings
 
 
+@contextmanager
+def in_flight(request: Request, report: bool) -> Iterator[None]:
+    """Count a claim or report as in flight for its whole handling (503 beyond the bound)."""
+    bound = request.app.state.in_flight
+    try:
+        bound.enter(report)
+    except Refusal as exc:
+        if not report:  # refused reports are counted by the error handler
+            metrics_of(request).claims_refused.labels(exc.reason).inc()
+        raise
+    try:
+        yield
+    finally:
+        bound.leave()
+
+
 def ensure_alive(hosted: HostedRun) -> None:
     """Refuse when the run was deleted while the request waited for its lock."""
     if hosted.deleted:
@@ -44,11 +66,54 @@ async def in_thread(fn: Callable[..., T], *args: object) -> T:
     return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=False)
 
 
+def writer_of(request: Request) -> Writer:
+    """The app's writer (grouped commits)."""
+    return request.app.state.writer
+
+
+async def fresh(hosted: HostedRun) -> None:
+    """Under the run's lock: refuse a deleted run, rebuild a stale one (after a failed write,
+    once every write it queued has ended) before it serves anything."""
+    ensure_alive(hosted)
+    if not hosted.stale:
+        return
+    if hosted.durable is not None:
+        await asyncio.wait([hosted.durable])
+    hosted.durable = None  # it failed; what the store holds is durable
+    try:
+        await in_thread(hosted.rebuild)
+    except Exception as exc:
+        raise Refusal(503, "store", f"run {hosted.id} could not be rebuilt from the store;"
+                      " retry") from exc
+
+
+def record(request: Request, hosted: HostedRun, rows: list[Statement]) -> Future[None] | None:
+    """Under the run's lock: queue the rows of its change; the future of its newest write."""
+    if rows:
+        hosted.durable = writer_of(request).submit(rows, hosted.mark_stale)
+    return hosted.durable
+
+
+async def durable(future: Future[None] | None) -> None:
+    """After the lock: wait until a queued write is committed (503 when it failed)."""
+    if future is None:
+        return
+    try:
+        await asyncio.shield(future)
+    except Exception as exc:
+        raise Refusal(503, "store", "the server could not record this change; nothing was"
+                      " counted, retry") from exc
+
+
 async def locked(hosted: HostedRun, fn: Callable[..., T], *args: object) -> T:
-    """Call `fn(*args)` in a worker thread while holding the run's lock (one writer per run)."""
+    """Call `fn(*args)` in a worker thread while holding the run's lock (one writer per run);
+    answer only once every change it may show is committed."""
     async with hosted.lock:
-        ensure_alive(hosted)
-        return await in_thread(fn, *args)
+        await fresh(hosted)
+        result = await in_thread(fn, *args)
+        barrier = hosted.durable
+    await durable(barrier)
+    return result
 
 
 def _declared_query(dependant: Dependant) -> set[str]:

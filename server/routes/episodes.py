@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from asyncio import Future
 
 from fastapi import APIRouter, Query, Request
 from privrl.protocol import Ack, Report, Ticket
@@ -11,16 +12,19 @@ from privrl.server.errors import Refusal, error_responses
 from privrl.server.hosted import HostedRun
 from privrl.server.metrics import Metrics
 from privrl.server.routes.common import (
-    ensure_alive,
+    durable,
+    fresh,
+    in_flight,
     in_thread,
     metrics_of,
+    record,
     registry_of,
     settings_of,
 )
 
 router = APIRouter(prefix="/v1/runs", tags=["episodes"])
 
-RETRYABLE = ("busy", "full")
+RETRYABLE = ("busy", "full", "admission")  # refusals a claim may wait out (?wait=)
 WAIT_LIMIT = 600.0  # largest ?wait= of a claim (above: 422); PRIVRL_MAX_CLAIM_WAIT caps it further
 
 
@@ -37,6 +41,7 @@ def _update_gauges(metrics: Metrics, hosted: HostedRun) -> None:
         409,
         410,
         422,
+        429,
         503,
         described={
             422: "Invalid query (`code` \"schema\"): `wait` is not a number in [0, 600], or a"
@@ -52,38 +57,64 @@ async def claim(
         0.0,
         ge=0,
         le=WAIT_LIMIT,
-        description="seconds to wait for a free slot (sequential run busy, or all K slots"
-        " claimed) before answering 409; capped (not refused) at PRIVRL_MAX_CLAIM_WAIT",
+        description="seconds to wait for a free slot (sequential run busy, all K slots"
+        " claimed, or admission control) before answering 409 or 429; capped (not refused) at"
+        " PRIVRL_MAX_CLAIM_WAIT",
     ),
 ) -> Ticket:
     """Hand out episode k = claim counter with the newest policy (and LDP randomizer params).
 
     409 (with Retry-After) when no slot is free: in a sequential run while another episode is
-    outstanding, otherwise when reported + outstanding = K. 410 once the run has finished.
+    outstanding, otherwise when reported + outstanding = K. 429 (with Retry-After) when the run
+    has as many claims outstanding as it can count before they lapse (admission control), 503
+    (with Retry-After) when the server handles too many requests at once. 410 once the run has
+    finished.
     """
     hosted = registry_of(request).get(run_id)
+    with in_flight(request, report=False):
+        ticket, barrier = await _claim(request, hosted, wait)
+        await durable(barrier)
+    return ticket
+
+
+async def _claim(request: Request, hosted: HostedRun, wait: float
+                 ) -> tuple[Ticket, Future[None] | None]:
+    """Admit a claim (waiting for a slot up to `wait` s, bounded per run) and hand it out.
+
+    A report frees one slot and wakes one waiter; a waiter that gets its ticket wakes the next
+    while slots remain, so a report costs O(1) whatever the number of waiting users."""
     metrics = metrics_of(request)
     deadline = time.monotonic() + min(wait, settings_of(request).max_claim_wait)
+    admission = hosted.admission
     async with hosted.slot_freed:
         while True:
-            ensure_alive(hosted)
+            await fresh(hosted)
+            now = time.time()
             try:
-                ticket = await in_thread(hosted.claim, time.time())
+                hosted.admit(now)
+                ticket, rows = await in_thread(hosted.claim, now)
                 break
             except Refusal as exc:
                 remaining = deadline - time.monotonic()
-                if exc.reason not in RETRYABLE or remaining <= 0:
+                full = admission.waiting >= hosted.limits.max_waiting
+                if exc.reason not in RETRYABLE or remaining <= 0 or full:
                     metrics.claims_refused.labels(exc.reason).inc()
                     raise
                 lapse = hosted.next_expiry(time.time())
                 timeout = remaining if lapse is None else min(remaining, lapse + 0.005)
+                admission.waiting += 1
                 try:
                     await asyncio.wait_for(hosted.slot_freed.wait(), timeout)
                 except TimeoutError:
                     pass
+                finally:
+                    admission.waiting -= 1
+        if admission.waiting and not hosted.sequential:
+            hosted.slot_freed.notify(1)
+        barrier = record(request, hosted, rows)
         metrics.claims.labels(hosted.id).inc()
         metrics.policy_version.labels(hosted.id).set(hosted.version)
-    return ticket
+    return ticket, barrier
 
 
 @router.post(
@@ -114,16 +145,24 @@ async def report(run_id: str, report: Report, request: Request) -> Ack:
     JDP / non-private runs take kind='trajectory' (raw states, actions, rewards); LDP runs take
     kind='noisy' (the locally randomized arrays only). Refused reports change nothing.
     """
+    arrived = time.time()  # lateness is judged by arrival, not by the turn in the queue
     hosted = registry_of(request).get(run_id)
     metrics = metrics_of(request)
-    async with hosted.slot_freed:
-        ensure_alive(hosted)
-        ack = await in_thread(hosted.report, report, time.time())
-        if ack.duplicate:
-            metrics.reports_duplicate.labels(hosted.id).inc()
-        else:
-            metrics.reports_accepted.labels(hosted.id).inc()
-            metrics.report_bytes.labels(hosted.id).inc(len(await request.body()))
-            hosted.slot_freed.notify_all()
-        _update_gauges(metrics, hosted)
+    with in_flight(request, report=True):
+        async with hosted.slot_freed:
+            await fresh(hosted)
+            ack, rows = await in_thread(hosted.report, report, arrived)
+            barrier = record(request, hosted, rows)
+            if ack.duplicate:
+                metrics.reports_duplicate.labels(hosted.id).inc()
+            else:
+                metrics.reports_accepted.labels(hosted.id).inc()
+                metrics.report_bytes.labels(hosted.id).inc(len(await request.body()))
+                if hosted.run.finished:  # every waiting claim learns it at once (410)
+                    hosted.slot_freed.notify_all()
+                else:
+                    hosted.slot_freed.notify(1)
+            _update_gauges(metrics, hosted)
+        await durable(barrier)
+        hosted.unsettled.pop(report.ticket, None)
     return ack

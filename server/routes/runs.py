@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -104,6 +105,8 @@ async def delete_run(run_id: str, request: Request) -> Response:
         hosted = registry.get(run_id)
         async with hosted.slot_freed:
             ensure_alive(hosted)
+            if hosted.durable is not None:  # no queued row of this run may land after the purge
+                await asyncio.wait([hosted.durable])
             await in_thread(registry.delete, run_id)
             hosted.slot_freed.notify_all()
     metrics_of(request).forget_run(run_id)
