@@ -362,14 +362,6 @@ linear_mdp_model: ModelRegistry[LinearMDPModel] = ModelRegistry(
 """The public linear-MDP model a run configuration names (built once per distinct spec)."""
 
 
-def is_linear_mdp_npz(path: str | os.PathLike[str]) -> bool:
-    """Whether an .npz archive holds a linear MDP (it has a `phi` array)."""
-    try:
-        with np.load(os.fspath(path), allow_pickle=False) as data:
-            return "phi" in data.files
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, AttributeError):
-        return False
-
 
 def load_linear_mdp_npz(path: str | os.PathLike[str], *, horizon: int | None = None
                         ) -> LinearMDP:

@@ -469,14 +469,6 @@ def _model_from_arrays(name: str, horizon: int, arrays: Mapping[str, np.ndarray]
 NPZ_KEYS = ("features", "theta", "d1", "rewards", "reward_features", "reward_theta", "H", "c_w")
 
 
-def is_linear_npz(path: str | os.PathLike[str]) -> bool:
-    """Whether an .npz archive holds a linear-mixture world (it has a `features` array)."""
-    try:
-        with np.load(os.fspath(path), allow_pickle=False) as data:
-            return "features" in data.files
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, AttributeError):
-        return False
-
 
 def linear_npz_params() -> dict[str, Any]:
     """The parameters `make` accepts for a linear-mixture .npz (besides the horizon)."""

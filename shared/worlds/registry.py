@@ -13,9 +13,13 @@ archive holds `features`).
 from __future__ import annotations
 
 import inspect
+import os
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from .chain import ChainMRP
 from .gym import (
@@ -30,7 +34,6 @@ from .gym import (
     require_gymnasium,
 )
 from .linear_mdp import (
-    is_linear_mdp_npz,
     latent_levels,
     lin_cube,
     lin_mix,
@@ -39,7 +42,6 @@ from .linear_mdp import (
     river_chain,
 )
 from .linear_mixture import (
-    is_linear_npz,
     linear_npz_params,
     lm_hard,
     lm_mix,
@@ -200,6 +202,15 @@ def _check_params(name: str, params: dict[str, Any], allowed: dict[str, Any]) ->
         raise WorldError(f"world {name!r} does not take {', '.join(unknown)} (it takes: {takes})")
 
 
+
+def _npz_holds(path: str, array: str) -> bool:
+    """Whether the .npz archive at `path` holds an array named `array` (False if unreadable)."""
+    try:
+        with np.load(os.fspath(path), allow_pickle=False) as data:
+            return array in data.files
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, AttributeError):
+        return False
+
 def make(name: str, horizon: int | None = None, **params: Any) -> TabularMDP | ChainMRP:
     """The world called `name` over `horizon` steps (default: the world's own default horizon)."""
     if not isinstance(name, str) or not name:
@@ -214,10 +225,10 @@ def make(name: str, horizon: int | None = None, **params: Any) -> TabularMDP | C
             raise WorldError(f"{name!r} names no env: use e.g. {GYM_PREFIX}FrozenLake-v1")
         return gymnasium_table(env_id, **params).to_mdp(horizon)
     if name.endswith(NPZ_SUFFIX):
-        if is_linear_mdp_npz(name):
+        if _npz_holds(name, "phi"):  # a linear MDP's features
             _check_params(name, params, {})
             return load_linear_mdp_npz(name, horizon=horizon)
-        if is_linear_npz(name):
+        if _npz_holds(name, "features"):  # a linear mixture's features
             _check_params(name, params, linear_npz_params())
             return load_linear_npz(name, horizon=horizon, **params)
         _check_params(name, params, NPZ_PARAMS)
