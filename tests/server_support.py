@@ -255,3 +255,15 @@ def play(client: TestClient, run_id: str, config: dict[str, Any], episodes: int)
 def state(client: TestClient, run_id: str) -> dict[str, Any]:
     """Public snapshot of a run."""
     return snapshot(client.get, run_id)
+
+
+def assert_refused_unchanged(client: TestClient, run_id: str,
+                             cases: list[tuple[str, dict[str, Any], str]]) -> None:
+    """Each (name, bad report, fragment) is a 422 naming the fragment and changes nothing."""
+    url = f"/v1/runs/{run_id}/reports"
+    before = state(client, run_id)
+    for name, bad, fragment in cases:
+        resp = client.post(url, json=bad)
+        assert resp.status_code == 422, (name, resp.text)
+        assert fragment in resp.json()["detail"], (name, resp.json())
+        assert state(client, run_id) == before, name

@@ -26,7 +26,15 @@ from privrl.protocol import RunRequest
 from privrl.run import run_in_process
 from privrl.worlds import make
 from privrl.worlds.linear_mixture import model_spec_of
-from server_support import AUTH, claim, create, sigkill_round_trip, state, user_report
+from server_support import (
+    AUTH,
+    assert_refused_unchanged,
+    claim,
+    create,
+    sigkill_round_trip,
+    state,
+    user_report,
+)
 
 SEED = 7
 K = 40
@@ -132,13 +140,9 @@ def test_bad_reports_are_refused_and_change_nothing(apps) -> None:
         ("noisy arrays", {"kind": "noisy", "ticket": good["ticket"], "arrays": {}},
          "accepts only kind='trajectory'"),
     ]
+    assert_refused_unchanged(client, run_id, cases)
     url = f"/v1/runs/{run_id}/reports"
     before = state(client, run_id)
-    for name, bad, fragment in cases:
-        resp = client.post(url, json=bad)
-        assert resp.status_code == 422, (name, resp.text)
-        assert fragment in resp.json()["detail"], (name, resp.json())
-        assert state(client, run_id) == before, name
     text = json.dumps(good).replace(json.dumps(good["rewards"][0]), "NaN", 1)
     resp = client.post(url, content=text, headers={"Content-Type": "application/json"})
     assert resp.status_code == 422 and state(client, run_id) == before
