@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import sys
 from collections.abc import Sequence
 
@@ -74,6 +75,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("privrl: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        if not _stdout_gone():  # some other pipe (a subprocess, a socket): a real error
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # quiet exit flush
+        return 141  # 128 + SIGPIPE, what a shell reports for a command whose reader left
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has left (`privrl algorithms | head`)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -123,3 +124,29 @@ def test_run_on_a_world_without_regret_points_to_policy_eval(tmp_path):
                   "1", "--out", str(tmp_path / "o"))
     assert proc.returncode == 2 and "privrl policy-eval" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
+    """`privrl algorithms | head -1`: the pipe closes under the command; it stops quietly."""
+    proc = subprocess.Popen([sys.executable, "-m", "privrl.client", "algorithms"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader leaves before the command has written anything
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_still_an_error(monkeypatch, capsys) -> None:
+    """Only a closed standard output is quiet: any other broken pipe propagates."""
+    from privrl.client import cli
+
+    def broken(args) -> int:
+        raise BrokenPipeError("a subprocess went away")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    monkeypatch.setattr(parser, "parse_known_args",
+                        lambda argv: (argparse.Namespace(handler=broken), []))
+    with pytest.raises(BrokenPipeError):
+        main(["algorithms"])
