@@ -214,12 +214,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
         print(f"{r['label']:<27} {reg['final_cumulative_mean']:>11.1f} "
               f"{reg['tail_per_episode_mean']:>11.4f} {pct:>10.1f}% {verdict(pct):>7} "
               f"{eps_txt:>9} {delta_txt:>7}")
-    if results:
-        rnd = results[0]["regret"]["random_policy_per_episode"]
-        print(f"% of random: the last {tail} episodes' mean regret divided by a uniformly random"
-              f" policy's ({rnd:.4f} per episode): 0% = optimal, 100% = no better than random;"
-              f" learned: yes <= {LEARNED:g}%, no >= {NOT_LEARNED:g}%. eps and delta: what each"
-              " run's ledger spent per user.")
+    print_legend(results, tail)
     print()
     print(f"{'configuration':<27} {'episodes':>8} {'ep/s':>6} {'claim p50/p99 ms':>17} "
           f"{'report p50/p99 ms':>18} {'report bytes':>12}")
@@ -229,6 +224,18 @@ def print_table(results: list[dict[str, Any]]) -> None:
               f"{http['claim_ms_p50']:>8.2f}/{http['claim_ms_p99']:<8.2f} "
               f"{http['report_ms_p50']:>9.2f}/{http['report_ms_p99']:<8.2f} "
               f"{http['report_bytes']:>12}")
+
+
+
+def print_legend(results: list[dict[str, Any]], tail: int, extra: str = "") -> None:
+    """What the columns of a results table mean (nothing when there are no results)."""
+    if not results:
+        return
+    rnd = results[0]["regret"]["random_policy_per_episode"]
+    print(f"% of random: the last {tail} episodes' mean regret divided by a uniformly random"
+          f" policy's ({rnd:.4f} per episode): 0% = optimal, 100% = no better than random;"
+          f" learned: yes <= {LEARNED:g}%, no >= {NOT_LEARNED:g}%. eps and delta: what each"
+          f" run's ledger spent per user.{extra}")
 
 
 def print_comparison(results: list[dict[str, Any]]) -> None:
@@ -244,12 +251,7 @@ def print_comparison(results: list[dict[str, Any]]) -> None:
         print(f"{r['label']:<27} {r['http']['episodes']:>8} {reg['final_cumulative_mean']:>11.1f}"
               f" {reg['tail_per_episode_mean']:>11.4f} {pct:>10.1f}% {verdict(pct):>7}"
               f" {eps_txt:>9} {delta_txt:>7} {rate:>6.0f}")
-    if results:
-        rnd = results[0]["regret"]["random_policy_per_episode"]
-        print(f"% of random: the last {tail} episodes' mean regret divided by a uniformly random"
-              f" policy's ({rnd:.4f} per episode): 0% = optimal, 100% = no better than random;"
-              f" learned: yes <= {LEARNED:g}%, no >= {NOT_LEARNED:g}%. eps and delta: what each"
-              " run's ledger spent per user. ep/s: episodes reported per second while it ran.")
+    print_legend(results, tail, " ep/s: episodes reported per second while it ran.")
 
 
 def story(results: list[dict[str, Any]]) -> str:

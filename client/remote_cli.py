@@ -193,14 +193,18 @@ def print_run(info: RunInfo, led: LedgerView, now: float) -> None:
         print(f"  {name:<10} {text}")
 
 
-def cmd_runs_show(args: argparse.Namespace) -> int:
-    """privrl runs show: the run's configuration, progress and privacy spent (or its JSON)."""
+def _run_and_ledger(args: argparse.Namespace) -> tuple[RunInfo, LedgerView]:
+    """The public run info and ledger of `args.run` (one line on an API error)."""
     with _api(args) as api:
         try:
-            info = api.get_run(args.run)
-            led = api.ledger(args.run)
+            return api.get_run(args.run), api.ledger(args.run)
         except ApiError as exc:
             raise CliError(str(exc)) from None
+
+
+def cmd_runs_show(args: argparse.Namespace) -> int:
+    """privrl runs show: the run's configuration, progress and privacy spent (or its JSON)."""
+    info, led = _run_and_ledger(args)
     if args.json:
         print(info.model_dump_json(indent=2))
     else:
@@ -217,12 +221,7 @@ def ledger_rows(led: LedgerView) -> list[dict[str, object]]:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     """privrl ledger: every privacy charge of a run, with the running total."""
-    with _api(args) as api:
-        try:
-            info = api.get_run(args.run)
-            led = api.ledger(args.run)
-        except ApiError as exc:
-            raise CliError(str(exc)) from None
+    info, led = _run_and_ledger(args)
     if args.json:
         print(led.model_dump_json(indent=2))
         return 0
