@@ -15,6 +15,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from privrl import algorithms
+from privrl.argtypes import non_negative_int as non_negative_int  # re-exported for the commands
+from privrl.argtypes import positive_float as positive_float
+from privrl.argtypes import positive_int as positive_int
+from privrl.argtypes import unit_interval as unit_interval
+from privrl.argtypes import whole_number as whole_number
 from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
 from privrl.wire import error_text
@@ -82,51 +87,6 @@ def mark_parsers(parser: argparse.ArgumentParser) -> None:
 
 class CliError(Exception):
     """A user-facing error: printed as 'privrl: error: ...' with exit code 2."""
-
-
-def whole_number(text: str, minimum: int) -> int:
-    """A whole number >= `minimum`, or an argparse error saying what was expected."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"expected a number >= {minimum}, got {value}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    return whole_number(text, 1)
-
-
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0 (counts, seeds)."""
-    return whole_number(text, 0)
-
-
-def _number(text: str) -> float:
-    """A float, or an argparse error."""
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    value = _number(text)
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
-    return value
-
-
-def unit_interval(text: str) -> float:
-    """argparse type: a number strictly between 0 and 1."""
-    value = _number(text)
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text}")
-    return value
 
 
 def epsilon_value(text: str) -> float:

@@ -12,21 +12,11 @@ import sys
 from collections.abc import Sequence
 
 import uvicorn
+from privrl.argtypes import positive_float
 from privrl.server.app import create_app
 from privrl.server.settings import Settings
 from privrl.wire import error_text
 from pydantic import ValidationError
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
-    return value
 
 
 def port_number(text: str) -> int:
