@@ -68,7 +68,8 @@ def test_an_overloaded_server_loses_nothing_and_counts_nothing_twice(
 def test_users_killed_mid_episode_leave_slots_that_are_handed_out_again(tmp_path: Path) -> None:
     """Two `privrl users` processes are SIGKILLed while they hold claims; the claims lapse
     (1 s), a third process finishes the run, and the run counts each episode exactly once."""
-    config = config_for("jdp", episodes=80, epsilon=10.0)
+    episodes = 400  # far more than the users play between the check and the kill below
+    config = config_for("jdp", episodes=episodes, epsilon=10.0)
     with ServerProcess(tmp_path / "db.sqlite", TOKEN, claim_timeout=1.0,
                        log_path=tmp_path / "server.log") as server:
         run_id = create_run(server, config)
@@ -103,7 +104,8 @@ def test_users_killed_mid_episode_leave_slots_that_are_handed_out_again(tmp_path
         log = httpx.get(f"{server.url}/v1/runs/{run_id}/policies", timeout=10).json()
         metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
     assert result.finished and result.refused == 0
-    assert result.reported == 80 - before["reported"]  # the acks of the last users: the rest
-    assert after["reported"] == 80 and after["claimed"] > 80  # lapsed slots handed out again
-    assert log["outcomes"].count("reported") == 80 and "expired" in log["outcomes"]
-    assert counters(metrics, "privrl_reports_accepted_total")[f'{{run="{run_id}"}}'] == 80
+    assert result.reported == episodes - before["reported"]  # the acks of the last users: the rest
+    assert after["reported"] == episodes
+    assert after["claimed"] > episodes  # lapsed slots handed out again
+    assert log["outcomes"].count("reported") == episodes and "expired" in log["outcomes"]
+    assert counters(metrics, "privrl_reports_accepted_total")[f'{{run="{run_id}"}}'] == episodes
