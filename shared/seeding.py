@@ -12,6 +12,7 @@ simulation only.
 
 from __future__ import annotations
 
+import functools
 import secrets
 import sys
 import zlib
@@ -68,6 +69,18 @@ def path_words(seed: int, *path: PathPart) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"seeds must be non-negative, got {seed}")
     spawn = [w for part in path for w in words(_key(part))]
     return np.array(words(int(seed)), np.uint32), np.array(spawn, np.uint32)
+
+
+@functools.lru_cache(maxsize=64)
+def entropy_rows(seeds: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Each seed's entropy words zero-padded into rows (R, W), and how many words each has:
+    how the compiled streams (`privrl.accel`) take a batch of seeds."""
+    rows = [path_words(seed)[0] for seed in seeds]
+    out = np.zeros((len(seeds), max(len(w) for w in rows)), np.uint32)
+    for r, w in enumerate(rows):
+        out[r, : len(w)] = w
+    out.flags.writeable = False
+    return out, np.array([len(w) for w in rows], np.int64)
 
 
 class CompiledSeedSequence(ISeedSequence):

@@ -112,15 +112,20 @@ def pcg64_seed(words: np.ndarray, state: np.ndarray) -> None:
     _step(state)
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def next_double(state: np.ndarray) -> float:
-    """PCG64's next double in [0, 1): XSL-RR output, top 53 bits."""
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def next_uint64(state: np.ndarray) -> np.uint64:
+    """PCG64's next 64-bit output: step the LCG, then XSL-RR."""
     _step(state)
     hi, lo = state[0], state[1]
     x = hi ^ lo
     rot = hi >> np.uint64(58)
-    value = (x >> rot) | (x << ((np.uint64(64) - rot) & np.uint64(63)))
-    return float(value >> np.uint64(11)) * TO_DOUBLE
+    return (x >> rot) | (x << ((np.uint64(64) - rot) & np.uint64(63)))
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def next_double(state: np.ndarray) -> float:
+    """PCG64's next double in [0, 1): the top 53 bits of the next output."""
+    return float(next_uint64(state) >> np.uint64(11)) * TO_DOUBLE
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")

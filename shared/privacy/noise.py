@@ -17,11 +17,14 @@ Gaussian sigma) whichever backend draws the noise.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
+from privrl import accel
+from privrl.seeding import PathPart, entropy_rows, generator, path_words
 
 Shape = int | tuple[int, ...]
 NoiseName = Literal["numpy", "opendp"]
@@ -38,6 +41,8 @@ __all__ = [
     "Shape",
     "noise_backend",
     "sample_rows",
+    "sample_seeded_rows",
+    "standard_form",
 ]
 
 
@@ -82,6 +87,12 @@ class NumpyNoise:
     def gaussian(self, rng: np.random.Generator | None, sigma: float, shape: Shape) -> np.ndarray:
         """N(0, sigma^2) draws; the same standard draws whatever sigma."""
         return np.asarray(_seeded(rng).standard_normal(size=shape) * sigma, dtype=np.float64)
+
+
+def standard_form(backend: NoiseBackend, kind: str, scale: float) -> tuple[str, float] | None:
+    """(kind, scale) when a mechanism's draws are numpy's standard draws of `kind` times `scale`
+    (the numpy backend, a finite scale): what the compiled draws reproduce; else None."""
+    return (kind, scale) if isinstance(backend, NumpyNoise) and math.isfinite(scale) else None
 
 
 @functools.cache
@@ -170,3 +181,21 @@ def sample_rows(
     if sampler.reproducible:
         return np.stack([sampler.sample(streams(r), shape) for r in range(rows)])
     return sampler.sample(None, (rows, *shape))
+
+
+def sample_seeded_rows(
+    sampler: RowSampler, seeds: Sequence[int], path: tuple[PathPart, ...], shape: tuple[int, ...]
+) -> np.ndarray:
+    """Noise of shape (rows, *shape): row r from `generator(seeds[r], *path)`, or one unseeded
+    bulk draw. A numpy-backend Laplace or Gaussian draws in compiled code (`privrl.accel`):
+    the same numbers, without building a Generator per row."""
+    form = getattr(sampler, "standard", None)
+    if not (sampler.reproducible and form is not None and accel.enabled()):
+        return sample_rows(sampler, lambda r: generator(seeds[r], *path), len(seeds), shape)
+    from privrl.accel.distributions import KINDS, seeded_rows
+
+    entropy, lengths = entropy_rows(tuple(int(s) for s in seeds))
+    out = np.empty((len(seeds), math.prod(shape)))
+    kind, scale = form
+    seeded_rows(entropy, lengths, path_words(0, *path)[1], KINDS[kind], float(scale), out)
+    return out.reshape((len(seeds), *shape))

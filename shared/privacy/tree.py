@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from privrl.privacy.noise import RowSampler, sample_rows
-from privrl.seeding import generator
+from privrl import accel
+from privrl.privacy.noise import RowSampler, sample_seeded_rows
+from privrl.seeding import entropy_rows, path_words
 
 
 class NoiseSampler(RowSampler, Protocol):
@@ -139,11 +140,8 @@ class TreeCounter:
                 f"tree '{self.family}' needs the noise of node (level {level}, index {index}),"
                 " which is not stored; unseeded noise is never re-drawn"
             )
-        value = sample_rows(
-            self.noise,
-            lambda r: generator(self.seeds[r], "tree", self.family, level, index),
-            len(self.seeds),
-            self.shape,
+        value = sample_seeded_rows(
+            self.noise, self.seeds, ("tree", self.family, level, index), self.shape
         )
         if self.journal and not self.noise.reproducible:
             self._drawn.append(NodeNoise(self.family, level, index, value))
@@ -194,10 +192,40 @@ class TreeCounter:
         if self.t + count > self.max_items:
             raise ValueError(f"tree counter '{self.family}' is full ({self.max_items} items)")
         out = np.empty((count, *self.exact.shape))
+        if self._compiled_block(out):
+            return out
         for i in range(count):
             out[i] = self.noise_sum()
             self._advance()
         return out
+
+    def _compiled_block(self, out: np.ndarray) -> bool:
+        """`noise_block` in one compiled call (`privrl.accel.tree_noise`) when the noise is
+        numpy's seeded Laplace / Gaussian and nothing is stored; False (nothing done) else."""
+        form = getattr(self.noise, "standard", None)
+        if (form is None or not self.noise.reproducible or not accel.enabled() or self._stored
+                or self.t + len(out) >= 2**32):
+            return False
+        from privrl.accel.distributions import KINDS
+        from privrl.accel.tree_noise import noise_block
+
+        kept = self._done if self.smooth else self._nodes
+        index = np.full(self.levels, -1, np.int64)
+        value = np.zeros((self.levels, *self.exact.shape))
+        for level, (i, v) in kept.items():
+            index[level], value[level] = i, v
+        entropy, lengths = entropy_rows(tuple(self.seeds))
+        spawn = np.concatenate([path_words(0, "tree", self.family)[1], np.zeros(2, np.uint32)])
+        weights = np.array([smoothed_variance(level) for level in range(self.levels)])
+        rows = len(self.seeds)
+        noise_block(self.t, self.smooth, weights, entropy, lengths, spawn, KINDS[form[0]],
+                    float(form[1]), index, value.reshape(self.levels, rows, -1),
+                    out.reshape(len(out), rows, -1))
+        self.t += len(out)
+        kept.clear()
+        for level in np.flatnonzero(index >= 0):
+            kept[int(level)] = (int(index[level]), value[level].copy())
+        return True
 
     def _advance(self) -> None:
         """One more item: draw (and, if smooth, improve) the nodes it completes."""

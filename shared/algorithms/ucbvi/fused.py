@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...privacy.privatizers import Aggregator, Central, Identity
-from ...seeding import path_words, user_generator
+from ...seeding import entropy_rows, user_generator
 from ...worlds.tabular import TabularMDP
 
 if TYPE_CHECKING:
@@ -46,12 +46,7 @@ class FusedEpisodes:
         self.run, self.world = run, world
         self.planner = run.learner.planner
         self.families = {f.name: f for f in run.calibration.families}
-        n_rep = len(run.seeds)
-        words = [path_words(seed)[0] for seed in run.seeds]
-        self.entropy = np.zeros((n_rep, max(len(w) for w in words)), np.uint32)
-        for r, w in enumerate(words):
-            self.entropy[r, : len(w)] = w
-        self.entropy_len = np.array([len(w) for w in words], np.int64)
+        self.entropy, self.entropy_len = entropy_rows(tuple(run.seeds))
         priv = run.privatizer
         sums = priv.sums if isinstance(priv, Identity | Aggregator) else {
             name: tree.exact for name, tree in priv.trees.items()}
@@ -136,6 +131,9 @@ class FusedEpisodes:
         u = np.empty((b, n_rep, 2 * horizon + 1))
         noise = {name: np.empty((b, n_rep, *f.shape)) for name, f in self.families.items()}
         samplers = {name: run.calibration.sampler(name) for name in self.families}
+        forms = [getattr(samplers[name], "standard", None) for name in self.families]
+        if all(forms) and len({form[0] for form in forms}) == 1:  # numpy Laplace / Gaussian
+            return u, self._compiled_user_draws(k, u, noise, forms)
         for i in range(b):
             for r, seed in enumerate(run.seeds):
                 rng = user_generator(seed, k + i)
@@ -143,6 +141,22 @@ class FusedEpisodes:
                 for name, f in self.families.items():
                     noise[name][i, r] = samplers[name].sample(rng, f.shape)
         return u, noise
+
+    def _compiled_user_draws(self, k: int, u: np.ndarray, noise: dict[str, np.ndarray],
+                             forms: list[tuple[str, float]]) -> dict[str, np.ndarray]:
+        """`_ldp_draws`' loop in one kernel call (`privrl.accel.distributions`): same draws."""
+        from ...accel.distributions import KINDS, user_draws
+
+        b, n_rep = u.shape[:2]
+        sizes = np.array([int(np.prod(f.shape)) for f in self.families.values()], np.int64)
+        flat = np.empty((b, n_rep, int(sizes.sum())))
+        user_draws(self.entropy, self.entropy_len, np.uint32(zlib.crc32(b"user")), k,
+                   KINDS[forms[0][0]], np.array([form[1] for form in forms]), sizes, u, flat)
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        for (name, f), start, stop in zip(self.families.items(), starts[:-1], starts[1:],
+                                          strict=True):
+            noise[name][:] = flat[:, :, start:stop].reshape(b, n_rep, *f.shape)
+        return noise
 
     def _jdp_draws(self, b: int) -> dict[str, np.ndarray]:
         """JDP: the noise in the next b releases of every family's tree."""
