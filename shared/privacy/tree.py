@@ -82,6 +82,15 @@ def release_variance(t: int, smooth: bool) -> float:
     return float(sum(smoothed_variance(j) for j in bits)) if smooth else float(len(bits))
 
 
+def _improve(w: float, own: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """A smoothed node: w * own + (1 - w) * (left + right) (compiled in one pass when on)."""
+    if accel.enabled():
+        from privrl.accel.tree_noise import improve
+
+        return improve(w, own, left, right)
+    return w * own + (1.0 - w) * (left + right)
+
+
 class TreeCounter:
     """Continual prefix sums of array-valued streams, one independent tree per replica.
 
@@ -253,7 +262,7 @@ class TreeCounter:
                 left_index, left = self._done.pop(level - 1)
                 assert left_index == 2 * index - 1 and right is not None
                 w = smoothed_variance(level)  # weight of the node's own value
-                best = w * own + (1.0 - w) * (left + right)
+                best = _improve(w, own, left, right)
             if index & 1:
                 self._done[level] = (index, best)
                 return
