@@ -160,20 +160,26 @@ def cmd_bench(args: argparse.Namespace) -> int:
     rows, peer, warmup = measure(mdp, args.episodes, replicas, args.rounds, args.rlberry)
     result = report(mdp, args.episodes, args.rounds, rows, peer, warmup)
     ratio = "x rlberry" if peer is not None else ""
-    print(f"{'variant':<26} {'R':>3} {'ms/episode':>11} {'ms/replica-ep':>14} {ratio:>10} "
-          f"{'target' if peer is not None else ''}")
+    print(f"{'variant':<26} {'R':>3} {'ms/episode':>11} {'ms/replica-ep':>14} {'noise only':>11}"
+          f" {ratio:>10} {'target' if peer is not None else ''}")
     for entry in result["rows"]:
+        noise = entry["noise_ms_per_replica_episode"]
         line = (f"{entry['variant']:<26} {entry['replicas']:>3} {entry['ms_per_episode']:>11.4f}"
-                f" {entry['ms_per_replica_episode']:>14.4f}")
+                f" {entry['ms_per_replica_episode']:>14.4f}"
+                f" {f'{noise:.4f}' if noise else '':>11}")
         if peer is not None:
             x, target = entry["x_faster_than_rlberry"], entry["target"]
             line += f" {x:>9.1f}x  >={target:g}x {'met' if x >= target else 'not met'}"
+            if "x_rlberry_noise_bound" in entry:
+                line += f" (noise alone allows {entry['x_rlberry_noise_bound']:.0f}x)"
         print(line)
     if peer is not None:
         print(f"{RLBERRY:<26} {1:>3} {peer.ms_per_episode:>11.4f} {peer.ms_per_episode:>14.4f}")
     elif args.rlberry:
         print("rlberry-scool not installed: pip install rlberry-scool to compare (it pins"
               " gymnasium < 1.0: give it its own virtual environment with privrl)")
+    print("noise only: ms of drawing just the noise one replica-episode must draw (JDP: the"
+          " tree's fresh nodes; LDP: a user's report noise), numpy's Laplace / normal algorithm")
     print(f"compiled kernels: {'on' if result['compiled'] else 'off'} (PRIVRL_NUMBA); warm-up"
           f" (first call of each variant) {warmup:.2f} s")
     if args.json:

@@ -27,6 +27,13 @@ def test_bench_reports_single_and_batched_replicas(tmp_path, capsys) -> None:
         per_replica = row["ms_per_replica_episode"] * row["replicas"]
         assert per_replica == pytest.approx(row["ms_per_episode"])
         assert row["variant"] in text
+        if row["privacy"] == "none":
+            assert row["noise_draws"] == 0 and row["noise_ms_per_replica_episode"] is None
+        elif row["replicas"] == 1:  # H = 4, S = 6, A = 2: (H S A S + H S A) entries per report
+            cells = 4 * 6 * 2 * 6 + 4 * 6 * 2
+            assert row["noise_draws"] in (cells, 2 * cells)  # LDP / a JDP tree's nodes
+            assert row["noise_ms_per_replica_episode"] > 0
+    assert "noise only" in text
     if result["rlberry"] is None:  # rlberry-scool is not a test dependency
         assert "rlberry-scool not installed" in text
     else:

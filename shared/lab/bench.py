@@ -4,7 +4,10 @@ Every round times each variant (non-private, JDP, LDP) with one replica and with
 batched, and rlberry-scool's UCBVIAgent when it is installed, one after another; rounds repeat
 and the medians are reported, so the ratios compare numbers taken under the same machine load.
 The figures are wall-clock milliseconds per episode (all replicas) and per replica-episode; the
-ratios divide rlberry's milliseconds per episode by privrl's per replica-episode.
+ratios divide rlberry's milliseconds per episode by privrl's per replica-episode. Each private
+variant is also timed drawing nothing but the noise one of its replica-episodes must draw (the
+tree's fresh nodes in JDP, a user's report noise in LDP, numpy's own Laplace / normal algorithm
+as the runs use it): rlberry's time over that is the best ratio the variant could reach.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .. import accel
 from ..config import RunConfig
-from ..run import run_in_process
+from ..run import Run, run_in_process
+from ..seeding import entropy_rows, generator, path_words
 from ..worlds.tabular import TabularMDP, garnet, riverswim
 
 VARIANTS = (
@@ -38,6 +44,8 @@ class Row:
     privacy: str
     replicas: int
     samples_ms: list[float] = field(default_factory=list)
+    noise_draws: int = 0  # standard draws one replica-episode must make (0: non-private)
+    noise_samples_ms: list[float] = field(default_factory=list)
 
     @property
     def ms_per_episode(self) -> float:
@@ -48,6 +56,11 @@ class Row:
     def ms_per_replica_episode(self) -> float:
         """Median per episode divided by the number of replicas."""
         return self.ms_per_episode / self.replicas
+
+    @property
+    def noise_ms(self) -> float | None:
+        """Median milliseconds of drawing one replica-episode's noise alone (None: no noise)."""
+        return statistics.median(self.noise_samples_ms) if self.noise_samples_ms else None
 
 
 def bench_world(env: str, horizon: int, states: int, actions: int) -> TabularMDP:
@@ -70,6 +83,37 @@ def time_privrl(mdp: TabularMDP, privacy: str, mechanism: str, delta: float, epi
     start = time.perf_counter()
     run_in_process(config, mdp, list(range(replicas)))
     return 1e3 * (time.perf_counter() - start) / episodes
+
+
+def noise_draws(config: RunConfig) -> tuple[str, int]:
+    """(kind, count) of the standard draws one replica-episode makes: every released entry once
+    per fresh tree node (about one node per item, two with the smoothed tree's full dyadic
+    tree) in JDP, once per user report in LDP; (kind, 0) without noise."""
+    cal = Run(config, [0]).calibration
+    if cal.mechanism is None:
+        return config.mechanism, 0
+    entries = sum(int(np.prod(f.shape)) for f in cal.families)
+    nodes = 2 if cal.mode == "jdp" and cal.smooth else 1
+    return cal.mechanism_name, entries * nodes
+
+
+def time_noise(kind: str, draws: int, episodes: int) -> float:
+    """Milliseconds per replica-episode of drawing `draws` standard values of `kind` from a fresh
+    seeded stream per episode, the way the runs draw them (compiled when privrl.accel is on)."""
+    rounds = max(1, min(episodes, 200))
+    start = time.perf_counter()
+    if accel.enabled():
+        from ..accel.distributions import KINDS, seeded_rows
+
+        entropy, lengths = entropy_rows((0,))
+        out = np.empty((1, draws))
+        for k in range(rounds):
+            seeded_rows(entropy, lengths, path_words(0, "floor", k)[1], KINDS[kind], 1.0, out)
+    else:
+        for k in range(rounds):
+            rng = generator(0, "floor", k)
+            rng.laplace(0.0, 1.0, draws) if kind == "laplace" else rng.standard_normal(draws)
+    return 1e3 * (time.perf_counter() - start) / rounds
 
 
 def rlberry_agent(horizon: int) -> Any | None:
@@ -107,10 +151,17 @@ def measure(mdp: TabularMDP, episodes: int, replicas: list[int], rounds: int,
     settings = {(name, r): (privacy, mech, delta) for r in replicas
                 for name, privacy, mech, delta in VARIANTS}
     peer = Row(RLBERRY, "none", 1) if rlberry and rlberry_agent(mdp.H) is not None else None
+    draws = {name: noise_draws(bench_config(mdp, privacy, mech, delta, episodes))
+             for name, privacy, mech, delta in VARIANTS}
+    for row in rows:
+        row.noise_draws = draws[row.variant][1]
     for _ in range(rounds):
         for row in rows:
             row.samples_ms.append(time_privrl(mdp, *settings[(row.variant, row.replicas)],
                                               episodes, row.replicas))
+            if row.noise_draws and row.replicas == replicas[0]:
+                row.noise_samples_ms.append(time_noise(draws[row.variant][0], row.noise_draws,
+                                                       episodes))
         if peer is not None:
             peer.samples_ms.append(time_rlberry(episodes, mdp.H) or 0.0)
     return rows, peer, warmup
@@ -127,10 +178,13 @@ def report(mdp: TabularMDP, episodes: int, rounds: int, rows: list[Row], peer: R
     }
     for row in rows:
         entry = {**asdict(row), "ms_per_episode": row.ms_per_episode,
-                 "ms_per_replica_episode": row.ms_per_replica_episode}
+                 "ms_per_replica_episode": row.ms_per_replica_episode,
+                 "noise_ms_per_replica_episode": row.noise_ms}
         if peer is not None:
             entry["x_faster_than_rlberry"] = peer.ms_per_episode / row.ms_per_replica_episode
             entry["target"] = TARGETS[row.privacy]
+            if row.noise_ms:  # the ratio the variant would have if it only drew its noise
+                entry["x_rlberry_noise_bound"] = peer.ms_per_episode / row.noise_ms
         out["rows"].append(entry)
     if peer is not None:
         out["rlberry"] = {**asdict(peer), "ms_per_episode": peer.ms_per_episode}
