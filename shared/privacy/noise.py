@@ -159,7 +159,11 @@ def noise_backend(name: NoiseName) -> NoiseBackend:
 
 
 class RowSampler(Protocol):
-    """A mechanism as `sample_rows` sees it: a sampler that knows whether it is seeded."""
+    """A mechanism as `sample_rows` sees it: a sampler that knows whether it is seeded.
+
+    A sampler may also have a `standard` attribute, (kind, scale) when its draws are numpy's
+    standard draws times a scale (`standard_form`): `sample_seeded_rows` then draws compiled.
+    """
 
     @property
     def reproducible(self) -> bool: ...
