@@ -27,6 +27,15 @@ def _draw(entropy: np.ndarray, entropy_len: np.ndarray, spawn: np.ndarray, level
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
+def _copy(src: np.ndarray, dst: np.ndarray) -> None:
+    """dst[:] = src for (R, n) arrays, as a loop: numba's slice assignment compiles a shape
+    check with string formatting that costs seconds of compilation."""
+    for r in range(src.shape[0]):
+        for c in range(src.shape[1]):
+            dst[r, c] = src[r, c]
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def noise_block(t0: int, smooth: bool, weights: np.ndarray, entropy: np.ndarray,
                 entropy_len: np.ndarray, spawn: np.ndarray, kind: int, scale: float,
                 node_index: np.ndarray, node_value: np.ndarray, out: np.ndarray) -> None:
@@ -67,7 +76,7 @@ def noise_block(t0: int, smooth: bool, weights: np.ndarray, entropy: np.ndarray,
             index = t >> level
             _draw(entropy, entropy_len, spawn, level, index, kind, scale, own)
             if level == 0:
-                best[:] = own
+                _copy(own, best)
             else:
                 w = weights[level]
                 for r in range(n_rep):
@@ -76,10 +85,10 @@ def noise_block(t0: int, smooth: bool, weights: np.ndarray, entropy: np.ndarray,
                                                                   + right[r, c])
                 node_index[level - 1] = -1
             if index & 1:
-                node_value[level] = best
+                _copy(best, node_value[level])
                 node_index[level] = index
                 break
-            right[:] = best
+            _copy(best, right)
             level += 1
 
 
