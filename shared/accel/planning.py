@@ -95,34 +95,41 @@ def _halving_sum(a: np.ndarray, start: int, n: int) -> float:
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _sort(w: np.ndarray) -> None:
-    """Sort ascending in place: insertion sort on short rows (numba's quicksort costs ~300 ns
-    even on 6 entries), numba's sort on long ones; the sorted values are the same."""
-    if w.shape[0] > 16:
-        w.sort()
+def _sort(w: np.ndarray, start: int, n: int) -> None:
+    """Sort w[start:start+n] ascending in place: insertion sort on short runs (numba's quicksort
+    costs ~300 ns even on 6 entries), numba's sort on long ones; the sorted values are the same."""
+    if n > 16:
+        w[start : start + n].sort()
         return
-    for i in range(1, w.shape[0]):
+    for i in range(start + 1, start + n):
         value = w[i]
         j = i - 1
-        while j >= 0 and w[j] > value:
+        while j >= start and w[j] > value:
             w[j + 1] = w[j]
             j -= 1
         w[j + 1] = value
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def water_level(w: np.ndarray, d: float) -> float:
-    """Smallest mu >= 0 with sum_i min(w_i, mu) >= d (sorts `w` in place); see postprocess."""
-    s = w.shape[0]
-    best = d / s
-    if s == 1:
+def water_level(w: np.ndarray, start: int, n: int, d: float) -> float:
+    """Smallest mu >= 0 with sum_i min(w_i, mu) >= d over w[start:start+n] (sorted in place
+    unless d == 0); see postprocess. For d == 0 and w >= 0 every level (d - L_m)/(n - m) is
+    <= d/n, so the answer is d/n (sign of zero included) without the sort."""
+    best = d / n
+    if n == 1:
         return max(best, 0.0)
-    _sort(w)
-    for j in range(1, s - 1):
+    if d == 0.0:
+        nonnegative = True
+        for i in range(start, start + n):
+            nonnegative = nonnegative and w[i] >= 0.0
+        if nonnegative:
+            return best
+    _sort(w, start, n)
+    for j in range(start + 1, start + n - 1):
         w[j] += w[j - 1]
     top = -np.inf
-    for m in range(s - 1):
-        level = (d - w[m]) / (s - 1 - m)
+    for m in range(n - 1):
+        level = (d - w[start + m]) / (n - 1 - m)
         top = max(top, level)
     return max(max(best, top), 0.0)
 
@@ -131,8 +138,10 @@ def water_level(w: np.ndarray, d: float) -> float:
 def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np.ndarray,
                  scratch: np.ndarray) -> float:
     """The canonical projection of cell (s, a) of `sas` (S, A, S) into out[s, a] (x* + E/(2S));
-    returns N~(s,a). Indexes instead of slicing (a view per cell costs reference counting)."""
-    n_states = sas.shape[2]
+    returns N~(s,a). Three passes over the row, each filling scratch (3 S) with the terms
+    numpy sums (then summed in numpy's order); indexes instead of slicing (a view per cell
+    costs reference counting)."""
+    n = sas.shape[2]
     quarter = e / 4.0
     hi_sum = n_sa + quarter
     if hi_sum < 0.0:
@@ -141,44 +150,44 @@ def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np
     else:
         lo_sum = max(n_sa - quarter, 0.0)
     low = np.inf
-    for i in range(n_states):
-        low = min(low, sas[s, a, i])
-        scratch[i] = sas[s, a, i]
-    total = pairwise_sum(scratch, 0, n_states)
-    for i in range(n_states):
-        scratch[i] = max(sas[s, a, i], 0.0)
-    sum_x0 = pairwise_sum(scratch, 0, n_states)
+    for i in range(n):  # N^ and x0 = max(N^, 0)
+        noisy = sas[s, a, i]
+        low = min(low, noisy)
+        scratch[i] = noisy
+        scratch[n + i] = max(noisy, 0.0)
+    total = pairwise_sum(scratch, 0, n)
+    sum_x0 = pairwise_sum(scratch, n, n)
     t0 = max(-low, 0.0)
-    t1 = (lo_sum - total) / n_states
-    t2 = water_level(scratch, max(sum_x0 - hi_sum, 0.0))
+    t1 = (lo_sum - total) / n
+    t2 = water_level(scratch, n, n, max(sum_x0 - hi_sum, 0.0))
     t = max(max(t0, t1), t2)
     target = min(max(sum_x0, lo_sum), hi_sum)
     up = target >= sum_x0
-    for i in range(n_states):
-        scratch[i] = max(sas[s, a, i] - t, 0.0)
-    sum_lo = pairwise_sum(scratch, 0, n_states)
-    for i in range(n_states):
-        scratch[i] = sas[s, a, i] + t
-    sum_hi = pairwise_sum(scratch, 0, n_states)
-    for i in range(n_states):
+    for i in range(n):  # box ends lo, hi and the gaps to them on lambda's side
         noisy = sas[s, a, i]
         x0 = max(noisy, 0.0)
-        scratch[i] = noisy + t - x0 if up else x0 - max(noisy - t, 0.0)
-    mu = water_level(scratch, abs(target - sum_x0))
-    shift = mu if up else -mu
-    offset = e / (2.0 * n_states)
-    for i in range(n_states):
-        noisy = sas[s, a, i]
         lo = max(noisy - t, 0.0)
         hi = noisy + t
-        x = min(max(max(noisy, 0.0) + shift, lo), hi)
-        if target <= sum_lo:
+        scratch[i] = lo
+        scratch[n + i] = hi
+        scratch[2 * n + i] = hi - x0 if up else x0 - lo
+    sum_lo = pairwise_sum(scratch, 0, n)
+    sum_hi = pairwise_sum(scratch, n, n)
+    mu = water_level(scratch, 2 * n, n, abs(target - sum_x0))
+    shift = mu if up else -mu
+    offset = e / (2.0 * n)
+    corner_lo, corner_hi = target <= sum_lo, target >= sum_hi
+    for i in range(n):
+        lo, hi = scratch[i], scratch[n + i]
+        x = min(max(max(sas[s, a, i], 0.0) + shift, lo), hi)
+        if corner_lo:
             x = lo
-        if target >= sum_hi:
+        if corner_hi:
             x = hi
-        scratch[i] = x + offset
-        out[s, a, i] = scratch[i]
-    return pairwise_sum(scratch, 0, n_states)
+        x += offset
+        scratch[2 * n + i] = x
+        out[s, a, i] = x
+    return pairwise_sum(scratch, 2 * n, n)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -251,7 +260,7 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
     n_eff = np.empty((2, n_states, n_actions))
     r_hat = np.empty((2, n_states, n_actions))
     g = np.empty(n_states)
-    scratch = np.empty(n_states)
+    scratch = np.empty(3 * n_states)  # project_cell's three terms per s'
     v = np.empty(n_states)  # V_{h+1}, V_{h+1}^2
     v2 = np.empty(n_states)
     v_new = np.empty(n_states)
