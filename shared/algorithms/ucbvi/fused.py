@@ -84,8 +84,10 @@ class FusedEpisodes:
         dummy_sa = np.empty(self.acc["r"].shape)
         while k < total:
             b = min(self.block, total - k)
-            radius, threshold = self._radius(k, b)
-            consts = np.stack([planner.constants(e) for e in radius])
+            radii, pair_std = run.learner.radii(k, b)
+            radius = np.array(radii)
+            threshold = planner.knobs.unknown_below * np.array(pair_std)
+            consts = planner.constants_block(radii)
             given_u, ldp = self._ldp_draws(k, b)
             jdp = self._jdp_draws(b)
             change_k = np.empty(b * n_rep, np.int64)
@@ -130,13 +132,6 @@ class FusedEpisodes:
             k += b
         run.adopt_message({"actions": self.last.copy()})
         return np.maximum(changes - 1, 0)
-
-    def _radius(self, k: int, b: int) -> tuple[np.ndarray, np.ndarray]:
-        """The public radius E and unknown-cell threshold after k .. k+b-1 reports."""
-        learner, below = self.run.learner, self.planner.knobs.unknown_below
-        radius = np.array([learner.radius(t) for t in range(k, k + b)])
-        threshold = np.array([below * learner.pair_std(t) for t in range(k, k + b)])
-        return radius, threshold
 
     def _ldp_draws(self, k: int, b: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """LDP: each user's rollout uniforms and report noise for episodes k .. k+b-1, drawn
