@@ -107,23 +107,30 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
     n_changes, versions = 0, 0
     for k in range(k0, k1):
         i = k - k0
-        # the billboard after k reports
-        for rep in range(n_rep):
-            for j in range(hs):
-                for s in range(n_states):
-                    for a in range(n_actions):
-                        for t in range(n_states):
-                            x = acc_sas[rep, j, s, a, t]
-                            rel_sas[rep, j, s, a, t] = x + jdp_sas[i, rep, j, s, a, t] if jdp else x
-                        x = acc_r[rep, j, s, a]
-                        rel_r[rep, j, s, a] = x + jdp_r[i, rep, j, s, a] if jdp else x
-                        if has_sa:
-                            x = acc_sa[rep, j, s, a]
-                            rel_sa[rep, j, s, a] = x + jdp_sa[i, rep, j, s, a] if jdp else x
-                        else:
-                            rel_sa[rep, j, s, a] = pairwise_sum(rel_sas[rep, j, s, a], 0,
+        # the billboard after k reports: the sums themselves unless JDP noise is added
+        if jdp:
+            for rep in range(n_rep):
+                for j in range(hs):
+                    for s in range(n_states):
+                        for a in range(n_actions):
+                            for t in range(n_states):
+                                rel_sas[rep, j, s, a, t] = (acc_sas[rep, j, s, a, t]
+                                                            + jdp_sas[i, rep, j, s, a, t])
+                            rel_r[rep, j, s, a] = acc_r[rep, j, s, a] + jdp_r[i, rep, j, s, a]
+                            if has_sa:
+                                rel_sa[rep, j, s, a] = (acc_sa[rep, j, s, a]
+                                                        + jdp_sa[i, rep, j, s, a])
+        board_sas = rel_sas if jdp else acc_sas
+        board_r = rel_r if jdp else acc_r
+        if not has_sa and (jdp or ldp or k == k0):  # else only the visited cells changed
+            for rep in range(n_rep):
+                for j in range(hs):
+                    for s in range(n_states):
+                        for a in range(n_actions):
+                            rel_sa[rep, j, s, a] = pairwise_sum(board_sas[rep, j, s, a], 0,
                                                                n_states)
-        plan_replicas(rel_sas, rel_sa, rel_r, radius[i], private, threshold[i], consts[i],
+        board_sa = acc_sa if has_sa and not jdp else rel_sa
+        plan_replicas(board_sas, board_sa, board_r, radius[i], private, threshold[i], consts[i],
                       caps, q, clip_previous, radius[i] > 0, variance_terms, q_new, actions,
                       tied)
         q[:] = q_new
@@ -196,6 +203,8 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                     j = 0 if hs == 1 else h
                     acc_sas[rep, j, s, a, t] += clean_sas[j, s, a, t]
                     clean_sas[j, s, a, t] = 0.0
+                    if not (has_sa or jdp):  # N(s,a) of the board the next plan reads
+                        rel_sa[rep, j, s, a] = pairwise_sum(acc_sas[rep, j, s, a], 0, n_states)
                     if has_sa:
                         acc_sa[rep, j, s, a] += clean_sa[j, s, a]
                     acc_r[rep, j, s, a] += clean_r[j, s, a]
