@@ -143,7 +143,7 @@ def test_compiled_projection_equals_numpy_projection(n_states: int) -> None:
     for radius in (0.0, 0.5, 3.0, 40.0, 1e6):
         want = project_counts(noisy, pair, radius)
         out = np.empty_like(sas)
-        scratch = np.empty(3 * n_states)
+        scratch = np.empty(4 * n_states)
         got_sa = np.array([project_cell(sas, c, 0, pair[c], radius, out, scratch)
                            for c in range(len(pair))])
         np.testing.assert_array_equal(out[:, 0], want.sas)

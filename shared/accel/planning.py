@@ -95,26 +95,27 @@ def _halving_sum(a: np.ndarray, start: int, n: int) -> float:
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _sort(w: np.ndarray, start: int, n: int) -> None:
-    """Sort w[start:start+n] ascending in place: insertion sort on short runs (numba's quicksort
-    costs ~300 ns even on 6 entries), numba's sort on long ones; the sorted values are the same."""
+def _sorted_copy(w: np.ndarray, start: int, n: int, out: int) -> None:
+    """w[start:start+n] sorted ascending into w[out:out+n] (disjoint): insertion sort on short
+    runs (numba's quicksort costs ~300 ns even on 6 entries), numba's sort on long ones."""
     if n > 16:
-        w[start : start + n].sort()
+        w[out : out + n] = w[start : start + n]
+        w[out : out + n].sort()
         return
-    for i in range(start + 1, start + n):
-        value = w[i]
-        j = i - 1
-        while j >= start and w[j] > value:
+    for i in range(n):
+        value = w[start + i]
+        j = out + i - 1
+        while j >= out and w[j] > value:
             w[j + 1] = w[j]
             j -= 1
         w[j + 1] = value
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def water_level(w: np.ndarray, start: int, n: int, d: float) -> float:
-    """Smallest mu >= 0 with sum_i min(w_i, mu) >= d over w[start:start+n] (sorted in place
-    unless d == 0); see postprocess. For d == 0 and w >= 0 every level (d - L_m)/(n - m) is
-    <= d/n, so the answer is d/n (sign of zero included) without the sort."""
+def water_level(w: np.ndarray, start: int, n: int, d: float, tmp: int) -> float:
+    """Smallest mu >= 0 with sum_i min(w_i, mu) >= d over w[start:start+n] (w[tmp:tmp+n] is
+    scratch); see postprocess. For d == 0 and w >= 0 every level (d - L_m)/(n - m) is <= d/n,
+    so the answer is d/n (sign of zero included) without the sort."""
     best = d / n
     if n == 1:
         return max(best, 0.0)
@@ -124,12 +125,12 @@ def water_level(w: np.ndarray, start: int, n: int, d: float) -> float:
             nonnegative = nonnegative and w[i] >= 0.0
         if nonnegative:
             return best
-    _sort(w, start, n)
-    for j in range(start + 1, start + n - 1):
+    _sorted_copy(w, start, n, tmp)
+    for j in range(tmp + 1, tmp + n - 1):
         w[j] += w[j - 1]
     top = -np.inf
     for m in range(n - 1):
-        level = (d - w[start + m]) / (n - 1 - m)
+        level = (d - w[tmp + m]) / (n - 1 - m)
         top = max(top, level)
     return max(max(best, top), 0.0)
 
@@ -138,10 +139,11 @@ def water_level(w: np.ndarray, start: int, n: int, d: float) -> float:
 def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np.ndarray,
                  scratch: np.ndarray) -> float:
     """The canonical projection of cell (s, a) of `sas` (S, A, S) into out[s, a] (x* + E/(2S));
-    returns N~(s,a). Three passes over the row, each filling scratch (3 S) with the terms
-    numpy sums (then summed in numpy's order); indexes instead of slicing (a view per cell
-    costs reference counting)."""
+    returns N~(s,a). Three passes over the row, each filling scratch (4 S) with the terms numpy
+    sums; below 8 terms numpy sums in order, so the passes sum as they go, else they call
+    pairwise_sum. Indexes instead of slicing (a view per cell costs reference counting)."""
     n = sas.shape[2]
+    short = n < 8
     quarter = e / 4.0
     hi_sum = n_sa + quarter
     if hi_sum < 0.0:
@@ -150,33 +152,43 @@ def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np
     else:
         lo_sum = max(n_sa - quarter, 0.0)
     low = np.inf
+    total, sum_x0 = 0.0, 0.0
     for i in range(n):  # N^ and x0 = max(N^, 0)
         noisy = sas[s, a, i]
+        x0 = max(noisy, 0.0)
         low = min(low, noisy)
+        total += noisy
+        sum_x0 += x0
         scratch[i] = noisy
-        scratch[n + i] = max(noisy, 0.0)
-    total = pairwise_sum(scratch, 0, n)
-    sum_x0 = pairwise_sum(scratch, n, n)
+        scratch[n + i] = x0
+    if not short:
+        total = pairwise_sum(scratch, 0, n)
+        sum_x0 = pairwise_sum(scratch, n, n)
     t0 = max(-low, 0.0)
     t1 = (lo_sum - total) / n
-    t2 = water_level(scratch, n, n, max(sum_x0 - hi_sum, 0.0))
+    t2 = water_level(scratch, n, n, max(sum_x0 - hi_sum, 0.0), 3 * n)
     t = max(max(t0, t1), t2)
     target = min(max(sum_x0, lo_sum), hi_sum)
     up = target >= sum_x0
+    sum_lo, sum_hi = 0.0, 0.0
     for i in range(n):  # box ends lo, hi and the gaps to them on lambda's side
         noisy = sas[s, a, i]
         x0 = max(noisy, 0.0)
         lo = max(noisy - t, 0.0)
         hi = noisy + t
+        sum_lo += lo
+        sum_hi += hi
         scratch[i] = lo
         scratch[n + i] = hi
         scratch[2 * n + i] = hi - x0 if up else x0 - lo
-    sum_lo = pairwise_sum(scratch, 0, n)
-    sum_hi = pairwise_sum(scratch, n, n)
-    mu = water_level(scratch, 2 * n, n, abs(target - sum_x0))
+    if not short:
+        sum_lo = pairwise_sum(scratch, 0, n)
+        sum_hi = pairwise_sum(scratch, n, n)
+    mu = water_level(scratch, 2 * n, n, abs(target - sum_x0), 3 * n)
     shift = mu if up else -mu
     offset = e / (2.0 * n)
     corner_lo, corner_hi = target <= sum_lo, target >= sum_hi
+    n_tilde = 0.0
     for i in range(n):
         lo, hi = scratch[i], scratch[n + i]
         x = min(max(max(sas[s, a, i], 0.0) + shift, lo), hi)
@@ -185,9 +197,10 @@ def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np
         if corner_hi:
             x = hi
         x += offset
+        n_tilde += x
         scratch[2 * n + i] = x
         out[s, a, i] = x
-    return pairwise_sum(scratch, 2 * n, n)
+    return n_tilde if short else pairwise_sum(scratch, 2 * n, n)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -260,7 +273,7 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
     n_eff = np.empty((2, n_states, n_actions))
     r_hat = np.empty((2, n_states, n_actions))
     g = np.empty(n_states)
-    scratch = np.empty(3 * n_states)  # project_cell's three terms per s'
+    scratch = np.empty(4 * n_states)  # project_cell's terms per s'
     v = np.empty(n_states)  # V_{h+1}, V_{h+1}^2
     v2 = np.empty(n_states)
     v_new = np.empty(n_states)
