@@ -18,6 +18,7 @@ pytestmark = pytest.mark.skipif(not accel.enabled(), reason="numba is not instal
 
 CASES = {
     "none": dict(privacy="none", preset="practical"),
+    "none-pooled-faithful": dict(privacy="none", knobs={"pooled": True}),
     "jdp-gaussian": dict(privacy="jdp", mechanism="gaussian", epsilon=1.0, delta=1e-5,
                          preset="practical"),
     "jdp-laplace-faithful": dict(privacy="jdp", mechanism="laplace", epsilon=2.0),

@@ -104,6 +104,13 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
     clean_r = np.zeros(acc_r.shape[1:])
     states = np.empty(horizon + 1, np.int64)
     reach = np.empty((2, n_states), np.bool_)
+    # non-private: the model (P~, N~, r~) changes only at the visited cells, so it is kept
+    kept = not (private or ldp or jdp) and (threshold <= 0.0).all()
+    kept_shape = (n_rep if kept else 0, hs, n_states, n_actions)
+    model_p = np.empty((*kept_shape, n_states))
+    model_n = np.empty(kept_shape)
+    model_r = np.empty(kept_shape)
+    stale = np.ones(kept_shape, np.bool_)
     n_changes, versions = 0, 0
     for k in range(k0, k1):
         i = k - k0
@@ -132,7 +139,7 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
         board_sa = acc_sa if has_sa and not jdp else rel_sa
         plan_replicas(board_sas, board_sa, board_r, radius[i], private, threshold[i], consts[i],
                       caps, q, clip_previous, radius[i] > 0, variance_terms, q_new, actions,
-                      tied)
+                      tied, model_p, model_n, model_r, stale)
         q[:] = q_new
         changed_any = not has_last
         for rep in range(n_rep):
@@ -210,6 +217,8 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                     acc_r[rep, j, s, a] += clean_r[j, s, a]
                     clean_sa[j, s, a] = 0.0
                     clean_r[j, s, a] = 0.0
+                    if kept:
+                        stale[rep, j, s, a] = True
         if changed_any:
             versions += 1
         has_last = True

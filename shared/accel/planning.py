@@ -206,11 +206,16 @@ def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _model_step(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: float,
                 private: bool, threshold: float, p: np.ndarray, n_eff: np.ndarray,
-                r_hat: np.ndarray, scratch: np.ndarray) -> None:
-    """Model of one step's cells: P~ (S, A, S), thresholded N~ (S, A) and r~ (S, A)."""
+                r_hat: np.ndarray, scratch: np.ndarray, kept: bool, stale: np.ndarray) -> None:
+    """Model of one step's cells: P~ (S, A, S), thresholded N~ (S, A) and r~ (S, A); with a
+    kept model (`plan_replicas`) only of the cells marked stale (S, A), which it unmarks."""
     n_states, n_actions = sa.shape
     for s in range(n_states):
         for a in range(n_actions):
+            if kept:
+                if not stale[s, a]:
+                    continue
+                stale[s, a] = False
             if private:
                 n = project_cell(sas, s, a, sa[s, a], radius, p, scratch)
             else:
@@ -257,43 +262,55 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
                   private: bool, threshold: float, consts: np.ndarray, caps: np.ndarray,
                   q_prev: np.ndarray, clip_previous: bool, use_term3: bool,
                   variance_terms: bool, q_out: np.ndarray, actions: np.ndarray,
-                  tied: np.ndarray) -> None:
+                  tied: np.ndarray, model_p: np.ndarray, model_n: np.ndarray,
+                  model_r: np.ndarray, stale: np.ndarray) -> None:
     """Optimistic value iteration of every replica from the release (R, Hs, S, A[, S]).
 
     consts = [iota, bonus_scale, privacy_scale, c3, c1, c23, cb]; writes Q~ (R, H, S, A), the
     greedy actions (first maximiser) and whether a replica has a tie to break at random.
+    model_* (R, Hs, S, A[, S]) keep P~, N~ and r~ between calls, recomputed only where `stale`
+    (R, Hs, S, A) says the release changed: for a caller whose threshold stays 0 and who marks
+    every changed cell (the non-private episode loop). Empty, the model is rebuilt per step
+    in O(S^2 A) scratch.
     """
     io, bs, ps, c3, c1, c23, cb = (consts[0], consts[1], consts[2], consts[3], consts[4],
                                    consts[5], consts[6])
     n_rep, horizon, n_states, n_actions = q_out.shape
     pooled = sas.shape[1] == 1
+    kept = model_p.shape[0] > 0
     h2 = float(horizon) ** 2
     c4 = 4.0 * math.sqrt(io)
-    p = np.empty((2, n_states, n_actions, n_states))
-    n_eff = np.empty((2, n_states, n_actions))
-    r_hat = np.empty((2, n_states, n_actions))
+    p_step = np.empty((2, n_states, n_actions, n_states))
+    n_step = np.empty((2, n_states, n_actions))
+    r_step = np.empty((2, n_states, n_actions))
+    all_stale = np.ones((n_states, n_actions), np.bool_)
     g = np.empty(n_states)
     scratch = np.empty(4 * n_states)  # project_cell's terms per s'
     v = np.empty(n_states)  # V_{h+1}, V_{h+1}^2
     v2 = np.empty(n_states)
     v_new = np.empty(n_states)
     for rep in range(n_rep):
+        p = model_p[rep] if kept else p_step
+        n_eff = model_n[rep] if kept else n_step
+        r_hat = model_r[rep] if kept else r_step
         tied[rep] = False
         for t in range(n_states):
             v[t] = 0.0
             v2[t] = 0.0
         if pooled:
             _model_step(sas[rep, 0], sa[rep, 0], r_sum[rep, 0], radius, private, threshold,
-                        p[0], n_eff[0], r_hat[0], scratch)
+                        p[0], n_eff[0], r_hat[0], scratch, kept,
+                        stale[rep, 0] if kept else all_stale)
             if variance_terms and horizon > 1:
                 _next_weights(n_eff[0], c1, c23, h2, g)
         for h in range(horizon - 1, -1, -1):
-            cur = 0 if pooled else h % 2
+            cur = 0 if pooled else (h if kept else h % 2)
             if not pooled:
                 if h < horizon - 1 and variance_terms and horizon > 1:
-                    _next_weights(n_eff[1 - cur], c1, c23, h2, g)
+                    _next_weights(n_eff[h + 1 if kept else 1 - cur], c1, c23, h2, g)
                 _model_step(sas[rep, h], sa[rep, h], r_sum[rep, h], radius, private,
-                            threshold, p[cur], n_eff[cur], r_hat[cur], scratch)
+                            threshold, p[cur], n_eff[cur], r_hat[cur], scratch, kept,
+                            stale[rep, h] if kept else all_stale)
             for s in range(n_states):
                 best = -np.inf
                 for a in range(n_actions):

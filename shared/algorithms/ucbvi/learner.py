@@ -20,6 +20,9 @@ from ...stats import Stats
 from .knobs import UCBVIKnobs
 
 TIE_TOL = 1e-9
+# plan_replicas' kept-model arrays, empty: the learner rebuilds the model at every plan
+NO_KEPT_MODEL = (np.empty((0, 1, 1, 1, 1)), np.empty((0, 1, 1, 1)), np.empty((0, 1, 1, 1)),
+                 np.empty((0, 1, 1, 1), np.bool_))
 
 
 def iota(config: RunConfig) -> float:
@@ -171,7 +174,7 @@ class DPUCBVI:
             float(radius), bool(private), float(threshold), self.constants(radius), self.caps,
             self.q,
             bool(k.clip_previous), bool(radius > 0), bool(k.variance_terms), q_new, actions,
-            tied,
+            tied, *NO_KEPT_MODEL,
         )
         self.q = q_new
         for i in np.flatnonzero(tied):
