@@ -18,6 +18,7 @@ pytestmark = pytest.mark.skipif(not accel.enabled(), reason="numba is not instal
 
 CASES = {
     "none": dict(privacy="none", preset="practical"),
+    "none-pooled-faithful": dict(privacy="none", knobs={"pooled": True}),
     "jdp-gaussian": dict(privacy="jdp", mechanism="gaussian", epsilon=1.0, delta=1e-5,
                          preset="practical"),
     "jdp-laplace-faithful": dict(privacy="jdp", mechanism="laplace", epsilon=2.0),
@@ -181,3 +182,40 @@ def test_compiled_tree_noise_block_equals_the_trees_own(monkeypatch: pytest.Monk
             got.append(tree.release())
         releases.append(np.array(got))
     np.testing.assert_array_equal(releases[0], releases[1])
+
+
+def _projection_rows(rng: np.random.Generator, n_states: int) -> tuple[np.ndarray, np.ndarray]:
+    """Noisy rows (C, S) and pair counts (C,): random, and adversarial (all negative, ties,
+    zeros of both signs, huge and tiny entries, infeasible and clipped pair counts)."""
+    counts = rng.integers(0, 40, size=(64, n_states)).astype(float)
+    rows = [counts + rng.normal(0.0, scale, counts.shape) for scale in (0.3, 3.0, 30.0)]
+    rows.append(-np.abs(rng.normal(0.0, 5.0, (16, n_states))))  # all negative
+    rows.append(rng.integers(-2, 3, size=(32, n_states)).astype(float))  # ties
+    rows.append(np.where(rng.random((16, n_states)) < 0.5, 0.0, -0.0))  # signed zeros
+    huge = rng.normal(0.0, 1.0, (16, n_states)) * 10.0 ** rng.integers(-12, 16, (16, n_states))
+    rows.append(huge)
+    noisy = np.concatenate(rows)
+    total = noisy.sum(axis=-1)
+    pair = np.concatenate([total, total + rng.normal(0.0, 5.0, total.shape),
+                           -np.abs(total) - 50.0, np.abs(total) * 3.0 + 50.0,
+                           np.maximum(noisy, 0.0).sum(axis=-1)])  # the last: target = sum x0
+    return np.tile(noisy, (5, 1)), pair
+
+
+@pytest.mark.parametrize("n_states", [1, 2, 6, 7, 8, 9, 17, 130])
+def test_compiled_projection_equals_numpy_projection(n_states: int) -> None:
+    from privrl.accel.planning import project_cell
+    from privrl.privacy.postprocess import project_counts
+
+    rng = np.random.default_rng(n_states)
+    noisy, pair = _projection_rows(rng, n_states)
+    sas = noisy[:, None, :].copy()  # (C, A = 1, S): one cell per state of a fake step
+    for radius in (0.0, 0.5, 3.0, 40.0, 1e6):
+        want = project_counts(noisy, pair, radius)
+        out = np.empty_like(sas)
+        scratch = np.empty(4 * n_states)
+        got_sa = np.array([project_cell(sas, c, 0, pair[c], radius, out, scratch)
+                           for c in range(len(pair))])
+        np.testing.assert_array_equal(out[:, 0], want.sas)
+        np.testing.assert_array_equal(got_sa, want.sa)
+        np.testing.assert_array_equal(np.signbit(out[:, 0]), np.signbit(want.sas))

@@ -5,7 +5,8 @@ The kernel runs episodes k0..k1 of every replica exactly as `privrl.run.run_in_p
 rollout from its seeded stream, the count increments), with everything random drawn from the
 same streams: uniforms from the compiled PCG64 (`streams`), noise drawn beforehand with numpy
 (`ldp_noise`: each user's report noise, `jdp_noise`: the tree's noise in each release). It
-records every changed policy so the caller evaluates regret with the evaluator's own code.
+records every changed policy so the caller evaluates regret with the evaluator's own code
+(only those whose regret can differ from the replica's previous evaluated policy).
 """
 
 from __future__ import annotations
@@ -41,22 +42,51 @@ def _draw(cdf: np.ndarray, u: float) -> int:
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
+def same_value(p: np.ndarray, d1: np.ndarray, old: np.ndarray, new: np.ndarray,
+               reach: np.ndarray) -> bool:
+    """Whether policy `new` (H, S) acts as `old` wherever `old` reaches with positive
+    probability: then every product in the evaluator's backward induction that reaches d1 . V
+    is the same number (elsewhere a zero probability times a finite value), so both policies
+    have the bit-identical exact regret and `new` needs no evaluation."""
+    horizon, n_states = old.shape
+    for t in range(n_states):
+        reach[0, t] = d1[t] > 0.0
+    for h in range(horizon):
+        for t in range(n_states):
+            reach[1, t] = False
+        for s in range(n_states):
+            if reach[0, s]:
+                a = old[h, s]
+                if new[h, s] != a:
+                    return False
+                for t in range(n_states):
+                    reach[1, t] = reach[1, t] or p[h, s, a, t] > 0.0
+        for t in range(n_states):
+            reach[0, t] = reach[1, t]
+    return True
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                  user_key: np.uint32, tie_key: np.uint32, given_u: np.ndarray,
                  ldp_sas: np.ndarray, ldp_sa: np.ndarray, ldp_r: np.ndarray,
                  jdp_sas: np.ndarray, jdp_sa: np.ndarray, jdp_r: np.ndarray,
                  acc_sas: np.ndarray, acc_sa: np.ndarray, acc_r: np.ndarray, has_sa: bool,
                  cum_d1: np.ndarray, cum_p: np.ndarray, r_mean: np.ndarray, bernoulli: bool,
+                 d1: np.ndarray, p_true: np.ndarray, evaluated: np.ndarray,
                  radius: np.ndarray, threshold: np.ndarray, consts: np.ndarray,
                  private: bool, caps: np.ndarray, q: np.ndarray, clip_previous: bool,
                  variance_terms: bool, last: np.ndarray, has_last: bool,
-                 change_k: np.ndarray, change_r: np.ndarray, change_pol: np.ndarray) -> tuple:
+                 change_k: np.ndarray, change_r: np.ndarray, change_pol: np.ndarray,
+                 change_same: np.ndarray) -> tuple:
     """Episodes k0..k1-1 of R replicas; returns (changes recorded, new policy versions).
 
     given_u (B, R, 2H+1) are the users' uniforms when drawn outside (LDP), else empty; ldp_*
     (B, R, ...) is each user's report noise (LDP), jdp_* (B, R, ...) the noise in the release
     after k reports (JDP); empty arrays when the mode has none. acc_* hold the exact sums (none,
     JDP) or the sums of noisy reports (LDP) and are updated in place, as are q and `last`.
+    change_same[i] says whether change i has the regret of its replica's previous evaluated
+    policy (`evaluated`, updated in place; see `same_value`), so the caller skips evaluating it.
     """
     n_rep, horizon, n_states, n_actions = q.shape
     hs = acc_sas.shape[1]
@@ -73,28 +103,43 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
     clean_sa = np.zeros(acc_r.shape[1:])
     clean_r = np.zeros(acc_r.shape[1:])
     states = np.empty(horizon + 1, np.int64)
+    reach = np.empty((2, n_states), np.bool_)
+    # non-private: the model (P~, N~, r~) changes only at the visited cells, so it is kept
+    kept = not (private or ldp or jdp) and (threshold <= 0.0).all()
+    kept_shape = (n_rep if kept else 0, hs, n_states, n_actions)
+    model_p = np.empty((*kept_shape, n_states))
+    model_n = np.empty(kept_shape)
+    model_r = np.empty(kept_shape)
+    stale = np.ones(kept_shape, np.bool_)
     n_changes, versions = 0, 0
     for k in range(k0, k1):
         i = k - k0
-        # the billboard after k reports
-        for rep in range(n_rep):
-            for j in range(hs):
-                for s in range(n_states):
-                    for a in range(n_actions):
-                        for t in range(n_states):
-                            x = acc_sas[rep, j, s, a, t]
-                            rel_sas[rep, j, s, a, t] = x + jdp_sas[i, rep, j, s, a, t] if jdp else x
-                        x = acc_r[rep, j, s, a]
-                        rel_r[rep, j, s, a] = x + jdp_r[i, rep, j, s, a] if jdp else x
-                        if has_sa:
-                            x = acc_sa[rep, j, s, a]
-                            rel_sa[rep, j, s, a] = x + jdp_sa[i, rep, j, s, a] if jdp else x
-                        else:
-                            rel_sa[rep, j, s, a] = pairwise_sum(rel_sas[rep, j, s, a], 0,
+        # the billboard after k reports: the sums themselves unless JDP noise is added
+        if jdp:
+            for rep in range(n_rep):
+                for j in range(hs):
+                    for s in range(n_states):
+                        for a in range(n_actions):
+                            for t in range(n_states):
+                                rel_sas[rep, j, s, a, t] = (acc_sas[rep, j, s, a, t]
+                                                            + jdp_sas[i, rep, j, s, a, t])
+                            rel_r[rep, j, s, a] = acc_r[rep, j, s, a] + jdp_r[i, rep, j, s, a]
+                            if has_sa:
+                                rel_sa[rep, j, s, a] = (acc_sa[rep, j, s, a]
+                                                        + jdp_sa[i, rep, j, s, a])
+        board_sas = rel_sas if jdp else acc_sas
+        board_r = rel_r if jdp else acc_r
+        if not has_sa and (jdp or ldp or k == k0):  # else only the visited cells changed
+            for rep in range(n_rep):
+                for j in range(hs):
+                    for s in range(n_states):
+                        for a in range(n_actions):
+                            rel_sa[rep, j, s, a] = pairwise_sum(board_sas[rep, j, s, a], 0,
                                                                n_states)
-        plan_replicas(rel_sas, rel_sa, rel_r, radius[i], private, threshold[i], consts[i],
+        board_sa = acc_sa if has_sa and not jdp else rel_sa
+        plan_replicas(board_sas, board_sa, board_r, radius[i], private, threshold[i], consts[i],
                       caps, q, clip_previous, radius[i] > 0, variance_terms, q_new, actions,
-                      tied)
+                      tied, model_p, model_n, model_r, stale)
         q[:] = q_new
         changed_any = not has_last
         for rep in range(n_rep):
@@ -124,6 +169,10 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                 change_k[n_changes] = k
                 change_r[n_changes] = rep
                 change_pol[n_changes] = actions[rep]
+                same = has_last and same_value(p_true, d1, evaluated[rep], actions[rep], reach)
+                change_same[n_changes] = same
+                if not same:
+                    evaluated[rep] = actions[rep]
                 n_changes += 1
                 last[rep] = actions[rep]
             # the user's episode: rollout from its stream, then its counts (and LDP noise)
@@ -161,11 +210,15 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                     j = 0 if hs == 1 else h
                     acc_sas[rep, j, s, a, t] += clean_sas[j, s, a, t]
                     clean_sas[j, s, a, t] = 0.0
+                    if not (has_sa or jdp):  # N(s,a) of the board the next plan reads
+                        rel_sa[rep, j, s, a] = pairwise_sum(acc_sas[rep, j, s, a], 0, n_states)
                     if has_sa:
                         acc_sa[rep, j, s, a] += clean_sa[j, s, a]
                     acc_r[rep, j, s, a] += clean_r[j, s, a]
                     clean_sa[j, s, a] = 0.0
                     clean_r[j, s, a] = 0.0
+                    if kept:
+                        stale[rep, j, s, a] = True
         if changed_any:
             versions += 1
         has_last = True

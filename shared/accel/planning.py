@@ -95,34 +95,42 @@ def _halving_sum(a: np.ndarray, start: int, n: int) -> float:
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _sort(w: np.ndarray) -> None:
-    """Sort ascending in place: insertion sort on short rows (numba's quicksort costs ~300 ns
-    even on 6 entries), numba's sort on long ones; the sorted values are the same."""
-    if w.shape[0] > 16:
-        w.sort()
+def _sorted_copy(w: np.ndarray, start: int, n: int, out: int) -> None:
+    """w[start:start+n] sorted ascending into w[out:out+n] (disjoint): insertion sort on short
+    runs (numba's quicksort costs ~300 ns even on 6 entries), numba's sort on long ones."""
+    if n > 16:
+        w[out : out + n] = w[start : start + n]
+        w[out : out + n].sort()
         return
-    for i in range(1, w.shape[0]):
-        value = w[i]
-        j = i - 1
-        while j >= 0 and w[j] > value:
+    for i in range(n):
+        value = w[start + i]
+        j = out + i - 1
+        while j >= out and w[j] > value:
             w[j + 1] = w[j]
             j -= 1
         w[j + 1] = value
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def water_level(w: np.ndarray, d: float) -> float:
-    """Smallest mu >= 0 with sum_i min(w_i, mu) >= d (sorts `w` in place); see postprocess."""
-    s = w.shape[0]
-    best = d / s
-    if s == 1:
+def water_level(w: np.ndarray, start: int, n: int, d: float, tmp: int) -> float:
+    """Smallest mu >= 0 with sum_i min(w_i, mu) >= d over w[start:start+n] (w[tmp:tmp+n] is
+    scratch); see postprocess. For d == 0 and w >= 0 every level (d - L_m)/(n - m) is <= d/n,
+    so the answer is d/n (sign of zero included) without the sort."""
+    best = d / n
+    if n == 1:
         return max(best, 0.0)
-    _sort(w)
-    for j in range(1, s - 1):
+    if d == 0.0:
+        nonnegative = True
+        for i in range(start, start + n):
+            nonnegative = nonnegative and w[i] >= 0.0
+        if nonnegative:
+            return best
+    _sorted_copy(w, start, n, tmp)
+    for j in range(tmp + 1, tmp + n - 1):
         w[j] += w[j - 1]
     top = -np.inf
-    for m in range(s - 1):
-        level = (d - w[m]) / (s - 1 - m)
+    for m in range(n - 1):
+        level = (d - w[tmp + m]) / (n - 1 - m)
         top = max(top, level)
     return max(max(best, top), 0.0)
 
@@ -131,8 +139,11 @@ def water_level(w: np.ndarray, d: float) -> float:
 def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np.ndarray,
                  scratch: np.ndarray) -> float:
     """The canonical projection of cell (s, a) of `sas` (S, A, S) into out[s, a] (x* + E/(2S));
-    returns N~(s,a). Indexes instead of slicing (a view per cell costs reference counting)."""
-    n_states = sas.shape[2]
+    returns N~(s,a). Three passes over the row, each filling scratch (4 S) with the terms numpy
+    sums; below 8 terms numpy sums in order, so the passes sum as they go, else they call
+    pairwise_sum. Indexes instead of slicing (a view per cell costs reference counting)."""
+    n = sas.shape[2]
+    short = n < 8
     quarter = e / 4.0
     hi_sum = n_sa + quarter
     if hi_sum < 0.0:
@@ -141,54 +152,70 @@ def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np
     else:
         lo_sum = max(n_sa - quarter, 0.0)
     low = np.inf
-    for i in range(n_states):
-        low = min(low, sas[s, a, i])
-        scratch[i] = sas[s, a, i]
-    total = pairwise_sum(scratch, 0, n_states)
-    for i in range(n_states):
-        scratch[i] = max(sas[s, a, i], 0.0)
-    sum_x0 = pairwise_sum(scratch, 0, n_states)
+    total, sum_x0 = 0.0, 0.0
+    for i in range(n):  # N^ and x0 = max(N^, 0)
+        noisy = sas[s, a, i]
+        x0 = max(noisy, 0.0)
+        low = min(low, noisy)
+        total += noisy
+        sum_x0 += x0
+        scratch[i] = noisy
+        scratch[n + i] = x0
+    if not short:
+        total = pairwise_sum(scratch, 0, n)
+        sum_x0 = pairwise_sum(scratch, n, n)
     t0 = max(-low, 0.0)
-    t1 = (lo_sum - total) / n_states
-    t2 = water_level(scratch, max(sum_x0 - hi_sum, 0.0))
+    t1 = (lo_sum - total) / n
+    t2 = water_level(scratch, n, n, max(sum_x0 - hi_sum, 0.0), 3 * n)
     t = max(max(t0, t1), t2)
     target = min(max(sum_x0, lo_sum), hi_sum)
     up = target >= sum_x0
-    for i in range(n_states):
-        scratch[i] = max(sas[s, a, i] - t, 0.0)
-    sum_lo = pairwise_sum(scratch, 0, n_states)
-    for i in range(n_states):
-        scratch[i] = sas[s, a, i] + t
-    sum_hi = pairwise_sum(scratch, 0, n_states)
-    for i in range(n_states):
+    sum_lo, sum_hi = 0.0, 0.0
+    for i in range(n):  # box ends lo, hi and the gaps to them on lambda's side
         noisy = sas[s, a, i]
         x0 = max(noisy, 0.0)
-        scratch[i] = noisy + t - x0 if up else x0 - max(noisy - t, 0.0)
-    mu = water_level(scratch, abs(target - sum_x0))
-    shift = mu if up else -mu
-    offset = e / (2.0 * n_states)
-    for i in range(n_states):
-        noisy = sas[s, a, i]
         lo = max(noisy - t, 0.0)
         hi = noisy + t
-        x = min(max(max(noisy, 0.0) + shift, lo), hi)
-        if target <= sum_lo:
+        sum_lo += lo
+        sum_hi += hi
+        scratch[i] = lo
+        scratch[n + i] = hi
+        scratch[2 * n + i] = hi - x0 if up else x0 - lo
+    if not short:
+        sum_lo = pairwise_sum(scratch, 0, n)
+        sum_hi = pairwise_sum(scratch, n, n)
+    mu = water_level(scratch, 2 * n, n, abs(target - sum_x0), 3 * n)
+    shift = mu if up else -mu
+    offset = e / (2.0 * n)
+    corner_lo, corner_hi = target <= sum_lo, target >= sum_hi
+    n_tilde = 0.0
+    for i in range(n):
+        lo, hi = scratch[i], scratch[n + i]
+        x = min(max(max(sas[s, a, i], 0.0) + shift, lo), hi)
+        if corner_lo:
             x = lo
-        if target >= sum_hi:
+        if corner_hi:
             x = hi
-        scratch[i] = x + offset
-        out[s, a, i] = scratch[i]
-    return pairwise_sum(scratch, 0, n_states)
+        x += offset
+        n_tilde += x
+        scratch[2 * n + i] = x
+        out[s, a, i] = x
+    return n_tilde if short else pairwise_sum(scratch, 2 * n, n)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _model_step(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: float,
                 private: bool, threshold: float, p: np.ndarray, n_eff: np.ndarray,
-                r_hat: np.ndarray, scratch: np.ndarray) -> None:
-    """Model of one step's cells: P~ (S, A, S), thresholded N~ (S, A) and r~ (S, A)."""
+                r_hat: np.ndarray, scratch: np.ndarray, kept: bool, stale: np.ndarray) -> None:
+    """Model of one step's cells: P~ (S, A, S), thresholded N~ (S, A) and r~ (S, A); with a
+    kept model (`plan_replicas`) only of the cells marked stale (S, A), which it unmarks."""
     n_states, n_actions = sa.shape
     for s in range(n_states):
         for a in range(n_actions):
+            if kept:
+                if not stale[s, a]:
+                    continue
+                stale[s, a] = False
             if private:
                 n = project_cell(sas, s, a, sa[s, a], radius, p, scratch)
             else:
@@ -235,43 +262,55 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
                   private: bool, threshold: float, consts: np.ndarray, caps: np.ndarray,
                   q_prev: np.ndarray, clip_previous: bool, use_term3: bool,
                   variance_terms: bool, q_out: np.ndarray, actions: np.ndarray,
-                  tied: np.ndarray) -> None:
+                  tied: np.ndarray, model_p: np.ndarray, model_n: np.ndarray,
+                  model_r: np.ndarray, stale: np.ndarray) -> None:
     """Optimistic value iteration of every replica from the release (R, Hs, S, A[, S]).
 
     consts = [iota, bonus_scale, privacy_scale, c3, c1, c23, cb]; writes Q~ (R, H, S, A), the
     greedy actions (first maximiser) and whether a replica has a tie to break at random.
+    model_* (R, Hs, S, A[, S]) keep P~, N~ and r~ between calls, recomputed only where `stale`
+    (R, Hs, S, A) says the release changed: for a caller whose threshold stays 0 and who marks
+    every changed cell (the non-private episode loop). Empty, the model is rebuilt per step
+    in O(S^2 A) scratch.
     """
     io, bs, ps, c3, c1, c23, cb = (consts[0], consts[1], consts[2], consts[3], consts[4],
                                    consts[5], consts[6])
     n_rep, horizon, n_states, n_actions = q_out.shape
     pooled = sas.shape[1] == 1
+    kept = model_p.shape[0] > 0
     h2 = float(horizon) ** 2
     c4 = 4.0 * math.sqrt(io)
-    p = np.empty((2, n_states, n_actions, n_states))
-    n_eff = np.empty((2, n_states, n_actions))
-    r_hat = np.empty((2, n_states, n_actions))
+    p_step = np.empty((2, n_states, n_actions, n_states))
+    n_step = np.empty((2, n_states, n_actions))
+    r_step = np.empty((2, n_states, n_actions))
+    all_stale = np.ones((n_states, n_actions), np.bool_)
     g = np.empty(n_states)
-    scratch = np.empty(n_states)
+    scratch = np.empty(4 * n_states)  # project_cell's terms per s'
     v = np.empty(n_states)  # V_{h+1}, V_{h+1}^2
     v2 = np.empty(n_states)
     v_new = np.empty(n_states)
     for rep in range(n_rep):
+        p = model_p[rep] if kept else p_step
+        n_eff = model_n[rep] if kept else n_step
+        r_hat = model_r[rep] if kept else r_step
         tied[rep] = False
         for t in range(n_states):
             v[t] = 0.0
             v2[t] = 0.0
         if pooled:
             _model_step(sas[rep, 0], sa[rep, 0], r_sum[rep, 0], radius, private, threshold,
-                        p[0], n_eff[0], r_hat[0], scratch)
+                        p[0], n_eff[0], r_hat[0], scratch, kept,
+                        stale[rep, 0] if kept else all_stale)
             if variance_terms and horizon > 1:
                 _next_weights(n_eff[0], c1, c23, h2, g)
         for h in range(horizon - 1, -1, -1):
-            cur = 0 if pooled else h % 2
+            cur = 0 if pooled else (h if kept else h % 2)
             if not pooled:
                 if h < horizon - 1 and variance_terms and horizon > 1:
-                    _next_weights(n_eff[1 - cur], c1, c23, h2, g)
+                    _next_weights(n_eff[h + 1 if kept else 1 - cur], c1, c23, h2, g)
                 _model_step(sas[rep, h], sa[rep, h], r_sum[rep, h], radius, private,
-                            threshold, p[cur], n_eff[cur], r_hat[cur], scratch)
+                            threshold, p[cur], n_eff[cur], r_hat[cur], scratch, kept,
+                            stale[rep, h] if kept else all_stale)
             for s in range(n_states):
                 best = -np.inf
                 for a in range(n_actions):

@@ -52,18 +52,31 @@ class UCBVILearner(Learner):
 
     def radius(self, reported: int) -> float:
         """E after `reported` reports (spec E1, E7): the union bound, or c_E x release std."""
+        return self._radius_of(self.calibration.release_std(reported))
+
+    def pair_std(self, reported: int) -> float:
+        """Std of the N(s,a) release error: sqrt(S) x larger when summed from N(s,a,s')."""
+        return self._pair_std_of(self.calibration.release_std(reported))
+
+    def radii(self, first: int, count: int) -> tuple[list[float], list[float]]:
+        """`radius` and `pair_std` after first .. first + count - 1 reports (one release std per
+        report count instead of two: the fused loop asks for a block at a time)."""
+        stds = [self.calibration.release_std(t) for t in range(first, first + count)]
+        return [self._radius_of(s) for s in stds], [self._pair_std_of(s) for s in stds]
+
+    def _radius_of(self, release_std: float) -> float:
+        """E given the release std after the same reports."""
         if self.calibration.mechanism is None:
             return 0.0
         if self.knobs.radius_mode == "union":
             return self.knobs.radius_scale * self.union
-        return self.knobs.radius_scale * self.calibration.release_std(reported)
+        return self.knobs.radius_scale * release_std
 
-    def pair_std(self, reported: int) -> float:
-        """Std of the N(s,a) release error: sqrt(S) x larger when summed from N(s,a,s')."""
-        std = self.calibration.release_std(reported)
+    def _pair_std_of(self, release_std: float) -> float:
+        """pair_std given the release std after the same reports."""
         if self.knobs.pair_counts == "derived":
-            std *= math.sqrt(self.algorithm.config.n_states)
-        return std
+            return release_std * math.sqrt(self.algorithm.config.n_states)
+        return release_std
 
     def plan(self, billboard: Stats, reported: int) -> PolicyMessage:
         """The greedy optimistic policy of every replica."""

@@ -5,8 +5,9 @@ counts exactly as the learner, the users and the privatizer do, drawing from the
 streams. Noise is drawn with numpy before each block (LDP: each user's report noise after its
 rollout uniforms; JDP: the trees' noise in each release, through `TreeCounter.noise_block`),
 ledger charges go through the privatizer's own `record`, and regret through the evaluator's
-`message_regret`. Used only when it applies (compiled path on, a tabular world, a reproducible
-noise backend); otherwise the generic loop runs.
+`message_regret` (of the changed policies whose regret can differ: `episodes.same_value`).
+Used only when it applies (compiled path on, a tabular world, a reproducible noise backend);
+otherwise the generic loop runs.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class FusedEpisodes:
         shape = self.planner.q.shape
         self.block = max(1, min(BLOCK, BLOCK_FLOATS // max(1, self._floats_per_episode())))
         self.last = np.zeros(shape[:3], np.int64)
+        self.evaluated = np.zeros(shape[:3], np.int64)  # each replica's last evaluated policy
 
     def _floats_per_episode(self) -> int:
         """Noise floats one episode pre-draws (all replicas)."""
@@ -77,13 +79,16 @@ class FusedEpisodes:
         dummy_sa = np.empty(self.acc["r"].shape)
         while k < total:
             b = min(self.block, total - k)
-            radius, threshold = self._radius(k, b)
-            consts = np.stack([planner.constants(e) for e in radius])
+            radii, pair_std = run.learner.radii(k, b)
+            radius = np.array(radii)
+            threshold = planner.knobs.unknown_below * np.array(pair_std)
+            consts = planner.constants_block(radii)
             given_u, ldp = self._ldp_draws(k, b)
             jdp = self._jdp_draws(b)
             change_k = np.empty(b * n_rep, np.int64)
             change_r = np.empty(b * n_rep, np.int64)
             change_pol = np.empty((b * n_rep, horizon, n_states), np.int64)
+            change_same = np.empty(b * n_rep, np.bool_)
             n_changes, versions = run_episodes(
                 k, k + b, self.entropy, self.entropy_len, np.uint32(zlib.crc32(b"user")),
                 np.uint32(zlib.crc32(b"tiebreak")), given_u,
@@ -91,17 +96,26 @@ class FusedEpisodes:
                 jdp.get("sas", empty), jdp.get("sa", empty[..., 0]), jdp.get("r", empty[..., 0]),
                 self.acc["sas"], self.acc.get("sa", dummy_sa), self.acc["r"], "sa" in self.acc,
                 world.cum_d1, world.cum_P, world.R, world.reward_noise == "bernoulli",
+                world.d1, world.P, self.evaluated,
                 radius, threshold, consts, run.calibration.mechanism is not None, planner.caps,
                 planner.q, bool(planner.knobs.clip_previous), bool(planner.knobs.variance_terms),
-                self.last, has_last, change_k, change_r, change_pol,
+                self.last, has_last, change_k, change_r, change_pol, change_same,
             )
             has_last = True
             changes += np.bincount(change_r[:n_changes], minlength=n_rep)
-            values = message_regret(world, change_pol[:n_changes]) if n_changes else np.empty(0)
+            fresh = ~change_same[:n_changes]
+            values = np.empty(n_changes)
+            if fresh.any():
+                values[fresh] = message_regret(world, change_pol[:n_changes][fresh])
             for r in range(n_rep):
                 mine = change_r[:n_changes] == r
                 starts = change_k[:n_changes][mine] - k
                 steps = np.concatenate([[last_regret[r]], values[mine]])
+                # a change with its previous evaluated policy's regret takes the last fresh value
+                own = np.flatnonzero(fresh[mine]) + 1
+                source = np.zeros(len(steps), np.int64)
+                source[own] = own
+                steps = steps[np.maximum.accumulate(source)]
                 regret[r, k : k + b] = steps[np.searchsorted(starts, np.arange(b), side="right")]
                 last_regret[r] = steps[-1]
             for _ in range(b):
@@ -113,13 +127,6 @@ class FusedEpisodes:
             k += b
         run.adopt_message({"actions": self.last.copy()})
         return np.maximum(changes - 1, 0)
-
-    def _radius(self, k: int, b: int) -> tuple[np.ndarray, np.ndarray]:
-        """The public radius E and unknown-cell threshold after k .. k+b-1 reports."""
-        learner, below = self.run.learner, self.planner.knobs.unknown_below
-        radius = np.array([learner.radius(t) for t in range(k, k + b)])
-        threshold = np.array([below * learner.pair_std(t) for t in range(k, k + b)])
-        return radius, threshold
 
     def _ldp_draws(self, k: int, b: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """LDP: each user's rollout uniforms and report noise for episodes k .. k+b-1, drawn

@@ -20,6 +20,9 @@ from ...stats import Stats
 from .knobs import UCBVIKnobs
 
 TIE_TOL = 1e-9
+# plan_replicas' kept-model arrays, empty: the learner rebuilds the model at every plan
+NO_KEPT_MODEL = (np.empty((0, 1, 1, 1, 1)), np.empty((0, 1, 1, 1)), np.empty((0, 1, 1, 1)),
+                 np.empty((0, 1, 1, 1), np.bool_))
 
 
 def iota(config: RunConfig) -> float:
@@ -138,14 +141,21 @@ class DPUCBVI:
     def constants(self, radius: float) -> np.ndarray:
         """The compiled planner's scalars for this radius, computed as `_static_bonus` does:
         [iota, c_b, c_p, term 3's factor, c1, c2 + c3, variance coefficient]."""
+        return self.constants_block([float(radius)])[0]
+
+    def constants_block(self, radii: list[float]) -> np.ndarray:
+        """`constants` of each radius (B, 7), with the same float arithmetic per radius but one
+        array for the block (the fused loop's per-episode Python was an array per episode)."""
         cfg, k = self.config, self.knobs
         h_, s_, a_, io = cfg.horizon, cfg.n_states, cfg.n_actions, self.iota
-        return np.array([
-            io, k.bonus_scale, k.privacy_scale, 20.0 * h_ * s_ * radius * io,
-            1000.0**2 * h_**3 * s_ * a_ * io**2,
-            1000.0**2 * s_**4 * a_**2 * io**4 * (h_**4 * radius**2 + h_**6),
-            self._variance_coefficient(),
-        ])
+        lead = 1000.0**2 * s_**4 * a_**2 * io**4
+        out = np.empty((len(radii), 7))
+        out[:, :3] = (io, k.bonus_scale, k.privacy_scale)
+        out[:, 3] = [20.0 * h_ * s_ * radius * io for radius in radii]
+        out[:, 4] = 1000.0**2 * h_**3 * s_ * a_ * io**2
+        out[:, 5] = [lead * (h_**4 * radius**2 + h_**6) for radius in radii]
+        out[:, 6] = self._variance_coefficient()
+        return out
 
     def _plan_compiled(
         self, release: Stats, radius: float, threshold: float, episode: int, private: bool
@@ -164,7 +174,7 @@ class DPUCBVI:
             float(radius), bool(private), float(threshold), self.constants(radius), self.caps,
             self.q,
             bool(k.clip_previous), bool(radius > 0), bool(k.variance_terms), q_new, actions,
-            tied,
+            tied, *NO_KEPT_MODEL,
         )
         self.q = q_new
         for i in np.flatnonzero(tied):
