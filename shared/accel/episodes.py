@@ -32,6 +32,15 @@ def _uniforms(entropy: np.ndarray, key: np.uint32, episode: int, out: np.ndarray
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
+def _copy_rows(src: np.ndarray, dst: np.ndarray) -> None:
+    """dst[:] = src for 2-D arrays, as a loop: a slice assignment compiles a shape check whose
+    error message formatting costs seconds of compilation."""
+    for i in range(src.shape[0]):
+        for j in range(src.shape[1]):
+            dst[i, j] = src[i, j]
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _draw(cdf: np.ndarray, u: float) -> int:
     """Inverse CDF: #{cdf <= u}, clipped to the last index (as `rollout`)."""
     n = 0
@@ -140,7 +149,9 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
         plan_replicas(board_sas, board_sa, board_r, radius[i], private, threshold[i], consts[i],
                       caps, q, clip_previous, radius[i] > 0, variance_terms, q_new, actions,
                       tied, model_p, model_n, model_r, stale)
-        q[:] = q_new
+        for rep in range(n_rep):
+            for h in range(horizon):
+                _copy_rows(q_new[rep, h], q[rep, h])
         changed_any = not has_last
         for rep in range(n_rep):
             ent = entropy[rep, : entropy_len[rep]]
@@ -168,16 +179,17 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                 changed_any = True
                 change_k[n_changes] = k
                 change_r[n_changes] = rep
-                change_pol[n_changes] = actions[rep]
+                _copy_rows(actions[rep], change_pol[n_changes])
                 same = has_last and same_value(p_true, d1, evaluated[rep], actions[rep], reach)
                 change_same[n_changes] = same
                 if not same:
-                    evaluated[rep] = actions[rep]
+                    _copy_rows(actions[rep], evaluated[rep])
                 n_changes += 1
-                last[rep] = actions[rep]
+                _copy_rows(actions[rep], last[rep])
             # the user's episode: rollout from its stream, then its counts (and LDP noise)
             if ldp:
-                u[:] = given_u[i, rep]
+                for j in range(u.shape[0]):
+                    u[j] = given_u[i, rep, j]
             else:
                 _uniforms(ent, user_key, k, u)
             states[0] = _draw(cum_d1, u[0])

@@ -19,7 +19,7 @@ from . import streams  # noqa: F401  (loaded with the planner: seeding then uses
 TIE_TOL = 1e-9
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _block_sum(a: np.ndarray, start: int, n: int) -> float:
     """numpy's pairwise-sum leaf (n <= 128): 8 lanes, then the rest in order (no allocation)."""
     if n < 8:
@@ -48,7 +48,7 @@ def _block_sum(a: np.ndarray, start: int, n: int) -> float:
     return res
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def pairwise_sum(a: np.ndarray, start: int, n: int) -> float:
     """numpy's float64 add-reduction of a[start:start+n], in numpy's order."""
     if n <= 128:
@@ -94,12 +94,13 @@ def _halving_sum(a: np.ndarray, start: int, n: int) -> float:
             result = left[top] + result
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _sorted_copy(w: np.ndarray, start: int, n: int, out: int) -> None:
     """w[start:start+n] sorted ascending into w[out:out+n] (disjoint): insertion sort on short
     runs (numba's quicksort costs ~300 ns even on 6 entries), numba's sort on long ones."""
     if n > 16:
-        w[out : out + n] = w[start : start + n]
+        for i in range(n):  # a loop: a slice assignment compiles a costly shape check
+            w[out + i] = w[start + i]
         w[out : out + n].sort()
         return
     for i in range(n):
@@ -111,7 +112,7 @@ def _sorted_copy(w: np.ndarray, start: int, n: int, out: int) -> None:
         w[j + 1] = value
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def water_level(w: np.ndarray, start: int, n: int, d: float, tmp: int) -> float:
     """Smallest mu >= 0 with sum_i min(w_i, mu) >= d over w[start:start+n] (w[tmp:tmp+n] is
     scratch); see postprocess. For d == 0 and w >= 0 every level (d - L_m)/(n - m) is <= d/n,
@@ -233,7 +234,7 @@ def _model_step(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: floa
             n_eff[s, a] = n if (threshold <= 0 or n >= threshold) else 0.0
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _next_weights(n_eff: np.ndarray, c1: float, c23: float, h2: float, g: np.ndarray) -> None:
     """g(s') = min(c1/N' + c23/N'^2, H^2) with N' = sum_a N~(s', a) (H^2 where N' = 0)."""
     for t in range(n_eff.shape[0]):
@@ -241,7 +242,7 @@ def _next_weights(n_eff: np.ndarray, c1: float, c23: float, h2: float, g: np.nda
         g[t] = min(c1 / n + c23 / (n * n), h2) if n > 0 else h2
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _row_dot(p: np.ndarray, c: int, s: int, a: int, y: np.ndarray, scratch: np.ndarray) -> float:
     """sum_t p[c, s, a, t] y_t as numpy's (p * y).sum(-1) computes it (products rounded, then
     summed in numpy's order: in order below 8 terms). Indexes p instead of slicing it: a view
