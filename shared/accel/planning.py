@@ -137,6 +137,21 @@ def water_level(w: np.ndarray, start: int, n: int, d: float, tmp: int) -> float:
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
+def _level_below(w: np.ndarray, start: int, n: int, d: float, m: float) -> bool:
+    """Whether water_level(w[start:start+n] >= 0, d) is surely below m, so that max(m, it) is m
+    without the sort: f(mu) = sum_i min(w_i, mu) grows by at most n per unit of mu, so
+    f(m) >= d + margin puts the level at least margin / n below m, far beyond the rounding of
+    the sorted prefix sums that compute it (margin: 1e-9 n times the magnitudes involved)."""
+    if not m > 0.0:
+        return False
+    f, size = 0.0, abs(d) + n * m
+    for i in range(start, start + n):
+        f += min(w[i], m)
+        size += w[i]
+    return f >= d + 1e-9 * n * size
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np.ndarray,
                  scratch: np.ndarray) -> float:
     """The canonical projection of cell (s, a) of `sas` (S, A, S) into out[s, a] (x* + E/(2S));
@@ -167,8 +182,10 @@ def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np
         sum_x0 = pairwise_sum(scratch, n, n)
     t0 = max(-low, 0.0)
     t1 = (lo_sum - total) / n
-    t2 = water_level(scratch, n, n, max(sum_x0 - hi_sum, 0.0), 3 * n)
-    t = max(max(t0, t1), t2)
+    d = max(sum_x0 - hi_sum, 0.0)
+    t = max(t0, t1)
+    if not _level_below(scratch, n, n, d, t):
+        t = max(t, water_level(scratch, n, n, d, 3 * n))
     target = min(max(sum_x0, lo_sum), hi_sum)
     up = target >= sum_x0
     sum_lo, sum_hi = 0.0, 0.0
