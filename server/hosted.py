@@ -147,6 +147,11 @@ class HostedRun:
         self.run.privatizer.journal_noise()
 
     @property
+    def reported(self) -> int:
+        """Reports counted so far."""
+        return self.run.reported
+
+    @property
     def sequential(self) -> bool:
         """At most one outstanding claim at a time."""
         return self.row.sequential
@@ -373,7 +378,7 @@ class HostedRun:
         self.claimed += 1
         self.open[ticket] = OpenClaim(ticket, episode, self.version, expires_at,
                                       self._current_message())
-        log.info("run %s: episode %d claimed (policy version %d)", self.id, episode, self.version)
+        log.debug("run %s: episode %d claimed (policy version %d)", self.id, episode, self.version)
         return Ticket(
             run_id=self.id,
             episode=episode,
@@ -438,7 +443,7 @@ class HostedRun:
         self.unsettled[claim.ticket] = (accepted.digest, ack)
         issued = claim.expires_at - self.claim_timeout
         self.admission.reported(now - issued, now)
-        log.info(
+        log.debug(
             "run %s: report of episode %d accepted (%d/%d reported)",
             self.id,
             claim.episode,

@@ -10,7 +10,6 @@ from fastapi import APIRouter, Query, Request
 from privrl.protocol import Ack, Report, Ticket
 from privrl.server.errors import Refusal, error_responses
 from privrl.server.hosted import HostedRun
-from privrl.server.metrics import Metrics
 from privrl.server.routes.common import (
     durable,
     fresh,
@@ -26,11 +25,6 @@ router = APIRouter(prefix="/v1/runs", tags=["episodes"])
 
 RETRYABLE = ("busy", "full", "admission")  # refusals a claim may wait out (?wait=)
 WAIT_LIMIT = 600.0  # largest ?wait= of a claim (above: 422); PRIVRL_MAX_CLAIM_WAIT caps it further
-
-
-def _update_gauges(metrics: Metrics, hosted: HostedRun) -> None:
-    """Refresh a run's gauges after a claim or report."""
-    metrics.run_state(hosted.id, hosted.version, hosted.epsilon_spent(), hosted.run.reported)
 
 
 @router.post(
@@ -113,7 +107,6 @@ async def _claim(request: Request, hosted: HostedRun, wait: float
             hosted.slot_freed.notify(1)
         barrier = record(request, hosted, rows)
         metrics.claims.labels(hosted.id).inc()
-        metrics.policy_version.labels(hosted.id).set(hosted.version)
     return ticket, barrier
 
 
@@ -162,7 +155,6 @@ async def report(run_id: str, report: Report, request: Request) -> Ack:
                     hosted.slot_freed.notify_all()
                 else:
                     hosted.slot_freed.notify(1)
-            _update_gauges(metrics, hosted)
         await durable(barrier)
         hosted.unsettled.pop(report.ticket, None)
     return ack

@@ -6,10 +6,11 @@ world (RiverSwim, H = 20, DP-UCBVI, Gaussian, eps = 10), and `privrl users --con
 another process until the run finishes (or `--timeout`). Meanwhile /healthz is polled every
 100 ms from a thread of this process. Printed as one JSON line: episodes/s, claim and report
 p50/p99 (from the users' --json-out), reports refused by reason and claims refused by reason
-(from /metrics), 5xx answers (from the server's access log), /healthz p50/p99/max, the server's
-peak RSS, bytes per report and database bytes per episode. `--processes P` splits the users over
-P `privrl users` processes (one httpx pool each: one process with 1,000 connections spends its
-time scanning its own pool, see docs/results/load/README.md).
+(from /metrics), answers by status (from /metrics: the access log is off), /healthz
+p50/p99/max, the server's peak RSS, bytes per report and database bytes per episode.
+`--processes P` splits the users over P `privrl users` processes (one httpx pool each: one
+process with 1,000 connections spends its time scanning its own pool, see
+docs/results/load/README.md).
 
 `memory`: the server's RSS with no run, with one run and with 100 runs hosted at once.
 `--python` picks the interpreter (a venv of another checkout measures that version).
@@ -60,7 +61,7 @@ def run_spec(privacy: str, episodes: int, pooled: bool) -> dict:
 
 
 class Server:
-    """A server process with its access log in a file."""
+    """A server process with its log in a file."""
 
     def __init__(self, python: str, tmp: Path, env: dict[str, str]) -> None:
         self.port, self.tmp = free_port(), tmp
@@ -176,8 +177,10 @@ def cmd_load(args: argparse.Namespace) -> dict:
                      for k, v in ms.items() for q in (50, 99)}
             swarm["refused"] = sum(p["refused"] for p in parts)
             swarm["reported"] = sum(p["reported"] for p in parts)
-        log = server.log.read_text(errors="replace")
-        statuses = re.findall(r'HTTP/1\.1" (\d{3})', log)
+        statuses: dict[str, float] = {}
+        for labels, n in metric_sum(metrics, "privrl_responses_total").items():
+            status = re.search(r'status="(\d+)"', labels).group(1)
+            statuses[status] = statuses.get(status, 0) + n
         accepted = sum(metric_sum(metrics, "privrl_reports_accepted_total").values())
         body = sum(metric_sum(metrics, "privrl_report_bytes_total").values())
         server.stop()
@@ -194,7 +197,7 @@ def cmd_load(args: argparse.Namespace) -> dict:
             "users_refused": swarm.get("refused"), "users_acked": swarm.get("reported"),
             "reports_refused": metric_sum(metrics, "privrl_reports_refused_total"),
             "claims_refused": metric_sum(metrics, "privrl_claims_refused_total"),
-            "status_counts": {s: statuses.count(s) for s in sorted(set(statuses))},
+            "status_counts": {s: int(statuses[s]) for s in sorted(statuses)},
             "healthz_ms_p50": float(np.percentile(health, 50)),
             "healthz_ms_p99": float(np.percentile(health, 99)),
             "healthz_ms_max": float(max(health)),
