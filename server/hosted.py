@@ -2,7 +2,9 @@
 
 All algorithm logic lives in `privrl.run.Run`; this class only decides *when* to call it, checks
 tickets and keeps the store in step. It is not thread-safe: the app holds the run's asyncio lock
-(one writer per run) around every call, and runs the call in a worker thread.
+(one writer per run) around every call, and makes the call on the event loop when the run is
+small (`inline`: a claim or report costs well under a millisecond, less than a hop to a worker
+thread) and in a worker thread otherwise.
 
 When the learner plans matters (DP-UCBVI clips Q~ by the previous plan), so the planning points
 are part of the persisted state (and each version's whole policy message, actions and any other
@@ -132,6 +134,8 @@ class HostedRun:
         self.lock = asyncio.Lock()
         self.slot_freed = asyncio.Condition(self.lock)
         self._reset()
+        entries = sum(math.prod(f.shape) for f in self.run.calibration.families)
+        self.inline = entries <= limits.inline_entries  # claims and reports on the event loop
 
     def _reset(self) -> None:
         """Empty in-memory state: a fresh Run, no claims, no policy yet."""

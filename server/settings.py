@@ -88,6 +88,15 @@ class Settings(BaseSettings):
         " sequential runs plan at every claim)",
     )
 
+    inline_entries: int = Field(
+        16_384,
+        ge=0,
+        description="runs whose released statistics have at most this many entries in all are"
+        " claimed and reported on the event loop (well under a millisecond each: a hop to a"
+        " worker thread would cost more than the work); larger runs' claims and reports run in"
+        " a worker thread so the loop keeps answering",
+    )
+
     def run_limits(self) -> RunLimits:
         """The per-run limits these settings give."""
         return RunLimits(
@@ -97,6 +106,7 @@ class Settings(BaseSettings):
             queue_fraction=self.queue_fraction,
             max_waiting=self.max_waiting,
             plan_interval=self.plan_interval,
+            inline_entries=self.inline_entries,
         )
 
     @field_validator("admin_token")

@@ -66,6 +66,14 @@ async def in_thread(fn: Callable[..., T], *args: object) -> T:
     return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=False)
 
 
+async def on_run(hosted: HostedRun, fn: Callable[..., T], *args: object) -> T:
+    """Under the run's lock: call `fn(*args)` on the event loop for a small run (no thread hop,
+    no GIL handoff), in a worker thread for a large one (the loop keeps answering meanwhile)."""
+    if hosted.inline:
+        return fn(*args)
+    return await in_thread(fn, *args)
+
+
 def writer_of(request: Request) -> Writer:
     """The app's writer (grouped commits)."""
     return request.app.state.writer

@@ -14,8 +14,8 @@ from privrl.server.routes.common import (
     durable,
     fresh,
     in_flight,
-    in_thread,
     metrics_of,
+    on_run,
     record,
     registry_of,
     settings_of,
@@ -86,7 +86,7 @@ async def _claim(request: Request, hosted: HostedRun, wait: float
             now = time.time()
             try:
                 hosted.admit(now)
-                ticket, rows = await in_thread(hosted.claim, now)
+                ticket, rows = await on_run(hosted, hosted.claim, now)
                 break
             except Refusal as exc:
                 remaining = deadline - time.monotonic()
@@ -144,7 +144,7 @@ async def report(run_id: str, report: Report, request: Request) -> Ack:
     with in_flight(request, report=True):
         async with hosted.slot_freed:
             await fresh(hosted)
-            ack, rows = await in_thread(hosted.report, report, arrived)
+            ack, rows = await on_run(hosted, hosted.report, report, arrived)
             barrier = record(request, hosted, rows)
             if ack.duplicate:
                 metrics.reports_duplicate.labels(hosted.id).inc()
