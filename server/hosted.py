@@ -148,6 +148,7 @@ class HostedRun:
         self.unsettled: dict[str, tuple[str, Ack]] = {}  # ticket -> (digest, Ack) not yet durable
         self.actions = np.zeros((self.config.horizon, self.config.n_states), dtype=np.int64)
         self.extras: dict[str, np.ndarray] = {}  # the message's other arrays (one replica)
+        self._payload: PolicyPayload | None = None  # the newest version's, once built
         self.run.privatizer.journal_noise()
 
     @property
@@ -512,12 +513,15 @@ class HostedRun:
         )
 
     def policy_payload(self) -> PolicyPayload:
-        """The newest policy (the one the next claim is served unless a report arrives first)."""
-        return PolicyPayload(
-            version=self.version,
-            actions=self.actions.tolist(),
-            arrays={k: ArrayPayload.of(v) for k, v in self.extras.items()},
-        )
+        """The newest policy (the one the next claim is served unless a report arrives first);
+        built once per version, every claim of that version serves the same object."""
+        if self._payload is None or self._payload.version != self.version:
+            self._payload = PolicyPayload(
+                version=self.version,
+                actions=self.actions.tolist(),
+                arrays={k: ArrayPayload.of(v) for k, v in self.extras.items()},
+            )
+        return self._payload
 
     def billboard(self) -> Billboard:
         """The public release the learner plans from (privatized statistics only)."""

@@ -23,8 +23,9 @@ every claim and report that arrived while the previous COMMIT was running go int
 transaction, so one fsync serves many acknowledgements. Startup replays `reports` through a
 fresh `privrl.run.Run`; the central noise is counter-based on the run's secret seed (numpy
 backend) or read back from `node_noise` (opendp), so the replay rebuilds exactly the values
-already released (contract 2). The connection is shared by the event loop (the writer stages
-its rows) and worker threads (commits, reads) behind one lock.
+already released (contract 2). The writing connection is shared by the event loop (the writer
+stages its rows) and worker threads (commits, run creation and deletion) behind one lock;
+reads go through a second connection with its own lock and see committed rows only.
 """
 
 from __future__ import annotations
@@ -173,6 +174,13 @@ class Store:
         self._conn.executescript(SCHEMA)
         self._migrate_public_seeds()
         self._migrate_policy_arrays()
+        # Reads have their own connection and lock: they see committed rows only (never a
+        # batch the writer has staged), and never wait for a COMMIT, so the event loop may
+        # read while the writer's transaction is open (WAL: readers and the writer coexist).
+        self._read_lock = threading.Lock()
+        self._reader = sqlite3.connect(
+            str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
+        )
 
     def _migrate_policy_arrays(self) -> None:
         """Databases written before policy messages had arrays: add the column (empty)."""
@@ -196,6 +204,8 @@ class Store:
 
     def close(self) -> None:
         """Close the connection (checkpointing the WAL)."""
+        with self._read_lock:
+            self._reader.close()
         with self._lock:
             self._conn.close()
 
@@ -244,8 +254,8 @@ class Store:
 
     def _read(self, sql: str, params: tuple = ()) -> list[tuple]:
         """All rows of one query."""
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+        with self._read_lock:
+            return self._reader.execute(sql, params).fetchall()
 
     # -- runs ---------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import asyncio
 import time
 from asyncio import Future
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from privrl.protocol import Ack, Report, Ticket
 from privrl.server.errors import Refusal, error_responses
 from privrl.server.hosted import HostedRun
@@ -14,6 +14,7 @@ from privrl.server.routes.common import (
     durable,
     fresh,
     in_flight,
+    json_answer,
     metrics_of,
     on_run,
     record,
@@ -55,7 +56,7 @@ async def claim(
         " claimed, or admission control) before answering 409 or 429; capped (not refused) at"
         " PRIVRL_MAX_CLAIM_WAIT",
     ),
-) -> Ticket:
+) -> Response:
     """Hand out episode k = claim counter with the newest policy (and LDP randomizer params).
 
     409 (with Retry-After) when no slot is free: in a sequential run while another episode is
@@ -68,7 +69,7 @@ async def claim(
     with in_flight(request, report=False):
         ticket, barrier = await _claim(request, hosted, wait)
         await durable(barrier)
-    return ticket
+    return json_answer(ticket)
 
 
 async def _claim(request: Request, hosted: HostedRun, wait: float
@@ -132,7 +133,7 @@ async def _claim(request: Request, hosted: HostedRun, wait: float
     ),
     summary="Report one episode's statistics with its ticket",
 )
-async def report(run_id: str, report: Report, request: Request) -> Ack:
+async def report(run_id: str, report: Report, request: Request) -> Response:
     """Validate and count one report; a retry with the same ticket and body gets the stored Ack.
 
     JDP / non-private runs take kind='trajectory' (raw states, actions, rewards); LDP runs take
@@ -157,4 +158,4 @@ async def report(run_id: str, report: Report, request: Request) -> Ack:
                     hosted.slot_freed.notify(1)
         await durable(barrier)
         hosted.unsettled.pop(report.ticket, None)
-    return ack
+    return json_answer(ack)
