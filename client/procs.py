@@ -47,7 +47,7 @@ def module_cmd(module: str, *args: str) -> list[str]:
 
 def server_args(
     host: str, port: int, db: str | Path, claim_timeout: float | None = None,
-    sequential: bool = False,
+    sequential: bool = False, access_log: bool = False,
 ) -> list[str]:
     """The flags of `python -m privrl.server` (the same ones `privrl serve` accepts)."""
     args = ["--host", host, "--port", str(port), "--db", str(db)]
@@ -55,6 +55,8 @@ def server_args(
         args += ["--claim-timeout", f"{claim_timeout:g}"]
     if sequential:
         args.append("--sequential")
+    if access_log:
+        args.append("--access-log")
     return args
 
 

@@ -85,7 +85,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     The database path is made absolute first: the server starts in the package root.
     """
     db = Path(args.db).expanduser().resolve()
-    flags = server_args(args.host, args.port, db, args.claim_timeout, args.sequential)
+    flags = server_args(args.host, args.port, db, args.claim_timeout, args.sequential,
+                        args.access_log)
     cmd = module_cmd("privrl.server", *flags)
     os.chdir(REPO_ROOT)
     os.execve(cmd[0], cmd, child_env())
@@ -498,6 +499,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    " else 30)")
     p.add_argument("--sequential", action="store_true",
                    help="hand out one episode at a time (the paper's protocol)")
+    p.add_argument("--access-log", action="store_true",
+                   help="log one line per HTTP request (default: $PRIVRL_ACCESS_LOG, else off)")
     p.set_defaults(handler=cmd_serve)
 
     runs = sub.add_parser("runs", help="create, list, show and delete runs on a server")

@@ -52,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="new runs are strictly sequential by default: one outstanding claim at a time",
     )
     p.add_argument(
+        "--access-log",
+        action="store_true",
+        default=None,
+        help="log one line per HTTP request (default $PRIVRL_ACCESS_LOG, else off)",
+    )
+    p.add_argument(
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
@@ -66,6 +72,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         "db": args.db,
         "claim_timeout": args.claim_timeout,
         "sequential": args.sequential,
+        "access_log": args.access_log,
     }
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
@@ -94,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         host=args.host,
         port=args.port,
         log_level=args.log_level,
+        access_log=settings.access_log,
         proxy_headers=False,
         server_header=False,
         timeout_graceful_shutdown=5,

@@ -33,6 +33,7 @@ class RunLimits:
     queue_fraction: float
     max_waiting: int
     plan_interval: float
+    inline_entries: int = 16_384  # runs up to this size are served on the event loop
     window: float = 5.0  # seconds of reports the throughput is measured over
 
 

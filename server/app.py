@@ -77,6 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         writer = Writer(store, on_commit=metrics.committed)
         writer.start()
+        metrics.watch_runs(lambda: list(registry.runs.values()))
         app.state.store = store
         app.state.registry = registry
         app.state.writer = writer
@@ -90,10 +91,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 log.exception("rebuilding runs from the store failed")
                 registry.rebuild_error = f"{type(exc).__name__}: {exc}"
                 return
-            for hosted in list(registry.runs.values()):
-                metrics.run_state(
-                    hosted.id, hosted.version, hosted.epsilon_spent(), hosted.run.reported
-                )
             log.info(
                 "ready: %d run(s) rebuilt, %d failed", len(registry.runs), len(registry.failed)
             )

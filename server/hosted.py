@@ -2,7 +2,9 @@
 
 All algorithm logic lives in `privrl.run.Run`; this class only decides *when* to call it, checks
 tickets and keeps the store in step. It is not thread-safe: the app holds the run's asyncio lock
-(one writer per run) around every call, and runs the call in a worker thread.
+(one writer per run) around every call, and makes the call on the event loop when the run is
+small (`inline`: a claim or report costs well under a millisecond, less than a hop to a worker
+thread) and in a worker thread otherwise.
 
 When the learner plans matters (DP-UCBVI clips Q~ by the previous plan), so the planning points
 are part of the persisted state (and each version's whole policy message, actions and any other
@@ -132,6 +134,8 @@ class HostedRun:
         self.lock = asyncio.Lock()
         self.slot_freed = asyncio.Condition(self.lock)
         self._reset()
+        entries = sum(math.prod(f.shape) for f in self.run.calibration.families)
+        self.inline = entries <= limits.inline_entries  # claims and reports on the event loop
 
     def _reset(self) -> None:
         """Empty in-memory state: a fresh Run, no claims, no policy yet."""
@@ -144,7 +148,13 @@ class HostedRun:
         self.unsettled: dict[str, tuple[str, Ack]] = {}  # ticket -> (digest, Ack) not yet durable
         self.actions = np.zeros((self.config.horizon, self.config.n_states), dtype=np.int64)
         self.extras: dict[str, np.ndarray] = {}  # the message's other arrays (one replica)
+        self._payload: PolicyPayload | None = None  # the newest version's, once built
         self.run.privatizer.journal_noise()
+
+    @property
+    def reported(self) -> int:
+        """Reports counted so far."""
+        return self.run.reported
 
     @property
     def sequential(self) -> bool:
@@ -373,7 +383,7 @@ class HostedRun:
         self.claimed += 1
         self.open[ticket] = OpenClaim(ticket, episode, self.version, expires_at,
                                       self._current_message())
-        log.info("run %s: episode %d claimed (policy version %d)", self.id, episode, self.version)
+        log.debug("run %s: episode %d claimed (policy version %d)", self.id, episode, self.version)
         return Ticket(
             run_id=self.id,
             episode=episode,
@@ -438,7 +448,7 @@ class HostedRun:
         self.unsettled[claim.ticket] = (accepted.digest, ack)
         issued = claim.expires_at - self.claim_timeout
         self.admission.reported(now - issued, now)
-        log.info(
+        log.debug(
             "run %s: report of episode %d accepted (%d/%d reported)",
             self.id,
             claim.episode,
@@ -503,12 +513,15 @@ class HostedRun:
         )
 
     def policy_payload(self) -> PolicyPayload:
-        """The newest policy (the one the next claim is served unless a report arrives first)."""
-        return PolicyPayload(
-            version=self.version,
-            actions=self.actions.tolist(),
-            arrays={k: ArrayPayload.of(v) for k, v in self.extras.items()},
-        )
+        """The newest policy (the one the next claim is served unless a report arrives first);
+        built once per version, every claim of that version serves the same object."""
+        if self._payload is None or self._payload.version != self.version:
+            self._payload = PolicyPayload(
+                version=self.version,
+                actions=self.actions.tolist(),
+                arrays={k: ArrayPayload.of(v) for k, v in self.extras.items()},
+            )
+        return self._payload
 
     def billboard(self) -> Billboard:
         """The public release the learner plans from (privatized statistics only)."""

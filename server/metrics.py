@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from starlette.types import ASGIApp, Receive, Scope, Send
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -43,15 +47,6 @@ class Metrics:
         self.claims_refused = Counter(
             "privrl_claims_refused", "Claims refused, per reason", ["reason"], registry=r
         )
-        self.policy_version = Gauge(
-            "privrl_policy_version", "Newest policy version, per run", ["run"], registry=r
-        )
-        self.epsilon_spent = Gauge(
-            "privrl_epsilon_spent", "Total epsilon spent so far, per run", ["run"], registry=r
-        )
-        self.episodes_reported = Gauge(
-            "privrl_episodes_reported", "Reports counted so far, per run", ["run"], registry=r
-        )
         self.commits = Counter(
             "privrl_store_commits", "SQLite transactions of grouped claims and reports",
             registry=r,
@@ -69,12 +64,17 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.responses = Counter(
+            "privrl_responses",
+            "HTTP answers, per method, route template and status (what an access log would"
+            " count, without a log line per request)",
+            ["method", "route", "status"],
+            registry=r,
+        )
 
-    def run_state(self, run_id: str, version: int, epsilon: float, reported: int) -> None:
-        """Update a run's gauges."""
-        self.policy_version.labels(run_id).set(version)
-        self.epsilon_spent.labels(run_id).set(epsilon if not math.isnan(epsilon) else math.inf)
-        self.episodes_reported.labels(run_id).set(reported)
+    def watch_runs(self, runs: Callable[[], Iterable[RunState]]) -> None:
+        """Report the gauges of the runs `runs()` lists, read when /metrics is scraped."""
+        self.registry.register(RunGauges(runs))
 
     def committed(self, groups: int) -> None:
         """Count one grouped commit of `groups` claims and reports."""
@@ -88,9 +88,6 @@ class Metrics:
             self.reports_duplicate,
             self.report_bytes,
             self.claims,
-            self.policy_version,
-            self.epsilon_spent,
-            self.episodes_reported,
         ):
             try:
                 metric.remove(run_id)
@@ -102,8 +99,46 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+class RunState(Protocol):
+    """What the run gauges read from a hosted run."""
+
+    id: str
+    version: int
+
+    @property
+    def reported(self) -> int:
+        """Reports counted so far."""
+
+    def epsilon_spent(self) -> float:
+        """Total epsilon spent so far."""
+
+
+class RunGauges(Collector):
+    """Policy version, epsilon spent and reports counted per run, read at scrape time (setting
+    gauges at every claim and report would cost each request an accountant's conversion)."""
+
+    def __init__(self, runs: Callable[[], Iterable[RunState]]) -> None:
+        self.runs = runs
+
+    def collect(self) -> Iterator[Metric]:
+        """The three gauge families, one sample per hosted run."""
+        version = GaugeMetricFamily(
+            "privrl_policy_version", "Newest policy version, per run", labels=["run"])
+        epsilon = GaugeMetricFamily(
+            "privrl_epsilon_spent", "Total epsilon spent so far, per run", labels=["run"])
+        reported = GaugeMetricFamily(
+            "privrl_episodes_reported", "Reports counted so far, per run", labels=["run"])
+        for run in list(self.runs()):
+            spent = run.epsilon_spent()
+            version.add_metric([run.id], run.version)
+            epsilon.add_metric([run.id], spent if not math.isnan(spent) else math.inf)
+            reported.add_metric([run.id], run.reported)
+        yield from (version, epsilon, reported)
+
+
 class LatencyMiddleware:
-    """Observe every HTTP request's duration under its route template (e.g. /v1/runs/{run_id})."""
+    """Observe every HTTP request's duration and count its answer's status under its route
+    template (e.g. /v1/runs/{run_id})."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
@@ -114,12 +149,19 @@ class LatencyMiddleware:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
+        status = [500]  # an app that raises without answering: what the server will send
+
+        async def sent(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, sent)
         finally:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            self.metrics.latency.labels(scope["method"], template).observe(
-                time.perf_counter() - start
-            )
+            method = scope["method"]
+            self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)
+            self.metrics.responses.labels(method, template, str(status[0])).inc()
 

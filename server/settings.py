@@ -75,11 +75,26 @@ class Settings(BaseSettings):
         ge=1,
         description="claims (and twice as many reports) the server handles at once; beyond: 503",
     )
+    access_log: bool = Field(
+        False,
+        description="log one line per HTTP request (uvicorn's access log; it costs the server"
+        " about a tenth of its CPU per episode request, and /metrics counts every answer by"
+        " route and status anyway)",
+    )
     plan_interval: float = Field(
         0.05,
         ge=0,
         description="seconds between two plannings of a concurrent run (coalesced planning;"
         " sequential runs plan at every claim)",
+    )
+
+    inline_entries: int = Field(
+        16_384,
+        ge=0,
+        description="runs whose released statistics have at most this many entries in all are"
+        " claimed and reported on the event loop (well under a millisecond each: a hop to a"
+        " worker thread would cost more than the work); larger runs' claims and reports run in"
+        " a worker thread so the loop keeps answering",
     )
 
     def run_limits(self) -> RunLimits:
@@ -91,6 +106,7 @@ class Settings(BaseSettings):
             queue_fraction=self.queue_fraction,
             max_waiting=self.max_waiting,
             plan_interval=self.plan_interval,
+            inline_entries=self.inline_entries,
         )
 
     @field_validator("admin_token")

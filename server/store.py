@@ -23,7 +23,9 @@ every claim and report that arrived while the previous COMMIT was running go int
 transaction, so one fsync serves many acknowledgements. Startup replays `reports` through a
 fresh `privrl.run.Run`; the central noise is counter-based on the run's secret seed (numpy
 backend) or read back from `node_noise` (opendp), so the replay rebuilds exactly the values
-already released (contract 2). The connection is shared by worker threads behind one lock.
+already released (contract 2). The writing connection is shared by the event loop (the writer
+stages its rows) and worker threads (commits, run creation and deletion) behind one lock;
+reads go through a second connection with its own lock and see committed rows only.
 """
 
 from __future__ import annotations
@@ -172,6 +174,13 @@ class Store:
         self._conn.executescript(SCHEMA)
         self._migrate_public_seeds()
         self._migrate_policy_arrays()
+        # Reads have their own connection and lock: they see committed rows only (never a
+        # batch the writer has staged), and never wait for a COMMIT, so the event loop may
+        # read while the writer's transaction is open (WAL: readers and the writer coexist).
+        self._read_lock = threading.Lock()
+        self._reader = sqlite3.connect(
+            str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
+        )
 
     def _migrate_policy_arrays(self) -> None:
         """Databases written before policy messages had arrays: add the column (empty)."""
@@ -195,6 +204,8 @@ class Store:
 
     def close(self) -> None:
         """Close the connection (checkpointing the WAL)."""
+        with self._read_lock:
+            self._reader.close()
         with self._lock:
             self._conn.close()
 
@@ -205,7 +216,16 @@ class Store:
     def write_groups(self, groups: Sequence[Sequence[Statement]]) -> None:
         """Run every group's statements in one immediate transaction and commit it (all or
         nothing: one COMMIT, one fsync, for the whole batch)."""
-        with self._lock:
+        self.stage_groups(groups)
+        self.commit()
+
+    def stage_groups(self, groups: Sequence[Sequence[Statement]]) -> None:
+        """Begin one immediate transaction and run every group's statements in it (page-cache
+        work, microseconds a row: the writer does it on the event loop); nothing is durable
+        until `commit`. On failure it is rolled back and raised. The store's lock is held from
+        here until `commit` ends (which may run in another thread)."""
+        self._lock.acquire()
+        try:
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
@@ -215,12 +235,27 @@ class Store:
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
-            cur.execute("COMMIT")
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def commit(self) -> None:
+        """COMMIT the staged transaction (the fsync: the writer runs it in a worker thread),
+        roll it back if that fails, and release the lock `stage_groups` took."""
+        try:
+            try:
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+        finally:
+            self._lock.release()
 
     def _read(self, sql: str, params: tuple = ()) -> list[tuple]:
         """All rows of one query."""
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+        with self._read_lock:
+            return self._reader.execute(sql, params).fetchall()
 
     # -- runs ---------------------------------------------------------------------------------
 

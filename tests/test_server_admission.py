@@ -194,16 +194,18 @@ def test_a_report_whose_commit_fails_is_not_counted_and_can_be_retried(
     ticket = claim(client, run_id)
     before = state(client, run_id)
     store = client.app.state.store
-    real = store.write_groups
+    real = store.commit
     calls = []
 
-    def failing_once(groups):  # the disk is full, once
+    def failing_once():  # the disk is full, once: the staged rows are rolled back
         calls.append(1)
         if len(calls) == 1:
+            store._conn.execute("ROLLBACK")
+            store._lock.release()
             raise sqlite3.OperationalError("database or disk is full")
-        return real(groups)
+        return real()
 
-    monkeypatch.setattr(store, "write_groups", failing_once)
+    monkeypatch.setattr(store, "commit", failing_once)
     body = user_report(ticket, config, world(config))
     resp = client.post(f"/v1/runs/{run_id}/reports", json=body)
     assert resp.status_code == 503 and resp.json()["code"] == "store"

@@ -303,8 +303,11 @@ def test_gaussian_ledger_reports_delta(client: TestClient) -> None:
     assert ledger["rho"] > 0 and ledger["epsilon_pure"] == 0.0
 
 
-def test_http_run_reproduces_the_in_process_run(client: TestClient) -> None:
-    """Sequential HTTP episodes = the in-process sequence (same seeds, same numbers)."""
+@pytest.mark.parametrize("inline_entries", [16_384, 0], ids=["on-the-loop", "in-a-thread"])
+def test_http_run_reproduces_the_in_process_run(apps: ClientFactory, inline_entries: int) -> None:
+    """Sequential HTTP episodes = the in-process sequence (same seeds, same numbers), whether
+    claims and reports run on the event loop (small runs) or in a worker thread (large ones)."""
+    client = apps(inline_entries=inline_entries)
     for privacy in ("jdp", "ldp"):
         config = spec(privacy, episodes=12, seed=5)
         cfg = public(config)
@@ -320,6 +323,7 @@ def test_http_run_reproduces_the_in_process_run(client: TestClient) -> None:
             else:
                 run.ingest_noisy(noisy)
         run_id = create(client, config)
+        assert client.app.state.registry.runs[run_id].inline == (inline_entries > 0)
         for k in range(cfg.episodes):
             ticket = claim(client, run_id)
             assert ticket["episode"] == k

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 import anyio.to_thread
-from fastapi import Request
+from fastapi import Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from privrl.server.errors import Refusal
@@ -20,6 +20,7 @@ from privrl.server.registry import Registry
 from privrl.server.settings import Settings
 from privrl.server.store import Statement
 from privrl.server.writer import Writer
+from pydantic import BaseModel
 
 T = TypeVar("T")
 
@@ -55,6 +56,12 @@ def in_flight(request: Request, report: bool) -> Iterator[None]:
         bound.leave()
 
 
+def json_answer(message: BaseModel) -> Response:
+    """A 200 answer of one protocol message, serialized once by pydantic (the route's
+    `response_model` still documents it; FastAPI would validate and encode it again)."""
+    return Response(message.model_dump_json(), media_type="application/json")
+
+
 def ensure_alive(hosted: HostedRun) -> None:
     """Refuse when the run was deleted while the request waited for its lock."""
     if hosted.deleted:
@@ -64,6 +71,14 @@ def ensure_alive(hosted: HostedRun) -> None:
 async def in_thread(fn: Callable[..., T], *args: object) -> T:
     """Run blocking work (numpy, SQLite) in a worker thread; cancellation waits for it to end."""
     return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=False)
+
+
+async def on_run(hosted: HostedRun, fn: Callable[..., T], *args: object) -> T:
+    """Under the run's lock: call `fn(*args)` on the event loop for a small run (no thread hop,
+    no GIL handoff), in a worker thread for a large one (the loop keeps answering meanwhile)."""
+    if hosted.inline:
+        return fn(*args)
+    return await in_thread(fn, *args)
 
 
 def writer_of(request: Request) -> Writer:
@@ -116,6 +131,9 @@ async def locked(hosted: HostedRun, fn: Callable[..., T], *args: object) -> T:
     return result
 
 
+_DECLARED: dict[int, frozenset[str]] = {}  # id(route's dependant) -> its query names
+
+
 def _declared_query(dependant: Dependant) -> set[str]:
     """The query parameter names a route (and its dependencies) declares."""
     names = {param.alias for param in dependant.query_params}
@@ -128,9 +146,11 @@ async def refuse_unknown_query(request: Request) -> None:
     """Refuse query parameters the route does not declare, as unknown body fields are: a typo
     (?wiat=5) is a 422, never silently ignored."""
     dependant = getattr(request.scope.get("route"), "dependant", None)
-    if dependant is None:
+    if dependant is None or not request.scope.get("query_string"):
         return
-    known = _declared_query(dependant)
+    known = _DECLARED.get(id(dependant))
+    if known is None:  # routes live as long as the app: their declared names never change
+        known = _DECLARED[id(dependant)] = frozenset(_declared_query(dependant))
     unknown = [name for name in request.query_params if name not in known]
     if unknown:
         raise RequestValidationError(

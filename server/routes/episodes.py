@@ -6,17 +6,17 @@ import asyncio
 import time
 from asyncio import Future
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from privrl.protocol import Ack, Report, Ticket
 from privrl.server.errors import Refusal, error_responses
 from privrl.server.hosted import HostedRun
-from privrl.server.metrics import Metrics
 from privrl.server.routes.common import (
     durable,
     fresh,
     in_flight,
-    in_thread,
+    json_answer,
     metrics_of,
+    on_run,
     record,
     registry_of,
     settings_of,
@@ -26,11 +26,6 @@ router = APIRouter(prefix="/v1/runs", tags=["episodes"])
 
 RETRYABLE = ("busy", "full", "admission")  # refusals a claim may wait out (?wait=)
 WAIT_LIMIT = 600.0  # largest ?wait= of a claim (above: 422); PRIVRL_MAX_CLAIM_WAIT caps it further
-
-
-def _update_gauges(metrics: Metrics, hosted: HostedRun) -> None:
-    """Refresh a run's gauges after a claim or report."""
-    metrics.run_state(hosted.id, hosted.version, hosted.epsilon_spent(), hosted.run.reported)
 
 
 @router.post(
@@ -61,7 +56,7 @@ async def claim(
         " claimed, or admission control) before answering 409 or 429; capped (not refused) at"
         " PRIVRL_MAX_CLAIM_WAIT",
     ),
-) -> Ticket:
+) -> Response:
     """Hand out episode k = claim counter with the newest policy (and LDP randomizer params).
 
     409 (with Retry-After) when no slot is free: in a sequential run while another episode is
@@ -74,7 +69,7 @@ async def claim(
     with in_flight(request, report=False):
         ticket, barrier = await _claim(request, hosted, wait)
         await durable(barrier)
-    return ticket
+    return json_answer(ticket)
 
 
 async def _claim(request: Request, hosted: HostedRun, wait: float
@@ -92,7 +87,7 @@ async def _claim(request: Request, hosted: HostedRun, wait: float
             now = time.time()
             try:
                 hosted.admit(now)
-                ticket, rows = await in_thread(hosted.claim, now)
+                ticket, rows = await on_run(hosted, hosted.claim, now)
                 break
             except Refusal as exc:
                 remaining = deadline - time.monotonic()
@@ -113,7 +108,6 @@ async def _claim(request: Request, hosted: HostedRun, wait: float
             hosted.slot_freed.notify(1)
         barrier = record(request, hosted, rows)
         metrics.claims.labels(hosted.id).inc()
-        metrics.policy_version.labels(hosted.id).set(hosted.version)
     return ticket, barrier
 
 
@@ -139,7 +133,7 @@ async def _claim(request: Request, hosted: HostedRun, wait: float
     ),
     summary="Report one episode's statistics with its ticket",
 )
-async def report(run_id: str, report: Report, request: Request) -> Ack:
+async def report(run_id: str, report: Report, request: Request) -> Response:
     """Validate and count one report; a retry with the same ticket and body gets the stored Ack.
 
     JDP / non-private runs take kind='trajectory' (raw states, actions, rewards); LDP runs take
@@ -151,7 +145,7 @@ async def report(run_id: str, report: Report, request: Request) -> Ack:
     with in_flight(request, report=True):
         async with hosted.slot_freed:
             await fresh(hosted)
-            ack, rows = await in_thread(hosted.report, report, arrived)
+            ack, rows = await on_run(hosted, hosted.report, report, arrived)
             barrier = record(request, hosted, rows)
             if ack.duplicate:
                 metrics.reports_duplicate.labels(hosted.id).inc()
@@ -162,7 +156,6 @@ async def report(run_id: str, report: Report, request: Request) -> Ack:
                     hosted.slot_freed.notify_all()
                 else:
                     hosted.slot_freed.notify(1)
-            _update_gauges(metrics, hosted)
         await durable(barrier)
         hosted.unsettled.pop(report.ticket, None)
-    return ack
+    return json_answer(ack)

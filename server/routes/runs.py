@@ -60,7 +60,6 @@ async def create_run(
     registry = registry_of(request)
     seq = settings_of(request).sequential if sequential is None else sequential
     hosted = await in_thread(registry.create, body.public(), seq, body.seed)
-    metrics_of(request).run_state(hosted.id, hosted.version, hosted.epsilon_spent(), 0)
     return hosted.info(time.time())
 
 

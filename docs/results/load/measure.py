@@ -6,10 +6,11 @@ world (RiverSwim, H = 20, DP-UCBVI, Gaussian, eps = 10), and `privrl users --con
 another process until the run finishes (or `--timeout`). Meanwhile /healthz is polled every
 100 ms from a thread of this process. Printed as one JSON line: episodes/s, claim and report
 p50/p99 (from the users' --json-out), reports refused by reason and claims refused by reason
-(from /metrics), 5xx answers (from the server's access log), /healthz p50/p99/max, the server's
-peak RSS, bytes per report and database bytes per episode. `--processes P` splits the users over
-P `privrl users` processes (one httpx pool each: one process with 1,000 connections spends its
-time scanning its own pool, see docs/results/load/README.md).
+(from /metrics), answers by status (from /metrics: the access log is off), /healthz
+p50/p99/max, the server's peak RSS, bytes per report and database bytes per episode.
+`--processes P` splits the users over P `privrl users` processes (one httpx pool each: one
+process with 1,000 connections spends its time scanning its own pool, see
+docs/results/load/README.md).
 
 `memory`: the server's RSS with no run, with one run and with 100 runs hosted at once.
 `--python` picks the interpreter (a venv of another checkout measures that version).
@@ -60,7 +61,7 @@ def run_spec(privacy: str, episodes: int, pooled: bool) -> dict:
 
 
 class Server:
-    """A server process with its access log in a file."""
+    """A server process with its log in a file."""
 
     def __init__(self, python: str, tmp: Path, env: dict[str, str]) -> None:
         self.port, self.tmp = free_port(), tmp
@@ -144,11 +145,20 @@ def cmd_load(args: argparse.Namespace) -> dict:
         privrl = str(Path(args.python).with_name("privrl"))
         outs = [tmp / f"users{i}.json" for i in range(args.processes)]
         each = args.concurrency // args.processes
-        procs = [subprocess.Popen(
-            [privrl, "users", "--server", server.url, "--run", run_id, "--concurrency",
-             str(each), "--quiet", "--json-out", str(out), "--env", "riverswim", "--horizon",
-             "20", "--seed", str(i)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            for i, out in enumerate(outs)]
+        world = ["--env", "riverswim", "--horizon", "20"]
+        if args.swarm:  # one command: P spawned processes with bounded pools (`--report`)
+            outs = []
+            cmds = [[privrl, "users", "--server", server.url, "--run", run_id, "--processes",
+                     str(args.processes), "--concurrency", str(args.concurrency), "--users",
+                     str(args.episodes), "--quiet", "--seed", "7", "--report",
+                     str(tmp / "swarm.json"), *world]]
+        else:
+            cmds = [[privrl, "users", "--server", server.url, "--run", run_id, "--concurrency",
+                     str(each), "--quiet", "--json-out", str(out), *world, "--seed", str(i)]
+                    for i, out in enumerate(outs)]
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True) for cmd in cmds]
+        load_start = os.getloadavg()
         t0 = time.time()
         codes, tail = [], ""
         for proc in procs:
@@ -176,8 +186,16 @@ def cmd_load(args: argparse.Namespace) -> dict:
                      for k, v in ms.items() for q in (50, 99)}
             swarm["refused"] = sum(p["refused"] for p in parts)
             swarm["reported"] = sum(p["reported"] for p in parts)
-        log = server.log.read_text(errors="replace")
-        statuses = re.findall(r'HTTP/1\.1" (\d{3})', log)
+        elif (tmp / "swarm.json").exists():  # the users' latencies, retries included
+            rep = json.loads((tmp / "swarm.json").read_text())
+            swarm = {f"{k}_ms_p{q}": rep["user_latency_ms"][k][f"p{q}_ms"]
+                     for k in ("claim", "report") for q in (50, 99)}
+            swarm["refused"], swarm["reported"] = rep["refused"], rep["acknowledged"]
+            swarm["errors"] = rep["errors_by_kind"]
+        statuses: dict[str, float] = {}
+        for labels, n in metric_sum(metrics, "privrl_responses_total").items():
+            answer = re.search(r'status="(\d+)"', labels).group(1)
+            statuses[answer] = statuses.get(answer, 0) + n
         accepted = sum(metric_sum(metrics, "privrl_reports_accepted_total").values())
         body = sum(metric_sum(metrics, "privrl_report_bytes_total").values())
         server.stop()
@@ -192,9 +210,11 @@ def cmd_load(args: argparse.Namespace) -> dict:
             "report_ms_p50": swarm.get("report_ms_p50"),
             "report_ms_p99": swarm.get("report_ms_p99"),
             "users_refused": swarm.get("refused"), "users_acked": swarm.get("reported"),
+            "users_errors": swarm.get("errors"),
+            "load_average_at_start": load_start, "load_average_at_end": os.getloadavg(),
             "reports_refused": metric_sum(metrics, "privrl_reports_refused_total"),
             "claims_refused": metric_sum(metrics, "privrl_claims_refused_total"),
-            "status_counts": {s: statuses.count(s) for s in sorted(set(statuses))},
+            "status_counts": {s: int(statuses[s]) for s in sorted(statuses)},
             "healthz_ms_p50": float(np.percentile(health, 50)),
             "healthz_ms_p99": float(np.percentile(health, 99)),
             "healthz_ms_max": float(max(health)),
@@ -243,6 +263,9 @@ def main() -> None:
     load.add_argument("--processes", type=int, default=1,
                       help="`privrl users` processes sharing the concurrency")
     load.add_argument("--timeout", type=float, default=180.0, help="seconds before giving up")
+    load.add_argument("--swarm", action="store_true",
+                      help="one `privrl users --processes P --concurrency C --users K` command"
+                      " (the multi-process swarm) instead of P separate `privrl users`")
     load.add_argument("--env", nargs="*", default=[], help="server settings NAME=VALUE")
     sub.choices["memory"].add_argument("--runs", type=int, default=100, help="runs hosted")
     args = p.parse_args()
