@@ -22,7 +22,8 @@ import numpy as np
 
 from .. import accel
 from ..config import RunConfig
-from ..run import Run, run_in_process
+from ..privacy.calibration import calibrate
+from ..run import run_in_process
 from ..seeding import entropy_rows, generator, path_words
 from ..worlds.tabular import TabularMDP, garnet, riverswim
 
@@ -89,7 +90,7 @@ def noise_draws(config: RunConfig) -> tuple[str, int]:
     """(kind, count) of the standard draws one replica-episode makes: every released entry once
     per fresh tree node (about one node per item, two with the smoothed tree's full dyadic
     tree) in JDP, once per user report in LDP; (kind, 0) without noise."""
-    cal = Run(config, [0]).calibration
+    cal = calibrate(config)
     if cal.mechanism is None:
         return config.mechanism, 0
     entries = sum(int(np.prod(f.shape)) for f in cal.families)
@@ -112,7 +113,10 @@ def time_noise(kind: str, draws: int, episodes: int) -> float:
     else:
         for k in range(rounds):
             rng = generator(0, "floor", k)
-            rng.laplace(0.0, 1.0, draws) if kind == "laplace" else rng.standard_normal(draws)
+            if kind == "laplace":
+                rng.laplace(0.0, 1.0, draws)
+            else:
+                rng.standard_normal(draws)
     return 1e3 * (time.perf_counter() - start) / rounds
 
 

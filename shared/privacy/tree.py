@@ -149,12 +149,15 @@ class TreeCounter:
                 f"tree '{self.family}' needs the noise of node (level {level}, index {index}),"
                 " which is not stored; unseeded noise is never re-drawn"
             )
-        value = sample_seeded_rows(
-            self.noise, self.seeds, ("tree", self.family, level, index), self.shape
-        )
+        value = sample_seeded_rows(self.noise, self.seeds, self._node_path(level, index),
+                                   self.shape)
         if self.journal and not self.noise.reproducible:
             self._drawn.append(NodeNoise(self.family, level, index, value))
         return value
+
+    def _node_path(self, level: int, index: int) -> tuple[str | int, ...]:
+        """The seed path of node (level, index)'s noise: counter-based, so never re-drawn."""
+        return ("tree", self.family, level, index)
 
     def take_drawn(self) -> list[NodeNoise]:
         """The unseeded node values drawn since the last call (journal on), oldest first."""
@@ -224,7 +227,7 @@ class TreeCounter:
         for level, (i, v) in kept.items():
             index[level], value[level] = i, v
         entropy, lengths = entropy_rows(tuple(self.seeds))
-        spawn = np.concatenate([path_words(0, "tree", self.family)[1], np.zeros(2, np.uint32)])
+        spawn = path_words(0, *self._node_path(0, 0))[1]  # the kernel sets (level, index)
         weights = np.array([smoothed_variance(level) for level in range(self.levels)])
         rows = len(self.seeds)
         noise_block(self.t, self.smooth, weights, entropy, lengths, spawn, KINDS[form[0]],

@@ -2,12 +2,12 @@
 
 Same numbers as `privrl.run.run_in_process`'s generic loop: the kernel plans, rolls out and
 counts exactly as the learner, the users and the privatizer do, drawing from the same seeded
-streams. Noise is drawn with numpy before each block (LDP: each user's report noise after its
-rollout uniforms; JDP: the trees' noise in each release, through `TreeCounter.noise_block`),
-ledger charges go through the privatizer's own `record`, and regret through the evaluator's
-`message_regret` (of the changed policies whose regret can differ: `episodes.same_value`).
-Used only when it applies (compiled path on, a tabular world, a reproducible noise backend);
-otherwise the generic loop runs.
+streams. Noise is drawn before each block with numpy's algorithms, compiled (LDP: each user's
+report noise after its rollout uniforms; JDP: the trees' noise in each release, through
+`TreeCounter.noise_block`), ledger charges go through the privatizer's own `record`, and regret
+through the evaluator's `message_regret` (of the changed policies whose regret can differ:
+`episodes.same_value`). Used only when it applies (compiled path on, a tabular world,
+numpy-backend Laplace or Gaussian noise); otherwise the generic loop runs.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...privacy.privatizers import Aggregator, Central, Identity
-from ...seeding import entropy_rows, user_generator
+from ...seeding import entropy_rows
 from ...worlds.tabular import TabularMDP
 
 if TYPE_CHECKING:
@@ -29,13 +29,20 @@ BLOCK_FLOATS = 2_000_000  # pre-drawn noise per block (16 MB), and at most BLOCK
 BLOCK = 1024
 
 
+def _standard_forms(run: Run) -> list[tuple[str, float] | None]:
+    """Each released family's (kind, scale) of numpy standard draws (None: not of that form)."""
+    return [getattr(run.calibration.sampler(f.name), "standard", None)
+            for f in run.calibration.families]
+
+
 def applies(run: Run, world: Any) -> bool:
-    """Whether the compiled loop reproduces this run (else the generic loop runs)."""
-    cal = run.calibration
+    """Whether the compiled loop reproduces this run (else the generic loop runs): its noise,
+    if any, is numpy's Laplace or Gaussian, which the kernels draw compiled."""
+    forms = _standard_forms(run) if run.calibration.mechanism is not None else []
     return (
         isinstance(world, TabularMDP)
         and isinstance(run.privatizer, Identity | Central | Aggregator)
-        and (cal.mechanism is None or cal.mechanism.reproducible)
+        and all(forms) and len({form[0] for form in forms if form}) <= 1
         and run.config.episodes < 2**32
     )
 
@@ -130,40 +137,24 @@ class FusedEpisodes:
 
     def _ldp_draws(self, k: int, b: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """LDP: each user's rollout uniforms and report noise for episodes k .. k+b-1, drawn
-        from its own stream in the order `user_episode` draws them."""
+        from its own stream in the order `user_episode` draws them, in one kernel call
+        (`privrl.accel.distributions.user_draws`: numpy's draws, compiled)."""
+        from ...accel.distributions import KINDS, user_draws
+
         run, horizon = self.run, self.world.H
         if run.calibration.mode != "ldp" or run.calibration.mechanism is None:
             return np.empty((0, 0, 2 * horizon + 1)), {}
         n_rep = len(run.seeds)
-        u = np.empty((b, n_rep, 2 * horizon + 1))
-        noise = {name: np.empty((b, n_rep, *f.shape)) for name, f in self.families.items()}
-        samplers = {name: run.calibration.sampler(name) for name in self.families}
-        forms = [getattr(samplers[name], "standard", None) for name in self.families]
-        if all(forms) and len({form[0] for form in forms}) == 1:  # numpy Laplace / Gaussian
-            return u, self._compiled_user_draws(k, u, noise, forms)
-        for i in range(b):
-            for r, seed in enumerate(run.seeds):
-                rng = user_generator(seed, k + i)
-                u[i, r] = rng.random(2 * horizon + 1)
-                for name, f in self.families.items():
-                    noise[name][i, r] = samplers[name].sample(rng, f.shape)
-        return u, noise
-
-    def _compiled_user_draws(self, k: int, u: np.ndarray, noise: dict[str, np.ndarray],
-                             forms: list[tuple[str, float]]) -> dict[str, np.ndarray]:
-        """`_ldp_draws`' loop in one kernel call (`privrl.accel.distributions`): same draws."""
-        from ...accel.distributions import KINDS, user_draws
-
-        b, n_rep = u.shape[:2]
+        forms = _standard_forms(run)
         sizes = np.array([int(np.prod(f.shape)) for f in self.families.values()], np.int64)
+        u = np.empty((b, n_rep, 2 * horizon + 1))
         flat = np.empty((b, n_rep, int(sizes.sum())))
         user_draws(self.entropy, self.entropy_len, np.uint32(zlib.crc32(b"user")), k,
                    KINDS[forms[0][0]], np.array([form[1] for form in forms]), sizes, u, flat)
         starts = np.concatenate([[0], np.cumsum(sizes)])
-        for (name, f), start, stop in zip(self.families.items(), starts[:-1], starts[1:],
-                                          strict=True):
-            noise[name][:] = flat[:, :, start:stop].reshape(b, n_rep, *f.shape)
-        return noise
+        return u, {name: flat[:, :, start:stop].reshape(b, n_rep, *f.shape)
+                   for (name, f), start, stop in zip(self.families.items(), starts[:-1],
+                                                     starts[1:], strict=True)}
 
     def _jdp_draws(self, b: int) -> dict[str, np.ndarray]:
         """JDP: the noise in the next b releases of every family's tree."""
