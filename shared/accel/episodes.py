@@ -14,6 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .arrays import copy_rows
 from .planning import pairwise_sum, plan_replicas
 from .streams import fill_uniform, pcg64_seed, seed_words
 
@@ -29,15 +30,6 @@ def _uniforms(entropy: np.ndarray, key: np.uint32, episode: int, out: np.ndarray
     state = np.empty(4, np.uint64)
     pcg64_seed(words, state)
     fill_uniform(state, out)
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def _copy_rows(src: np.ndarray, dst: np.ndarray) -> None:
-    """dst[:] = src for 2-D arrays, as a loop: a slice assignment compiles a shape check whose
-    error message formatting costs seconds of compilation."""
-    for i in range(src.shape[0]):
-        for j in range(src.shape[1]):
-            dst[i, j] = src[i, j]
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -151,7 +143,7 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                       tied, model_p, model_n, model_r, stale)
         for rep in range(n_rep):
             for h in range(horizon):
-                _copy_rows(q_new[rep, h], q[rep, h])
+                copy_rows(q_new[rep, h], q[rep, h])
         changed_any = not has_last
         for rep in range(n_rep):
             ent = entropy[rep, : entropy_len[rep]]
@@ -179,13 +171,13 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                 changed_any = True
                 change_k[n_changes] = k
                 change_r[n_changes] = rep
-                _copy_rows(actions[rep], change_pol[n_changes])
+                copy_rows(actions[rep], change_pol[n_changes])
                 same = has_last and same_value(p_true, d1, evaluated[rep], actions[rep], reach)
                 change_same[n_changes] = same
                 if not same:
-                    _copy_rows(actions[rep], evaluated[rep])
+                    copy_rows(actions[rep], evaluated[rep])
                 n_changes += 1
-                _copy_rows(actions[rep], last[rep])
+                copy_rows(actions[rep], last[rep])
             # the user's episode: rollout from its stream, then its counts (and LDP noise)
             if ldp:
                 for j in range(u.shape[0]):

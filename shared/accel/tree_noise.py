@@ -13,6 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .arrays import copy_rows
 from .distributions import seeded_rows
 
 
@@ -24,15 +25,6 @@ def _draw(entropy: np.ndarray, entropy_len: np.ndarray, spawn: np.ndarray, level
     spawn[spawn.shape[0] - 2] = np.uint32(level)
     spawn[spawn.shape[0] - 1] = np.uint32(index)
     seeded_rows(entropy, entropy_len, spawn, kind, scale, out)
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def _copy(src: np.ndarray, dst: np.ndarray) -> None:
-    """dst[:] = src for (R, n) arrays, as a loop: numba's slice assignment compiles a shape
-    check with string formatting that costs seconds of compilation."""
-    for r in range(src.shape[0]):
-        for c in range(src.shape[1]):
-            dst[r, c] = src[r, c]
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -76,7 +68,7 @@ def noise_block(t0: int, smooth: bool, weights: np.ndarray, entropy: np.ndarray,
             index = t >> level
             _draw(entropy, entropy_len, spawn, level, index, kind, scale, own)
             if level == 0:
-                _copy(own, best)
+                copy_rows(own, best)
             else:
                 w = weights[level]
                 for r in range(n_rep):
@@ -85,10 +77,10 @@ def noise_block(t0: int, smooth: bool, weights: np.ndarray, entropy: np.ndarray,
                                                                   + right[r, c])
                 node_index[level - 1] = -1
             if index & 1:
-                _copy(best, node_value[level])
+                copy_rows(best, node_value[level])
                 node_index[level] = index
                 break
-            _copy(best, right)
+            copy_rows(best, right)
             level += 1
 
 

@@ -1,0 +1,15 @@
+"""Small array helpers the kernels share."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def copy_rows(src: np.ndarray, dst: np.ndarray) -> None:
+    """dst[:] = src for 2-D arrays, as a loop: numba compiles a slice assignment with a shape
+    check whose error-message formatting costs seconds of compilation."""
+    for i in range(src.shape[0]):
+        for j in range(src.shape[1]):
+            dst[i, j] = src[i, j]
