@@ -131,7 +131,7 @@ async def locked(hosted: HostedRun, fn: Callable[..., T], *args: object) -> T:
     return result
 
 
-_DECLARED: dict[int, frozenset[str]] = {}  # id(route's dependant) -> its query names
+_DECLARED = "_privrl_query_names"  # the route's own cache of the query names it declares
 
 
 def _declared_query(dependant: Dependant) -> set[str]:
@@ -145,12 +145,14 @@ def _declared_query(dependant: Dependant) -> set[str]:
 async def refuse_unknown_query(request: Request) -> None:
     """Refuse query parameters the route does not declare, as unknown body fields are: a typo
     (?wiat=5) is a 422, never silently ignored."""
-    dependant = getattr(request.scope.get("route"), "dependant", None)
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
     if dependant is None or not request.scope.get("query_string"):
         return
-    known = _DECLARED.get(id(dependant))
-    if known is None:  # routes live as long as the app: their declared names never change
-        known = _DECLARED[id(dependant)] = frozenset(_declared_query(dependant))
+    known = getattr(route, _DECLARED, None)
+    if known is None:  # kept on the route itself: it lives and dies with its app
+        known = frozenset(_declared_query(dependant))
+        setattr(route, _DECLARED, known)
     unknown = [name for name in request.query_params if name not in known]
     if unknown:
         raise RequestValidationError(
