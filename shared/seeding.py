@@ -68,7 +68,9 @@ def path_words(seed: int, *path: PathPart) -> tuple[np.ndarray, np.ndarray]:
     if seed < 0:
         raise ValueError(f"seeds must be non-negative, got {seed}")
     spawn = [w for part in path for w in words(_key(part))]
-    return np.array(words(int(seed)), np.uint32), np.array(spawn, np.uint32)
+    entropy = np.array(words(int(seed)), np.uint32)
+    entropy.flags.writeable = False  # as entropy_rows': one compiled specialization for both
+    return entropy, np.array(spawn, np.uint32)
 
 
 @functools.lru_cache(maxsize=64)

@@ -15,7 +15,7 @@ import numba
 import numpy as np
 
 from .arrays import copy_rows
-from .planning import pairwise_sum, plan_replicas
+from .planning import START, pairwise_sum, plan_replicas
 from .streams import fill_uniform, pcg64_seed, seed_words
 
 
@@ -98,7 +98,7 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
     q_new = np.empty_like(q)
     actions = np.empty((n_rep, horizon, n_states), np.int64)
     tied = np.empty(n_rep, np.bool_)
-    keys = np.empty((horizon, n_states, n_actions))
+    keys = np.empty(horizon * n_states * n_actions)  # 1-D, as `u`: one _uniforms
     u = np.empty(2 * horizon + 1)
     clean_sas = np.zeros(acc_sas.shape[1:])
     clean_sa = np.zeros(acc_r.shape[1:])
@@ -135,7 +135,7 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                 for j in range(hs):
                     for s in range(n_states):
                         for a in range(n_actions):
-                            rel_sa[rep, j, s, a] = pairwise_sum(board_sas[rep, j, s, a], 0,
+                            rel_sa[rep, j, s, a] = pairwise_sum(board_sas[rep, j, s, a], START,
                                                                n_states)
         board_sa = acc_sa if has_sa and not jdp else rel_sa
         plan_replicas(board_sas, board_sa, board_r, radius[i], private, threshold[i], consts[i],
@@ -156,8 +156,8 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                             best = max(best, q[rep, h, s, a])
                         top, arg = -np.inf, 0
                         for a in range(n_actions):
-                            key = (1.0 + keys[h, s, a] if q[rep, h, s, a] >= best - 1e-9
-                                   else -1.0)
+                            drawn = keys[(h * n_states + s) * n_actions + a]
+                            key = 1.0 + drawn if q[rep, h, s, a] >= best - 1e-9 else -1.0
                             if key > top:
                                 top, arg = key, a
                         actions[rep, h, s] = arg
@@ -215,7 +215,8 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                     acc_sas[rep, j, s, a, t] += clean_sas[j, s, a, t]
                     clean_sas[j, s, a, t] = 0.0
                     if not (has_sa or jdp):  # N(s,a) of the board the next plan reads
-                        rel_sa[rep, j, s, a] = pairwise_sum(acc_sas[rep, j, s, a], 0, n_states)
+                        rel_sa[rep, j, s, a] = pairwise_sum(acc_sas[rep, j, s, a], START,
+                                                            n_states)
                     if has_sa:
                         acc_sa[rep, j, s, a] += clean_sa[j, s, a]
                     acc_r[rep, j, s, a] += clean_r[j, s, a]

@@ -17,6 +17,9 @@ import numpy as np
 from . import streams  # noqa: F401  (loaded with the planner: seeding then uses it too)
 
 TIE_TOL = 1e-9
+# Offset 0 as a numpy integer: a literal 0 passed to a kernel compiles a second specialization
+# of it (numba keeps Literal[int](0) in jit-to-jit calls), which costs a cold start seconds.
+START = np.int64(0)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -178,7 +181,7 @@ def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np
         scratch[i] = noisy
         scratch[n + i] = x0
     if not short:
-        total = pairwise_sum(scratch, 0, n)
+        total = pairwise_sum(scratch, START, n)
         sum_x0 = pairwise_sum(scratch, n, n)
     t0 = max(-low, 0.0)
     t1 = (lo_sum - total) / n
@@ -200,7 +203,7 @@ def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np
         scratch[n + i] = hi
         scratch[2 * n + i] = hi - x0 if up else x0 - lo
     if not short:
-        sum_lo = pairwise_sum(scratch, 0, n)
+        sum_lo = pairwise_sum(scratch, START, n)
         sum_hi = pairwise_sum(scratch, n, n)
     mu = water_level(scratch, 2 * n, n, abs(target - sum_x0), 3 * n)
     shift = mu if up else -mu
@@ -255,7 +258,7 @@ def _model_step(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: floa
 def _next_weights(n_eff: np.ndarray, c1: float, c23: float, h2: float, g: np.ndarray) -> None:
     """g(s') = min(c1/N' + c23/N'^2, H^2) with N' = sum_a N~(s', a) (H^2 where N' = 0)."""
     for t in range(n_eff.shape[0]):
-        n = pairwise_sum(n_eff[t], 0, n_eff.shape[1])
+        n = pairwise_sum(n_eff[t], START, n_eff.shape[1])
         g[t] = min(c1 / n + c23 / (n * n), h2) if n > 0 else h2
 
 
@@ -272,7 +275,7 @@ def _row_dot(p: np.ndarray, c: int, s: int, a: int, y: np.ndarray, scratch: np.n
         return res
     for t in range(n):
         scratch[t] = p[c, s, a, t] * y[t]
-    return pairwise_sum(scratch, 0, n)
+    return pairwise_sum(scratch, START, n)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")

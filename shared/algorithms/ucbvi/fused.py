@@ -152,7 +152,8 @@ class FusedEpisodes:
         user_draws(self.entropy, self.entropy_len, np.uint32(zlib.crc32(b"user")), k,
                    KINDS[forms[0][0]], np.array([form[1] for form in forms]), sizes, u, flat)
         starts = np.concatenate([[0], np.cumsum(sizes)])
-        return u, {name: flat[:, :, start:stop].reshape(b, n_rep, *f.shape)
+        # contiguous copies: a strided family would compile a second run_episodes
+        return u, {name: np.ascontiguousarray(flat[:, :, start:stop]).reshape(b, n_rep, *f.shape)
                    for (name, f), start, stop in zip(self.families.items(), starts[:-1],
                                                      starts[1:], strict=True)}
 
