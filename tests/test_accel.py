@@ -219,3 +219,20 @@ def test_compiled_projection_equals_numpy_projection(n_states: int) -> None:
         np.testing.assert_array_equal(out[:, 0], want.sas)
         np.testing.assert_array_equal(got_sa, want.sa)
         np.testing.assert_array_equal(np.signbit(out[:, 0]), np.signbit(want.sas))
+
+
+@pytest.mark.parametrize("states", [6, 7, 8, 40, 150])
+def test_compiled_regret_equals_the_evaluators(states: int) -> None:
+    """The kernel's exact regret is `episode_regret`'s number, bit for bit, on both sides of
+    numpy's 8-term and 128-term summation thresholds (S = 150: the halving sum)."""
+    from privrl.accel.evaluation import policy_regret
+    from privrl.worlds.evaluation import episode_regret, optimal_return
+
+    mdp = riverswim(20) if states == 6 else garnet(states, 3, 6, seed=states)
+    policies = np.random.default_rng(states).integers(0, mdp.A, (40, mdp.H, mdp.S))
+    scratch = np.empty(3 * mdp.S)
+    got = [policy_regret(mdp.P, mdp.R, mdp.d1, optimal_return(mdp), pol, scratch)
+           for pol in policies]
+    want = episode_regret(mdp, policies)
+    np.testing.assert_array_equal(got, want)
+    assert np.ptp(want) > 0  # the policies differ in value: a constant could not pass

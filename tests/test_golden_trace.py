@@ -49,7 +49,10 @@ def trace(case: str) -> dict[str, Any]:
 def test_regret_trace_is_unchanged(case: str) -> None:
     want = json.loads(GOLDEN.read_text())[case]
     got = trace(case)
-    np.testing.assert_array_equal(np.asarray(got["regret"]), np.asarray(want["regret"]))
+    # to 1e-12, not bit for bit: the traces were written when the evaluator summed with BLAS,
+    # whose order depends on the CPU; it now sums in numpy's own order (same on every CPU)
+    np.testing.assert_allclose(np.asarray(got["regret"]), np.asarray(want["regret"]), rtol=0,
+                               atol=1e-12)
     assert got["policy_versions"] == want["policy_versions"]
     assert got["epsilon"] == pytest.approx(want["epsilon"], rel=1e-12)
     assert got["rho"] == pytest.approx(want["rho"], rel=1e-12)

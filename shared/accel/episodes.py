@@ -15,6 +15,7 @@ import numba
 import numpy as np
 
 from .arrays import copy_rows
+from .evaluation import policy_regret
 from .planning import START, pairwise_sum, plan_replicas
 from .streams import fill_uniform, pcg64_seed, seed_words
 
@@ -74,12 +75,12 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                  jdp_sas: np.ndarray, jdp_sa: np.ndarray, jdp_r: np.ndarray,
                  acc_sas: np.ndarray, acc_sa: np.ndarray, acc_r: np.ndarray, has_sa: bool,
                  cum_d1: np.ndarray, cum_p: np.ndarray, r_mean: np.ndarray, bernoulli: bool,
-                 d1: np.ndarray, p_true: np.ndarray, evaluated: np.ndarray,
+                 d1: np.ndarray, p_true: np.ndarray, optimal: float, evaluated: np.ndarray,
                  radius: np.ndarray, threshold: np.ndarray, consts: np.ndarray,
                  private: bool, caps: np.ndarray, q: np.ndarray, clip_previous: bool,
                  variance_terms: bool, last: np.ndarray, has_last: bool,
                  change_k: np.ndarray, change_r: np.ndarray, change_pol: np.ndarray,
-                 change_same: np.ndarray) -> tuple:
+                 change_same: np.ndarray, change_regret: np.ndarray) -> tuple:
     """Episodes k0..k1-1 of R replicas; returns (changes recorded, new policy versions).
 
     given_u (B, R, 2H+1) are the users' uniforms when drawn outside (LDP), else empty; ldp_*
@@ -87,7 +88,8 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
     after k reports (JDP); empty arrays when the mode has none. acc_* hold the exact sums (none,
     JDP) or the sums of noisy reports (LDP) and are updated in place, as are q and `last`.
     change_same[i] says whether change i has the regret of its replica's previous evaluated
-    policy (`evaluated`, updated in place; see `same_value`), so the caller skips evaluating it.
+    policy (`evaluated`, updated in place; see `same_value`); otherwise change_regret[i] is its
+    exact regret (`optimal` - d1 . V^pi_1 in the true world, the evaluator's numbers).
     """
     n_rep, horizon, n_states, n_actions = q.shape
     hs = acc_sas.shape[1]
@@ -105,6 +107,7 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
     clean_r = np.zeros(acc_r.shape[1:])
     states = np.empty(horizon + 1, np.int64)
     reach = np.empty((2, n_states), np.bool_)
+    eval_scratch = np.empty(3 * n_states)
     # non-private: the model (P~, N~, r~) changes only at the visited cells, so it is kept
     kept = not (private or ldp or jdp) and (threshold <= 0.0).all()
     kept_shape = (n_rep if kept else 0, hs, n_states, n_actions)
@@ -176,6 +179,8 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                 change_same[n_changes] = same
                 if not same:
                     copy_rows(actions[rep], evaluated[rep])
+                    change_regret[n_changes] = policy_regret(p_true, r_mean, d1, optimal,
+                                                             actions[rep], eval_scratch)
                 n_changes += 1
                 copy_rows(actions[rep], last[rep])
             # the user's episode: rollout from its stream, then its counts (and LDP noise)

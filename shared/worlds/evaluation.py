@@ -58,7 +58,11 @@ def _check_policies(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
 
 
 def policy_values(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
-    """V^pi (..., H+1, S) of deterministic policies (..., H, S), vectorized over the batch dims."""
+    """V^pi (..., H+1, S) of deterministic policies (..., H, S), vectorized over the batch dims.
+
+    Sums are numpy's own reductions of rounded products, not BLAS: BLAS's summation order
+    depends on the CPU, numpy's pairwise order does not, and the compiled twin
+    (`privrl.accel.evaluation`) follows it bit for bit."""
     pol = _check_policies(mdp, policies)
     batch = pol.shape[:-2]
     H, S = mdp.H, mdp.S
@@ -67,13 +71,13 @@ def policy_values(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
     r_pi = mdp.R[steps, cells, pol]  # (..., H, S): one gather for all steps
     p_pi = mdp.P[steps, cells, pol]  # (..., H, S, S')
     for h in range(H - 1, -1, -1):
-        V[..., h, :] = r_pi[..., h, :] + (p_pi[..., h, :, :] @ V[..., h + 1, :, None])[..., 0]
+        V[..., h, :] = r_pi[..., h, :] + (p_pi[..., h, :, :] * V[..., h + 1, None, :]).sum(-1)
     return V
 
 
 def expected_return(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
     """Expected episode return d1 · V^pi_1 for each policy in the batch, shape (...)."""
-    return policy_values(mdp, policies)[..., 0, :] @ mdp.d1
+    return (policy_values(mdp, policies)[..., 0, :] * mdp.d1).sum(-1)
 
 
 def optimal_return(mdp: TabularMDP) -> float:

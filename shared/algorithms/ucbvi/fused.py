@@ -1,13 +1,14 @@
 """DP-UCBVI's in-process episode loop on the compiled kernel (`privrl.accel.episodes`).
 
-Same numbers as `privrl.run.run_in_process`'s generic loop: the kernel plans, rolls out and
-counts exactly as the learner, the users and the privatizer do, drawing from the same seeded
-streams. Noise is drawn before each block with numpy's algorithms, compiled (LDP: each user's
-report noise after its rollout uniforms; JDP: the trees' noise in each release, through
-`TreeCounter.noise_block`), ledger charges go through the privatizer's own `record`, and regret
-through the evaluator's `message_regret` (of the changed policies whose regret can differ:
-`episodes.same_value`). Used only when it applies (compiled path on, a tabular world,
-numpy-backend Laplace or Gaussian noise); otherwise the generic loop runs.
+Same numbers as `privrl.run.run_in_process`'s generic loop: the kernel plans, rolls out and counts
+exactly as the learner, the users and the privatizer do, drawing from the same seeded streams.
+Noise is drawn before each block with numpy's algorithms, compiled (LDP: each user's report noise
+after its rollout uniforms; JDP: the trees' noise in each release, through
+`TreeCounter.noise_block`), ledger charges go through the privatizer's own `record`, and regret is
+the evaluator's, computed in the kernel (`privrl.accel.evaluation`, the same sums in the same
+order) for the changed policies whose regret can differ (`episodes.same_value`). Used only when it
+applies (compiled path on, a tabular world, numpy-backend Laplace or Gaussian noise); otherwise the
+generic loop runs.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class FusedEpisodes:
         """Fill `regret` (R, K) for every remaining episode, as the generic loop would; return
         how often each replica's played policy changed after its first (switches)."""
         from ...accel.episodes import run_episodes
-        from ...run import message_regret
+        from ...worlds.evaluation import optimal_return
 
         run, world, planner = self.run, self.world, self.planner
         k, total = run.reported, run.config.episodes
@@ -82,6 +83,7 @@ class FusedEpisodes:
         last_regret = np.zeros(n_rep)
         changes = np.zeros(n_rep, np.int64)  # every recorded policy, the first one included
         has_last = False
+        optimal = optimal_return(world)
         empty = np.empty((0, n_rep, 1, 1, 1, 1))
         dummy_sa = np.empty(self.acc["r"].shape)
         while k < total:
@@ -96,6 +98,7 @@ class FusedEpisodes:
             change_r = np.empty(b * n_rep, np.int64)
             change_pol = np.empty((b * n_rep, horizon, n_states), np.int64)
             change_same = np.empty(b * n_rep, np.bool_)
+            change_regret = np.empty(b * n_rep)
             n_changes, versions = run_episodes(
                 k, k + b, self.entropy, self.entropy_len, np.uint32(zlib.crc32(b"user")),
                 np.uint32(zlib.crc32(b"tiebreak")), given_u,
@@ -103,17 +106,15 @@ class FusedEpisodes:
                 jdp.get("sas", empty), jdp.get("sa", empty[..., 0]), jdp.get("r", empty[..., 0]),
                 self.acc["sas"], self.acc.get("sa", dummy_sa), self.acc["r"], "sa" in self.acc,
                 world.cum_d1, world.cum_P, world.R, world.reward_noise == "bernoulli",
-                world.d1, world.P, self.evaluated,
+                world.d1, world.P, optimal, self.evaluated,
                 radius, threshold, consts, run.calibration.mechanism is not None, planner.caps,
                 planner.q, bool(planner.knobs.clip_previous), bool(planner.knobs.variance_terms),
-                self.last, has_last, change_k, change_r, change_pol, change_same,
+                self.last, has_last, change_k, change_r, change_pol, change_same, change_regret,
             )
             has_last = True
             changes += np.bincount(change_r[:n_changes], minlength=n_rep)
             fresh = ~change_same[:n_changes]
-            values = np.empty(n_changes)
-            if fresh.any():
-                values[fresh] = message_regret(world, change_pol[:n_changes][fresh])
+            values = change_regret[:n_changes]  # set where fresh
             for r in range(n_rep):
                 mine = change_r[:n_changes] == r
                 starts = change_k[:n_changes][mine] - k
