@@ -6,7 +6,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .planning import START, _row_dot, pairwise_sum
+from .planning import START, pairwise_sum, row_dot
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -23,7 +23,7 @@ def policy_regret(p: np.ndarray, r: np.ndarray, d1: np.ndarray, optimal: float,
     for h in range(horizon - 1, -1, -1):
         for s in range(n_states):
             a = policy[h, s]
-            v_new[s] = r[h, s, a] + _row_dot(p, h, s, a, v, terms)
+            v_new[s] = r[h, s, a] + row_dot(p, h, s, a, v, terms)
         for t in range(n_states):
             v[t] = v_new[t]
     for t in range(n_states):

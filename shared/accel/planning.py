@@ -263,7 +263,7 @@ def _next_weights(n_eff: np.ndarray, c1: float, c23: float, h2: float, g: np.nda
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _row_dot(p: np.ndarray, c: int, s: int, a: int, y: np.ndarray, scratch: np.ndarray) -> float:
+def row_dot(p: np.ndarray, c: int, s: int, a: int, y: np.ndarray, scratch: np.ndarray) -> float:
     """sum_t p[c, s, a, t] y_t as numpy's (p * y).sum(-1) computes it (products rounded, then
     summed in numpy's order: in order below 8 terms). Indexes p instead of slicing it: a view
     per call costs reference counting in this innermost loop."""
@@ -342,8 +342,8 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
                             pv += p[cur, s, a, t] * v[t]
                             pv2 += p[cur, s, a, t] * v2[t]
                     else:
-                        pv = _row_dot(p, cur, s, a, v, scratch)
-                        pv2 = _row_dot(p, cur, s, a, v2, scratch)
+                        pv = row_dot(p, cur, s, a, v, scratch)
+                        pv2 = row_dot(p, cur, s, a, v2, scratch)
                     if n > 0:
                         inv_n = 1.0 / n
                         bonus = bs * math.sqrt((2.0 * io) * inv_n)
@@ -358,7 +358,7 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
                                     for t in range(n_states):
                                         w += p[cur, s, a, t] * g[t]
                                 else:
-                                    w = _row_dot(p, cur, s, a, g, scratch)
+                                    w = row_dot(p, cur, s, a, g, scratch)
                             bonus = bonus + bs * (c4 * math.sqrt(w * inv_n))
                         q = (r_hat[cur, s, a] + bonus) + pv
                         if cb > 0:
