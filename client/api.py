@@ -24,7 +24,15 @@ from urllib.parse import quote
 import httpx
 import numpy as np
 from privrl.config import RunConfig
-from privrl.protocol import API_VERSION, Billboard, LedgerView, PolicyLog, RunInfo, RunList
+from privrl.protocol import (
+    API_VERSION,
+    CLIENT_KEEPALIVE_SECONDS,
+    Billboard,
+    LedgerView,
+    PolicyLog,
+    RunInfo,
+    RunList,
+)
 from pydantic import BaseModel, ValidationError
 
 TOKEN_ENV = "PRIVRL_ADMIN_TOKEN"
@@ -132,7 +140,10 @@ class ServerAPI:
         Overload answers are retried `overload_attempts` times (after their Retry-After)."""
         self.server = check_url(server)
         self.token = token
-        self.http = httpx.Client(base_url=self.server, timeout=timeout)
+        self.http = httpx.Client(base_url=self.server, timeout=timeout,
+                                 limits=httpx.Limits(max_connections=100,
+                                                     max_keepalive_connections=20,
+                                                     keepalive_expiry=CLIENT_KEEPALIVE_SECONDS))
         self.overload_attempts = overload_attempts
         self.jitter = np.random.default_rng()  # not secret, and never near any noise stream
 

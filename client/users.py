@@ -35,6 +35,7 @@ from privrl.config import RunConfig
 from privrl.privacy.calibration import Calibration, calibrate
 from privrl.protocol import (
     API_VERSION,
+    CLIENT_KEEPALIVE_SECONDS,
     Ack,
     RandomizerParams,
     ReturnsReport,
@@ -436,7 +437,8 @@ async def run_users(
         raise UserError("concurrency must be >= 1")
     seed = secret_seed() if seed is None else seed
     server = check_url(server)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency,
+                          keepalive_expiry=CLIENT_KEEPALIVE_SECONDS)
     timeout = max(timeout, backoff.claim_wait + 10.0)  # a claim may be held claim_wait seconds
     async with httpx.AsyncClient(base_url=server, timeout=timeout, limits=limits,
                                  event_hooks=event_hooks or {}, transport=transport) as http:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import uvicorn
 from privrl.argtypes import positive_float
+from privrl.protocol import SERVER_KEEPALIVE_SECONDS
 from privrl.server.app import create_app
 from privrl.server.settings import Settings
 from privrl.wire import error_text
@@ -105,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         proxy_headers=False,
         server_header=False,
         timeout_graceful_shutdown=5,
+        timeout_keep_alive=SERVER_KEEPALIVE_SECONDS,
     )
     return 0
 

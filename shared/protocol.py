@@ -19,6 +19,11 @@ from privrl.wire import F64_PATTERN, INTEGRAL, pack_floats, unpack_floats
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 API_VERSION = "v1"
+# Idle keep-alive connections: the server closes one after SERVER_KEEPALIVE_SECONDS, a client
+# drops its own sooner, so no client sends on a connection at the moment the server closes it
+# (with both at 5 s, httpx's and uvicorn's defaults, that race showed up as retried ReadErrors).
+SERVER_KEEPALIVE_SECONDS = 30
+CLIENT_KEEPALIVE_SECONDS = 20.0
 
 
 def _pair(value: Any) -> Any:

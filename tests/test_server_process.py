@@ -313,3 +313,25 @@ def test_concurrent_users_with_abandoned_claims_and_retries(tmp_path: Path) -> N
         base_url=server.url, timeout=10
     ) as http:
         assert snapshot(http.get, run_id) == before  # concurrent planning points replay too
+
+
+def test_idle_connection_outlives_the_clients_keepalive(tmp_path: Path) -> None:
+    """An idle keep-alive connection stays open past uvicorn's 5 s default, and clients drop
+    theirs before the server would: no client sends just as the server closes (a ReadError)."""
+    import http.client
+
+    from privrl.protocol import CLIENT_KEEPALIVE_SECONDS, SERVER_KEEPALIVE_SECONDS
+
+    assert CLIENT_KEEPALIVE_SECONDS + 5 <= SERVER_KEEPALIVE_SECONDS
+    with LiveServer(tmp_path / "db.sqlite", tmp_path / "log") as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        sockets = []
+        for pause in (0.0, 6.5):
+            time.sleep(pause)
+            conn.request("GET", "/healthz")  # a closed connection fails here or on the answer
+            resp = conn.getresponse()
+            assert resp.status == 200 and not resp.will_close, (pause, resp.status)
+            resp.read()
+            sockets.append(conn.sock)
+        conn.close()
+        assert sockets[0] is sockets[1]  # the same connection both times

@@ -28,6 +28,7 @@ import httpx
 import uvicorn
 from privrl.client.audit.findings import AuditReport, Finding
 from privrl.client.audit.server import raw_looking, secret_looking, walk
+from privrl.protocol import SERVER_KEEPALIVE_SECONDS
 from privrl.wire import unpack_floats
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -332,7 +333,8 @@ def serve_proxy(host: str, port: int, upstream: str, sink: IO[str] | None = None
     wire = WireLog(upstream, sink)
     app = create_proxy_app(upstream, wire)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                            server_header=False, proxy_headers=False)
+                            server_header=False, proxy_headers=False,
+                            timeout_keep_alive=SERVER_KEEPALIVE_SECONDS)
     server = uvicorn.Server(config)
     # uvicorn re-raises the stop signal once it is done; a no-op handler lets us report first
     previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT,

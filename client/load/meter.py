@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import httpx
 import numpy as np
+from privrl.protocol import CLIENT_KEEPALIVE_SECONDS
 
 ENDPOINTS = ("claim", "report", "healthz", "other")
 ACKS, REQUESTS, ERRORS = 0, 1, 2  # slots of one process's live counters
@@ -77,7 +78,8 @@ class BoundedTransport(httpx.AsyncBaseTransport):
             raise ValueError("a bounded transport needs at least one slot")
         self.meter = meter or Meter()
         self.claims, self.others = asyncio.Semaphore(slots), asyncio.Semaphore(slots)
-        limits = httpx.Limits(max_connections=2 * slots, max_keepalive_connections=2 * slots)
+        limits = httpx.Limits(max_connections=2 * slots, max_keepalive_connections=2 * slots,
+                              keepalive_expiry=CLIENT_KEEPALIVE_SECONDS)
         self.inner = inner or httpx.AsyncHTTPTransport(limits=limits)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
