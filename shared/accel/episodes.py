@@ -4,9 +4,9 @@ The kernel runs episodes k0..k1 of every replica exactly as `privrl.run.run_in_p
 (plan from the release after k reports, greedy with the seeded tie-break stream, the user's
 rollout from its seeded stream, the count increments), with everything random drawn from the
 same streams: uniforms from the compiled PCG64 (`streams`), noise drawn beforehand with numpy
-(`ldp_noise`: each user's report noise, `jdp_noise`: the tree's noise in each release). It
-records every changed policy so the caller evaluates regret with the evaluator's own code
-(only those whose regret can differ from the replica's previous evaluated policy).
+(`ldp_noise`: each user's report noise, `jdp_noise`: the tree's noise in each release). Each
+episode's exact regret is the evaluator's number (`privrl.accel.evaluation`), computed only
+for a changed policy whose regret can differ from its replica's previous evaluated one.
 """
 
 from __future__ import annotations
@@ -79,17 +79,17 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                  radius: np.ndarray, threshold: np.ndarray, consts: np.ndarray,
                  private: bool, caps: np.ndarray, q: np.ndarray, clip_previous: bool,
                  variance_terms: bool, last: np.ndarray, has_last: bool,
-                 change_k: np.ndarray, change_r: np.ndarray, change_pol: np.ndarray,
-                 change_same: np.ndarray, change_regret: np.ndarray) -> tuple:
-    """Episodes k0..k1-1 of R replicas; returns (changes recorded, new policy versions).
+                 regret_now: np.ndarray, changes: np.ndarray, regret_out: np.ndarray) -> int:
+    """Episodes k0..k1-1 of R replicas; returns how many new policy versions they made.
 
     given_u (B, R, 2H+1) are the users' uniforms when drawn outside (LDP), else empty; ldp_*
     (B, R, ...) is each user's report noise (LDP), jdp_* (B, R, ...) the noise in the release
     after k reports (JDP); empty arrays when the mode has none. acc_* hold the exact sums (none,
     JDP) or the sums of noisy reports (LDP) and are updated in place, as are q and `last`.
-    change_same[i] says whether change i has the regret of its replica's previous evaluated
-    policy (`evaluated`, updated in place; see `same_value`); otherwise change_regret[i] is its
-    exact regret (`optimal` - d1 . V^pi_1 in the true world, the evaluator's numbers).
+    regret_out (R, B) gets each episode's exact regret (`optimal` - d1 . V^pi_1 in the true
+    world); regret_now (R,) is the regret of each replica's current policy and `evaluated` the
+    last policy evaluated (a changed policy with the same value is not: `same_value`); changes
+    (R,) counts the policies each replica played. All three are updated in place.
     """
     n_rep, horizon, n_states, n_actions = q.shape
     hs = acc_sas.shape[1]
@@ -115,7 +115,7 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
     model_n = np.empty(kept_shape)
     model_r = np.empty(kept_shape)
     stale = np.ones(kept_shape, np.bool_)
-    n_changes, versions = 0, 0
+    versions = 0
     for k in range(k0, k1):
         i = k - k0
         # the billboard after k reports: the sums themselves unless JDP noise is added
@@ -172,17 +172,14 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                             changed = True
             if changed:
                 changed_any = True
-                change_k[n_changes] = k
-                change_r[n_changes] = rep
-                copy_rows(actions[rep], change_pol[n_changes])
-                same = has_last and same_value(p_true, d1, evaluated[rep], actions[rep], reach)
-                change_same[n_changes] = same
-                if not same:
+                changes[rep] += 1
+                if not (has_last and same_value(p_true, d1, evaluated[rep], actions[rep],
+                                                reach)):
                     copy_rows(actions[rep], evaluated[rep])
-                    change_regret[n_changes] = policy_regret(p_true, r_mean, d1, optimal,
-                                                             actions[rep], eval_scratch)
-                n_changes += 1
+                    regret_now[rep] = policy_regret(p_true, r_mean, d1, optimal, actions[rep],
+                                                    eval_scratch)
                 copy_rows(actions[rep], last[rep])
+            regret_out[rep, i] = regret_now[rep]
             # the user's episode: rollout from its stream, then its counts (and LDP noise)
             if ldp:
                 for j in range(u.shape[0]):
@@ -232,4 +229,4 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
         if changed_any:
             versions += 1
         has_last = True
-    return n_changes, versions
+    return versions

@@ -43,7 +43,7 @@ def applies(run: Run, world: Any) -> bool:
     return (
         isinstance(world, TabularMDP)
         and isinstance(run.privatizer, Identity | Central | Aggregator)
-        and all(forms) and len({form[0] for form in forms if form}) <= 1
+        and all(forms) and len({form[0] for form in forms}) <= 1
         and run.config.episodes < 2**32
     )
 
@@ -79,8 +79,8 @@ class FusedEpisodes:
 
         run, world, planner = self.run, self.world, self.planner
         k, total = run.reported, run.config.episodes
-        n_rep, horizon, n_states = planner.q.shape[:3]
-        last_regret = np.zeros(n_rep)
+        n_rep = planner.q.shape[0]
+        regret_now = np.zeros(n_rep)  # regret of each replica's current policy
         changes = np.zeros(n_rep, np.int64)  # every recorded policy, the first one included
         has_last = False
         optimal = optimal_return(world)
@@ -94,12 +94,8 @@ class FusedEpisodes:
             consts = planner.constants_block(radii)
             given_u, ldp = self._ldp_draws(k, b)
             jdp = self._jdp_draws(b)
-            change_k = np.empty(b * n_rep, np.int64)
-            change_r = np.empty(b * n_rep, np.int64)
-            change_pol = np.empty((b * n_rep, horizon, n_states), np.int64)
-            change_same = np.empty(b * n_rep, np.bool_)
-            change_regret = np.empty(b * n_rep)
-            n_changes, versions = run_episodes(
+            block_regret = np.empty((n_rep, b))
+            versions = run_episodes(
                 k, k + b, self.entropy, self.entropy_len, np.uint32(zlib.crc32(b"user")),
                 np.uint32(zlib.crc32(b"tiebreak")), given_u,
                 ldp.get("sas", empty), ldp.get("sa", empty[..., 0]), ldp.get("r", empty[..., 0]),
@@ -109,23 +105,10 @@ class FusedEpisodes:
                 world.d1, world.P, optimal, self.evaluated,
                 radius, threshold, consts, run.calibration.mechanism is not None, planner.caps,
                 planner.q, bool(planner.knobs.clip_previous), bool(planner.knobs.variance_terms),
-                self.last, has_last, change_k, change_r, change_pol, change_same, change_regret,
+                self.last, has_last, regret_now, changes, block_regret,
             )
             has_last = True
-            changes += np.bincount(change_r[:n_changes], minlength=n_rep)
-            fresh = ~change_same[:n_changes]
-            values = change_regret[:n_changes]  # set where fresh
-            for r in range(n_rep):
-                mine = change_r[:n_changes] == r
-                starts = change_k[:n_changes][mine] - k
-                steps = np.concatenate([[last_regret[r]], values[mine]])
-                # a change with its previous evaluated policy's regret takes the last fresh value
-                own = np.flatnonzero(fresh[mine]) + 1
-                source = np.zeros(len(steps), np.int64)
-                source[own] = own
-                steps = steps[np.maximum.accumulate(source)]
-                regret[r, k : k + b] = steps[np.searchsorted(starts, np.arange(b), side="right")]
-                last_regret[r] = steps[-1]
+            regret[:, k : k + b] = block_regret
             for _ in range(b):
                 run.privatizer.record(run.ledger)
             run.policy_version += versions
