@@ -18,6 +18,14 @@ _OPTIMAL_CACHE: weakref.WeakKeyDictionary[TabularMDP, tuple[np.ndarray, np.ndarr
 )
 
 
+def _expect(p: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """sum_t p[..., t] v[..., t] (broadcast), as numpy's (p * v).sum(-1) sums the rounded
+    products: not BLAS, whose summation order depends on the CPU, so every value here is the
+    same number on every machine, and the compiled twin (`privrl.accel.evaluation`) follows it
+    bit for bit."""
+    return (p * v).sum(-1)
+
+
 def _optimal(mdp: TabularMDP) -> tuple[np.ndarray, np.ndarray]:
     """Cached read-only (Q*, V*) of `mdp`, computed once per MDP object."""
     cached = _OPTIMAL_CACHE.get(mdp)
@@ -27,7 +35,7 @@ def _optimal(mdp: TabularMDP) -> tuple[np.ndarray, np.ndarray]:
     Q = np.empty((H, S, A))
     V = np.zeros((H + 1, S))
     for h in range(H - 1, -1, -1):
-        Q[h] = mdp.R[h] + mdp.P[h] @ V[h + 1]
+        Q[h] = mdp.R[h] + _expect(mdp.P[h], V[h + 1])
         V[h] = Q[h].max(axis=-1)
     Q.setflags(write=False)
     V.setflags(write=False)
@@ -58,11 +66,7 @@ def _check_policies(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
 
 
 def policy_values(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
-    """V^pi (..., H+1, S) of deterministic policies (..., H, S), vectorized over the batch dims.
-
-    Sums are numpy's own reductions of rounded products, not BLAS: BLAS's summation order
-    depends on the CPU, numpy's pairwise order does not, and the compiled twin
-    (`privrl.accel.evaluation`) follows it bit for bit."""
+    """V^pi (..., H+1, S) of deterministic policies (..., H, S), vectorized over the batch dims."""
     pol = _check_policies(mdp, policies)
     batch = pol.shape[:-2]
     H, S = mdp.H, mdp.S
@@ -71,18 +75,18 @@ def policy_values(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
     r_pi = mdp.R[steps, cells, pol]  # (..., H, S): one gather for all steps
     p_pi = mdp.P[steps, cells, pol]  # (..., H, S, S')
     for h in range(H - 1, -1, -1):
-        V[..., h, :] = r_pi[..., h, :] + (p_pi[..., h, :, :] * V[..., h + 1, None, :]).sum(-1)
+        V[..., h, :] = r_pi[..., h, :] + _expect(p_pi[..., h, :, :], V[..., h + 1, None, :])
     return V
 
 
 def expected_return(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
     """Expected episode return d1 · V^pi_1 for each policy in the batch, shape (...)."""
-    return (policy_values(mdp, policies)[..., 0, :] * mdp.d1).sum(-1)
+    return _expect(policy_values(mdp, policies)[..., 0, :], mdp.d1)
 
 
 def optimal_return(mdp: TabularMDP) -> float:
     """Optimal expected episode return d1 · V*_1."""
-    return float(mdp.d1 @ _optimal(mdp)[1][0])
+    return float(_expect(mdp.d1, _optimal(mdp)[1][0]))
 
 
 def episode_regret(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
@@ -94,8 +98,8 @@ def uniform_random_return(mdp: TabularMDP) -> float:
     """Expected return of the uniformly random (stochastic) policy, a no-learning baseline."""
     V = np.zeros(mdp.S)
     for h in range(mdp.H - 1, -1, -1):
-        V = (mdp.R[h] + mdp.P[h] @ V).mean(axis=-1)
-    return float(mdp.d1 @ V)
+        V = (mdp.R[h] + _expect(mdp.P[h], V)).mean(axis=-1)
+    return float(_expect(mdp.d1, V))
 
 
 def stochastic_policy_values(mdp: TabularMDP, probs: np.ndarray) -> np.ndarray:
@@ -106,11 +110,11 @@ def stochastic_policy_values(mdp: TabularMDP, probs: np.ndarray) -> np.ndarray:
                          f"{mdp.A}), got {p.shape}")
     V = np.zeros((*p.shape[:-3], mdp.H + 1, mdp.S))
     for h in range(mdp.H - 1, -1, -1):
-        q = mdp.R[h] + np.einsum("sat,...t->...sa", mdp.P[h], V[..., h + 1, :])
+        q = mdp.R[h] + _expect(mdp.P[h], V[..., h + 1, None, None, :])
         V[..., h, :] = (p[..., h, :, :] * q).sum(axis=-1)
     return V
 
 
 def episode_regret_stochastic(mdp: TabularMDP, probs: np.ndarray) -> np.ndarray:
     """Exact expected per-episode regret d1 · (V*_1 - V^pi_1) of stochastic policies."""
-    return optimal_return(mdp) - stochastic_policy_values(mdp, probs)[..., 0, :] @ mdp.d1
+    return optimal_return(mdp) - _expect(stochastic_policy_values(mdp, probs)[..., 0, :], mdp.d1)
