@@ -5,6 +5,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+# Zero as a numpy integer, for offsets and counters handed to another kernel: a literal 0 makes
+# numba compile a second specialization of the callee (it keeps Literal[int](0) in jit-to-jit
+# calls), which costs a cold start seconds.
+START = np.int64(0)
+
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def copy_rows(src: np.ndarray, dst: np.ndarray) -> None:

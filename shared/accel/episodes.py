@@ -14,9 +14,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .arrays import copy_rows
+from .arrays import START, copy_rows
 from .evaluation import policy_regret
-from .planning import START, pairwise_sum, plan_replicas
+from .planning import pairwise_sum, plan_replicas
 from .streams import fill_uniform, pcg64_seed, seed_words
 
 

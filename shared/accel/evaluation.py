@@ -6,7 +6,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .planning import START, pairwise_sum, row_dot
+from .arrays import START
+from .planning import pairwise_sum, row_dot
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")

@@ -15,11 +15,9 @@ import numba
 import numpy as np
 
 from . import streams  # noqa: F401  (loaded with the planner: seeding then uses it too)
+from .arrays import START
 
 TIE_TOL = 1e-9
-# Offset 0 as a numpy integer: a literal 0 passed to a kernel compiles a second specialization
-# of it (numba keeps Literal[int](0) in jit-to-jit calls), which costs a cold start seconds.
-START = np.int64(0)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")

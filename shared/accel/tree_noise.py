@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .arrays import copy_rows
+from .arrays import START, copy_rows
 from .distributions import seeded_rows
 
 
@@ -45,7 +45,7 @@ def noise_block(t0: int, smooth: bool, weights: np.ndarray, entropy: np.ndarray,
         for r in range(n_rep):  # noise_sum
             for c in range(n):
                 out[i, r, c] = 0.0
-        level = np.int64(0)  # not a literal 0: one specialization of _draw
+        level = START
         while (t >> level) > 0:
             if (t >> level) & 1:
                 for r in range(n_rep):
@@ -54,7 +54,7 @@ def noise_block(t0: int, smooth: bool, weights: np.ndarray, entropy: np.ndarray,
             level += 1
         t += 1  # _advance
         if not smooth:
-            level = np.int64(0)  # not a literal 0: one specialization of _draw
+            level = START
             while (t >> level) > 0:
                 index = t >> level
                 if index & 1 and node_index[level] != index:
@@ -63,7 +63,7 @@ def noise_block(t0: int, smooth: bool, weights: np.ndarray, entropy: np.ndarray,
                     node_index[level] = index
                 level += 1
             continue
-        level = np.int64(0)  # not a literal 0: one specialization of _draw
+        level = START
         while True:  # _complete_nodes
             index = t >> level
             _draw(entropy, entropy_len, spawn, level, index, kind, scale, own)
