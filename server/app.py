@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio.to_thread
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from privrl import algorithms
 from privrl.protocol import API_VERSION
 from privrl.server.admission import InFlight
@@ -23,7 +23,6 @@ from privrl.server.metrics import LatencyMiddleware, Metrics
 from privrl.server.openapi import install_openapi
 from privrl.server.registry import Registry
 from privrl.server.routes import dashboard, episodes, evaluation, ops, public, runs
-from privrl.server.routes.common import refuse_unknown_query
 from privrl.server.settings import Settings
 from privrl.server.store import Store
 from privrl.server.writer import Writer
@@ -109,12 +108,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=API_VERSION,
         description=DESCRIPTION,
         lifespan=lifespan,
+        # FastAPI's native OpenTelemetry asks for the global providers on every request; privrl
+        # exports its own Prometheus metrics (/metrics), so it is off (an older FastAPI ignores
+        # the keyword)
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.in_flight = InFlight(settings.max_in_flight)
     for module in (runs, episodes, public, evaluation):  # the v1 API: unknown query refused
-        app.include_router(module.router, dependencies=[Depends(refuse_unknown_query)])
+        app.include_router(module.router)
     app.include_router(ops.router)  # probes and scrapers: lenient
     app.include_router(dashboard.router)  # the page at / (public routes only)
 

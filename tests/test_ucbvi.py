@@ -10,8 +10,15 @@ from privrl.algorithms.ucbvi.learner import DPUCBVI, iota
 from privrl.config import RunConfig
 from privrl.privacy.postprocess import project_counts
 from privrl.run import Run, run_in_process, user_episode
-from privrl.stats import family_shapes
-from privrl.worlds import garnet, optimal_q, optimal_return, riverswim, uniform_random_return
+from privrl.stats import family_shapes, tabular_counts
+from privrl.worlds import (
+    garnet,
+    optimal_q,
+    optimal_return,
+    riverswim,
+    rollout,
+    uniform_random_return,
+)
 
 RIVER = riverswim(20)
 
@@ -176,6 +183,29 @@ def test_pooled_statistics_have_one_step():
     assert family_shapes(6, 2, 20, pooled=True)["sas"] == (1, 6, 2, 6)
     res = run_in_process(cfg(episodes=200, privacy="none", knobs={"pooled": True}), RIVER, [0])
     assert res.regret.shape == (1, 200)
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_tabular_counts_by_hand(pooled):
+    """Each family is the sum over replicas' steps of its one-hot increment (rewards added in
+    step order from 0.0), entry for entry, as a plain loop computes it."""
+    world = garnet(5, 3, 7, seed=4, stationary=False)  # mean rewards: sums depend on order
+    rng = np.random.default_rng(6)
+    traj = rollout(world, rng.integers(0, 3, (4, 7, 5)), rng.random((4, 15)))
+    counts = tabular_counts(traj, 5, 3, pooled)
+    want = {name: np.zeros((4, *shape)) for name, shape in family_shapes(5, 3, 7, pooled).items()}
+    for r in range(4):
+        for h in range(7):
+            s, a, t = traj.states[r, h], traj.actions[r, h], traj.states[r, h + 1]
+            j = 0 if pooled else h
+            want["sas"][r, j, s, a, t] += 1.0
+            want["sa"][r, j, s, a] += 1.0
+            want["r"][r, j, s, a] += traj.rewards[r, h]
+    assert counts.keys() == want.keys()
+    for name in want:
+        assert counts[name].dtype == np.float64
+        np.testing.assert_array_equal(counts[name], want[name])
+    assert np.isclose(counts["r"].sum(), traj.rewards.sum()) and traj.rewards.sum() > 0
 
 
 def test_world_and_config_must_agree():

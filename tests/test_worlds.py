@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 from pathlib import Path
 
@@ -211,6 +212,27 @@ def test_rollout_deterministic_and_rowwise() -> None:
     shared_pol = rollout(mdp, pols[0], u)  # one (H, S) policy for every row
     stacked = rollout(mdp, np.broadcast_to(pols[0], (8, *pols[0].shape)), u)
     np.testing.assert_array_equal(shared_pol.states, stacked.states)
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+@pytest.mark.parametrize("n_states", [3, 16])
+def test_rollout_successor_table_equals_step_by_step(monkeypatch, rows: int, n_states: int
+                                                     ) -> None:
+    """Up to SUCCESSOR_TABLE_STATES a rollout draws every (h, s)'s successor at once and walks
+    the table (one user: in Python); the states are those of the step-by-step draw, uniforms
+    that equal a CDF value (ties of the inverse CDF) included."""
+    rollout_module = importlib.import_module("privrl.worlds.rollout")  # not the function
+    assert n_states <= rollout_module.SUCCESSOR_TABLE_STATES
+    mdp = garnet(n_states, 3, 9, seed=n_states, stationary=False)
+    pols = _random_policies(mdp, (rows,), seed=7)
+    u = _uniforms(rows, mdp.H, seed=8)
+    cdf_values = np.unique(mdp.cum_P)
+    u[:, 1::2] = generator(9, "ties").choice(cdf_values[cdf_values < 1.0], u[:, 1::2].shape)
+    table = rollout(mdp, pols, u)
+    monkeypatch.setattr(rollout_module, "SUCCESSOR_TABLE_STATES", 0)
+    steps = rollout(mdp, pols, u)
+    for field in ("states", "actions", "rewards"):
+        np.testing.assert_array_equal(getattr(table, field), getattr(steps, field))
 
 
 def test_rollout_uniform_layout() -> None:

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from asyncio import Future
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from enum import Enum
+from typing import Any, TypeVar
 
 import anyio.to_thread
-from fastapi import Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from privrl.server.errors import Refusal
 from privrl.server.hosted import HostedRun
 from privrl.server.metrics import Metrics
@@ -131,34 +133,39 @@ async def locked(hosted: HostedRun, fn: Callable[..., T], *args: object) -> T:
     return result
 
 
-_DECLARED = "_privrl_query_names"  # the route's own cache of the query names it declares
-
-
-def _declared_query(dependant: Dependant) -> set[str]:
+def _declared_query(dependant: Dependant) -> frozenset[str]:
     """The query parameter names a route (and its dependencies) declares."""
     names = {param.alias for param in dependant.query_params}
     for sub in dependant.dependencies:
         names |= _declared_query(sub)
-    return names
+    return frozenset(names)
 
 
-async def refuse_unknown_query(request: Request) -> None:
-    """Refuse query parameters the route does not declare, as unknown body fields are: a typo
-    (?wiat=5) is a 422, never silently ignored."""
-    route = request.scope.get("route")
-    dependant = getattr(route, "dependant", None)
-    if dependant is None or not request.scope.get("query_string"):
-        return
-    known = getattr(route, _DECLARED, None)
-    if known is None:  # kept on the route itself: it lives and dies with its app
-        known = frozenset(_declared_query(dependant))
-        setattr(route, _DECLARED, known)
-    unknown = [name for name in request.query_params if name not in known]
-    if unknown:
-        raise RequestValidationError(
-            [
-                {"type": "extra_forbidden", "loc": ("query", name), "msg": "Extra inputs are not"
-                 " permitted (this route takes no such query parameter)"}
-                for name in unknown
-            ]
-        )
+class StrictQueryRoute(APIRoute):
+    """A route that refuses query parameters it does not declare, as unknown body fields are: a
+    typo (?wiat=5) is a 422, never silently ignored. The names are computed once per route and
+    checked before FastAPI solves the parameters (as a dependency, the check cost a dependency
+    resolution on every request of the hot claim and report routes)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        """FastAPI's handler, behind the query check."""
+        handler = super().get_route_handler()
+        known = _declared_query(self.dependant)
+
+        async def checked(request: Request) -> Response:
+            if request.scope.get("query_string"):
+                unknown = [name for name in request.query_params if name not in known]
+                if unknown:
+                    raise RequestValidationError(
+                        [{"type": "extra_forbidden", "loc": ("query", name),
+                          "msg": "Extra inputs are not permitted (this route takes no such query"
+                          " parameter)"} for name in unknown]
+                    )
+            return await handler(request)
+
+        return checked
+
+
+def v1_router(tags: list[str | Enum]) -> APIRouter:
+    """A router of the v1 run API (/v1/runs/...): its routes refuse unknown query parameters."""
+    return APIRouter(prefix="/v1/runs", tags=tags, route_class=StrictQueryRoute)

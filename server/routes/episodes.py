@@ -6,7 +6,7 @@ import asyncio
 import time
 from asyncio import Future
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 from privrl.protocol import Ack, Report, Ticket
 from privrl.server.errors import Refusal, error_responses
 from privrl.server.hosted import HostedRun
@@ -20,9 +20,10 @@ from privrl.server.routes.common import (
     record,
     registry_of,
     settings_of,
+    v1_router,
 )
 
-router = APIRouter(prefix="/v1/runs", tags=["episodes"])
+router = v1_router(["episodes"])
 
 RETRYABLE = ("busy", "full", "admission")  # refusals a claim may wait out (?wait=)
 WAIT_LIMIT = 600.0  # largest ?wait= of a claim (above: 422); PRIVRL_MAX_CLAIM_WAIT caps it further

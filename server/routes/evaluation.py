@@ -12,16 +12,16 @@ import time
 from collections import OrderedDict
 from functools import lru_cache
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 from privrl.evaluation import regret_from_log
 from privrl.protocol import PolicyLog, RegretView
 from privrl.server.errors import Refusal, error_responses
-from privrl.server.routes.common import in_thread, locked, registry_of
+from privrl.server.routes.common import in_thread, locked, registry_of, v1_router
 from privrl.worlds import optimal_return, uniform_random_return
 from privrl.worlds.registry import list_worlds, make
 from privrl.worlds.tabular import TabularMDP, WorldError
 
-router = APIRouter(prefix="/v1/runs", tags=["public"])
+router = v1_router(["public"])
 CACHED_RUNS = 64  # (run, world) pairs whose per-version regrets are kept between calls
 
 

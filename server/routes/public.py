@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from privrl.protocol import Billboard, LedgerView, PolicyLog, PolicyPayload
 from privrl.server.errors import UNKNOWN_QUERY, error_responses
-from privrl.server.routes.common import locked, registry_of
+from privrl.server.routes.common import locked, registry_of, v1_router
 
-router = APIRouter(prefix="/v1/runs", tags=["public"])
+router = v1_router(["public"])
 
 
 @router.get(

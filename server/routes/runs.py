@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import Depends, Query, Request, Response
 from privrl.protocol import RunInfo, RunList, RunRequest
 from privrl.server.auth import require_admin
 from privrl.server.errors import UNKNOWN_QUERY, error_responses
@@ -16,9 +16,10 @@ from privrl.server.routes.common import (
     metrics_of,
     registry_of,
     settings_of,
+    v1_router,
 )
 
-router = APIRouter(prefix="/v1/runs", tags=["runs"])
+router = v1_router(["runs"])
 
 
 @router.post(

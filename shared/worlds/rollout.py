@@ -47,6 +47,26 @@ def _inverse_cdf(cdf_rows: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.minimum(idx, cdf_rows.shape[-1] - 1)
 
 
+SUCCESSOR_TABLE_STATES = 16  # up to this S, `rollout` draws every (h, s)'s successor at once
+
+
+def _walk(successors: np.ndarray, states: np.ndarray) -> None:
+    """Fill states[:, 1:] from states[:, 0] along a successor table (n, H, S): the next state
+    of every (h, s) already drawn with step h's uniform, so only the lookups are sequential
+    (a Python walk for one user: numpy's per-call cost would dominate 20 tiny steps)."""
+    n, horizon, _ = successors.shape
+    if n == 1:
+        table, s = successors[0].tolist(), int(states[0, 0])
+        walk = states[0]
+        for h in range(horizon):
+            s = table[h][s]
+            walk[h + 1] = s
+        return
+    rows = np.arange(n)
+    for h in range(horizon):
+        states[:, h + 1] = successors[rows, h, states[:, h]]
+
+
 def _initial_states(mdp: TabularMDP, u0: np.ndarray) -> np.ndarray:
     """Draw s_1 for each uniform in `u0`."""
     return _inverse_cdf(np.broadcast_to(mdp.cum_d1, (*u0.shape, mdp.S)), u0)
@@ -104,8 +124,11 @@ def rollout(mdp: TabularMDP, policies: np.ndarray, uniforms: np.ndarray) -> Traj
     steps, cells = np.arange(H)[None, :, None], np.arange(S)[None, None, :]
     cdf_pi = mdp.cum_P[steps, cells, pol]
     mean_pi = mdp.R[steps, cells, pol]
-    for h in range(H):
-        states[:, h + 1] = _inverse_cdf(cdf_pi[rows, h, states[:, h]], u[:, 1 + h])
+    if S <= SUCCESSOR_TABLE_STATES:
+        _walk(_inverse_cdf(cdf_pi, u[:, 1 : 1 + H, None]), states)
+    else:
+        for h in range(H):
+            states[:, h + 1] = _inverse_cdf(cdf_pi[rows, h, states[:, h]], u[:, 1 + h])
     visited = states[:, :-1]
     actions = pol[rows[:, None], np.arange(H)[None, :], visited].astype(np.int64)
     mean = mean_pi[rows[:, None], np.arange(H)[None, :], visited]
