@@ -150,8 +150,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """privrl bench: interleaved rounds of every variant (1 and R replicas, rlberry), medians."""
     import json
 
+    from privrl import accel
     from privrl.lab.bench import RLBERRY, bench_world, measure, report
 
+    if accel.mode() == "auto":  # time the compiled path: compile now (the warm-up), never numpy
+        os.environ[accel.ENV_SWITCH] = "1"  # while a background compilation runs
     mdp = bench_world(args.env, args.horizon, args.states, args.actions)
     replicas = sorted(set(args.replicas))
     print(f"world {mdp!r}, K = {args.episodes} per run, replicas {replicas}, {args.rounds} "

@@ -23,6 +23,10 @@ from privrl.worlds.evaluation import episode_regret, episode_regret_stochastic
 from privrl.worlds.linear_mixture import model_spec_of
 from privrl.worlds.tabular import TabularMDP
 
+# episodes between two looks, in the generic in-process loop, for kernels compiled in the
+# background meanwhile (`privrl.accel`): the compiled loop then runs the rest, same numbers
+HANDOFF_EVERY = 64
+
 
 class RunFinished(RuntimeError):
     """All K episodes of the run have been reported."""
@@ -198,6 +202,12 @@ def run_in_process(
     last_regret = np.zeros(n_rep)
     changes = np.zeros(n_rep, dtype=np.int64)
     for k in range(k_total):
+        if k % HANDOFF_EVERY == 0 and k and accel.enabled():  # compiled in the background since
+            fused = run.algorithm.fused_loop(run, mdp)
+            if fused is not None:
+                assert last_policy is not None
+                changes += fused(regret, progress, progress_every, (last_policy, last_regret))
+                break
         pol = played_policy(run.message())
         changed = (
             np.ones(n_rep, bool)

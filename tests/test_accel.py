@@ -14,7 +14,7 @@ from privrl.config import RunConfig
 from privrl.run import Run, run_in_process
 from privrl.worlds.tabular import garnet, riverswim
 
-pytestmark = pytest.mark.skipif(not accel.enabled(), reason="numba is not installed")
+pytestmark = pytest.mark.skipif(not accel.available(), reason="numba is not installed")
 
 CASES = {
     "none": dict(privacy="none", preset="practical"),

@@ -227,9 +227,12 @@ class Algorithm(ABC):
 
 
 class FusedLoop(Protocol):
-    """Runs a fresh in-process run's episodes, filling `regret` (R, K) and the run's ledger,
+    """Runs an in-process run's remaining episodes, filling `regret` (R, K) and the run's ledger,
     privatizer and policy version exactly as the generic loop would, and returns each replica's
-    count of policy switches (R,)."""
+    count of policy switches (R,). `resume` = (the actions (R, H, S) the generic loop played
+    last, their exact regret (R,)) when it takes over a run the generic loop began (the kernels
+    were compiled meanwhile): switches then count from those actions."""
 
     def __call__(self, regret: np.ndarray, progress: Callable[[int], None] | None,
-                 progress_every: int) -> np.ndarray: ...
+                 progress_every: int,
+                 resume: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray: ...

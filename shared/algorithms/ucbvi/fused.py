@@ -71,9 +71,11 @@ class FusedEpisodes:
         return n_rep * sum(int(np.prod(f.shape)) for f in self.families.values())
 
     def __call__(self, regret: np.ndarray, progress: Callable[[int], None] | None,
-                 progress_every: int) -> np.ndarray:
+                 progress_every: int,
+                 resume: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """Fill `regret` (R, K) for every remaining episode, as the generic loop would; return
-        how often each replica's played policy changed after its first (switches)."""
+        how often each replica's played policy changed after its first, or after `resume`'s
+        (the generic loop's last played actions and their regret: `FusedLoop`)."""
         from ...accel.episodes import run_episodes
         from ...worlds.evaluation import optimal_return
 
@@ -82,7 +84,10 @@ class FusedEpisodes:
         n_rep = planner.q.shape[0]
         regret_now = np.zeros(n_rep)  # regret of each replica's current policy
         changes = np.zeros(n_rep, np.int64)  # every recorded policy, the first one included
-        has_last = False
+        has_last = resume is not None  # the played policy, evaluated: the resumed one
+        if resume is not None:
+            self.last[:], regret_now[:] = resume
+            self.evaluated[:] = self.last
         optimal = optimal_return(world)
         empty = np.empty((0, n_rep, 1, 1, 1, 1))
         dummy_sa = np.empty(self.acc["r"].shape)
@@ -117,7 +122,7 @@ class FusedEpisodes:
                     progress(done)
             k += b
         run.adopt_message({"actions": self.last.copy()})
-        return np.maximum(changes - 1, 0)
+        return changes if resume is not None else np.maximum(changes - 1, 0)
 
     def _ldp_draws(self, k: int, b: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """LDP: each user's rollout uniforms and report noise for episodes k .. k+b-1, drawn
