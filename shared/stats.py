@@ -40,14 +40,8 @@ def tabular_counts(
     s = traj.states[:, :-1].ravel()
     a = traj.actions.ravel()
     s_next = traj.states[:, 1:].ravel()
-    # flat cell indices, counted with bincount: the sums np.add.at would make (weights are
-    # added in the order given, from 0.0), without its per-element cost on a server's report
-    cell = ((rows * shapes["sa"][0] + steps) * n_states + s) * n_actions + a
-    sa_shape = (n_rep, *shapes["sa"])
-    size = int(np.prod(sa_shape))
-    return {
-        "sas": np.bincount(cell * n_states + s_next, minlength=size * n_states)
-        .astype(np.float64).reshape(n_rep, *shapes["sas"]),
-        "sa": np.bincount(cell, minlength=size).astype(np.float64).reshape(sa_shape),
-        "r": np.bincount(cell, weights=traj.rewards.ravel(), minlength=size).reshape(sa_shape),
-    }
+    out = {name: np.zeros((n_rep, *shape)) for name, shape in shapes.items()}
+    np.add.at(out["sas"], (rows, steps, s, a, s_next), 1.0)
+    np.add.at(out["sa"], (rows, steps, s, a), 1.0)
+    np.add.at(out["r"], (rows, steps, s, a), traj.rewards.ravel())
+    return out
