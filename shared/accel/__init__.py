@@ -133,10 +133,14 @@ def warm_up_in_background() -> bool:
         if lock.exists() and time.time() - lock.stat().st_mtime < STALE_SECONDS:
             return False  # another process is compiling them
         lock.write_text(str(os.getpid()))
-        env = {**os.environ, ENV_SWITCH: "1"}
-        subprocess.Popen([sys.executable, "-m", "privrl.accel", "--lock", str(lock)], env=env,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError:
-        return False  # no writable cache or no process: the numpy path goes on
+        return False  # no writable cache: the numpy path goes on
+    try:
+        subprocess.Popen([sys.executable, "-m", "privrl.accel", "--lock", str(lock)],
+                         env={**os.environ, ENV_SWITCH: "1"}, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    except OSError:
+        lock.unlink(missing_ok=True)  # no process could start: let a later one try
+        return False
     return True
