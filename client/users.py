@@ -167,8 +167,9 @@ def encode_noisy(ticket: str, noisy: Stats, families: Sequence[str]) -> bytes:
 
 
 def encode_trajectory(ticket: str, traj: Trajectories) -> bytes:
-    """The JDP / non-private report body: one raw trajectory (row 0 of `traj`)."""
-    report = TrajectoryReport(
+    """The JDP / non-private report body: one raw trajectory (row 0 of `traj`), serialized
+    without validating what the rollout just made (the server validates what it receives)."""
+    report = TrajectoryReport.model_construct(
         kind="trajectory", ticket=ticket, states=traj.states[0].tolist(),
         actions=traj.actions[0].tolist(), rewards=traj.rewards[0].tolist(),
     )

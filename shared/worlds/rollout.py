@@ -69,7 +69,7 @@ def _walk(successors: np.ndarray, states: np.ndarray) -> None:
 
 def _initial_states(mdp: TabularMDP, u0: np.ndarray) -> np.ndarray:
     """Draw s_1 for each uniform in `u0`."""
-    return _inverse_cdf(np.broadcast_to(mdp.cum_d1, (*u0.shape, mdp.S)), u0)
+    return _inverse_cdf(mdp.cum_d1, u0)  # d1's one CDF row against every uniform
 
 
 def _transition(
@@ -107,12 +107,13 @@ def rollout(mdp: TabularMDP, policies: np.ndarray, uniforms: np.ndarray) -> Traj
         raise ValueError(f"policies must be an integer array of actions, got dtype {pol.dtype}")
     if pol.shape[-2:] != (H, S) or pol.ndim not in (2, 3):
         raise ValueError(f"policies must have shape (R, H, S) = (R, {H}, {S}), got {pol.shape}")
-    try:
-        pol = np.broadcast_to(pol, (n, H, S))
-    except ValueError:
-        raise ValueError(
-            f"policies have {pol.shape[0]} rows but uniforms have {n}; they must match"
-        ) from None
+    if pol.ndim == 2 or pol.shape[0] != n:  # one shared policy (a view per row)
+        try:
+            pol = np.broadcast_to(pol, (n, H, S))
+        except ValueError:
+            raise ValueError(
+                f"policies have {pol.shape[0]} rows but uniforms have {n}; they must match"
+            ) from None
     if pol.size and (pol.min() < 0 or pol.max() >= mdp.A):
         raise ValueError(
             f"policies contain actions outside [0, {mdp.A}): min {pol.min()}, max {pol.max()}"
