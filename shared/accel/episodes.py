@@ -114,6 +114,8 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
     model_p = np.empty((*kept_shape, n_states))
     model_n = np.empty(kept_shape)
     model_r = np.empty(kept_shape)
+    model_bonus = np.empty((*kept_shape, 2))
+    model_g = np.empty(kept_shape[:3])
     stale = np.ones(kept_shape, np.bool_)
     versions = 0
     for k in range(k0, k1):
@@ -141,9 +143,17 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                             rel_sa[rep, j, s, a] = pairwise_sum(board_sas[rep, j, s, a], START,
                                                                n_states)
         board_sa = acc_sa if has_sa and not jdp else rel_sa
+        if kept and i > 0:  # the kept bonuses read the radius and the constants
+            renew = radius[i] != radius[i - 1]
+            for c in range(consts.shape[1]):
+                renew = renew or consts[i, c] != consts[i - 1, c]
+            if renew:
+                every = stale.reshape(-1)
+                for c in range(every.shape[0]):
+                    every[c] = True
         plan_replicas(board_sas, board_sa, board_r, radius[i], private, threshold[i], consts[i],
                       caps, q, clip_previous, radius[i] > 0, variance_terms, q_new, actions,
-                      tied, model_p, model_n, model_r, stale)
+                      tied, model_p, model_n, model_r, model_bonus, model_g, stale)
         for rep in range(n_rep):
             for h in range(horizon):
                 copy_rows(q_new[rep, h], q[rep, h])
