@@ -21,14 +21,13 @@ from .streams import fill_uniform, pcg64_seed, seed_words
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _uniforms(entropy: np.ndarray, key: np.uint32, episode: int, out: np.ndarray) -> None:
-    """generator(seed, <key>, episode).random(out.shape) into `out` (episode < 2^32)."""
-    spawn = np.empty(2, np.uint32)
+def _uniforms(entropy: np.ndarray, key: np.uint32, episode: int, out: np.ndarray,
+              spawn: np.ndarray, words: np.ndarray, state: np.ndarray) -> None:
+    """generator(seed, <key>, episode).random(out.shape) into `out` (episode < 2^32); spawn (2),
+    words (8, uint32) and state (4, uint64) are the caller's scratch: twice per episode."""
     spawn[0] = key
     spawn[1] = np.uint32(episode)
-    words = np.empty(8, np.uint32)
     seed_words(entropy, spawn, words)
-    state = np.empty(4, np.uint64)
     pcg64_seed(words, state)
     fill_uniform(state, out)
 
@@ -108,6 +107,9 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
     states = np.empty(horizon + 1, np.int64)
     reach = np.empty((2, n_states), np.bool_)
     eval_scratch = np.empty(3 * n_states)
+    spawn = np.empty(2, np.uint32)
+    words = np.empty(8, np.uint32)
+    pcg = np.empty(4, np.uint64)
     # non-private: the model (P~, N~, r~) changes only at the visited cells, so it is kept
     kept = not (private or ldp or jdp) and (threshold <= 0.0).all()
     kept_shape = (n_rep if kept else 0, hs, n_states, n_actions)
@@ -161,7 +163,7 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
         for rep in range(n_rep):
             ent = entropy[rep, : entropy_len[rep]]
             if tied[rep]:  # as DPUCBVI._break_ties
-                _uniforms(ent, tie_key, k, keys)
+                _uniforms(ent, tie_key, k, keys, spawn, words, pcg)
                 for h in range(horizon):
                     for s in range(n_states):
                         best = -np.inf
@@ -195,7 +197,7 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                 for j in range(u.shape[0]):
                     u[j] = given_u[i, rep, j]
             else:
-                _uniforms(ent, user_key, k, u)
+                _uniforms(ent, user_key, k, u, spawn, words, pcg)
             states[0] = _draw(cum_d1, u[0])
             for h in range(horizon):
                 s = states[h]
