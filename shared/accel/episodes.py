@@ -5,8 +5,9 @@ The kernel runs episodes k0..k1 of every replica exactly as `privrl.run.run_in_p
 rollout from its seeded stream, the count increments), with everything random drawn from the
 same streams: uniforms from the compiled PCG64 (`streams`), noise drawn beforehand with numpy
 (`ldp_noise`: each user's report noise, `jdp_noise`: the tree's noise in each release). Each
-episode's exact regret is the evaluator's number (`privrl.accel.evaluation`), computed only
-for a changed policy whose regret can differ from its replica's previous evaluated one.
+episode's exact regret is the evaluator's number (`privrl.accel.evaluation`), computed for
+every changed policy: on RiverSwim that costs less than checking whether a changed policy acts
+as the last evaluated one wherever that one reaches (and so has its regret), which was dropped.
 """
 
 from __future__ import annotations
@@ -43,38 +44,13 @@ def _draw(cdf: np.ndarray, u: float) -> int:
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def same_value(p: np.ndarray, d1: np.ndarray, old: np.ndarray, new: np.ndarray,
-               reach: np.ndarray) -> bool:
-    """Whether policy `new` (H, S) acts as `old` wherever `old` reaches with positive
-    probability: then every product in the evaluator's backward induction that reaches d1 . V
-    is the same number (elsewhere a zero probability times a finite value), so both policies
-    have the bit-identical exact regret and `new` needs no evaluation."""
-    horizon, n_states = old.shape
-    for t in range(n_states):
-        reach[0, t] = d1[t] > 0.0
-    for h in range(horizon):
-        for t in range(n_states):
-            reach[1, t] = False
-        for s in range(n_states):
-            if reach[0, s]:
-                a = old[h, s]
-                if new[h, s] != a:
-                    return False
-                for t in range(n_states):
-                    reach[1, t] = reach[1, t] or p[h, s, a, t] > 0.0
-        for t in range(n_states):
-            reach[0, t] = reach[1, t]
-    return True
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy")
 def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                  user_key: np.uint32, tie_key: np.uint32, given_u: np.ndarray,
                  ldp_sas: np.ndarray, ldp_sa: np.ndarray, ldp_r: np.ndarray,
                  jdp_sas: np.ndarray, jdp_sa: np.ndarray, jdp_r: np.ndarray,
                  acc_sas: np.ndarray, acc_sa: np.ndarray, acc_r: np.ndarray, has_sa: bool,
                  cum_d1: np.ndarray, cum_p: np.ndarray, r_mean: np.ndarray, bernoulli: bool,
-                 d1: np.ndarray, p_true: np.ndarray, optimal: float, evaluated: np.ndarray,
+                 d1: np.ndarray, p_true: np.ndarray, optimal: float,
                  radius: np.ndarray, threshold: np.ndarray, consts: np.ndarray,
                  private: bool, caps: np.ndarray, q: np.ndarray, clip_previous: bool,
                  variance_terms: bool, last: np.ndarray, has_last: bool,
@@ -86,9 +62,8 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
     after k reports (JDP); empty arrays when the mode has none. acc_* hold the exact sums (none,
     JDP) or the sums of noisy reports (LDP) and are updated in place, as are q and `last`.
     regret_out (R, B) gets each episode's exact regret (`optimal` - d1 . V^pi_1 in the true
-    world); regret_now (R,) is the regret of each replica's current policy and `evaluated` the
-    last policy evaluated (a changed policy with the same value is not: `same_value`); changes
-    (R,) counts the policies each replica played. All three are updated in place.
+    world); regret_now (R,) is the regret of each replica's current policy and changes (R,)
+    counts the policies each replica played. Both are updated in place.
     """
     n_rep, horizon, n_states, n_actions = q.shape
     hs = acc_sas.shape[1]
@@ -105,7 +80,6 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
     clean_sa = np.zeros(acc_r.shape[1:])
     clean_r = np.zeros(acc_r.shape[1:])
     states = np.empty(horizon + 1, np.int64)
-    reach = np.empty((2, n_states), np.bool_)
     eval_scratch = np.empty(3 * n_states)
     spawn = np.empty(2, np.uint32)
     words = np.empty(8, np.uint32)
@@ -185,11 +159,8 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
             if changed:
                 changed_any = True
                 changes[rep] += 1
-                if not (has_last and same_value(p_true, d1, evaluated[rep], actions[rep],
-                                                reach)):
-                    copy_rows(actions[rep], evaluated[rep])
-                    regret_now[rep] = policy_regret(p_true, r_mean, d1, optimal, actions[rep],
-                                                    eval_scratch)
+                regret_now[rep] = policy_regret(p_true, r_mean, d1, optimal, actions[rep],
+                                                eval_scratch)
                 copy_rows(actions[rep], last[rep])
             regret_out[rep, i] = regret_now[rep]
             # the user's episode: rollout from its stream, then its counts (and LDP noise)
