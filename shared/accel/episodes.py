@@ -34,13 +34,14 @@ def _uniforms(entropy: np.ndarray, key: np.uint32, episode: int, out: np.ndarray
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _draw(cdf: np.ndarray, u: float) -> int:
-    """Inverse CDF: #{cdf <= u}, clipped to the last index (as `rollout`)."""
+def _draw(cdf: np.ndarray, start: int, size: int, u: float) -> int:
+    """Inverse CDF of cdf[start:start+size]: #{cdf <= u}, clipped to the last index (as
+    `rollout`). Indexes a flat array: a view per step costs reference counting."""
     n = 0
-    for i in range(cdf.shape[0]):
+    for i in range(start, start + size):
         if cdf[i] <= u:
             n += 1
-    return min(n, cdf.shape[0] - 1)
+    return min(n, size - 1)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -80,6 +81,7 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
     clean_sa = np.zeros(acc_r.shape[1:])
     clean_r = np.zeros(acc_r.shape[1:])
     states = np.empty(horizon + 1, np.int64)
+    q_flat, q_new_flat, cum_p_flat = q.reshape(-1), q_new.reshape(-1), cum_p.reshape(-1)
     eval_scratch = np.empty(3 * n_states)
     spawn = np.empty(2, np.uint32)
     words = np.empty(8, np.uint32)
@@ -130,9 +132,8 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
         plan_replicas(board_sas, board_sa, board_r, radius[i], private, threshold[i], consts[i],
                       caps, q, clip_previous, radius[i] > 0, variance_terms, q_new, actions,
                       tied, model_p, model_n, model_r, model_bonus, model_g, stale)
-        for rep in range(n_rep):
-            for h in range(horizon):
-                copy_rows(q_new[rep, h], q[rep, h])
+        for c in range(q_flat.shape[0]):
+            q_flat[c] = q_new_flat[c]
         changed_any = not has_last
         for rep in range(n_rep):
             ent = entropy[rep, : entropy_len[rep]]
@@ -169,11 +170,12 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                     u[j] = given_u[i, rep, j]
             else:
                 _uniforms(ent, user_key, k, u, spawn, words, pcg)
-            states[0] = _draw(cum_d1, u[0])
+            states[0] = _draw(cum_d1, START, n_states, u[0])
             for h in range(horizon):
                 s = states[h]
                 a = actions[rep, h, s]
-                states[h + 1] = _draw(cum_p[h, s, a], u[1 + h])
+                states[h + 1] = _draw(cum_p_flat, ((h * n_states + s) * n_actions + a) * n_states,
+                                      n_states, u[1 + h])
                 mean = r_mean[h, s, a]
                 reward = (1.0 if u[1 + horizon + h] < mean else 0.0) if bernoulli else mean
                 j = 0 if hs == 1 else h
@@ -199,7 +201,12 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                     j = 0 if hs == 1 else h
                     acc_sas[rep, j, s, a, t] += clean_sas[j, s, a, t]
                     clean_sas[j, s, a, t] = 0.0
-                    if not (has_sa or jdp):  # N(s,a) of the board the next plan reads
+                    if not (has_sa or jdp) and n_states < 8:  # N(s,a) the next plan reads
+                        n_sa = 0.0  # numpy's order below 8 terms, without a view and a call
+                        for c in range(n_states):
+                            n_sa += acc_sas[rep, j, s, a, c]
+                        rel_sa[rep, j, s, a] = n_sa
+                    elif not (has_sa or jdp):
                         rel_sa[rep, j, s, a] = pairwise_sum(acc_sas[rep, j, s, a], START,
                                                             n_states)
                     if has_sa:
