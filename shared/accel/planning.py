@@ -223,56 +223,65 @@ def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _model_step(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: float,
-                private: bool, threshold: float, p: np.ndarray, n_eff: np.ndarray,
-                r_hat: np.ndarray, scratch: np.ndarray, kept: bool, stale: np.ndarray) -> None:
-    """Model of one step's cells: P~ (S, A, S), thresholded N~ (S, A) and r~ (S, A); with a
-    kept model (`plan_replicas`) only of the cells marked stale (S, A)."""
-    n_states, n_actions = sa.shape
-    for s in range(n_states):
-        for a in range(n_actions):
-            if kept and not stale[s, a]:
-                continue
-            if private:
-                n = project_cell(sas, s, a, sa[s, a], radius, p, scratch)
-            else:
-                n = sa[s, a]
-                for t in range(n_states):
-                    p[s, a, t] = sas[s, a, t]
-            if n > 0:
-                for t in range(n_states):
-                    p[s, a, t] = p[s, a, t] / n
-                r_hat[s, a] = min(max(r_sum[s, a] / n, 0.0), 1.0)
-            else:
-                for t in range(n_states):
-                    p[s, a, t] = 1.0 / n_states
-                r_hat[s, a] = 0.0
-            n_eff[s, a] = n if (threshold <= 0 or n >= threshold) else 0.0
+def _model_steps(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, rep: int, first: int,
+                 last: int, radius: float, private: bool, threshold: float, p: np.ndarray,
+                 n_eff: np.ndarray, r_hat: np.ndarray, cur: int, scratch: np.ndarray,
+                 kept: bool, stale: np.ndarray) -> None:
+    """Model of replica rep's steps first..last-1 (release (R, Hs, S, A[, S])): P~ (S, A, S),
+    thresholded N~ (S, A) and r~ (S, A) into p, n_eff, r_hat [cur + j - first]; with a kept
+    model (`plan_replicas`) only of the cells marked stale (R, Hs, S, A). Whole arrays and
+    indexes, so a kept model is refreshed in one call: a call with views per step cost more
+    than the rest of the step."""
+    n_states, n_actions = sa.shape[2], sa.shape[3]
+    for j in range(first, last):
+        c = cur + j - first
+        if private:  # project_cell's rows (never with a kept model)
+            noisy, projected = sas[rep, j], p[c]
+        for s in range(n_states):
+            for a in range(n_actions):
+                if kept and not stale[rep, j, s, a]:
+                    continue
+                if private:
+                    n = project_cell(noisy, s, a, sa[rep, j, s, a], radius, projected, scratch)
+                else:
+                    n = sa[rep, j, s, a]
+                    for t in range(n_states):
+                        p[c, s, a, t] = sas[rep, j, s, a, t]
+                if n > 0:
+                    for t in range(n_states):
+                        p[c, s, a, t] = p[c, s, a, t] / n
+                    r_hat[c, s, a] = min(max(r_sum[rep, j, s, a] / n, 0.0), 1.0)
+                else:
+                    for t in range(n_states):
+                        p[c, s, a, t] = 1.0 / n_states
+                    r_hat[c, s, a] = 0.0
+                n_eff[c, s, a] = n if (threshold <= 0 or n >= threshold) else 0.0
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _next_weights(n_eff: np.ndarray, c1: float, c23: float, h2: float, g: np.ndarray,
-                  stale: np.ndarray, kept: bool) -> bool:
-    """g(s') = min(c1/N' + c23/N'^2, H^2) with N' = sum_a N~(s', a) (H^2 where N' = 0); with a
-    kept model only at the s' with a stale cell (S, A). Returns whether any g(s') changed."""
-    n_actions = n_eff.shape[1]
+def _next_weights(n_eff: np.ndarray, cur: int, c1: float, c23: float, h2: float,
+                  g: np.ndarray, rep: int, j: int, stale: np.ndarray, kept: bool) -> bool:
+    """g[rep, j](s') = min(c1/N' + c23/N'^2, H^2) with N' = sum_a N~[cur](s', a) (H^2 where
+    N' = 0); with a kept model only at the s' with a cell marked stale [rep, j] (S, A).
+    Returns whether any g(s') changed. Whole arrays and indexes: no view per call."""
+    n_states, n_actions = n_eff.shape[1], n_eff.shape[2]
     changed = False
-    for t in range(n_eff.shape[0]):
+    for t in range(n_states):
         if kept:
             rebuilt = False
             for a in range(n_actions):
-                rebuilt = rebuilt or stale[t, a]
+                rebuilt = rebuilt or stale[rep, j, t, a]
             if not rebuilt:
                 continue
         if n_actions < 8:  # numpy's order below 8 terms, inline: a call per state costs more
             n = 0.0
             for a in range(n_actions):
-                n += n_eff[t, a]
+                n += n_eff[cur, t, a]
         else:
-            n = pairwise_sum(n_eff[t], START, n_actions)
+            n = pairwise_sum(n_eff[cur, t], START, n_actions)
         weight = min(c1 / n + c23 / (n * n), h2) if n > 0 else h2
-        changed = changed or weight != g[t]
-        g[t] = weight
+        changed = changed or weight != g[rep, j, t]
+        g[rep, j, t] = weight
     return changed
 
 
@@ -321,8 +330,10 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
     p_step = np.empty((2, n_states, n_actions, n_states))
     n_step = np.empty((2, n_states, n_actions))
     r_step = np.empty((2, n_states, n_actions))
-    all_stale = np.ones((n_states, n_actions), np.bool_)
     g = np.empty(n_states)
+    g_rows = g.reshape(1, 1, n_states)  # g as _next_weights writes it without a kept model
+    hs = sas.shape[1]
+    fresh_at = np.zeros(hs, np.bool_)  # kept model: whether step j's g changed
     scratch = np.empty(4 * n_states)  # project_cell's terms per s'
     v = np.empty(n_states)  # V_{h+1}, V_{h+1}^2
     v2 = np.empty(n_states)
@@ -336,27 +347,28 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
         for t in range(n_states):
             v[t] = 0.0
             v2[t] = 0.0
-        fresh = False  # whether g changed since the kept bonuses read it
-        if pooled:
-            _model_step(sas[rep, 0], sa[rep, 0], r_sum[rep, 0], radius, private, threshold,
-                        p[0], n_eff[0], r_hat[0], scratch, kept,
-                        stale[rep, 0] if kept else all_stale)
-            if weighted:
-                fresh = _next_weights(n_eff[0], c1, c23, h2, model_g[rep, 0] if kept else g,
-                                      stale[rep, 0] if kept else all_stale, kept)
+        if kept or pooled:  # every step's stale cells (or the pooled step) in one call
+            _model_steps(sas, sa, r_sum, rep, START, hs, radius, private, threshold, p, n_eff,
+                         r_hat, START, scratch, kept, stale)
+        if kept and weighted:  # the weights each step's cells read, where they changed
+            for j in range(0 if pooled else 1, hs):
+                fresh_at[j] = _next_weights(n_eff, j, c1, c23, h2, model_g, rep, j, stale,
+                                            kept)
+        elif pooled and weighted:
+            _next_weights(n_eff, START, c1, c23, h2, g_rows, START, START, stale, kept)
         for h in range(horizon - 1, -1, -1):
             cur = 0 if pooled else (h if kept else h % 2)
-            fresh_below = False
-            if not pooled:
-                if h < horizon - 1 and weighted and not kept:
-                    _next_weights(n_eff[1 - cur], c1, c23, h2, g, all_stale, kept)
-                _model_step(sas[rep, h], sa[rep, h], r_sum[rep, h], radius, private,
-                            threshold, p[cur], n_eff[cur], r_hat[cur], scratch, kept,
-                            stale[rep, h] if kept else all_stale)
-                if kept and h > 0 and weighted:  # the weights step h - 1 reads
-                    fresh_below = _next_weights(n_eff[cur], c1, c23, h2, model_g[rep, h],
-                                                stale[rep, h], kept)
+            if not (pooled or kept):
+                if h < horizon - 1 and weighted:
+                    _next_weights(n_eff, 1 - cur, c1, c23, h2, g_rows, START, START, stale,
+                                  kept)
+                _model_steps(sas, sa, r_sum, rep, h, h + 1, radius, private, threshold, p,
+                             n_eff, r_hat, cur, scratch, kept, stale)
+            # whether g changed since the kept bonuses read it (pooled: once, at the first step)
+            fresh = False
             if kept and weighted and (pooled or h < horizon - 1):
+                fresh = fresh_at[0] if pooled else fresh_at[h + 1]
+                fresh = fresh and (h == horizon - 1 or not pooled)
                 for t in range(n_states):
                     g[t] = model_g[rep, 0 if pooled else h + 1, t]
             for s in range(n_states):
@@ -422,4 +434,4 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
             for t in range(n_states):
                 v[t] = v_new[t]
                 v2[t] = v_new[t] * v_new[t]
-            fresh = fresh_below
+
