@@ -20,6 +20,7 @@ from collections.abc import Callable
 import numba
 import numpy as np
 from privrl.accel.planning import plan_replicas, project_cell
+from privrl.algorithms.ucbvi.learner import NO_KEPT_MODEL
 from privrl.config import RunConfig
 from privrl.run import Run, user_episode
 from privrl.worlds import riverswim
@@ -34,7 +35,7 @@ MODES = {
 @numba.njit(cache=True)
 def _plan_loop(calls: int, plan_args: tuple, outputs: tuple, model: tuple) -> None:
     """`calls` plans of the same billboard; a kept model gets one stale cell per step per call."""
-    stale = model[3]
+    stale = model[-1]
     for i in range(calls):
         if stale.shape[0] > 0:
             for h in range(stale.shape[1]):
@@ -98,12 +99,12 @@ def main() -> None:
         q = plan_args[8]
         n_rep, horizon, n_states, n_actions = q.shape
         outputs = (np.empty_like(q), np.empty(q.shape[:3], np.int64), np.empty(n_rep, np.bool_))
-        models = {"model rebuilt": (np.empty((0, 1, 1, 1, 1)), np.empty((0, 1, 1, 1)),
-                                    np.empty((0, 1, 1, 1)), np.empty((0, 1, 1, 1), np.bool_))}
+        models = {"model rebuilt": NO_KEPT_MODEL}
         if not plan_args[4]:
             shape = (n_rep, horizon, n_states, n_actions)
             models["model kept"] = (np.empty((*shape, n_states)), np.empty(shape),
-                                    np.empty(shape), np.ones(shape, np.bool_))
+                                    np.empty(shape), np.empty((*shape, 2)),
+                                    np.empty(shape[:3]), np.ones(shape, np.bool_))
         for label, model in models.items():
             _plan_loop(2, plan_args, outputs, model)
             us = median_us(_plan_loop, (args.calls, plan_args, outputs, model), args.calls,

@@ -5,8 +5,9 @@ The kernel runs episodes k0..k1 of every replica exactly as `privrl.run.run_in_p
 rollout from its seeded stream, the count increments), with everything random drawn from the
 same streams: uniforms from the compiled PCG64 (`streams`), noise drawn beforehand with numpy
 (`ldp_noise`: each user's report noise, `jdp_noise`: the tree's noise in each release). Each
-episode's exact regret is the evaluator's number (`privrl.accel.evaluation`), computed only
-for a changed policy whose regret can differ from its replica's previous evaluated one.
+episode's exact regret is the evaluator's number (`privrl.accel.evaluation`), computed for
+every changed policy: on RiverSwim that costs less than checking whether a changed policy acts
+as the last evaluated one wherever that one reaches (and so has its regret), which was dropped.
 """
 
 from __future__ import annotations
@@ -21,51 +22,26 @@ from .streams import fill_uniform, pcg64_seed, seed_words
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _uniforms(entropy: np.ndarray, key: np.uint32, episode: int, out: np.ndarray) -> None:
-    """generator(seed, <key>, episode).random(out.shape) into `out` (episode < 2^32)."""
-    spawn = np.empty(2, np.uint32)
+def _uniforms(entropy: np.ndarray, key: np.uint32, episode: int, out: np.ndarray,
+              spawn: np.ndarray, words: np.ndarray, state: np.ndarray) -> None:
+    """generator(seed, <key>, episode).random(out.shape) into `out` (episode < 2^32); spawn (2),
+    words (8, uint32) and state (4, uint64) are the caller's scratch: twice per episode."""
     spawn[0] = key
     spawn[1] = np.uint32(episode)
-    words = np.empty(8, np.uint32)
     seed_words(entropy, spawn, words)
-    state = np.empty(4, np.uint64)
     pcg64_seed(words, state)
     fill_uniform(state, out)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _draw(cdf: np.ndarray, u: float) -> int:
-    """Inverse CDF: #{cdf <= u}, clipped to the last index (as `rollout`)."""
+def _draw(cdf: np.ndarray, start: int, size: int, u: float) -> int:
+    """Inverse CDF of cdf[start:start+size]: #{cdf <= u}, clipped to the last index (as
+    `rollout`). Indexes a flat array: a view per step costs reference counting."""
     n = 0
-    for i in range(cdf.shape[0]):
+    for i in range(start, start + size):
         if cdf[i] <= u:
             n += 1
-    return min(n, cdf.shape[0] - 1)
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def same_value(p: np.ndarray, d1: np.ndarray, old: np.ndarray, new: np.ndarray,
-               reach: np.ndarray) -> bool:
-    """Whether policy `new` (H, S) acts as `old` wherever `old` reaches with positive
-    probability: then every product in the evaluator's backward induction that reaches d1 . V
-    is the same number (elsewhere a zero probability times a finite value), so both policies
-    have the bit-identical exact regret and `new` needs no evaluation."""
-    horizon, n_states = old.shape
-    for t in range(n_states):
-        reach[0, t] = d1[t] > 0.0
-    for h in range(horizon):
-        for t in range(n_states):
-            reach[1, t] = False
-        for s in range(n_states):
-            if reach[0, s]:
-                a = old[h, s]
-                if new[h, s] != a:
-                    return False
-                for t in range(n_states):
-                    reach[1, t] = reach[1, t] or p[h, s, a, t] > 0.0
-        for t in range(n_states):
-            reach[0, t] = reach[1, t]
-    return True
+    return min(n, size - 1)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -75,7 +51,7 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                  jdp_sas: np.ndarray, jdp_sa: np.ndarray, jdp_r: np.ndarray,
                  acc_sas: np.ndarray, acc_sa: np.ndarray, acc_r: np.ndarray, has_sa: bool,
                  cum_d1: np.ndarray, cum_p: np.ndarray, r_mean: np.ndarray, bernoulli: bool,
-                 d1: np.ndarray, p_true: np.ndarray, optimal: float, evaluated: np.ndarray,
+                 d1: np.ndarray, p_true: np.ndarray, optimal: float,
                  radius: np.ndarray, threshold: np.ndarray, consts: np.ndarray,
                  private: bool, caps: np.ndarray, q: np.ndarray, clip_previous: bool,
                  variance_terms: bool, last: np.ndarray, has_last: bool,
@@ -87,9 +63,8 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
     after k reports (JDP); empty arrays when the mode has none. acc_* hold the exact sums (none,
     JDP) or the sums of noisy reports (LDP) and are updated in place, as are q and `last`.
     regret_out (R, B) gets each episode's exact regret (`optimal` - d1 . V^pi_1 in the true
-    world); regret_now (R,) is the regret of each replica's current policy and `evaluated` the
-    last policy evaluated (a changed policy with the same value is not: `same_value`); changes
-    (R,) counts the policies each replica played. All three are updated in place.
+    world); regret_now (R,) is the regret of each replica's current policy and changes (R,)
+    counts the policies each replica played. Both are updated in place.
     """
     n_rep, horizon, n_states, n_actions = q.shape
     hs = acc_sas.shape[1]
@@ -106,14 +81,19 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
     clean_sa = np.zeros(acc_r.shape[1:])
     clean_r = np.zeros(acc_r.shape[1:])
     states = np.empty(horizon + 1, np.int64)
-    reach = np.empty((2, n_states), np.bool_)
+    q_flat, q_new_flat, cum_p_flat = q.reshape(-1), q_new.reshape(-1), cum_p.reshape(-1)
     eval_scratch = np.empty(3 * n_states)
+    spawn = np.empty(2, np.uint32)
+    words = np.empty(8, np.uint32)
+    pcg = np.empty(4, np.uint64)
     # non-private: the model (P~, N~, r~) changes only at the visited cells, so it is kept
     kept = not (private or ldp or jdp) and (threshold <= 0.0).all()
     kept_shape = (n_rep if kept else 0, hs, n_states, n_actions)
     model_p = np.empty((*kept_shape, n_states))
     model_n = np.empty(kept_shape)
     model_r = np.empty(kept_shape)
+    model_bonus = np.empty((*kept_shape, 2))
+    model_g = np.empty(kept_shape[:3])
     stale = np.ones(kept_shape, np.bool_)
     versions = 0
     for k in range(k0, k1):
@@ -141,17 +121,24 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                             rel_sa[rep, j, s, a] = pairwise_sum(board_sas[rep, j, s, a], START,
                                                                n_states)
         board_sa = acc_sa if has_sa and not jdp else rel_sa
+        if kept and i > 0:  # the kept bonuses read the radius and the constants
+            renew = radius[i] != radius[i - 1]
+            for c in range(consts.shape[1]):
+                renew = renew or consts[i, c] != consts[i - 1, c]
+            if renew:
+                every = stale.reshape(-1)
+                for c in range(every.shape[0]):
+                    every[c] = True
         plan_replicas(board_sas, board_sa, board_r, radius[i], private, threshold[i], consts[i],
                       caps, q, clip_previous, radius[i] > 0, variance_terms, q_new, actions,
-                      tied, model_p, model_n, model_r, stale)
-        for rep in range(n_rep):
-            for h in range(horizon):
-                copy_rows(q_new[rep, h], q[rep, h])
+                      tied, model_p, model_n, model_r, model_bonus, model_g, stale)
+        for c in range(q_flat.shape[0]):
+            q_flat[c] = q_new_flat[c]
         changed_any = not has_last
         for rep in range(n_rep):
             ent = entropy[rep, : entropy_len[rep]]
             if tied[rep]:  # as DPUCBVI._break_ties
-                _uniforms(ent, tie_key, k, keys)
+                _uniforms(ent, tie_key, k, keys, spawn, words, pcg)
                 for h in range(horizon):
                     for s in range(n_states):
                         best = -np.inf
@@ -173,11 +160,8 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
             if changed:
                 changed_any = True
                 changes[rep] += 1
-                if not (has_last and same_value(p_true, d1, evaluated[rep], actions[rep],
-                                                reach)):
-                    copy_rows(actions[rep], evaluated[rep])
-                    regret_now[rep] = policy_regret(p_true, r_mean, d1, optimal, actions[rep],
-                                                    eval_scratch)
+                regret_now[rep] = policy_regret(p_true, r_mean, d1, optimal, actions[rep],
+                                                eval_scratch)
                 copy_rows(actions[rep], last[rep])
             regret_out[rep, i] = regret_now[rep]
             # the user's episode: rollout from its stream, then its counts (and LDP noise)
@@ -185,12 +169,13 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                 for j in range(u.shape[0]):
                     u[j] = given_u[i, rep, j]
             else:
-                _uniforms(ent, user_key, k, u)
-            states[0] = _draw(cum_d1, u[0])
+                _uniforms(ent, user_key, k, u, spawn, words, pcg)
+            states[0] = _draw(cum_d1, START, n_states, u[0])
             for h in range(horizon):
                 s = states[h]
                 a = actions[rep, h, s]
-                states[h + 1] = _draw(cum_p[h, s, a], u[1 + h])
+                states[h + 1] = _draw(cum_p_flat, ((h * n_states + s) * n_actions + a) * n_states,
+                                      n_states, u[1 + h])
                 mean = r_mean[h, s, a]
                 reward = (1.0 if u[1 + horizon + h] < mean else 0.0) if bernoulli else mean
                 j = 0 if hs == 1 else h
@@ -216,7 +201,12 @@ def run_episodes(k0: int, k1: int, entropy: np.ndarray, entropy_len: np.ndarray,
                     j = 0 if hs == 1 else h
                     acc_sas[rep, j, s, a, t] += clean_sas[j, s, a, t]
                     clean_sas[j, s, a, t] = 0.0
-                    if not (has_sa or jdp):  # N(s,a) of the board the next plan reads
+                    if not (has_sa or jdp) and n_states < 8:  # N(s,a) the next plan reads
+                        n_sa = 0.0  # numpy's order below 8 terms, without a view and a call
+                        for c in range(n_states):
+                            n_sa += acc_sas[rep, j, s, a, c]
+                        rel_sa[rep, j, s, a] = n_sa
+                    elif not (has_sa or jdp):
                         rel_sa[rep, j, s, a] = pairwise_sum(acc_sas[rep, j, s, a], START,
                                                             n_states)
                     if has_sa:

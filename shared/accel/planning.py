@@ -223,41 +223,66 @@ def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _model_step(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: float,
-                private: bool, threshold: float, p: np.ndarray, n_eff: np.ndarray,
-                r_hat: np.ndarray, scratch: np.ndarray, kept: bool, stale: np.ndarray) -> None:
-    """Model of one step's cells: P~ (S, A, S), thresholded N~ (S, A) and r~ (S, A); with a
-    kept model (`plan_replicas`) only of the cells marked stale (S, A), which it unmarks."""
-    n_states, n_actions = sa.shape
-    for s in range(n_states):
-        for a in range(n_actions):
-            if kept:
-                if not stale[s, a]:
+def _model_steps(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, rep: int, first: int,
+                 last: int, radius: float, private: bool, threshold: float, p: np.ndarray,
+                 n_eff: np.ndarray, r_hat: np.ndarray, cur: int, scratch: np.ndarray,
+                 kept: bool, stale: np.ndarray) -> None:
+    """Model of replica rep's steps first..last-1 (release (R, Hs, S, A[, S])): P~ (S, A, S),
+    thresholded N~ (S, A) and r~ (S, A) into p, n_eff, r_hat [cur + j - first]; with a kept
+    model (`plan_replicas`) only of the cells marked stale (R, Hs, S, A). Whole arrays and
+    indexes, so a kept model is refreshed in one call: a call with views per step cost more
+    than the rest of the step."""
+    n_states, n_actions = sa.shape[2], sa.shape[3]
+    for j in range(first, last):
+        c = cur + j - first
+        if private:  # project_cell's rows (never with a kept model)
+            noisy, projected = sas[rep, j], p[c]
+        for s in range(n_states):
+            for a in range(n_actions):
+                if kept and not stale[rep, j, s, a]:
                     continue
-                stale[s, a] = False
-            if private:
-                n = project_cell(sas, s, a, sa[s, a], radius, p, scratch)
-            else:
-                n = sa[s, a]
-                for t in range(n_states):
-                    p[s, a, t] = sas[s, a, t]
-            if n > 0:
-                for t in range(n_states):
-                    p[s, a, t] = p[s, a, t] / n
-                r_hat[s, a] = min(max(r_sum[s, a] / n, 0.0), 1.0)
-            else:
-                for t in range(n_states):
-                    p[s, a, t] = 1.0 / n_states
-                r_hat[s, a] = 0.0
-            n_eff[s, a] = n if (threshold <= 0 or n >= threshold) else 0.0
+                if private:
+                    n = project_cell(noisy, s, a, sa[rep, j, s, a], radius, projected, scratch)
+                else:
+                    n = sa[rep, j, s, a]
+                    for t in range(n_states):
+                        p[c, s, a, t] = sas[rep, j, s, a, t]
+                if n > 0:
+                    for t in range(n_states):
+                        p[c, s, a, t] = p[c, s, a, t] / n
+                    r_hat[c, s, a] = min(max(r_sum[rep, j, s, a] / n, 0.0), 1.0)
+                else:
+                    for t in range(n_states):
+                        p[c, s, a, t] = 1.0 / n_states
+                    r_hat[c, s, a] = 0.0
+                n_eff[c, s, a] = n if (threshold <= 0 or n >= threshold) else 0.0
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _next_weights(n_eff: np.ndarray, c1: float, c23: float, h2: float, g: np.ndarray) -> None:
-    """g(s') = min(c1/N' + c23/N'^2, H^2) with N' = sum_a N~(s', a) (H^2 where N' = 0)."""
-    for t in range(n_eff.shape[0]):
-        n = pairwise_sum(n_eff[t], START, n_eff.shape[1])
-        g[t] = min(c1 / n + c23 / (n * n), h2) if n > 0 else h2
+def _next_weights(n_eff: np.ndarray, cur: int, c1: float, c23: float, h2: float,
+                  g: np.ndarray, rep: int, j: int, stale: np.ndarray, kept: bool) -> bool:
+    """g[rep, j](s') = min(c1/N' + c23/N'^2, H^2) with N' = sum_a N~[cur](s', a) (H^2 where
+    N' = 0); with a kept model only at the s' with a cell marked stale [rep, j] (S, A).
+    Returns whether any g(s') changed. Whole arrays and indexes: no view per call."""
+    n_states, n_actions = n_eff.shape[1], n_eff.shape[2]
+    changed = False
+    for t in range(n_states):
+        if kept:
+            rebuilt = False
+            for a in range(n_actions):
+                rebuilt = rebuilt or stale[rep, j, t, a]
+            if not rebuilt:
+                continue
+        if n_actions < 8:  # numpy's order below 8 terms, inline: a call per state costs more
+            n = 0.0
+            for a in range(n_actions):
+                n += n_eff[cur, t, a]
+        else:
+            n = pairwise_sum(n_eff[cur, t], START, n_actions)
+        weight = min(c1 / n + c23 / (n * n), h2) if n > 0 else h2
+        changed = changed or weight != g[rep, j, t]
+        g[rep, j, t] = weight
+    return changed
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -282,15 +307,18 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
                   q_prev: np.ndarray, clip_previous: bool, use_term3: bool,
                   variance_terms: bool, q_out: np.ndarray, actions: np.ndarray,
                   tied: np.ndarray, model_p: np.ndarray, model_n: np.ndarray,
-                  model_r: np.ndarray, stale: np.ndarray) -> None:
+                  model_r: np.ndarray, model_bonus: np.ndarray, model_g: np.ndarray,
+                  stale: np.ndarray) -> None:
     """Optimistic value iteration of every replica from the release (R, Hs, S, A[, S]).
 
     consts = [iota, bonus_scale, privacy_scale, c3, c1, c23, cb]; writes Q~ (R, H, S, A), the
     greedy actions (first maximiser) and whether a replica has a tie to break at random.
-    model_* (R, Hs, S, A[, S]) keep P~, N~ and r~ between calls, recomputed only where `stale`
-    (R, Hs, S, A) says the release changed: for a caller whose threshold stays 0 and who marks
-    every changed cell (the non-private episode loop). Empty, the model is rebuilt per step
-    in O(S^2 A) scratch.
+    model_* (R, Hs, S, A[, S]) keep P~, N~ and r~ between calls, with each cell's r~ + bonus
+    and variance coefficient (model_bonus (R, Hs, S, A, 2)) and the weights g read by the step
+    below (model_g (R, Hs, S)), recomputed only where `stale` (R, Hs, S, A) says the release
+    changed (or, for the bonus, where g changed): for a caller whose threshold stays 0, who
+    marks every changed cell, and every cell when the constants change (the non-private
+    episode loop). Empty, the model is rebuilt per step in O(S^2 A) scratch.
     """
     io, bs, ps, c3, c1, c23, cb = (consts[0], consts[1], consts[2], consts[3], consts[4],
                                    consts[5], consts[6])
@@ -302,12 +330,15 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
     p_step = np.empty((2, n_states, n_actions, n_states))
     n_step = np.empty((2, n_states, n_actions))
     r_step = np.empty((2, n_states, n_actions))
-    all_stale = np.ones((n_states, n_actions), np.bool_)
     g = np.empty(n_states)
+    g_rows = g.reshape(1, 1, n_states)  # g as _next_weights writes it without a kept model
+    hs = sas.shape[1]
+    fresh_at = np.zeros(hs, np.bool_)  # kept model: whether step j's g changed
     scratch = np.empty(4 * n_states)  # project_cell's terms per s'
     v = np.empty(n_states)  # V_{h+1}, V_{h+1}^2
     v2 = np.empty(n_states)
     v_new = np.empty(n_states)
+    weighted = variance_terms and horizon > 1
     for rep in range(n_rep):
         p = model_p[rep] if kept else p_step
         n_eff = model_n[rep] if kept else n_step
@@ -316,20 +347,30 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
         for t in range(n_states):
             v[t] = 0.0
             v2[t] = 0.0
-        if pooled:
-            _model_step(sas[rep, 0], sa[rep, 0], r_sum[rep, 0], radius, private, threshold,
-                        p[0], n_eff[0], r_hat[0], scratch, kept,
-                        stale[rep, 0] if kept else all_stale)
-            if variance_terms and horizon > 1:
-                _next_weights(n_eff[0], c1, c23, h2, g)
+        if kept or pooled:  # every step's stale cells (or the pooled step) in one call
+            _model_steps(sas, sa, r_sum, rep, START, hs, radius, private, threshold, p, n_eff,
+                         r_hat, START, scratch, kept, stale)
+        if kept and weighted:  # the weights each step's cells read, where they changed
+            for j in range(0 if pooled else 1, hs):
+                fresh_at[j] = _next_weights(n_eff, j, c1, c23, h2, model_g, rep, j, stale,
+                                            kept)
+        elif pooled and weighted:
+            _next_weights(n_eff, START, c1, c23, h2, g_rows, START, START, stale, kept)
         for h in range(horizon - 1, -1, -1):
             cur = 0 if pooled else (h if kept else h % 2)
-            if not pooled:
-                if h < horizon - 1 and variance_terms and horizon > 1:
-                    _next_weights(n_eff[h + 1 if kept else 1 - cur], c1, c23, h2, g)
-                _model_step(sas[rep, h], sa[rep, h], r_sum[rep, h], radius, private,
-                            threshold, p[cur], n_eff[cur], r_hat[cur], scratch, kept,
-                            stale[rep, h] if kept else all_stale)
+            if not (pooled or kept):
+                if h < horizon - 1 and weighted:
+                    _next_weights(n_eff, 1 - cur, c1, c23, h2, g_rows, START, START, stale,
+                                  kept)
+                _model_steps(sas, sa, r_sum, rep, h, h + 1, radius, private, threshold, p,
+                             n_eff, r_hat, cur, scratch, kept, stale)
+            # whether g changed since the kept bonuses read it (pooled: once, at the first step)
+            fresh = False
+            if kept and weighted and (pooled or h < horizon - 1):
+                fresh = fresh_at[0] if pooled else fresh_at[h + 1]
+                fresh = fresh and (h == horizon - 1 or not pooled)
+                for t in range(n_states):
+                    g[t] = model_g[rep, 0 if pooled else h + 1, t]
             for s in range(n_states):
                 best = -np.inf
                 for a in range(n_actions):
@@ -342,28 +383,39 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
                     else:
                         pv = row_dot(p, cur, s, a, v, scratch)
                         pv2 = row_dot(p, cur, s, a, v2, scratch)
+                    if kept and not (fresh or stale[rep, cur, s, a]):
+                        r_bonus = model_bonus[rep, cur, s, a, 0]
+                        spread = model_bonus[rep, cur, s, a, 1]
+                    else:  # r~ + bonus and the variance term's coefficient
+                        r_bonus, spread = np.inf, 0.0
+                        if n > 0:
+                            inv_n = 1.0 / n
+                            bonus = bs * math.sqrt((2.0 * io) * inv_n)
+                            if use_term3:
+                                bonus = bonus + ps * (c3 * inv_n)
+                            else:
+                                bonus = bonus + 0.0
+                            if weighted:
+                                w = 0.0
+                                if h < horizon - 1 or pooled:  # pooled: E5 unapplied, as numpy
+                                    if n_states < 8:
+                                        for t in range(n_states):
+                                            w += p[cur, s, a, t] * g[t]
+                                    else:
+                                        w = row_dot(p, cur, s, a, g, scratch)
+                                bonus = bonus + bs * (c4 * math.sqrt(w * inv_n))
+                            r_bonus = r_hat[cur, s, a] + bonus
+                            if cb > 0:
+                                spread = 2.0 * cb * math.sqrt(io / n)
+                        if kept:
+                            model_bonus[rep, cur, s, a, 0] = r_bonus
+                            model_bonus[rep, cur, s, a, 1] = spread
+                            stale[rep, cur, s, a] = False
+                    q = np.inf
                     if n > 0:
-                        inv_n = 1.0 / n
-                        bonus = bs * math.sqrt((2.0 * io) * inv_n)
-                        if use_term3:
-                            bonus = bonus + ps * (c3 * inv_n)
-                        else:
-                            bonus = bonus + 0.0
-                        if variance_terms and horizon > 1:
-                            w = 0.0
-                            if h < horizon - 1 or pooled:  # pooled: E5 unapplied, as numpy
-                                if n_states < 8:
-                                    for t in range(n_states):
-                                        w += p[cur, s, a, t] * g[t]
-                                else:
-                                    w = row_dot(p, cur, s, a, g, scratch)
-                            bonus = bonus + bs * (c4 * math.sqrt(w * inv_n))
-                        q = (r_hat[cur, s, a] + bonus) + pv
+                        q = r_bonus + pv
                         if cb > 0:
-                            q += (2.0 * cb * math.sqrt(io / n)) * math.sqrt(max(pv2 - pv * pv,
-                                                                                 0.0))
-                    else:
-                        q = np.inf
+                            q += spread * math.sqrt(max(pv2 - pv * pv, 0.0))
                     ceiling = min(caps[h], q_prev[rep, h, s, a]) if clip_previous else caps[h]
                     q = min(q, ceiling)
                     q_out[rep, h, s, a] = q
@@ -382,3 +434,4 @@ def plan_replicas(sas: np.ndarray, sa: np.ndarray, r_sum: np.ndarray, radius: fl
             for t in range(n_states):
                 v[t] = v_new[t]
                 v2[t] = v_new[t] * v_new[t]
+

@@ -26,12 +26,12 @@ TO_DOUBLE = 1.0 / 9007199254740992.0
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _hashmix(value: np.uint64, hash_const: np.ndarray) -> np.uint64:
-    """SeedSequence's hashmix on 32-bit words (hash_const[0] is updated in place)."""
-    value = (value ^ hash_const[0]) & M32
-    hash_const[0] = (hash_const[0] * MULT_A) & M32
-    value = (value * hash_const[0]) & M32
-    return value ^ (value >> S16)
+def _hashmix(value: np.uint64, hash_const: np.uint64) -> tuple[np.uint64, np.uint64]:
+    """SeedSequence's hashmix on 32-bit words: (the hash, the next hash constant)."""
+    value = (value ^ hash_const) & M32
+    hash_const = (hash_const * MULT_A) & M32
+    value = (value * hash_const) & M32
+    return value ^ (value >> S16), hash_const
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -42,29 +42,39 @@ def _mix(x: np.uint64, y: np.uint64) -> np.uint64:
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
+def _word(entropy: np.ndarray, spawn: np.ndarray, n_run: int, i: int) -> np.uint64:
+    """Word i of the entropy run (zero-padded to n_run words) followed by the spawn key."""
+    if i < entropy.shape[0]:
+        return np.uint64(entropy[i])
+    if i < n_run:
+        return np.uint64(0)
+    return np.uint64(spawn[i - n_run])
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def seed_words(entropy: np.ndarray, spawn: np.ndarray, out: np.ndarray) -> None:
-    """SeedSequence(entropy, spawn_key).generate_state(len(out), uint32) into `out` (uint32)."""
+    """SeedSequence(entropy, spawn_key).generate_state(len(out), uint32) into `out` (uint32, at
+    least POOL words). Allocates nothing: out[:POOL] holds the pool until the words are drawn
+    (pool words are 32-bit), which matters at two seedings per episode."""
     n_run = entropy.shape[0]
     if spawn.shape[0] > 0 and n_run < POOL:
         n_run = POOL
     n_all = n_run + spawn.shape[0]
-    words = np.zeros(n_all, np.uint64)
-    for i in range(entropy.shape[0]):
-        words[i] = np.uint64(entropy[i])
-    for i in range(spawn.shape[0]):
-        words[n_run + i] = np.uint64(spawn[i])
-    hash_const = np.empty(1, np.uint64)
-    hash_const[0] = INIT_A
-    pool = np.empty(POOL, np.uint64)
+    hash_const = INIT_A
     for i in range(POOL):
-        pool[i] = _hashmix(words[i] if i < n_all else np.uint64(0), hash_const)
+        value, hash_const = _hashmix(_word(entropy, spawn, n_run, i) if i < n_all
+                                     else np.uint64(0), hash_const)
+        out[i] = np.uint32(value)
     for i_src in range(POOL):
         for i_dst in range(POOL):
             if i_src != i_dst:
-                pool[i_dst] = _mix(pool[i_dst], _hashmix(pool[i_src], hash_const))
+                value, hash_const = _hashmix(np.uint64(out[i_src]), hash_const)
+                out[i_dst] = np.uint32(_mix(np.uint64(out[i_dst]), value))
     for i_src in range(POOL, n_all):
         for i_dst in range(POOL):
-            pool[i_dst] = _mix(pool[i_dst], _hashmix(words[i_src], hash_const))
+            value, hash_const = _hashmix(_word(entropy, spawn, n_run, i_src), hash_const)
+            out[i_dst] = np.uint32(_mix(np.uint64(out[i_dst]), value))
+    pool = (np.uint64(out[0]), np.uint64(out[1]), np.uint64(out[2]), np.uint64(out[3]))
     const = INIT_B
     for i in range(out.shape[0]):
         value = (pool[i % POOL] ^ const) & M32

@@ -6,9 +6,8 @@ Noise is drawn before each block with numpy's algorithms, compiled (LDP: each us
 after its rollout uniforms; JDP: the trees' noise in each release, through
 `TreeCounter.noise_block`), ledger charges go through the privatizer's own `record`, and regret is
 the evaluator's, computed in the kernel (`privrl.accel.evaluation`, the same sums in the same
-order) for the changed policies whose regret can differ (`episodes.same_value`). Used only when it
-applies (compiled path on, a tabular world, numpy-backend Laplace or Gaussian noise); otherwise the
-generic loop runs.
+order) for every changed policy. Used only when it applies (compiled path on, a tabular world,
+numpy-backend Laplace or Gaussian noise); otherwise the generic loop runs.
 """
 
 from __future__ import annotations
@@ -63,7 +62,6 @@ class FusedEpisodes:
         shape = self.planner.q.shape
         self.block = max(1, min(BLOCK, BLOCK_FLOATS // max(1, self._floats_per_episode())))
         self.last = np.zeros(shape[:3], np.int64)
-        self.evaluated = np.zeros(shape[:3], np.int64)  # each replica's last evaluated policy
 
     def _floats_per_episode(self) -> int:
         """Noise floats one episode pre-draws (all replicas)."""
@@ -107,7 +105,7 @@ class FusedEpisodes:
                 jdp.get("sas", empty), jdp.get("sa", empty[..., 0]), jdp.get("r", empty[..., 0]),
                 self.acc["sas"], self.acc.get("sa", dummy_sa), self.acc["r"], "sa" in self.acc,
                 world.cum_d1, world.cum_P, world.R, world.reward_noise == "bernoulli",
-                world.d1, world.P, optimal, self.evaluated,
+                world.d1, world.P, optimal,
                 radius, threshold, consts, run.calibration.mechanism is not None, planner.caps,
                 planner.q, bool(planner.knobs.clip_previous), bool(planner.knobs.variance_terms),
                 self.last, has_last, regret_now, changes, block_regret,

@@ -22,7 +22,7 @@ from .knobs import UCBVIKnobs
 TIE_TOL = 1e-9
 # plan_replicas' kept-model arrays, empty: the learner rebuilds the model at every plan
 NO_KEPT_MODEL = (np.empty((0, 1, 1, 1, 1)), np.empty((0, 1, 1, 1)), np.empty((0, 1, 1, 1)),
-                 np.empty((0, 1, 1, 1), np.bool_))
+                 np.empty((0, 1, 1, 1, 1)), np.empty((0, 1, 1)), np.empty((0, 1, 1, 1), np.bool_))
 
 
 def iota(config: RunConfig) -> float:
