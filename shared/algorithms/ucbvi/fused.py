@@ -82,10 +82,9 @@ class FusedEpisodes:
         n_rep = planner.q.shape[0]
         regret_now = np.zeros(n_rep)  # regret of each replica's current policy
         changes = np.zeros(n_rep, np.int64)  # every recorded policy, the first one included
-        has_last = resume is not None  # the played policy, evaluated: the resumed one
+        has_last = resume is not None  # the played policy and its regret: the resumed ones
         if resume is not None:
             self.last[:], regret_now[:] = resume
-            self.evaluated[:] = self.last
         optimal = optimal_return(world)
         empty = np.empty((0, n_rep, 1, 1, 1, 1))
         dummy_sa = np.empty(self.acc["r"].shape)
