@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -120,3 +121,39 @@ def test_warm_up_command_marks_ready_and_frees_its_lock(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     assert "kernels ready" in done.stdout and not lock.exists()
     assert accel.marker().exists()
+
+
+UNIFORMS = """
+import numpy as np
+from privrl.accel.episodes import _uniforms
+out = np.empty(3)
+_uniforms(np.array([7], np.uint32), np.uint32(1), 2, out, np.empty(2, np.uint32),
+          np.empty(8, np.uint32), np.empty(4, np.uint64))
+print(repr(out.tolist()))
+"""
+
+
+def test_a_changed_callee_in_another_module_is_not_loaded_stale(tmp_path) -> None:
+    """numba's cache checks only the file of the function it loads: after `git pull` changed a
+    kernel's callee in another module (streams.py here, under episodes._uniforms), the caller's
+    cached machine code would still run the old callee. The package drops its cached kernels
+    when their sources change, so the second process computes with the new callee."""
+    package = tmp_path / "site" / "privrl"  # privrl.accel alone: it imports nothing else
+    (package / "accel").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    for path in sorted(Path(accel.__file__).parent.glob("*.py")):
+        (package / "accel" / path.name).write_text(path.read_text())
+    env = {**os.environ, "PYTHONPATH": str(package.parent), accel.ENV_SWITCH: "1",
+           "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+
+    def uniforms() -> list[float]:
+        done = subprocess.run([sys.executable, "-c", UNIFORMS], capture_output=True, text=True,
+                              env=env, timeout=600, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return eval(done.stdout)  # noqa: S307 (our own repr of three floats)
+
+    first = uniforms()
+    streams = package / "accel" / "streams.py"
+    streams.write_text(streams.read_text().replace("TO_DOUBLE = 1.0 /", "TO_DOUBLE = 2.0 /"))
+    assert uniforms() == [2.0 * u for u in first]
+    assert all(0.0 <= u < 1.0 for u in first)

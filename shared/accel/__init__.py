@@ -6,6 +6,11 @@ is writable, else numba's per-user cache dir, or `NUMBA_CACHE_DIR`), about 20 s 
 machine; later processes load them in about a second. Nothing here imports numba until a kernel
 is first needed.
 
+numba checks only the file of the kernel it loads from its cache, not its callees' files, so a
+kernel whose callee changed in another module would load with the old callee: the first process
+to import a kernel after any source here changed deletes the package's cached kernels first
+(`drop_stale_cache`).
+
 `PRIVRL_NUMBA` says when the compiled path is used:
 
 * unset or "auto" (default): once the kernels are compiled. Until then the numpy path runs (the
@@ -37,6 +42,7 @@ STALE_SECONDS = 600.0  # a warm-up's lock older than this is taken to be dead
 _ready = False  # the kernels were found compiled: stays true for the life of the process
 _last_check = -RECHECK_SECONDS
 _warm_up_started = False
+_cache_checked = False  # drop_stale_cache ran in this process
 
 
 @functools.cache
@@ -118,6 +124,43 @@ def mark_ready() -> None:
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as tmp:
         tmp.write(f"{sys.executable}\n")
     os.replace(tmp.name, path)
+
+
+def drop_stale_cache(dispatcher: object) -> None:
+    """Delete numba's cached kernels of this package once per version of their sources, before
+    any is loaded: numba checks only the file of the function it loads, so a kernel whose
+    callee in another module changed (an editable install after `git pull`) would run the old
+    callee. `dispatcher` is any kernel here: its cache directory is theirs. The first process
+    to see a new version deletes (holding a lock file); the others wait for it to finish."""
+    global _cache_checked
+    if _cache_checked:
+        return
+    _cache_checked = True
+    directory = getattr(getattr(dispatcher, "_cache", None), "cache_path", None)
+    fresh = _state_dir() / f"privrl-kernels-{_key()}.fresh"
+    if directory is None or fresh.exists():
+        return
+    lock = fresh.with_suffix(".purging")
+    try:
+        fresh.parent.mkdir(parents=True, exist_ok=True)
+        if lock.exists() and time.time() - lock.stat().st_mtime > STALE_SECONDS:
+            lock.unlink(missing_ok=True)  # its process died
+        os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:  # another process is deleting: wait until it is done
+        deadline = time.monotonic() + 30.0
+        while lock.exists() and not fresh.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return
+    except OSError:
+        return  # no writable state dir: nothing was cached there either
+    try:
+        modules = {path.stem for path in Path(__file__).parent.glob("*.py")}
+        for path in Path(directory).glob("*.nb[ic]"):
+            if path.name.split(".", 1)[0] in modules:
+                path.unlink(missing_ok=True)
+        fresh.touch()
+    finally:
+        lock.unlink(missing_ok=True)
 
 
 def warm_up_in_background() -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from . import drop_stale_cache
+
 # Zero as a numpy integer, for offsets and counters handed to another kernel: a literal 0 makes
 # numba compile a second specialization of the callee (it keeps Literal[int](0) in jit-to-jit
 # calls), which costs a cold start seconds.
@@ -18,3 +20,6 @@ def copy_rows(src: np.ndarray, dst: np.ndarray) -> None:
     for i in range(src.shape[0]):
         for j in range(src.shape[1]):
             dst[i, j] = src[i, j]
+
+
+drop_stale_cache(copy_rows)  # before any kernel of this package is loaded from the cache

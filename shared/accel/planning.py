@@ -185,7 +185,7 @@ def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np
     t1 = (lo_sum - total) / n
     d = max(sum_x0 - hi_sum, 0.0)
     t = max(t0, t1)
-    if not _level_below(scratch, n, n, d, t):
+    if d > 0.0 and not _level_below(scratch, n, n, d, t):  # d == 0: t2 is 0
         t = max(t, water_level(scratch, n, n, d, 3 * n))
     target = min(max(sum_x0, lo_sum), hi_sum)
     up = target >= sum_x0
@@ -203,18 +203,22 @@ def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np
     if not short:
         sum_lo = pairwise_sum(scratch, START, n)
         sum_hi = pairwise_sum(scratch, n, n)
-    mu = water_level(scratch, 2 * n, n, abs(target - sum_x0), 3 * n)
-    shift = mu if up else -mu
-    offset = e / (2.0 * n)
+    # where target is an end of f's range x is that box corner, and lambda is not needed
     corner_lo, corner_hi = target <= sum_lo, target >= sum_hi
+    shift = 0.0
+    if not (corner_lo or corner_hi):
+        mu = water_level(scratch, 2 * n, n, abs(target - sum_x0), 3 * n)
+        shift = mu if up else -mu
+    offset = e / (2.0 * n)
     n_tilde = 0.0
     for i in range(n):
         lo, hi = scratch[i], scratch[n + i]
-        x = min(max(max(sas[s, a, i], 0.0) + shift, lo), hi)
-        if corner_lo:
-            x = lo
         if corner_hi:
             x = hi
+        elif corner_lo:
+            x = lo
+        else:
+            x = min(max(max(sas[s, a, i], 0.0) + shift, lo), hi)
         x += offset
         n_tilde += x
         scratch[2 * n + i] = x

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from . import drop_stale_cache
+
 M32 = np.uint64(0xFFFFFFFF)
 S16 = np.uint64(16)
 S32 = np.uint64(32)
@@ -154,3 +156,6 @@ def seeded_uniforms(entropy: np.ndarray, spawn: np.ndarray, out: np.ndarray) -> 
     state = np.empty(4, np.uint64)
     pcg64_seed(words, state)
     fill_uniform(state, out)
+
+
+drop_stale_cache(fill_uniform)  # before any kernel of this package is loaded from the cache
