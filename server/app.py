@@ -18,6 +18,7 @@ from privrl import algorithms
 from privrl.protocol import API_VERSION
 from privrl.server.admission import InFlight
 from privrl.server.errors import install_error_handlers
+from privrl.server.heap import GcPauses, settle
 from privrl.server.limits import BodySizeLimit
 from privrl.server.metrics import LatencyMiddleware, Metrics
 from privrl.server.openapi import install_openapi
@@ -67,6 +68,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings if settings is not None else Settings()
     algorithms.load_plugins(settings.plugins)
     metrics = Metrics()
+    gc_pauses = GcPauses()
+    metrics.registry.register(gc_pauses)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -90,14 +93,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 log.exception("rebuilding runs from the store failed")
                 registry.rebuild_error = f"{type(exc).__name__}: {exc}"
                 return
+            if settings.freeze_heap:  # the server's long-lived heap, out of the collector's way
+                await anyio.to_thread.run_sync(settle)
             log.info(
                 "ready: %d run(s) rebuilt, %d failed", len(registry.runs), len(registry.failed)
             )
 
         task = asyncio.create_task(rebuild())
+        gc_pauses.start()
         try:
             yield
         finally:
+            gc_pauses.stop()
             registry.stopping = True
             await task
             await writer.close()

@@ -42,6 +42,12 @@ class Settings(BaseSettings):
         description="comma-separated Python modules of third-party algorithms, imported at"
         " start (each registers its algorithm); the built-ins need none",
     )
+    freeze_heap: bool = Field(
+        True,
+        description="after start and after each new run, collect once and freeze what is alive"
+        " (gc.freeze), so the cycle collector's full passes, which stop the event loop, scan"
+        " only newer objects; off for an app sharing its process with other work (tests)",
+    )
     db_synchronous: Literal["FULL", "NORMAL"] = Field(
         "FULL",
         description="SQLite synchronous level: FULL survives power loss, NORMAL only a crash",

@@ -204,7 +204,8 @@ class Apps:
         self.opened: list[TestClient] = []
 
     def __call__(self, **overrides: Any) -> TestClient:
-        fields: dict[str, Any] = {"admin_token": ADMIN, "db": self.db}
+        # the test process's heap is not a server's: freezing it would keep test garbage
+        fields: dict[str, Any] = {"admin_token": ADMIN, "db": self.db, "freeze_heap": False}
         fields.update(overrides)
         client = TestClient(create_app(Settings(**fields)))
         client.__enter__()

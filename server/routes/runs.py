@@ -9,6 +9,7 @@ from fastapi import Depends, Query, Request, Response
 from privrl.protocol import RunInfo, RunList, RunRequest
 from privrl.server.auth import require_admin
 from privrl.server.errors import UNKNOWN_QUERY, error_responses
+from privrl.server.heap import settle
 from privrl.server.routes.common import (
     ensure_alive,
     in_thread,
@@ -61,6 +62,8 @@ async def create_run(
     registry = registry_of(request)
     seq = settings_of(request).sequential if sequential is None else sequential
     hosted = await in_thread(registry.create, body.public(), seq, body.seed)
+    if settings_of(request).freeze_heap:  # the new run (and kernels it loaded), frozen too
+        await in_thread(settle)
     return hosted.info(time.time())
 
 
