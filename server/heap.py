@@ -13,7 +13,9 @@ alive into the permanent generation (`gc.freeze`); later collections scan only w
 from __future__ import annotations
 
 import gc
+import itertools
 import time
+from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,9 +49,7 @@ class GcPauses(Collector):
             return
         pause = time.perf_counter() - self._started
         generation = info["generation"]
-        bucket = next((i for i, edge in enumerate(PAUSE_BUCKETS) if pause <= edge),
-                      len(PAUSE_BUCKETS))
-        self._counts[generation][bucket] += 1
+        self._counts[generation][bisect_left(PAUSE_BUCKETS, pause)] += 1  # first edge >= pause
         self._sums[generation] += pause
 
     def start(self) -> None:
@@ -71,10 +71,7 @@ class GcPauses(Collector):
             labels=["generation"],
         )
         for generation in range(GENERATIONS):
-            counts, total = list(self._counts[generation]), self._sums[generation]
-            cumulative, buckets = 0, []
-            for edge, count in zip((*PAUSE_BUCKETS, float("inf")), counts, strict=True):
-                cumulative += count
-                buckets.append((str(edge) if edge != float("inf") else "+Inf", cumulative))
-            family.add_metric([str(generation)], buckets, total)
+            cumulative = itertools.accumulate(self._counts[generation])
+            buckets = list(zip((*map(str, PAUSE_BUCKETS), "+Inf"), cumulative, strict=True))
+            family.add_metric([str(generation)], buckets, self._sums[generation])
         yield family

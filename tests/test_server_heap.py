@@ -6,6 +6,8 @@ from __future__ import annotations
 import gc
 import re
 
+import pytest
+from privrl.server.heap import GcPauses
 from server_support import AUTH, Apps
 
 SPEC = {"n_states": 6, "n_actions": 2, "horizon": 5, "episodes": 10, "privacy": "jdp",
@@ -43,3 +45,31 @@ def test_freezing_is_a_setting(apps: Apps) -> None:
     assert resp.status_code == 201, resp.text
     assert gc.get_freeze_count() == 0
     assert "privrl_gc_pause_seconds_bucket" in client.get("/metrics").text
+
+
+def test_pauses_are_binned_by_their_first_edge_at_or_above(monkeypatch) -> None:
+    """Each pause lands in the bucket of the first edge >= it (Prometheus' `le`), cumulative
+    per generation, with the sum of the pauses."""
+    from privrl.server import heap
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    pauses = GcPauses()
+    clock = iter([0.0, 0.001, 1.0, 1.0005, 2.0, 4.0, 5.0, 5.003])
+    monkeypatch.setattr(heap.time, "perf_counter", lambda: next(clock))
+    for generation in (2, 2, 2, 0):  # 1 ms (on an edge), 0.5 ms, 2 s (generation 2), 3 ms
+        pauses._callback("start", {"generation": generation})
+        pauses._callback("stop", {"generation": generation})
+    registry = CollectorRegistry()
+    registry.register(pauses)
+    text = generate_latest(registry).decode()
+
+    def value(sample: str) -> float:
+        return float(re.search(re.escape(sample) + r" (\S+)", text).group(1))
+
+    assert value('privrl_gc_pause_seconds_bucket{generation="2",le="0.001"}') == 2
+    assert value('privrl_gc_pause_seconds_bucket{generation="2",le="1.0"}') == 2
+    assert value('privrl_gc_pause_seconds_bucket{generation="2",le="+Inf"}') == 3
+    assert value('privrl_gc_pause_seconds_sum{generation="2"}') == pytest.approx(2.0015)
+    assert value('privrl_gc_pause_seconds_bucket{generation="0",le="0.001"}') == 0
+    assert value('privrl_gc_pause_seconds_bucket{generation="0",le="0.005"}') == 1
+    assert value('privrl_gc_pause_seconds_count{generation="1"}') == 0

@@ -126,6 +126,26 @@ def mark_ready() -> None:
     os.replace(tmp.name, path)
 
 
+def _take_lock(lock: Path) -> bool:
+    """Create `lock` (holding this process's pid) unless a live process holds it: False then.
+    A lock older than STALE_SECONDS is taken to be a dead process's and taken over. Atomic
+    (O_EXCL), so of two processes at once only one gets it; OSError: the directory is not
+    writable."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if time.time() - lock.stat().st_mtime > STALE_SECONDS:
+            lock.unlink(missing_ok=True)
+    except FileNotFoundError:
+        pass
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as out:
+        out.write(str(os.getpid()))
+    return True
+
+
 def drop_stale_cache(dispatcher: object) -> None:
     """Delete numba's cached kernels of this package once per version of their sources, before
     any is loaded: numba checks only the file of the function it loads, so a kernel whose
@@ -142,17 +162,14 @@ def drop_stale_cache(dispatcher: object) -> None:
         return
     lock = fresh.with_suffix(".purging")
     try:
-        fresh.parent.mkdir(parents=True, exist_ok=True)
-        if lock.exists() and time.time() - lock.stat().st_mtime > STALE_SECONDS:
-            lock.unlink(missing_ok=True)  # its process died
-        os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-    except FileExistsError:  # another process is deleting: wait until it is done
+        taken = _take_lock(lock)
+    except OSError:
+        return  # no writable state dir: nothing was cached there either
+    if not taken:  # another process is deleting: wait until it is done
         deadline = time.monotonic() + 30.0
         while lock.exists() and not fresh.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         return
-    except OSError:
-        return  # no writable state dir: nothing was cached there either
     try:
         modules = {path.stem for path in Path(__file__).parent.glob("*.py")}
         for path in Path(directory).glob("*.nb[ic]"):
@@ -172,10 +189,8 @@ def warm_up_in_background() -> bool:
     _warm_up_started = True
     lock = marker().with_suffix(".lock")
     try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        if lock.exists() and time.time() - lock.stat().st_mtime < STALE_SECONDS:
+        if not _take_lock(lock):
             return False  # another process is compiling them
-        lock.write_text(str(os.getpid()))
     except OSError:
         return False  # no writable cache: the numpy path goes on
     try:
