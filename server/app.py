@@ -87,14 +87,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings.admin_token is None:
             log.warning("PRIVRL_ADMIN_TOKEN is not set: admin routes answer 503")
         async def rebuild() -> None:
+            # the server's long-lived heap, out of the collector's way, before it says ready
+            then = settle if settings.freeze_heap else None
             try:
-                await anyio.to_thread.run_sync(registry.rebuild_all)
+                await anyio.to_thread.run_sync(registry.rebuild_all, then)
             except Exception as exc:
                 log.exception("rebuilding runs from the store failed")
                 registry.rebuild_error = f"{type(exc).__name__}: {exc}"
                 return
-            if settings.freeze_heap:  # the server's long-lived heap, out of the collector's way
-                await anyio.to_thread.run_sync(settle)
             log.info(
                 "ready: %d run(s) rebuilt, %d failed", len(registry.runs), len(registry.failed)
             )

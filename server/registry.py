@@ -7,6 +7,7 @@ import math
 import secrets
 import sqlite3
 import time
+from collections.abc import Callable
 
 from privrl.config import RunConfig
 from privrl.seeding import secret_seed
@@ -38,8 +39,9 @@ class Registry:
         self.stopping = False
         self.rebuild_error: str | None = None
 
-    def rebuild_all(self) -> None:
-        """Replay every stored run (a run that fails to replay is reported, not served)."""
+    def rebuild_all(self, before_ready: Callable[[], None] | None = None) -> None:
+        """Replay every stored run (a run that fails to replay is reported, not served); then
+        `before_ready()` (e.g. settling the heap), then ready."""
         self.deleted = self.store.deleted_ids()
         for row in self.store.runs():
             if self.stopping:
@@ -59,6 +61,8 @@ class Registry:
                 hosted.version,
                 time.perf_counter() - started,
             )
+        if before_ready is not None:
+            before_ready()
         self.ready = True
 
     def _check_ready(self) -> None:

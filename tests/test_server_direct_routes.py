@@ -1,0 +1,101 @@
+"""The claim and report routes' direct path: a well-formed request skips FastAPI's parameter
+solving, and every other request gets exactly FastAPI's own parsing and answers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import fastapi.routing
+import pytest
+from fastapi.testclient import TestClient
+from server_support import Apps, create, spec, user_report, world
+
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.fixture
+def client(apps: Apps) -> TestClient:
+    """One app with the default settings."""
+    return apps()
+
+
+@pytest.fixture
+def solved(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths of the requests FastAPI solved the parameters of."""
+    paths: list[str] = []
+    solve = fastapi.routing.solve_dependencies
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        paths.append(kwargs["request"].url.path)
+        return await solve(*args, **kwargs)
+
+    monkeypatch.setattr(fastapi.routing, "solve_dependencies", counted)
+    return paths
+
+
+@pytest.mark.parametrize("privacy", ["jdp", "ldp"])
+def test_well_formed_claims_and_reports_skip_parameter_solving(
+    client: TestClient, solved: list[str], privacy: str
+) -> None:
+    config = spec(privacy)
+    run_id = create(client, config)
+    solved.clear()
+    for query in ("", "?wait=0", "?wait=2.5", "?wait=600"):
+        resp = client.post(f"/v1/runs/{run_id}/claims{query}")
+        assert resp.status_code == 200, resp.text
+        body = json.dumps(user_report(resp.json(), config, world(config))).encode()
+        resp = client.post(f"/v1/runs/{run_id}/reports", content=body, headers=JSON)
+        assert resp.status_code == 200, resp.text
+    assert solved == []
+    assert client.get(f"/v1/runs/{run_id}").json()["status"]["reported"] == 4
+    assert solved == [f"/v1/runs/{run_id}"]  # the other routes still go through FastAPI
+
+
+def test_other_valid_requests_are_served_by_fastapi(client: TestClient, solved: list[str]
+                                                    ) -> None:
+    """Forms the direct path does not read (an exponent, a vendor JSON type) are still valid."""
+    config = spec("jdp")
+    run_id = create(client, config)
+    solved.clear()
+    resp = client.post(f"/v1/runs/{run_id}/claims?wait=1e0")
+    assert resp.status_code == 200, resp.text
+    report = user_report(resp.json(), config, world(config))
+    resp = client.post(f"/v1/runs/{run_id}/reports", content=json.dumps(report),
+                       headers={"Content-Type": "application/vnd.privrl+json"})
+    assert resp.status_code == 200, resp.text
+    assert len(solved) == 2
+
+
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [("?wait=600.5", 422), ("?wait=-1", 422), ("?wait=abc", 422), ("?wait=nan", 422),
+     ("?wait=1&wait=2", 200), ("?wiat=1", 422)],
+)
+def test_unusual_claim_queries_get_fastapis_answer(
+    client: TestClient, query: str, status: int
+) -> None:
+    run_id = create(client, spec("jdp"))
+    resp = client.post(f"/v1/runs/{run_id}/claims{query}")
+    assert resp.status_code == status, resp.text
+    if status == 422:
+        assert resp.json()["code"] == "schema"
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "code"),
+    [(b"{not json", JSON, 400, "malformed"),
+     (b"", JSON, 422, "schema"),
+     (b'{"kind": "trajectory"}', JSON, 422, "schema"),
+     (b'{"kind": "trajectory"}', {"Content-Type": "text/plain"}, 422, "schema")],
+)
+def test_invalid_reports_get_fastapis_answer(
+    client: TestClient, body: bytes, headers: dict[str, str], status: int,
+    code: str
+) -> None:
+    run_id = create(client, spec("jdp"))
+    resp = client.post(f"/v1/runs/{run_id}/reports", content=body, headers=headers)
+    assert resp.status_code == status, resp.text
+    assert resp.json()["code"] == code
+    if status == 400:
+        assert resp.json()["detail"].startswith("malformed JSON body at character 1:")
