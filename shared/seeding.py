@@ -39,10 +39,16 @@ def derived_seed(seed: int, *path: PathPart) -> int:
     return int.from_bytes(words.astype("<u4").tobytes(), "little")
 
 
+@functools.lru_cache(maxsize=1024)
+def _text_key(part: str) -> int:
+    """A string path component's stable CRC32 (a run's few names, hashed once)."""
+    return zlib.crc32(part.encode())
+
+
 def _key(part: PathPart) -> int:
     """Map a path component to a non-negative int (strings by a stable CRC32)."""
     if isinstance(part, str):
-        return zlib.crc32(part.encode())
+        return _text_key(part)
     if part < 0:
         raise ValueError(f"seed path components must be non-negative, got {part}")
     return int(part)
@@ -63,14 +69,25 @@ def words(value: int) -> list[int]:
     return out
 
 
+def spawn_words(*path: PathPart) -> np.ndarray:
+    """The spawn-key words of `seed_sequence(seed, *path)` (any seed), as a uint32 array."""
+    spawn: list[int] = []
+    for part in path:
+        key = _key(part)
+        if key <= 0xFFFFFFFF:  # one word: the usual case (names, levels, indices)
+            spawn.append(key)
+        else:
+            spawn.extend(words(key))
+    return np.array(spawn, np.uint32)
+
+
 def path_words(seed: int, *path: PathPart) -> tuple[np.ndarray, np.ndarray]:
     """(entropy words, spawn-key words) of `seed_sequence(seed, *path)`, as uint32 arrays."""
     if seed < 0:
         raise ValueError(f"seeds must be non-negative, got {seed}")
-    spawn = [w for part in path for w in words(_key(part))]
     entropy = np.array(words(int(seed)), np.uint32)
     entropy.flags.writeable = False  # as entropy_rows': one compiled specialization for both
-    return entropy, np.array(spawn, np.uint32)
+    return entropy, spawn_words(*path)
 
 
 @functools.lru_cache(maxsize=64)

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 from privrl import accel
-from privrl.seeding import PathPart, entropy_rows, generator, path_words
+from privrl.seeding import PathPart, entropy_rows, generator, spawn_words
 
 Shape = int | tuple[int, ...]
 NoiseName = Literal["numpy", "opendp"]
@@ -194,12 +194,20 @@ def sample_seeded_rows(
     bulk draw. A numpy-backend Laplace or Gaussian draws in compiled code (`privrl.accel`):
     the same numbers, without building a Generator per row."""
     form = getattr(sampler, "standard", None)
-    if not (sampler.reproducible and form is not None and accel.enabled()):
+    if not (form is not None and sampler.reproducible and accel.enabled()):
         return sample_rows(sampler, lambda r: generator(seeds[r], *path), len(seeds), shape)
-    from privrl.accel.distributions import KINDS, seeded_rows
-
-    entropy, lengths = entropy_rows(tuple(int(s) for s in seeds))
+    kinds, seeded_rows = _compiled_rows()
+    entropy, lengths = entropy_rows(seeds if isinstance(seeds, tuple) else tuple(seeds))
     out = np.empty((len(seeds), math.prod(shape)))
     kind, scale = form
-    seeded_rows(entropy, lengths, path_words(0, *path)[1], KINDS[kind], float(scale), out)
+    seeded_rows(entropy, lengths, spawn_words(*path), kinds[kind], float(scale), out)
     return out.reshape((len(seeds), *shape))
+
+
+@functools.cache
+def _compiled_rows() -> tuple[dict[str, int], Callable[..., None]]:
+    """`privrl.accel.distributions`' (KINDS, seeded_rows), imported on first use only (a server
+    draws a node per counter and report: the import statement each time was a tenth of it)."""
+    from privrl.accel.distributions import KINDS, seeded_rows
+
+    return KINDS, seeded_rows

@@ -25,7 +25,7 @@ weights sum to one, the improvement again acts on the noise alone.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -85,10 +85,16 @@ def release_variance(t: int, smooth: bool) -> float:
 def _improve(w: float, own: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """A smoothed node: w * own + (1 - w) * (left + right) (compiled in one pass when on)."""
     if accel.enabled():
-        from privrl.accel.tree_noise import improve
-
-        return improve(w, own, left, right)
+        return _compiled_improve()(w, own, left, right)
     return w * own + (1.0 - w) * (left + right)
+
+
+@functools.cache
+def _compiled_improve() -> Callable[..., np.ndarray]:
+    """`privrl.accel.tree_noise.improve`, imported on first use only."""
+    from privrl.accel.tree_noise import improve
+
+    return improve
 
 
 class TreeCounter:
@@ -109,7 +115,7 @@ class TreeCounter:
     ) -> None:
         self.shape = tuple(shape)
         self.noise = noise
-        self.seeds = [int(s) for s in seeds]
+        self.seeds = tuple(int(s) for s in seeds)
         self.family = family
         self.levels = tree_levels(max_items)
         self.max_items = int(max_items)
