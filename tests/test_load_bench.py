@@ -31,10 +31,16 @@ def test_bench_http_measures_the_ceiling_and_the_modes_side_by_side(
         assert row["acknowledged"] == row["server_reported"]  # nothing lost, nothing twice
         assert row["ratio"] == pytest.approx(row["requests_per_second"]
                                              / ceiling["requests_per_second"])
+        # the server's CPU per request, the ceiling's over the episode path's (one repetition)
+        assert row["server_cpu_ms_per_request"] > 0 and ceiling["server_cpu_ms_per_request"] > 0
+        assert row["cpu_ratio_runs"] == [row["cpu_ratio"]]
+        assert row["cpu_ratio"] == pytest.approx(ceiling["server_cpu_ms_per_request"]
+                                                 / row["server_cpu_ms_per_request"])
         for name in ("claim", "report"):
             lat = row["latency_ms"][name]
             assert 0 < lat["p50_ms"] <= lat["p95_ms"] <= lat["p99_ms"] <= lat["max_ms"]
         assert f"{row['privacy']} x 2:" in done.stdout
+        assert f"server CPU per request: {row['cpu_ratio']:.0%} of the ceiling's" in done.stdout
     assert "ceiling /healthz x 2:" in done.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -6,13 +6,16 @@ Both halves are driven by the same generator, Locust FastHttpUser users in P wor
 from C concurrent users, and (b) real DP-UCBVI runs on RiverSwim in JDP and LDP mode played by C
 concurrent users (claim, roll out, randomize in LDP, report, with privrl's own user code), each
 phase for the same number of seconds and on a fresh run. `ratio` = (b) requests/s / (a)
-requests/s at the same C. The server's and the generator's CPU use say which one saturated.
+requests/s at the same C. The server's and the generator's CPU use say which one saturated;
+`cpu_ratio` = the server's CPU per (a) request / its CPU per (b) request in the same repetition,
+what `ratio` would be with the server alone on its core (the two share this machine's cores).
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import statistics
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -103,9 +106,20 @@ def phase(generator: str, url: str, run_id: str, users: int, seconds: float, pro
     cpu1 = process_cpu(server_pid)
     wall = row["seconds"]
     row["generator_cpu_cores"] = row.pop("generator_cpu_seconds") / wall
-    row["server_cpu_cores"] = (cpu1 - cpu0) / wall if cpu0 is not None and cpu1 is not None \
-        else None
+    known = cpu0 is not None and cpu1 is not None
+    row["server_cpu_cores"] = (cpu1 - cpu0) / wall if known else None  # type: ignore[operator]
+    row["server_cpu_ms_per_request"] = (
+        1000 * (cpu1 - cpu0) / row["requests"] if known and row["requests"] else None  # type: ignore[operator]
+    )
     return row
+
+
+def cpu_ratio(ceiling: dict[str, Any], row: dict[str, Any]) -> float | None:
+    """The server's CPU per /healthz request over its CPU per episode request, measured in the
+    same repetition: what the ratio would be if the server had its core to itself for the whole
+    phase (None when the server is not ours)."""
+    top, own = ceiling["server_cpu_ms_per_request"], row["server_cpu_ms_per_request"]
+    return top / own if top and own else None
 
 
 GENERATORS = {
@@ -147,6 +161,7 @@ def measure_once(generator: str, url: str, api: ServerAPI, users: list[int], sec
             row["privacy"] = privacy
             row["server_reported"] = api.get_run(run_id).status.reported
             row["ratio"] = row["requests_per_second"] / top["requests_per_second"]
+            row["cpu_ratio"] = cpu_ratio(top, row)
             episodes.append(row)
             say(episode_text(row))
     return ceiling, episodes
@@ -181,9 +196,12 @@ def bench_http(server: str | None, users: list[int], seconds: float, processes: 
                 embedded.stop()
     ceiling = [median_row([rep[0][i] for rep in reps]) for i in range(len(users))]
     episodes = [median_row([rep[1][j] for rep in reps]) for j in range(len(reps[0][1]))]
-    for row in episodes:
+    for j, row in enumerate(episodes):
         top = ceiling[users.index(row["concurrency"])]
         row["ratio"] = row["requests_per_second"] / top["requests_per_second"]
+        paired = [rep[1][j]["cpu_ratio"] for rep in reps]  # each within its own repetition
+        row["cpu_ratio_runs"] = paired
+        row["cpu_ratio"] = statistics.median(paired) if None not in paired else None
     every = [row for rep in reps for row in rep[1]]
     return {
         "generator": generator, "generator_detail": GENERATORS[generator],
@@ -210,9 +228,11 @@ def episode_text(row: dict[str, Any]) -> str:
     lat = row["latency_ms"]
     p99 = ", ".join(f"{name} p99 {lat[name]['p99_ms']:.0f} ms" for name in ("claim", "report")
                     if name in lat)
+    cpu = "" if row.get("cpu_ratio") is None else \
+        f" (server CPU per request: {row['cpu_ratio']:.0%} of the ceiling's)"
     return (f"{row['privacy']} x {row['concurrency']}: {row['episodes_per_second']:.1f} "
             f"episodes/s, {row['requests_per_second']:.0f} requests/s = {row['ratio']:.0%} of"
-            f" the ceiling; {p99}; {row['acknowledged']} acknowledged, server counted "
+            f" the ceiling{cpu}; {p99}; {row['acknowledged']} acknowledged, server counted "
             f"{row['server_reported']}; {row['errors']} errors{cpu_text(row)}")
 
 
