@@ -44,9 +44,10 @@ class Settings(BaseSettings):
     )
     freeze_heap: bool = Field(
         True,
-        description="after start and after each new run, collect once and freeze what is alive"
-        " (gc.freeze), so the cycle collector's full passes, which stop the event loop, scan"
-        " only newer objects; off for an app sharing its process with other work (tests)",
+        description="after start, after each new run and once the compiled kernels are loaded,"
+        " collect once and freeze what is alive (gc.freeze), so the cycle collector's full"
+        " passes, which stop the event loop, scan only newer objects; off for an app sharing"
+        " its process with other work (tests)",
     )
     db_synchronous: Literal["FULL", "NORMAL"] = Field(
         "FULL",

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import gc
 import re
+import sys
+import time
 
 import pytest
+from privrl import accel
+from privrl.server import heap
 from privrl.server.heap import GcPauses
 from server_support import AUTH, Apps
 
@@ -36,6 +40,36 @@ def test_the_heap_is_frozen_after_start_and_after_a_new_run(apps: Apps) -> None:
         assert _pauses(client.get("/metrics").text, 2) > full
     finally:
         gc.unfreeze()  # the test process's heap is not a server's
+
+
+def test_kernels_ready_after_start_are_loaded_and_frozen(
+    apps: Apps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server started while its kernels still compile (a cold machine) loads them once they
+    are ready and settles again, instead of leaving numba's objects outside the frozen heap."""
+    ready: list[bool] = []
+    loads: list[float] = []
+    real_load = heap.load_kernels
+    monkeypatch.setattr(accel, "available", lambda: True)
+    monkeypatch.setattr(accel, "enabled", lambda: bool(ready))
+    monkeypatch.setattr(heap, "KERNEL_POLL_SECONDS", 0.02)
+    monkeypatch.setattr(heap, "load_kernels", lambda: (real_load(), loads.append(time.time())))
+    gc.unfreeze()
+    try:
+        apps(freeze_heap=True)
+        time.sleep(0.3)
+        assert loads == []  # not ready: nothing loaded
+        at_start = gc.get_freeze_count()
+        kept = [object() for _ in range(1000)]  # alive now: the next settle freezes them
+        ready.append(True)
+        deadline = time.monotonic() + 60
+        while not (loads and gc.get_freeze_count() >= at_start + len(kept)):
+            assert time.monotonic() < deadline, (loads, gc.get_freeze_count(), at_start)
+            time.sleep(0.02)
+        assert len(loads) == 1
+        assert {"privrl.accel.planning", "privrl.accel.tree_noise"} <= set(sys.modules)
+    finally:
+        gc.unfreeze()
 
 
 def test_freezing_is_a_setting(apps: Apps) -> None:
