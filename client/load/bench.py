@@ -106,10 +106,10 @@ def phase(generator: str, url: str, run_id: str, users: int, seconds: float, pro
     cpu1 = process_cpu(server_pid)
     wall = row["seconds"]
     row["generator_cpu_cores"] = row.pop("generator_cpu_seconds") / wall
-    known = cpu0 is not None and cpu1 is not None
-    row["server_cpu_cores"] = (cpu1 - cpu0) / wall if known else None  # type: ignore[operator]
+    used = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
+    row["server_cpu_cores"] = used / wall if used is not None else None
     row["server_cpu_ms_per_request"] = (
-        1000 * (cpu1 - cpu0) / row["requests"] if known and row["requests"] else None  # type: ignore[operator]
+        1000 * used / row["requests"] if used is not None and row["requests"] else None
     )
     return row
 
