@@ -214,25 +214,70 @@ def test_rollout_deterministic_and_rowwise() -> None:
     np.testing.assert_array_equal(shared_pol.states, stacked.states)
 
 
-@pytest.mark.parametrize("rows", [1, 5])
-@pytest.mark.parametrize("n_states", [3, 16])
-def test_rollout_successor_table_equals_step_by_step(monkeypatch, rows: int, n_states: int
-                                                     ) -> None:
-    """Up to SUCCESSOR_TABLE_STATES a rollout draws every (h, s)'s successor at once and walks
-    the table (one user: in Python); the states are those of the step-by-step draw, uniforms
-    that equal a CDF value (ties of the inverse CDF) included."""
-    rollout_module = importlib.import_module("privrl.worlds.rollout")  # not the function
-    assert n_states <= rollout_module.SUCCESSOR_TABLE_STATES
-    mdp = garnet(n_states, 3, 9, seed=n_states, stationary=False)
-    pols = _random_policies(mdp, (rows,), seed=7)
+def _tied_world(n_states: int, noise: str = "deterministic") -> TabularMDP:
+    """H = 9, A = 3, every transition row one of two distributions in multiples of 1/64 (their
+    cumulative sums exact), so a uniform equal to a CDF value is a tie in most rows."""
+    g = generator(n_states, "tied-world")
+    base = np.stack([g.multinomial(64, np.full(n_states, 1 / n_states)) / 64 for _ in range(2)])
+    P = base[g.integers(0, 2, size=(9, n_states, 3))]
+    return TabularMDP(P, g.random((9, n_states, 3)), base[0], reward_noise=noise)
+
+
+def _tied_uniforms(mdp: TabularMDP, rows: int) -> np.ndarray:
+    """Users' uniforms whose s_1 and transition draws all equal CDF values (ties of the inverse
+    CDF: #{cdf <= u} counts the equal entry)."""
     u = _uniforms(rows, mdp.H, seed=8)
     cdf_values = np.unique(mdp.cum_P)
-    u[:, 1::2] = generator(9, "ties").choice(cdf_values[cdf_values < 1.0], u[:, 1::2].shape)
+    u[:, : 1 + mdp.H] = generator(9, "ties").choice(cdf_values[cdf_values < 1.0],
+                                                     (rows, 1 + mdp.H))
+    return u
+
+
+@pytest.mark.parametrize("n_states", [3, 16])
+def test_rollout_successor_table_equals_step_by_step(monkeypatch, n_states: int) -> None:
+    """Up to SUCCESSOR_TABLE_STATES a rollout draws every (h, s)'s successor at once and walks
+    the table; the states are those of the step-by-step draw, ties included."""
+    rollout_module = importlib.import_module("privrl.worlds.rollout")  # not the function
+    assert n_states <= rollout_module.SUCCESSOR_TABLE_STATES
+    mdp = _tied_world(n_states)
+    pols = _random_policies(mdp, (5,), seed=7)
+    u = _tied_uniforms(mdp, 5)
     table = rollout(mdp, pols, u)
     monkeypatch.setattr(rollout_module, "SUCCESSOR_TABLE_STATES", 0)
     steps = rollout(mdp, pols, u)
     for field in ("states", "actions", "rewards"):
         np.testing.assert_array_equal(getattr(table, field), getattr(steps, field))
+
+
+@pytest.mark.parametrize("n_states", [3, 16, 40])
+@pytest.mark.parametrize("noise", ["deterministic", "bernoulli"])
+def test_one_user_rollout_equals_the_batch_rollout(n_states: int, noise: str) -> None:
+    """One user's rollout walks Python lists by bisection; every user's trajectory is the one
+    the vectorized batch gives it (ties of the inverse CDF, both reward kinds, S above the
+    successor table's limit), with the batch's dtypes."""
+    mdp = _tied_world(n_states, noise)
+    assert mdp.step_lists is not None
+    pols = _random_policies(mdp, (6,), seed=7)
+    u = _tied_uniforms(mdp, 6)
+    batch = rollout(mdp, pols, u)
+    for i in range(6):
+        one = rollout(mdp, pols[i], u[i : i + 1])  # one (H, S) policy, one row of uniforms
+        for field in ("states", "actions", "rewards"):
+            got, want = getattr(one, field), getattr(batch, field)[i : i + 1]
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+
+
+def test_one_user_rollout_without_monotone_cdfs_takes_the_batch_path() -> None:
+    """A cumulative row that passes 1 before its last positive entry is pinned back to 1, so it
+    decreases: bisection would not count its entries <= u, and the lists are not offered."""
+    P = np.array([[[0.5, 0.5000000000000002, 1e-17]], [[0.2, 0.3, 0.5]], [[0.0, 0.0, 1.0]]])
+    mdp = TabularMDP.from_arrays(P, np.full((3, 1), 0.5), np.full(3, 1 / 3), horizon=4)
+    assert (np.diff(mdp.cum_P, axis=-1) < 0).any() and mdp.step_lists is None
+    u = _uniforms(4, mdp.H, seed=3)
+    pols = np.zeros((4, mdp.H, mdp.S), np.int64)
+    batch = rollout(mdp, pols, u)
+    np.testing.assert_array_equal(rollout(mdp, pols[:1], u[:1]).states, batch.states[:1])
 
 
 def test_rollout_uniform_layout() -> None:

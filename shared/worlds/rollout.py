@@ -13,13 +13,14 @@ Inverse CDF: the sampled index is the number of cumulative values <= u (searchso
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from privrl.seeding import generator
-from privrl.worlds.tabular import TabularMDP, _cumulative
+from privrl.worlds.tabular import StepLists, TabularMDP, _cumulative
 
 
 def N_UNIFORMS(horizon: int) -> int:
@@ -52,19 +53,29 @@ SUCCESSOR_TABLE_STATES = 16  # up to this S, `rollout` draws every (h, s)'s succ
 
 def _walk(successors: np.ndarray, states: np.ndarray) -> None:
     """Fill states[:, 1:] from states[:, 0] along a successor table (n, H, S): the next state
-    of every (h, s) already drawn with step h's uniform, so only the lookups are sequential
-    (a Python walk for one user: numpy's per-call cost would dominate 20 tiny steps)."""
+    of every (h, s) already drawn with step h's uniform, so only the lookups are sequential."""
     n, horizon, _ = successors.shape
-    if n == 1:
-        table, s = successors[0].tolist(), int(states[0, 0])
-        walk = states[0]
-        for h in range(horizon):
-            s = table[h][s]
-            walk[h + 1] = s
-        return
     rows = np.arange(n)
     for h in range(horizon):
         states[:, h + 1] = successors[rows, h, states[:, h]]
+
+
+def _rollout_one(tables: StepLists, policy: list[list[int]], u: list[float], bernoulli: bool
+                 ) -> Trajectories:
+    """One user's rollout, step by step in Python: the inverse CDF #{cdf <= u} of a
+    non-decreasing row is `bisect_right`, so the numbers are the vectorized path's."""
+    horizon, last = len(policy), len(tables.cum_d1) - 1
+    s = min(bisect_right(tables.cum_d1, u[0]), last)
+    states, actions, rewards = [s], [], []
+    for h in range(horizon):
+        a = policy[h][s]
+        mean = tables.R[h][s][a]
+        actions.append(a)
+        rewards.append((1.0 if u[1 + horizon + h] < mean else 0.0) if bernoulli else mean)
+        s = min(bisect_right(tables.cum_P[h][s][a], u[1 + h]), last)
+        states.append(s)
+    return Trajectories(states=np.array([states], np.int64), actions=np.array([actions], np.int64),
+                        rewards=np.array([rewards], np.float64))
 
 
 def _initial_states(mdp: TabularMDP, u0: np.ndarray) -> np.ndarray:
@@ -118,6 +129,9 @@ def rollout(mdp: TabularMDP, policies: np.ndarray, uniforms: np.ndarray) -> Traj
         raise ValueError(
             f"policies contain actions outside [0, {mdp.A}): min {pol.min()}, max {pol.max()}"
         )
+    if n == 1 and mdp.step_lists is not None:  # one user (HTTP): numpy's calls cost more
+        bernoulli = mdp.reward_noise == "bernoulli"  # than its 20 steps in Python
+        return _rollout_one(mdp.step_lists, pol[0].tolist(), u[0].tolist(), bernoulli)
     states = np.empty((n, H + 1), dtype=np.int64)
     rows = np.arange(n)
     states[:, 0] = _initial_states(mdp, u[:, 0])
