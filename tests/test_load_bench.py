@@ -21,20 +21,24 @@ def test_bench_http_measures_the_ceiling_and_the_modes_side_by_side(
     body = json.loads(out.read_text())
     assert body["generator"] == generator and body["machine"]["cpus"] >= 1
     assert body["acknowledged_total"] == body["server_reported_total"] > 0
-    (ceiling,) = body["ceiling"]
+    (ceiling,) = body["ceiling"]  # the median of the ceiling phases at C = 2, one per mode
     assert ceiling["concurrency"] == 2 and ceiling["errors"] == 0
     assert ceiling["requests_per_second"] > 0 and ceiling["latency_ms"]["healthz"]["count"] > 0
     assert ceiling["server_cpu_cores"] is not None and ceiling["server_cpu_cores"] > 0
+    assert len(ceiling["requests_per_second_runs"]) == len(modes)
     assert [row["privacy"] for row in body["episodes"]] == modes
     for row in body["episodes"]:
         assert row["acknowledged"] > 0 and row["errors"] == 0, row["errors_by_kind"]
         assert row["acknowledged"] == row["server_reported"]  # nothing lost, nothing twice
-        assert row["ratio"] == pytest.approx(row["requests_per_second"]
-                                             / ceiling["requests_per_second"])
-        # the server's CPU per request, the ceiling's over the episode path's (one repetition)
+        # each mode's ratio is over the ceiling phase measured just before it
+        top = row["ceiling_requests_per_second"]
+        assert top in ceiling["requests_per_second_runs"]
+        assert row["ratio_runs"] == [row["ratio"]]
+        assert row["ratio"] == pytest.approx(row["requests_per_second"] / top)
+        # the server's CPU per request, the ceiling's over the episode path's (one pair)
         assert row["server_cpu_ms_per_request"] > 0 and ceiling["server_cpu_ms_per_request"] > 0
         assert row["cpu_ratio_runs"] == [row["cpu_ratio"]]
-        assert row["cpu_ratio"] == pytest.approx(ceiling["server_cpu_ms_per_request"]
+        assert row["cpu_ratio"] == pytest.approx(row["ceiling_server_cpu_ms_per_request"]
                                                  / row["server_cpu_ms_per_request"])
         for name in ("claim", "report"):
             lat = row["latency_ms"][name]

@@ -5,10 +5,11 @@ Both halves are driven by the same generator, Locust FastHttpUser users in P wor
 (default) or the multi-process swarm of `privrl users`: (a) the ceiling, GET /healthz in a loop
 from C concurrent users, and (b) real DP-UCBVI runs on RiverSwim in JDP and LDP mode played by C
 concurrent users (claim, roll out, randomize in LDP, report, with privrl's own user code), each
-phase for the same number of seconds and on a fresh run. `ratio` = (b) requests/s / (a)
-requests/s at the same C. The server's and the generator's CPU use say which one saturated;
-`cpu_ratio` = the server's CPU per (a) request / its CPU per (b) request in the same repetition,
-what `ratio` would be with the server alone on its core (the two share this machine's cores).
+phase for the same number of seconds and on a fresh run, each (b) phase right after an (a) phase
+at the same C. `ratio` = (b) requests/s / (a) requests/s of such a pair (the median over
+--repeat). The server's and the generator's CPU use say which one saturated; `cpu_ratio` = the
+server's CPU per (a) request / its CPU per (b) request in the same pair, what `ratio` would be
+with the server alone on its core (the two share this machine's cores).
 """
 
 from __future__ import annotations
@@ -145,21 +146,25 @@ def measure_once(generator: str, url: str, api: ServerAPI, users: list[int], sec
                  processes: int, connections: int, privacies: list[str], epsilon: float,
                  seed: int, pid: int | None, say: Callable[[str], None]
                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """One repetition: the ceiling at each C, then each privacy mode at each C (fresh runs)."""
+    """One repetition: each privacy mode at each C on a fresh run, each right after its own
+    ceiling phase at the same C (this VM's speed drifts by tens of percent within minutes, so
+    a ratio compares phases measured seconds apart)."""
     ceiling, episodes = [], []
-    for n in users:
-        row = phase(generator, url, "", n, seconds, processes, connections, seed, "healthz", pid)
-        ceiling.append(row)
-        say(f"ceiling /healthz x {n}: {row['requests_per_second']:.0f} requests/s, p99 "
-            f"{row['latency_ms']['healthz']['p99_ms']:.1f} ms, {row['errors']} errors"
-            f"{cpu_text(row)}")
     for privacy in privacies:
-        for n, top in zip(users, ceiling, strict=True):
+        for n in users:
+            top = phase(generator, url, "", n, seconds, processes, connections, seed, "healthz",
+                        pid)
+            ceiling.append(top)
+            say(f"ceiling /healthz x {n}: {top['requests_per_second']:.0f} requests/s, p99 "
+                f"{top['latency_ms']['healthz']['p99_ms']:.1f} ms, {top['errors']} errors"
+                f"{cpu_text(top)}")
             run_id = api.create_run(bench_config(privacy, epsilon)).id
             row = phase(generator, url, run_id, n, seconds, processes, connections, seed,
                         "episodes", pid)
             row["privacy"] = privacy
             row["server_reported"] = api.get_run(run_id).status.reported
+            row["ceiling_requests_per_second"] = top["requests_per_second"]
+            row["ceiling_server_cpu_ms_per_request"] = top["server_cpu_ms_per_request"]
             row["ratio"] = row["requests_per_second"] / top["requests_per_second"]
             row["cpu_ratio"] = cpu_ratio(top, row)
             episodes.append(row)
@@ -171,8 +176,8 @@ def bench_http(server: str | None, users: list[int], seconds: float, processes: 
                connections: int, privacies: list[str], epsilon: float, generator: str = "locust",
                repeat: int = 1, say: Callable[[str], None] = print) -> dict[str, Any]:
     """`repeat` repetitions of every phase, interleaved (machine load drifts over all phases
-    alike); per phase the median repetition; `ratio` = median requests/s over the median
-    ceiling's at the same C. The JSON."""
+    alike); per phase the median repetition; `ratio` = the median over the repetitions of an
+    episode phase's requests/s over the ceiling phase just before it. The JSON."""
     if generator == "locust":
         require_locust()
     with tempfile.TemporaryDirectory(prefix="privrl-bench-") as tmp:
@@ -194,14 +199,14 @@ def bench_http(server: str | None, users: list[int], seconds: float, processes: 
         finally:
             if embedded is not None:
                 embedded.stop()
-    ceiling = [median_row([rep[0][i] for rep in reps]) for i in range(len(users))]
+    ceiling = [median_row([top for rep in reps for top in rep[0] if top["concurrency"] == n])
+               for n in users]
     episodes = [median_row([rep[1][j] for rep in reps]) for j in range(len(reps[0][1]))]
-    for j, row in enumerate(episodes):
-        top = ceiling[users.index(row["concurrency"])]
-        row["ratio"] = row["requests_per_second"] / top["requests_per_second"]
-        paired = [rep[1][j]["cpu_ratio"] for rep in reps]  # each within its own repetition
-        row["cpu_ratio_runs"] = paired
-        row["cpu_ratio"] = statistics.median(paired) if None not in paired else None
+    for j, row in enumerate(episodes):  # each ratio within its pair of phases, then the median
+        for name in ("ratio", "cpu_ratio"):
+            paired = [rep[1][j][name] for rep in reps]
+            row[f"{name}_runs"] = paired
+            row[name] = statistics.median(paired) if None not in paired else None
     every = [row for rep in reps for row in rep[1]]
     return {
         "generator": generator, "generator_detail": GENERATORS[generator],

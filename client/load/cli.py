@@ -123,8 +123,8 @@ def add_bench_http(modes: argparse._SubParsersAction) -> None:
         " workers GET /healthz for --seconds (the ceiling), and C simulated users play a fresh"
         " DP-UCBVI run on RiverSwim in each --privacy mode for --seconds. Both are driven by the"
         " same --generator: Locust FastHttpUser users in --processes worker processes, or the"
-        " multi-process swarm of `privrl users`. ratio = episode-path requests/s / ceiling"
-        " requests/s at the same C.")
+        " multi-process swarm of `privrl users`. Each episode phase follows its own ceiling"
+        " phase at the same C; ratio = episode-path requests/s / that ceiling's requests/s.")
     p.add_argument("--server", default=None,
                    help="measure this server (runs are created with $PRIVRL_ADMIN_TOKEN; default:"
                    " start an embedded one on a free loopback port)")
