@@ -29,7 +29,7 @@ from typing import Any
 import anyio.to_thread
 from privrl import accel
 from privrl.config import RunConfig
-from privrl.run import Run, user_episode
+from privrl.run import Run
 from privrl.worlds.tabular import riverswim
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -58,13 +58,7 @@ def load_kernels() -> None:
                            preset="practical")
         run = Run(config, [0])
         for episode in range(2):  # the second report completes a tree node: its smoothing
-            message = run.message()
-            played, noisy = user_episode(mdp, message, [0], episode, run.algorithm,
-                                         run.calibration)
-            if noisy is None:
-                run.ingest_trajectories(played, message)
-            else:
-                run.ingest_noisy(noisy)
+            run.play_and_ingest(mdp, [0], episode)
 
 
 async def settle_after_kernels() -> None:

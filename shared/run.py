@@ -131,6 +131,20 @@ class Run:
         self._check_open()
         self.privatizer.ingest(stats, self.ledger)
 
+    def play_and_ingest(self, world: TabularMDP | Any, client_seeds: Sequence[int],
+                        episode: int, message: PolicyMessage | None = None) -> Played:
+        """Episode `episode` in one process: the users play `message` (default: the current
+        one) in `world` from their own seeds (`user_episode`), then the run ingests what they
+        report (raw trajectories, or LDP noisy statistics). Returns what was played."""
+        message = self.message() if message is None else message
+        played, noisy = user_episode(world, message, client_seeds, episode, self.algorithm,
+                                     self.calibration)
+        if noisy is None:
+            self.ingest_trajectories(played, message)
+        else:
+            self.ingest_noisy(noisy)
+        return played
+
     def _check_open(self) -> None:
         if self.finished:
             raise RunFinished(f"all {self.config.episodes} episodes have been reported")
@@ -221,12 +235,7 @@ def run_in_process(
             last_regret[changed] = message_regret(mdp, pol[changed])
             last_policy = pol
         regret[:, k] = last_regret
-        message = run.message()
-        traj, noisy = user_episode(mdp, message, run.seeds, k, run.algorithm, run.calibration)
-        if noisy is None:
-            run.ingest_trajectories(traj, message)
-        else:
-            run.ingest_noisy(noisy)
+        run.play_and_ingest(mdp, run.seeds, k)
         if progress is not None and ((k + 1) % progress_every == 0 or k + 1 == k_total):
             progress(k + 1)
     return InProcessResult(config, run.seeds, regret, run.ledger, run.policy_version, changes)

@@ -45,7 +45,7 @@ from ..privacy.calibration import calibrate
 from ..privacy.mechanisms import Gaussian
 from ..privacy.privatizers import Aggregator
 from ..protocol import LedgerView
-from ..run import Run, user_episode
+from ..run import Run
 from ..seeding import generator
 from ..worlds.chain import ChainMRP
 
@@ -106,12 +106,7 @@ def round_in_process(config: RunConfig, world: ChainMRP, server_seed: int, users
     run = Run(config, [server_seed])
     message = run.message()
     for k in range(config.episodes):
-        played, noisy = user_episode(world, message, [users_seed], k, run.algorithm,
-                                     run.calibration)
-        if noisy is None:
-            run.ingest_trajectories(played, message)
-        else:
-            run.ingest_noisy(noisy)
+        run.play_and_ingest(world, [users_seed], k, message)
     return run.billboard()["theta"][0]
 
 
