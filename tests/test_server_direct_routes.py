@@ -99,3 +99,30 @@ def test_invalid_reports_get_fastapis_answer(
     assert resp.json()["code"] == code
     if status == 400:
         assert resp.json()["detail"].startswith("malformed JSON body at character 1:")
+
+
+def test_a_direct_route_cannot_have_dependencies() -> None:
+    """A dependency (an admin check, say) would be skipped by the direct path, so declaring one
+    on a direct route fails at once instead of being bypassed on every well-formed request."""
+    from fastapi import Depends
+    from privrl.server.routes.common import direct, v1_router
+
+    async def no_args(request: Any) -> None:
+        return None
+
+    def guard() -> None:
+        return None
+
+    async def endpoint(run_id: str) -> None:
+        return None
+
+    router = v1_router(["test"])
+    with pytest.raises(TypeError, match="cannot have dependencies"):
+        router.post("/{run_id}/guarded", dependencies=[Depends(guard)])(direct(no_args)(endpoint))
+
+    async def with_param(run_id: str, checked: None = Depends(guard)) -> None:
+        return None
+
+    with pytest.raises(TypeError, match="cannot have dependencies"):
+        router.post("/{run_id}/param")(direct(no_args)(with_param))
+    router.post("/{run_id}/plain")(direct(no_args)(endpoint))  # no dependency: fine

@@ -149,7 +149,8 @@ def direct(args: DirectArgs) -> Callable[[F], F]:
     """Give a hot endpoint a direct path: `args(request)` returns its keyword arguments for the
     common, well-formed request, or None to let FastAPI solve them (every unusual or invalid
     request: FastAPI's own parsing and errors, unchanged). The route is declared as usual, so
-    the OpenAPI is FastAPI's; only the per-request work of solving it is skipped."""
+    the OpenAPI is FastAPI's; only the per-request work of solving it is skipped. Such a route
+    may not have dependencies (they would be skipped too): declaring one raises TypeError."""
 
     def mark(endpoint: F) -> F:
         endpoint.direct_args = args  # type: ignore[attr-defined]
@@ -170,6 +171,10 @@ class StrictQueryRoute(APIRoute):
         handler = super().get_route_handler()
         known = _declared_query(self.dependant)
         args: DirectArgs | None = getattr(self.endpoint, "direct_args", None)
+        if args is not None and self.dependant.dependencies:  # e.g. an admin check: the direct
+            raise TypeError(  # path would skip it, so such a route cannot have one
+                f"{self.path}: an endpoint with a direct path cannot have dependencies"
+            )
         endpoint = self.endpoint
 
         async def checked(request: Request) -> Response:

@@ -44,9 +44,8 @@ async def claim_args(request: Request) -> dict[str, Any] | None:
     wait = 0.0
     if query:
         plain = PLAIN_WAIT.fullmatch(query)
-        if plain is None or float(plain[1]) > WAIT_LIMIT:
+        if plain is None or (wait := float(plain[1])) > WAIT_LIMIT:
             return None
-        wait = float(plain[1])
     return {"run_id": request.path_params["run_id"], "request": request, "wait": wait}
 
 

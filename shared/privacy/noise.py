@@ -197,7 +197,7 @@ def sample_seeded_rows(
     if not (form is not None and sampler.reproducible and accel.enabled()):
         return sample_rows(sampler, lambda r: generator(seeds[r], *path), len(seeds), shape)
     kinds, seeded_rows = _compiled_rows()
-    entropy, lengths = entropy_rows(seeds if isinstance(seeds, tuple) else tuple(seeds))
+    entropy, lengths = entropy_rows(seeds if isinstance(seeds, tuple) else tuple(map(int, seeds)))
     out = np.empty((len(seeds), math.prod(shape)))
     kind, scale = form
     seeded_rows(entropy, lengths, spawn_words(*path), kinds[kind], float(scale), out)
