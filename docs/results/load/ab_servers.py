@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from privrl.client.api import ServerAPI
-from privrl.client.load.bench import bench_config, locust_phase, process_cpu
+from privrl.client.load.bench import bench_config, phase
 from privrl.client.procs import REPO_ROOT, free_port, module_cmd, stop_process, wait_ready
 from privrl.seeding import secret_seed
 
@@ -51,19 +51,17 @@ def start(tmp: Path, name: str, pythonpath: str, token: str
 
 def measure(url: str, pid: int, token: str, mode: str, privacy: str | None, users: int,
             seconds: float) -> dict[str, Any]:
-    """One phase: requests/s and the server's CPU milliseconds per request."""
+    """One phase (the bench's own `phase`, Locust, 2 processes): requests/s and the server's
+    CPU milliseconds per request."""
     run_id = ""
     if mode == "episodes":
         assert privacy is not None
         with ServerAPI(url, token=token) as api:
             run_id = api.create_run(bench_config(privacy, 10.0)).id
-    cpu0 = process_cpu(pid)
-    row = locust_phase(url, run_id, users, seconds, 2, secret_seed(), mode)
-    cpu1 = process_cpu(pid)
-    assert cpu0 is not None and cpu1 is not None
+    row = phase("locust", url, run_id, users, seconds, 2, 0, secret_seed(), mode, pid)
     return {"rps": row["requests_per_second"], "errors": row["errors"],
-            "server_ms": 1000 * (cpu1 - cpu0) / row["requests"],
-            "server_cores": (cpu1 - cpu0) / seconds}
+            "server_ms": row["server_cpu_ms_per_request"],
+            "server_cores": row["server_cpu_cores"]}
 
 
 def medians(rows: list[dict[str, Any]], rounds: int) -> dict[str, dict[str, float]]:

@@ -15,7 +15,7 @@ import os
 import sys
 
 from privrl.client.api import ServerAPI
-from privrl.client.load.bench import bench_config, locust_phase, process_cpu
+from privrl.client.load.bench import bench_config, phase
 from privrl.seeding import secret_seed
 
 
@@ -28,18 +28,16 @@ def main() -> None:
     if mode == "episodes":
         with ServerAPI(url, token=os.environ["PRIVRL_ADMIN_TOKEN"]) as api:
             run_id = api.create_run(bench_config(privacy, 10.0)).id
-    cpu0 = process_cpu(pid)
-    row = locust_phase(url, run_id, users, seconds, 2, secret_seed(), mode)
-    cpu1 = process_cpu(pid)
-    assert cpu0 is not None and cpu1 is not None, f"no process {pid}"
-    gen = row["generator_cpu_seconds"]
+    row = phase("locust", url, run_id, users, seconds, 2, 0, secret_seed(), mode, pid)
+    assert row["server_cpu_cores"] is not None, f"no process {pid}"
     print(json.dumps({
         "mode": mode, "privacy": privacy if mode == "episodes" else None, "users": users,
         "rps": round(row["requests_per_second"], 1), "eps": round(row["episodes_per_second"], 1),
-        "server_cores": round((cpu1 - cpu0) / seconds, 2),
-        "server_ms_per_req": round(1000 * (cpu1 - cpu0) / row["requests"], 3),
-        "gen_cores": round(gen / seconds, 2),
-        "gen_ms_per_req": round(1000 * gen / row["requests"], 3),
+        "server_cores": round(row["server_cpu_cores"], 2),
+        "server_ms_per_req": round(row["server_cpu_ms_per_request"], 3),
+        "gen_cores": round(row["generator_cpu_cores"], 2),
+        "gen_ms_per_req": round(1000 * row["generator_cpu_cores"] * row["seconds"]
+                                / row["requests"], 3),
         "errors": row["errors"], "load": os.getloadavg()[0],
         "p99": {k: v["p99_ms"] for k, v in row["latency_ms"].items()},
     }))
