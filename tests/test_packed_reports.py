@@ -63,6 +63,7 @@ def test_malformed_packed_arrays_are_refused_and_change_nothing(apps: Apps) -> N
     cases = {
         "short": pack_floats(values[:-1]),
         "nan": pack_floats(np.where(np.arange(values.size) == 2, np.nan, values)),
+        "inf": pack_floats(np.where(np.arange(values.size) == 3, -np.inf, values)),
         "not base64": "%%%%",
     }
     for what, text in cases.items():
@@ -71,5 +72,7 @@ def test_malformed_packed_arrays_are_refused_and_change_nothing(apps: Apps) -> N
         assert resp.status_code == 422, (what, resp.text)
         detail = resp.json()["detail"]
         assert name in detail or "arrays" in detail, detail
+        if what in ("nan", "inf"):  # named as such, at its index (not as out of range)
+            assert f"[{2 if what == 'nan' else 3}] is not a finite number" in detail, detail
         assert state(client, run_id) == before
     assert client.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200

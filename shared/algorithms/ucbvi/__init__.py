@@ -6,6 +6,7 @@ learner plans at every new report from the billboard and the public radius E.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -110,11 +111,16 @@ class DPUCBVIAlgorithm(Algorithm):
         clean_max = float(cfg.horizon) if knobs.pooled else 1.0
         return tuple(Family(n, shapes[n], l1, l2, clean_max) for n in names)
 
+    @functools.cached_property
+    def _released(self) -> tuple[str, ...]:
+        """The released families' names (fixed by the configuration; asked once per report)."""
+        return tuple(f.name for f in self.families())
+
     def user_statistics(self, trajectories: Trajectories, message: PolicyMessage) -> Stats:
         """One-hot counts of each trajectory (only the released families)."""
         cfg = self.config
         counts = tabular_counts(trajectories, cfg.n_states, cfg.n_actions, self.knobs.pooled)
-        return {f.name: counts[f.name] for f in self.families()}
+        return {name: counts[name] for name in self._released}
 
     def learner(self, calibration: Calibration, seeds: list[int]) -> UCBVILearner:
         """DP-UCBVI's planner over the billboard."""
