@@ -18,6 +18,13 @@ from locust import events
 SAMPLES: list[tuple[float, str, float, str]] = []  # (ended, name, ms, error or "")
 
 
+def without_cookies(user: Any) -> None:
+    """Drop a FastHttpUser's cookie jar: privrl's server sets no cookies, and the jar's work on
+    every request was ~5% of a generator process's CPU (py-spy). Both bench phases' users call
+    it, so the ceiling and the episodes keep the same generator."""
+    user.client.client.cookiejar = None  # geventhttpclient's UserAgent: None = no cookie handling
+
+
 @events.init_command_line_parser.add_listener
 def _options(parser: Any) -> None:
     parser.add_argument("--privrl-seconds", type=float, default=0.0, include_in_web_ui=False,

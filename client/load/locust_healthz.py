@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 from locust import FastHttpUser, constant, task
-from privrl.client.load import locust_common  # noqa: F401 (--privrl-samples, last CSV rows)
+from privrl.client.load import locust_common  # --privrl-samples, last CSV rows
 
 
 class HealthzUser(FastHttpUser):
     """GET /healthz, nothing else: what the server does per request when the work is nil."""
 
     wait_time = constant(0)
+
+    def on_start(self) -> None:
+        """No cookie jar, as the episode users."""
+        locust_common.without_cookies(self)
 
     @task
     def healthz(self) -> None:

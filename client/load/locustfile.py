@@ -29,7 +29,7 @@ from locust.exception import StopUser
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 from privrl import algorithms
 from privrl.client.api import run_path
-from privrl.client.load import locust_common  # noqa: F401 (--privrl-samples, last CSV rows)
+from privrl.client.load import locust_common  # --privrl-samples, last CSV rows
 from privrl.client.users import UserContext, UserError, play
 from privrl.protocol import API_VERSION, Ack, RunInfo, Ticket
 from privrl.seeding import secret_seed
@@ -108,7 +108,8 @@ class EpisodeUser(FastHttpUser):
     wait_time = between(0, 0)
 
     def on_start(self) -> None:
-        """Load the run's context (once per process) and the routes."""
+        """Load the run's context (once per process) and the routes; no cookie jar."""
+        locust_common.without_cookies(self)
         opts = self.environment.parsed_options
         if not opts.privrl_run:
             raise StopUser("no run: pass --privrl-run ID or set PRIVRL_RUN")
