@@ -196,6 +196,11 @@ def install_error_handlers(app: FastAPI, on_report_refused: Any) -> None:
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
             headers["Allow"] = ", ".join(allowed_methods(app, request.url.path))
+        if exc.status_code == 400:  # FastAPI's only 400 here: a body its parser gave up on
+            if is_report(request):
+                on_report_refused("malformed")
+            return error_response(400, "malformed request body: it could not be parsed (JSON"
+                                  " nested too deeply?)", headers, code="malformed")
         return error_response(exc.status_code, _http_detail(exc.detail), headers)
 
     @app.exception_handler(Exception)

@@ -177,9 +177,14 @@ def _body(report: AnyReport) -> dict:
     return report.model_dump(mode="json", exclude={"ticket", "kind"})
 
 
+# json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False), without building
+# the encoder again for every report
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
 def _canonical(kind: str, body: dict) -> tuple[str, str]:
     """(payload JSON, sha256 digest): key order and float text fixed."""
-    payload = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    payload = _CANONICAL.encode(body)
     return payload, hashlib.sha256(f"{kind}\n{payload}".encode()).hexdigest()
 
 

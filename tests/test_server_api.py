@@ -94,8 +94,12 @@ def test_create_list_show_delete(client: TestClient) -> None:
     assert [r.id for r in listed.runs] == [info.id, other]
     assert RunInfo.model_validate_json(client.get(f"/v1/runs/{info.id}").content) == info
 
+    play(client, info.id, config, 1)
+    series = f'{{run="{info.id}"}}'
+    assert f"privrl_claims_total{series} 1.0" in client.get("/metrics").text
     resp = client.delete(f"/v1/runs/{info.id}", headers=AUTH)
     assert resp.status_code == 204 and resp.content == b""
+    assert series not in client.get("/metrics").text  # its labelled series are gone
     resp = client.get(f"/v1/runs/{info.id}")
     assert resp.status_code == 404 and "was deleted" in resp.json()["detail"]
     assert client.post(f"/v1/runs/{info.id}/claims").status_code == 404

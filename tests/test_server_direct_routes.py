@@ -87,7 +87,9 @@ def test_unusual_claim_queries_get_fastapis_answer(
     [(b"{not json", JSON, 400, "malformed"),
      (b"", JSON, 422, "schema"),
      (b'{"kind": "trajectory"}', JSON, 422, "schema"),
-     (b'{"kind": "trajectory"}', {"Content-Type": "text/plain"}, 422, "schema")],
+     (b'{"kind": "trajectory"}', {"Content-Type": "text/plain"}, 422, "schema"),
+     pytest.param(b"[" * 5000 + b"]" * 5000, JSON, 400, "malformed",
+                  id="nested-too-deep")],  # json.loads: RecursionError
 )
 def test_invalid_reports_get_fastapis_answer(
     client: TestClient, body: bytes, headers: dict[str, str], status: int,
@@ -97,8 +99,50 @@ def test_invalid_reports_get_fastapis_answer(
     resp = client.post(f"/v1/runs/{run_id}/reports", content=body, headers=headers)
     assert resp.status_code == status, resp.text
     assert resp.json()["code"] == code
-    if status == 400:
+    if status == 400 and body.startswith(b"{"):
         assert resp.json()["detail"].startswith("malformed JSON body at character 1:")
+    elif status == 400:  # was a 500 (RecursionError in the direct path's json.loads)
+        assert "nested too deeply" in resp.json()["detail"]
+    assert client.get(f"/v1/runs/{run_id}").json()["status"]["reported"] == 0
+
+
+_TRAJ = ('"states":[' + ",".join(["1"] * 21) + '],"actions":[' + ",".join(["0"] * 20)
+         + '],"rewards":[' + ",".join(["0.5"] * 20) + "]")
+_T = '"ticket":"' + "A" * 20 + '"'
+
+
+@pytest.mark.parametrize("text", [
+    "{" + '"kind":"trajectory",' + _T + "," + _TRAJ + "}",
+    '{"kind":"trajectory",' + _T + ',"ticket":"' + "B" * 20 + '",' + _TRAJ + "}",  # last wins
+    '{"kind":"noisy","kind":"trajectory",' + _T + "," + _TRAJ + "}",
+    '{"kind":"trajectory",' + _T + "," + _TRAJ.replace("[1,", "[1.0,").replace("1,1]", "1e0,1]")
+    + "}",
+    '{"kind":"trajectory",' + _T + "," + _TRAJ.replace("[1,", "[100000000000000000000000,") + "}",
+    '{"kind":"trajectory",' + _T + "," + _TRAJ.replace("[0.5,", "[1,") + "} \n",
+    '{"kind":"noisy",' + _T + ',"arrays":{"\\u0061":[0.1000000000000000055511151231257827,'
+    " 2.2250738585072011e-308, 4.9e-324, 1.7976931348623157e308, 0.30000000000000004441,"
+    ' -0.0],"a":[1.5],"b":"AAAAAAAA8D8="}}',
+    '{"kind":"returns",' + _T + ',"returns":{"3":0.5}}',
+    '{"kind":"trajectory",' + _T + "," + _TRAJ.replace("[0.5,", "[NaN,") + "}",
+    '{"kind":"trajectory",' + _T + "," + _TRAJ.replace("[0.5,", "[true,") + "}",
+    '{"kind":"noisy",' + _T + ',"arrays":{"a":[1e400]}}',
+    '{"kind":"noisy",' + _T + ',"arrays":{"a":[Infinity]}}',
+    '{"kind":"noisy",' + _T + ',"arrays":{"a\tb":[1.5]}}',  # a raw tab: not JSON
+    '{"kind":"noisy",' + _T + ',"arrays":{"a":[01.5]}}',
+    "\ufeff{" + '"kind":"trajectory",' + _T + "," + _TRAJ + "}",  # a BOM: FastAPI reads it
+])
+def test_the_direct_path_reads_a_report_as_fastapi_would(text: str) -> None:
+    """Whatever the direct path accepts, FastAPI's `json.loads` + schema reads into the same
+    report; what it refuses goes to FastAPI (which then accepts or refuses it itself)."""
+    from privrl.server.routes.episodes import REPORT
+    from pydantic import ValidationError
+
+    body = text.encode()
+    try:
+        direct = REPORT.validate_json(body)
+    except ValidationError:
+        return  # FastAPI's own path answers it
+    assert REPORT.validate_python(json.loads(body)) == direct
 
 
 def test_a_direct_route_cannot_have_dependencies() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 from asyncio import Future
@@ -50,14 +49,16 @@ async def claim_args(request: Request) -> dict[str, Any] | None:
 
 
 async def report_args(request: Request) -> dict[str, Any] | None:
-    """A report's arguments when its body is JSON that validates, as FastAPI would parse it
-    (json.loads, then the Report schema); None for anything else, which FastAPI then refuses
-    with its own 400 / 422."""
+    """A report's arguments when its body is UTF-8 JSON that validates against the Report
+    schema; None for anything else, which FastAPI then parses and refuses with its own 400 /
+    422. pydantic's JSON parser reads what `json.loads` reads, into the same values (a test
+    holds the two to it), in one pass and without Python objects in between; a body nested too
+    deep is a ValidationError to it, where `json.loads` raised RecursionError (a 500)."""
     if not json_body_of(request):
         return None
     try:
-        report = REPORT.validate_python(json.loads(await request.body()))
-    except (ValueError, ValidationError):  # JSONDecodeError and UnicodeDecodeError too
+        report = REPORT.validate_json(await request.body())
+    except ValidationError:
         return None
     return {"run_id": request.path_params["run_id"], "report": report, "request": request}
 
@@ -142,7 +143,7 @@ async def _claim(request: Request, hosted: HostedRun, wait: float
         if admission.waiting and not hosted.sequential:
             hosted.slot_freed.notify(1)
         barrier = record(request, hosted, rows)
-        metrics.claims.labels(hosted.id).inc()
+        metrics.of_run(hosted.id).claims.inc()
     return ticket, barrier
 
 
@@ -183,11 +184,12 @@ async def report(run_id: str, report: Report, request: Request) -> Response:
             await fresh(hosted)
             ack, rows = await on_run(hosted, hosted.report, report, arrived)
             barrier = record(request, hosted, rows)
+            counters = metrics.of_run(hosted.id)
             if ack.duplicate:
-                metrics.reports_duplicate.labels(hosted.id).inc()
+                counters.reports_duplicate.inc()
             else:
-                metrics.reports_accepted.labels(hosted.id).inc()
-                metrics.report_bytes.labels(hosted.id).inc(len(await request.body()))
+                counters.reports_accepted.inc()
+                counters.report_bytes.inc(len(await request.body()))
                 if hosted.run.finished:  # every waiting claim learns it at once (410)
                     hosted.slot_freed.notify_all()
                 else:
