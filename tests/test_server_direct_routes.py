@@ -104,6 +104,7 @@ def test_invalid_reports_get_fastapis_answer(
     elif status == 400:  # was a 500 (RecursionError in the direct path's json.loads)
         assert "nested too deeply" in resp.json()["detail"]
     assert client.get(f"/v1/runs/{run_id}").json()["status"]["reported"] == 0
+    assert f'privrl_reports_refused_total{{reason="{code}"}} 1.0' in client.get("/metrics").text
 
 
 _TRAJ = ('"states":[' + ",".join(["1"] * 21) + '],"actions":[' + ",".join(["0"] * 20)
