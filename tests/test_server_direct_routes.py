@@ -9,6 +9,8 @@ from typing import Any
 import fastapi.routing
 import pytest
 from fastapi.testclient import TestClient
+from privrl.server.routes.episodes import REPORT
+from pydantic import ValidationError
 from server_support import Apps, create, spec, user_report, world
 
 JSON = {"Content-Type": "application/json"}
@@ -112,38 +114,50 @@ _TRAJ = ('"states":[' + ",".join(["1"] * 21) + '],"actions":[' + ",".join(["0"] 
 _T = '"ticket":"' + "A" * 20 + '"'
 
 
-@pytest.mark.parametrize("text", [
-    "{" + '"kind":"trajectory",' + _T + "," + _TRAJ + "}",
-    '{"kind":"trajectory",' + _T + ',"ticket":"' + "B" * 20 + '",' + _TRAJ + "}",  # last wins
-    '{"kind":"noisy","kind":"trajectory",' + _T + "," + _TRAJ + "}",
-    '{"kind":"trajectory",' + _T + "," + _TRAJ.replace("[1,", "[1.0,").replace("1,1]", "1e0,1]")
-    + "}",
-    '{"kind":"trajectory",' + _T + "," + _TRAJ.replace("[1,", "[100000000000000000000000,") + "}",
-    '{"kind":"trajectory",' + _T + "," + _TRAJ.replace("[0.5,", "[1,") + "} \n",
-    '{"kind":"noisy",' + _T + ',"arrays":{"\\u0061":[0.1000000000000000055511151231257827,'
-    " 2.2250738585072011e-308, 4.9e-324, 1.7976931348623157e308, 0.30000000000000004441,"
-    ' -0.0],"a":[1.5],"b":"AAAAAAAA8D8="}}',
-    '{"kind":"returns",' + _T + ',"returns":{"3":0.5}}',
-    '{"kind":"trajectory",' + _T + "," + _TRAJ.replace("[0.5,", "[NaN,") + "}",
-    '{"kind":"trajectory",' + _T + "," + _TRAJ.replace("[0.5,", "[true,") + "}",
-    '{"kind":"noisy",' + _T + ',"arrays":{"a":[1e400]}}',
-    '{"kind":"noisy",' + _T + ',"arrays":{"a":[Infinity]}}',
-    '{"kind":"noisy",' + _T + ',"arrays":{"a\tb":[1.5]}}',  # a raw tab: not JSON
-    '{"kind":"noisy",' + _T + ',"arrays":{"a":[01.5]}}',
-    "\ufeff{" + '"kind":"trajectory",' + _T + "," + _TRAJ + "}",  # a BOM: FastAPI reads it
+@pytest.mark.parametrize(("text", "outcome"), [
+    ("{" + '"kind":"trajectory",' + _T + "," + _TRAJ + "}", "same"),
+    ('{"kind":"trajectory",' + _T + ',"ticket":"' + "B" * 20 + '",' + _TRAJ + "}", "same"),
+    ('{"kind":"noisy","kind":"trajectory",' + _T + "," + _TRAJ + "}", "same"),  # last wins
+    ('{"kind":"trajectory",' + _T + "," + _TRAJ.replace("[1,", "[1.0,").replace("1,1]", "1e0,1]")
+     + "}", "same"),
+    ('{"kind":"trajectory",' + _T + "," + _TRAJ.replace("[1,", "[100000000000000000000000,")
+     + "}", "same"),
+    ('{"kind":"trajectory",' + _T + "," + _TRAJ.replace("[0.5,", "[1,") + "} \n", "same"),
+    ('{"kind":"noisy",' + _T + ',"arrays":{"\\u0062":[0.1000000000000000055511151231257827,'
+     " 2.2250738585072011e-308, 4.9e-324, 1.7976931348623157e308, 0.30000000000000004441,"
+     ' -0.0],"a":[1.5],"a":[2.5],"c":"AAAAAAAA8D8="}}', "same"),
+    ('{"kind":"returns",' + _T + ',"returns":{"3":0.5}}', "refused"),
+    ('{"kind":"trajectory",' + _T + "," + _TRAJ.replace("[0.5,", "[NaN,") + "}", "refused"),
+    ('{"kind":"trajectory",' + _T + "," + _TRAJ.replace("[0.5,", "[true,") + "}", "refused"),
+    ('{"kind":"noisy",' + _T + ',"arrays":{"a":[1e400]}}', "refused"),
+    ('{"kind":"noisy",' + _T + ',"arrays":{"a":[Infinity]}}', "refused"),
+    ('{"kind":"noisy",' + _T + ',"arrays":{"a\tb":[1.5]}}', "refused"),  # a raw tab
+    ('{"kind":"noisy",' + _T + ',"arrays":{"a":[01.5]}}', "refused"),
+    ("[" * 5000 + "]" * 5000, "refused"),
+    ("\ufeff{" + '"kind":"trajectory",' + _T + "," + _TRAJ + "}", "fastapi"),  # a BOM
 ])
-def test_the_direct_path_reads_a_report_as_fastapi_would(text: str) -> None:
-    """Whatever the direct path accepts, FastAPI's `json.loads` + schema reads into the same
-    report; what it refuses goes to FastAPI (which then accepts or refuses it itself)."""
-    from privrl.server.routes.episodes import REPORT
-    from pydantic import ValidationError
-
+def test_the_direct_path_reads_a_report_as_fastapi_would(text: str, outcome: str) -> None:
+    """The direct path (pydantic's JSON parser) reads a report into what FastAPI's `json.loads`
+    plus the schema read ("same"), or leaves it to FastAPI: bodies both refuse ("refused"),
+    and a UTF-8 BOM, which only `json.loads` reads ("fastapi")."""
     body = text.encode()
+
+    def by_fastapi() -> object:
+        try:
+            return REPORT.validate_python(json.loads(body))
+        except (ValueError, RecursionError):  # ValidationError and JSONDecodeError are too
+            return None
+
     try:
         direct = REPORT.validate_json(body)
     except ValidationError:
-        return  # FastAPI's own path answers it
-    assert REPORT.validate_python(json.loads(body)) == direct
+        direct = None
+    if outcome == "same":
+        assert direct is not None and by_fastapi() == direct
+    elif outcome == "refused":
+        assert direct is None and by_fastapi() is None
+    else:
+        assert direct is None and by_fastapi() is not None
 
 
 def test_a_direct_route_cannot_have_dependencies() -> None:
