@@ -155,6 +155,15 @@ def _http_detail(detail: Any) -> str:
     return detail if isinstance(detail, str) else json.dumps(detail, default=str)[:500]
 
 
+def _unparsable(cause: BaseException | None) -> str:
+    """Why FastAPI could not parse a body (it raises its generic 400 from the parser's error)."""
+    if isinstance(cause, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {cause.start} is {cause.object[cause.start]:#04x})"
+    if isinstance(cause, RecursionError):
+        return "JSON nested too deeply to read"
+    return "it could not be parsed" + (f" ({type(cause).__name__})" if cause else "")
+
+
 def allowed_methods(app: FastAPI, path: str) -> list[str]:
     """The methods the OpenAPI documents at this path (Starlette names only one route's)."""
     methods: set[str] = set()
@@ -199,8 +208,8 @@ def install_error_handlers(app: FastAPI, on_report_refused: Any) -> None:
         if exc.status_code == 400:  # FastAPI's only 400 here: a body its parser gave up on
             if is_report(request):
                 on_report_refused("malformed")
-            return error_response(400, "malformed request body: it could not be parsed (JSON"
-                                  " nested too deeply?)", headers, code="malformed")
+            return error_response(400, f"malformed request body: {_unparsable(exc.__cause__)}",
+                                  headers, code="malformed")
         return error_response(exc.status_code, _http_detail(exc.detail), headers)
 
     @app.exception_handler(Exception)
