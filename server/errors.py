@@ -155,13 +155,13 @@ def _http_detail(detail: Any) -> str:
     return detail if isinstance(detail, str) else json.dumps(detail, default=str)[:500]
 
 
-def _unparsable(cause: BaseException | None) -> str:
+def _unparsable(cause: BaseException) -> str:
     """Why FastAPI could not parse a body (it raises its generic 400 from the parser's error)."""
     if isinstance(cause, UnicodeDecodeError):
         return f"not UTF-8 text (byte {cause.start} is {cause.object[cause.start]:#04x})"
     if isinstance(cause, RecursionError):
         return "JSON nested too deeply to read"
-    return "it could not be parsed" + (f" ({type(cause).__name__})" if cause else "")
+    return f"it could not be parsed ({type(cause).__name__})"
 
 
 def allowed_methods(app: FastAPI, path: str) -> list[str]:
@@ -205,10 +205,11 @@ def install_error_handlers(app: FastAPI, on_report_refused: Any) -> None:
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
             headers["Allow"] = ", ".join(allowed_methods(app, request.url.path))
-        if exc.status_code == 400:  # FastAPI's only 400 here: a body its parser gave up on
+        cause = exc.__cause__
+        if exc.status_code == 400 and cause is not None:  # FastAPI's parser gave up on a body
             if is_report(request):
                 on_report_refused("malformed")
-            return error_response(400, f"malformed request body: {_unparsable(exc.__cause__)}",
+            return error_response(400, f"malformed request body: {_unparsable(cause)}",
                                   headers, code="malformed")
         return error_response(exc.status_code, _http_detail(exc.detail), headers)
 

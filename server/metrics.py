@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -80,8 +80,7 @@ class Metrics:
         counters = self._runs.get(run_id)
         if counters is None:
             counters = self._runs[run_id] = RunCounters(
-                self.claims.labels(run_id), self.reports_accepted.labels(run_id),
-                self.reports_duplicate.labels(run_id), self.report_bytes.labels(run_id))
+                **{name: getattr(self, name).labels(run_id) for name in RunCounters.names()})
         return counters
 
     def watch_runs(self, runs: Callable[[], Iterable[RunState]]) -> None:
@@ -96,14 +95,9 @@ class Metrics:
     def forget_run(self, run_id: str) -> None:
         """Drop a deleted run's labelled series."""
         self._runs.pop(run_id, None)
-        for metric in (
-            self.reports_accepted,
-            self.reports_duplicate,
-            self.report_bytes,
-            self.claims,
-        ):
+        for name in RunCounters.names():
             try:
-                metric.remove(run_id)
+                getattr(self, name).remove(run_id)
             except KeyError:
                 pass
 
@@ -114,12 +108,18 @@ class Metrics:
 
 @dataclass(frozen=True)
 class RunCounters:
-    """The labelled children of one run's counters (see `Metrics.of_run`)."""
+    """The labelled children of one run's counters (see `Metrics.of_run`): each field is named
+    after the `Metrics` counter it is a child of, the one list of per-run series."""
 
-    claims: Any
-    reports_accepted: Any
-    reports_duplicate: Any
-    report_bytes: Any
+    claims: Counter
+    reports_accepted: Counter
+    reports_duplicate: Counter
+    report_bytes: Counter
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """The per-run counters' attribute names on `Metrics`."""
+        return [f.name for f in fields(cls)]
 
 
 class RunState(Protocol):

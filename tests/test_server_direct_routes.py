@@ -8,7 +8,9 @@ from typing import Any
 
 import fastapi.routing
 import pytest
+from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
+from privrl.server.errors import install_error_handlers
 from privrl.server.routes.episodes import REPORT
 from pydantic import ValidationError
 from server_support import Apps, create, spec, user_report, world
@@ -107,6 +109,21 @@ def test_invalid_reports_get_fastapis_answer(
     assert resp.json()["detail"].startswith(detail)
     assert client.get(f"/v1/runs/{run_id}").json()["status"]["reported"] == 0
     assert f'privrl_reports_refused_total{{reason="{code}"}} 1.0' in client.get("/metrics").text
+
+
+def test_a_400_a_route_raises_itself_keeps_its_own_detail() -> None:
+    """Only the 400 FastAPI raises from its body parser's error is rewritten as 'malformed'."""
+    refused: list[str] = []
+    app = FastAPI()
+    install_error_handlers(app, refused.append)
+
+    @app.post("/v1/runs/{run_id}/reports")
+    async def own_400(run_id: str) -> None:
+        raise HTTPException(400, "the route's own reason")
+
+    resp = TestClient(app).post("/v1/runs/x/reports", content=b"{}", headers=JSON)
+    assert resp.status_code == 400 and resp.json()["detail"] == "the route's own reason"
+    assert refused == []
 
 
 _TRAJ = ('"states":[' + ",".join(["1"] * 21) + '],"actions":[' + ",".join(["0"] * 20)
