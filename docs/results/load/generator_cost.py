@@ -27,15 +27,14 @@ from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import gevent  # noqa: E402
-import httpx  # noqa: E402
 from locust.contrib.fasthttp import FastHttpSession  # noqa: E402
 from locust.event import EventHook  # noqa: E402
 from privrl import algorithms  # noqa: E402
-from privrl.client.api import run_path  # noqa: E402
+from privrl.client.api import ServerAPI, run_path  # noqa: E402
 from privrl.client.load.bench import bench_config  # noqa: E402
 from privrl.client.procs import ServerProcess, free_port, wait_ready  # noqa: E402
 from privrl.client.users import UserContext, play  # noqa: E402
-from privrl.protocol import API_VERSION, Ack, RunInfo, Ticket  # noqa: E402
+from privrl.protocol import API_VERSION, Ack, Ticket  # noqa: E402
 from privrl.worlds.registry import make  # noqa: E402
 
 JSON = {"Content-Type": "application/json"}
@@ -74,19 +73,14 @@ asyncio.run(main())
 def real_answers(tmp: Path) -> tuple[UserContext, dict[str, str]]:
     """One real ticket, its report and the acknowledgement, from a real server (then stopped)."""
     token = secrets.token_urlsafe(16)
-    with ServerProcess(tmp / "real.db", token) as server:
-        auth = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=f"{server.url}/{API_VERSION}", timeout=30) as http:
-            created = http.post("/runs", headers={**auth, **JSON},
-                                content=bench_config("jdp", 10.0).model_dump_json(),
-                                ).raise_for_status()
-            path = run_path(RunInfo.model_validate_json(created.content).id)
-            info = RunInfo.model_validate_json(http.get(path).raise_for_status().content)
-            claim = http.post(f"{path}/claims", json={}).raise_for_status().content
-            world = make(algorithms.get(info.config.algo).default_world, info.config.horizon)
-            ctx = UserContext.create(info, world)
-            _, body = play(ctx, Ticket.model_validate_json(claim), SEED)
-            ack = http.post(f"{path}/reports", content=body, headers=JSON).raise_for_status()
+    with ServerProcess(tmp / "real.db", token) as server, ServerAPI(server.url, token) as api:
+        info = api.create_run(bench_config("jdp", 10.0))
+        world = make(algorithms.get(info.config.algo).default_world, info.config.horizon)
+        ctx = UserContext.create(info, world)
+        path = f"/{API_VERSION}{run_path(info.id)}"
+        claim = api.http.post(f"{path}/claims", json={}).raise_for_status().content
+        _, body = play(ctx, Ticket.model_validate_json(claim), SEED)
+        ack = api.http.post(f"{path}/reports", content=body, headers=JSON).raise_for_status()
     return ctx, {"healthz": '{"status":"ok"}', "claims": claim.decode(),
                  "reports": ack.content.decode(), "body": body.decode()}
 
