@@ -24,6 +24,7 @@ from privrl.client.cli_common import (
     unit_interval,
 )
 from privrl.config import RunConfig
+from privrl.privacy.noise import NOISE_NAMES
 from privrl.seeding import generator, secret_seed
 from pydantic import ValidationError
 
@@ -209,7 +210,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the algorithm's preset (it decides which families are released)")
     p.add_argument("--knob", action="append", default=[], type=knob_value, metavar="NAME=VALUE",
                    help="an algorithm knob that changes the released families (repeatable)")
-    p.add_argument("--noise", default="numpy", choices=["numpy", "opendp"],
+    p.add_argument("--noise", default="numpy", choices=list(NOISE_NAMES),
                    help="noise backend of the randomizer")
     p.add_argument("--central", action="store_true",
                    help="audit the central (JDP) release instead of the local randomizer: every"

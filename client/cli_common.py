@@ -22,6 +22,7 @@ from privrl.argtypes import unit_interval as unit_interval
 from privrl.argtypes import whole_number as whole_number
 from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
+from privrl.privacy.noise import NOISE_NAMES, SIMULATION_ONLY
 from privrl.wire import error_text
 from privrl.worlds.linear_mixture import model_spec_of
 from privrl.worlds.registry import BUILTINS
@@ -207,9 +208,10 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
     p.add_argument(
         "--noise",
         default="numpy",
-        choices=["numpy", "opendp"],
-        help="noise backend: numpy (seeded, reproducible) or opendp (OS CSPRNG, exact samplers;"
-        " needs privrl[secure])",
+        choices=list(NOISE_NAMES),
+        help="noise backend: numpy (discrete noise on integer grids, seeded, reproducible),"
+        " opendp (OS CSPRNG, exact discrete samplers; needs privrl[secure]) or float"
+        f" ({SIMULATION_ONLY})",
     )
 
 

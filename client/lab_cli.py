@@ -152,6 +152,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from privrl import accel
     from privrl.lab.bench import RLBERRY, bench_world, measure, report
+    from privrl.privacy.noise import SIMULATION_ONLY
 
     if accel.mode() == "auto":  # time the compiled path: compile now (the warm-up), never numpy
         os.environ[accel.ENV_SWITCH] = "1"  # while a background compilation runs
@@ -164,12 +165,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     result = report(mdp, args.episodes, args.rounds, rows, peer, warmup)
     ratio = "x rlberry" if peer is not None else ""
     print(f"{'variant':<26} {'R':>3} {'ms/episode':>11} {'ms/replica-ep':>14} {'noise only':>11}"
-          f" {ratio:>10} {'target' if peer is not None else ''}")
+          f" {'int/float':>9} {ratio:>10} {'target' if peer is not None else ''}")
     for entry in result["rows"]:
         noise = entry["noise_ms_per_replica_episode"]
+        cost = entry.get("integer_over_float")
         line = (f"{entry['variant']:<26} {entry['replicas']:>3} {entry['ms_per_episode']:>11.4f}"
                 f" {entry['ms_per_replica_episode']:>14.4f}"
-                f" {f'{noise:.4f}' if noise else '':>11}")
+                f" {f'{noise:.4f}' if noise else '':>11} {f'{cost:.2f}x' if cost else '':>9}")
         if peer is not None:
             x, target = entry["x_faster_than_rlberry"], entry["target"]
             line += f" {x:>9.1f}x  >={target:g}x {'met' if x >= target else 'not met'}"
@@ -182,7 +184,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print("rlberry-scool not installed: pip install rlberry-scool to compare (it pins"
               " gymnasium < 1.0: give it its own virtual environment with privrl)")
     print("noise only: ms of drawing just the noise one replica-episode must draw (JDP: the"
-          " tree's fresh nodes; LDP: a user's report noise), numpy's Laplace / normal algorithm")
+          " tree's fresh nodes; LDP: a user's report noise): discrete integers by default,"
+          " numpy's Laplace / normal algorithm for the float rows")
+    print("int/float: the default integer noise's ms per episode over the same variant with"
+          f" noise 'float' ({SIMULATION_ONLY}), in the same rounds")
     print(f"compiled kernels: {'on' if result['compiled'] else 'off'} (PRIVRL_NUMBA); warm-up"
           f" (first call of each variant) {warmup:.2f} s")
     if args.json:

@@ -31,6 +31,7 @@ from privrl.client.cli_common import (
     positive_int,
     unit_interval,
 )
+from privrl.privacy.noise import NOISE_NAMES, SIMULATION_ONLY
 
 
 def batch_size(text: str) -> int:
@@ -259,8 +260,9 @@ def _register_round(sub: argparse._SubParsersAction, pe: Any) -> None:
                    help="c of DP-LSL's lambda = c sqrt(m)")
     p.add_argument("--constants", choices=["nrs", "appendix"], default="nrs",
                    help="alpha, beta of Lemma 1 (as printed) or the appendix's Lemma 14")
-    p.add_argument("--noise", choices=["numpy", "opendp"], default="numpy",
-                   help="noise backend (numpy: seeded, reproducible; opendp: CSPRNG)")
+    p.add_argument("--noise", choices=list(NOISE_NAMES), default="numpy",
+                   help="noise backend (numpy: seeded integers; opendp: CSPRNG, exact;"
+                   f" float: {SIMULATION_ONLY})")
     _chain_options(p)
     p.add_argument("--concurrency", type=positive_int, default=16, help="users at a time")
     p.add_argument("--seed", type=int, default=None,

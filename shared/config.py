@@ -100,9 +100,11 @@ class RunConfig(BaseModel):
     mechanism: MechanismName = "laplace"
     noise: NoiseName = Field(
         "numpy",
-        description="who draws the noise: 'numpy' (seeded generators, reproducible: for"
-        " simulation) or 'opendp' (OpenDP's exact samplers on the OS CSPRNG: for deployments;"
-        " needs privrl[secure]). Same calibration either way",
+        description="who draws the noise: 'numpy' (discrete Laplace/Gaussian integers on public"
+        " grids from seeded generators, reproducible), 'opendp' (OpenDP's exact discrete"
+        " samplers on the OS CSPRNG: for deployments; needs privrl[secure]) or 'float'"
+        " (continuous noise added in floating point: simulation only: an outsider can remove"
+        " it (Mironov 2012)). Same calibration either way",
     )
     beta: float = Field(0.1, ge=BETA_MIN, lt=1, description="failure probability in the radii")
     preset: PresetName = "practical"

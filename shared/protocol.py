@@ -268,8 +268,10 @@ class LedgerView(Strict):
     charges: list[dict]
     noise: list[str] = Field(
         default_factory=list,
-        description="the noise backends that drew the charged releases: 'numpy' (seeded,"
-        " reproducible) or 'opendp' (OS CSPRNG, exact samplers); each charge names its own",
+        description="the noise backends that drew the charged releases: 'numpy' (seeded"
+        " discrete noise on integer grids), 'opendp' (OS CSPRNG, exact discrete samplers) or"
+        " 'float (simulation only: an outsider can remove it (Mironov 2012))'; each charge"
+        " names its own",
     )
     epsilon_after: list[float | str] = Field(
         default_factory=list,

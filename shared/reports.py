@@ -106,13 +106,20 @@ def _trajectory(report: TrajectoryReport, run: Run, served: PolicyMessage, versi
             " it was sent"
         )
     rewards = np.asarray(report.rewards, dtype=np.float64)
+    if run.calibration.integer and run.algorithm.integer_rewards:
+        bad_reward = np.flatnonzero((rewards != 0.0) & (rewards != 1.0))
+        if bad_reward.size:
+            h = int(bad_reward[0])
+            raise _invalid(f"rewards[{h}] must be 0 or 1: this run releases integer reward"
+                           " counts, so users report Bernoulli(r) rewards")
     return Trajectories(states=states[None], actions=actions[None], rewards=rewards[None])
 
 
 def _noisy(report: NoisyReport, calibration: Calibration) -> Stats:
-    """An LDP report: exactly the released families, exact flattened sizes, and every entry
-    within its family's clean range widened by the mechanism's tail at a false-refusal
-    probability of FALSE_REFUSAL per honest report (`Calibration.acceptance_margin`)."""
+    """An LDP report: exactly the released families, exact flattened sizes, every entry within
+    its family's clean range widened by the mechanism's tail at a false-refusal probability of
+    FALSE_REFUSAL per honest report (`Calibration.acceptance_margin`), and on its family's
+    public grid under integer noise."""
     want = {f.name: f.shape for f in calibration.families}
     got = set(report.arrays)
     if got != set(want):
@@ -152,6 +159,14 @@ def _noisy(report: NoisyReport, calibration: Calibration) -> Stats:
                     f" clean value in [{fam.clean_min:g}, {fam.clean_max:g}] plus this run's"
                     f" noise lands there with probability below {FALSE_REFUSAL:g} per honest"
                     " report"
+                )
+        if calibration.integer:
+            scaled = arr / fam.grid
+            off = np.flatnonzero(scaled != np.rint(scaled))
+            if off.size:
+                raise _invalid(
+                    f"arrays[{name!r}][{int(off[0])}] is not on this run's public grid (integer"
+                    f" multiples of {fam.grid:g}): its noise is integer, drawn in grid units"
                 )
         arr = arr.reshape((1, *shape))
         if fam.symmetric:

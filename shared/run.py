@@ -16,6 +16,7 @@ from privrl.algorithms.base import Algorithm, Learner, Played, PolicyMessage
 from privrl.config import RunConfig
 from privrl.privacy.accountant import Ledger
 from privrl.privacy.calibration import Calibration, calibrate
+from privrl.privacy.grid import bernoulli_rewards
 from privrl.privacy.privatizers import Privatizer, randomize_locally
 from privrl.seeding import user_generator
 from privrl.stats import Stats
@@ -161,12 +162,15 @@ def user_episode(
     """What users do in episode k: play, and in LDP randomize locally before anything leaves.
 
     User r draws everything from `user_generator(client_seeds[r], episode)`: first what the
-    algorithm's `play` needs in the world `mdp` (a tabular rollout's uniforms by default), then
-    the local randomizer's noise. Returns what was played (which stays with the users in LDP)
-    and the noisy report (LDP) or None.
+    algorithm's `play` needs in the world `mdp` (a tabular rollout's uniforms by default), then,
+    under integer noise for an algorithm with `integer_rewards`, H uniforms that turn each
+    reward r into Bernoulli(r), then the local randomizer's draws. Returns what was played (which
+    stays with the users in LDP) and the noisy report (LDP) or None.
     """
     rngs = [user_generator(cs, episode) for cs in client_seeds]
     traj = algorithm.play(mdp, message, rngs)
+    if calibration.integer and algorithm.integer_rewards:
+        traj = bernoulli_rewards(traj, rngs)
     if calibration.mode != "ldp":
         return traj, None
     stats = algorithm.user_statistics(traj, message)

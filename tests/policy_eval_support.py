@@ -29,12 +29,12 @@ def sums(data: FirstVisits) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pe_config(algo: str, privacy: str, m: int, n_states: int, epsilon: float = 0.1,
-              delta: float = 0.1, **knobs: object) -> RunConfig:
+              delta: float = 0.1, noise: str = "numpy", **knobs: object) -> RunConfig:
     """A policy-evaluation run: one action, a stationary (H = 1) policy table, m trajectories."""
     return RunConfig(algo=algo, n_states=n_states, n_actions=1, horizon=1, episodes=m,
                      privacy=privacy, epsilon=epsilon,
                      delta=delta if privacy != "none" else 0.0, mechanism="gaussian",
-                     knobs=knobs or None)
+                     noise=noise, knobs=knobs or None)
 
 
 def random_data(rng: np.random.Generator, m: int, n_states: int, f_max: float,

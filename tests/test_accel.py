@@ -16,15 +16,16 @@ from privrl.worlds.tabular import garnet, riverswim
 
 pytestmark = pytest.mark.skipif(not accel.available(), reason="numba is not installed")
 
-CASES = {
+CASES = {  # private cases on the float backend: the compiled loop draws its noise
     "none": dict(privacy="none", preset="practical"),
     "none-pooled-faithful": dict(privacy="none", knobs={"pooled": True}),
-    "jdp-gaussian": dict(privacy="jdp", mechanism="gaussian", epsilon=1.0, delta=1e-5,
+    "jdp-gaussian": dict(privacy="jdp", noise="float", mechanism="gaussian", epsilon=1.0,
+                         delta=1e-5,
                          preset="practical"),
-    "jdp-laplace-faithful": dict(privacy="jdp", mechanism="laplace", epsilon=2.0),
-    "ldp-laplace-pooled": dict(privacy="ldp", mechanism="laplace", epsilon=4.0,
+    "jdp-laplace-faithful": dict(privacy="jdp", noise="float", mechanism="laplace", epsilon=2.0),
+    "ldp-laplace-pooled": dict(privacy="ldp", noise="float", mechanism="laplace", epsilon=4.0,
                                knobs={"pooled": True}),
-    "ldp-gaussian-released": dict(privacy="ldp", mechanism="gaussian", epsilon=50.0,
+    "ldp-gaussian-released": dict(privacy="ldp", noise="float", mechanism="gaussian", epsilon=50.0,
                                   delta=1e-5, preset="practical",
                                   knobs={"pair_counts": "released"}),
 }
@@ -142,9 +143,10 @@ def test_compiled_laplace_and_normal_draws_are_numpys() -> None:
 def test_seeded_rows_compiled_equal_generator_rows(monkeypatch: pytest.MonkeyPatch,
                                                    mechanism: str) -> None:
     from privrl.privacy.mechanisms import Gaussian, Laplace
-    from privrl.privacy.noise import sample_seeded_rows
+    from privrl.privacy.noise import FLOAT_NOISE, sample_seeded_rows
 
-    sampler = Laplace(0.7) if mechanism == "laplace" else Gaussian(1.3)
+    sampler = (Laplace(0.7, FLOAT_NOISE) if mechanism == "laplace"
+               else Gaussian(1.3, FLOAT_NOISE))
     got = []
     for flag in ("0", "1"):
         monkeypatch.setenv(accel.ENV_SWITCH, flag)
@@ -161,9 +163,11 @@ def test_compiled_tree_noise_block_equals_the_trees_own(monkeypatch: pytest.Monk
     """A block from t = 5 (nodes kept from before it), then items added one by one after it:
     every release equals the uncompiled tree's, so the block leaves the same nodes behind."""
     from privrl.privacy.mechanisms import Gaussian, Laplace
+    from privrl.privacy.noise import FLOAT_NOISE
     from privrl.privacy.tree import TreeCounter
 
-    noise = Laplace(0.5) if mechanism == "laplace" else Gaussian(2.0)
+    # the compiled draws are the float backend's (simulation only); integer noise is numpy's
+    noise = Laplace(0.5, FLOAT_NOISE) if mechanism == "laplace" else Gaussian(2.0, FLOAT_NOISE)
     items = np.random.default_rng(1).normal(size=(80, 2, 3, 2))
     releases = []
     for flag in ("0", "1"):

@@ -20,11 +20,12 @@ from privrl.worlds import riverswim
 
 pytestmark = pytest.mark.skipif(not accel.available(), reason="numba is not installed")
 
-CASES = {
+CASES = {  # private cases on the float backend: the compiled loop draws its noise
     "none": dict(privacy="none"),
-    "jdp-gaussian": dict(privacy="jdp", mechanism="gaussian", epsilon=1.0, delta=1e-5),
-    "jdp-laplace": dict(privacy="jdp", mechanism="laplace", epsilon=1.0),
-    "ldp": dict(privacy="ldp", mechanism="laplace", epsilon=5.0),
+    "jdp-gaussian": dict(privacy="jdp", noise="float", mechanism="gaussian", epsilon=1.0,
+                         delta=1e-5),
+    "jdp-laplace": dict(privacy="jdp", noise="float", mechanism="laplace", epsilon=1.0),
+    "ldp": dict(privacy="ldp", noise="float", mechanism="laplace", epsilon=5.0),
 }
 
 

@@ -33,7 +33,9 @@ def test_bench_reports_single_and_batched_replicas(tmp_path, capsys) -> None:
             cells = 4 * 6 * 2 * 6 + 4 * 6 * 2
             assert row["noise_draws"] in (cells, 2 * cells)  # LDP / a JDP tree's nodes
             assert row["noise_ms_per_replica_episode"] > 0
-    assert "noise only" in text
+    assert "noise only" in text and "int/float" in text
+    twins = [r for r in rows if r["privacy"] != "none" and not r["variant"].endswith(" float")]
+    assert twins and all(r["integer_over_float"] > 0 for r in twins)  # measured side by side
     if result["rlberry"] is None:  # rlberry-scool is not a test dependency
         assert "rlberry-scool not installed" in text
     else:

@@ -227,5 +227,7 @@ def test_users_play_every_run_of_the_file_with_a_seed_per_run(server, tmp_path: 
 
     with ServerAPI(server.url) as api:
         boards = [np.asarray(api.billboard(i).arrays["sas"]) for i in ids]
-    diff = boards[0] - boards[1]  # the clean counts differ by integers; the noise must not cancel
-    assert np.mean(np.abs(diff - np.round(diff)) > 1e-6) > 0.9
+    # the clean counts of one episode each differ by at most 1 an entry: were the noise the same
+    # in both runs, it would cancel and leave |diff| <= 1 everywhere
+    diff = boards[0] - boards[1]
+    assert np.mean(np.abs(diff) > 1) > 0.9

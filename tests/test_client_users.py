@@ -85,7 +85,8 @@ def test_ldp_report_is_exactly_user_episode_and_fixed_size(mechanism: str) -> No
             raw = tabular_counts(traj, MDP.S, MDP.A)
             for name in report.arrays:
                 assert not np.isin(report.array(name), (0.0, 1.0)).all()
-                assert np.all(report.array(name) != raw[name][0].ravel())
+                # a zero integer draw leaves an entry clean: rare, never most of them
+                assert np.mean(report.array(name) == raw[name][0].ravel()) < 0.05
             keys = set(json.loads(body))
             assert keys == {"kind", "ticket", "arrays"}
             sizes.add(len(body))

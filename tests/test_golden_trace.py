@@ -1,4 +1,8 @@
-"""Golden regret traces of DP-UCBVI, committed before the plug-in refactor: numbers must not move.
+"""Golden regret traces of DP-UCBVI: numbers must not move.
+
+The float-noise cases were committed before the plug-in refactor; the integer-noise cases
+(the default backend's discrete noise on integer grids, users reporting Bernoulli rewards) were
+recorded when integer noise became the default.
 
 `python tests/test_golden_trace.py --write` regenerates tests/data/golden_ucbvi.json; do that
 only for a change that is meant to alter the numbers, and say so in the commit.
@@ -18,15 +22,21 @@ from privrl.run import run_in_process
 from privrl.worlds import riverswim
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden_ucbvi.json"
-CASES = {
+FLOAT_CASES = {  # the float backend: numbers unchanged since before the plug-in refactor
     "none": dict(privacy="none"),
-    "jdp-laplace": dict(privacy="jdp", mechanism="laplace", epsilon=2.0),
+    "jdp-laplace": dict(privacy="jdp", mechanism="laplace", epsilon=2.0, noise="float"),
     "jdp-gaussian-faithful": dict(privacy="jdp", mechanism="gaussian", epsilon=1.0, delta=1e-5,
-                                  preset="faithful"),
-    "ldp-gaussian": dict(privacy="ldp", mechanism="gaussian", epsilon=4.0, delta=1e-5),
+                                  preset="faithful", noise="float"),
+    "ldp-gaussian": dict(privacy="ldp", mechanism="gaussian", epsilon=4.0, delta=1e-5,
+                         noise="float"),
     "ldp-laplace-pooled": dict(privacy="ldp", mechanism="laplace", epsilon=4.0,
-                               knobs={"pooled": True}),
+                               knobs={"pooled": True}, noise="float"),
 }
+INTEGER_CASES = {  # the default integer noise, recorded when it became the default
+    f"{name}-integer": {k: v for k, v in case.items() if k != "noise"}
+    for name, case in FLOAT_CASES.items() if name != "none"
+}
+CASES = {**FLOAT_CASES, **INTEGER_CASES}
 SEEDS = [3, 4]
 
 

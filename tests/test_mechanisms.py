@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from privrl.privacy.mechanisms import Gaussian, Laplace, Mechanism
+from privrl.privacy.noise import FLOAT_NOISE as FLOAT
 from privrl.seeding import generator
 
 N_DRAWS = 100_000
@@ -24,8 +25,8 @@ def _rng(*path: int | str) -> np.random.Generator:
 
 @pytest.mark.parametrize("b", [0.5, 3.0, 40.0])
 def test_laplace_noise_has_declared_scale(b: float) -> None:
-    """Laplace(b) draws: mean 0, mean |x| = b, variance 2 b^2."""
-    mech = Laplace(scale=b)
+    """Laplace(b) draws (float backend): mean 0, mean |x| = b, variance 2 b^2."""
+    mech = Laplace(scale=b, backend=FLOAT)
     x = mech.sample(_rng("lap", str(b)), N_DRAWS)
     assert x.shape == (N_DRAWS,)
     assert x.dtype == np.float64
@@ -39,8 +40,8 @@ def test_laplace_noise_has_declared_scale(b: float) -> None:
 
 @pytest.mark.parametrize("sigma", [0.5, 3.0, 40.0])
 def test_gaussian_noise_has_declared_scale(sigma: float) -> None:
-    """Gaussian(sigma) draws: mean 0, variance sigma^2, mean |x| = sigma sqrt(2/pi)."""
-    mech = Gaussian(sigma=sigma)
+    """Gaussian(sigma) draws (float): mean 0, variance sigma^2, mean |x| = sigma sqrt(2/pi)."""
+    mech = Gaussian(sigma=sigma, backend=FLOAT)
     x = mech.sample(_rng("gauss", str(sigma)), N_DRAWS)
     assert x.shape == (N_DRAWS,)
     assert abs(x.mean()) < 0.02 * sigma
@@ -51,7 +52,7 @@ def test_gaussian_noise_has_declared_scale(sigma: float) -> None:
 
 def test_sample_shapes_and_scalar() -> None:
     """Sampling accepts int and tuple shapes, including the scalar shape ()."""
-    for mech in (Laplace(scale=1.0), Gaussian(sigma=1.0)):
+    for mech in (Laplace(scale=1.0, backend=FLOAT), Gaussian(sigma=1.0, backend=FLOAT)):
         assert mech.sample(_rng("shape"), (2, 3, 4)).shape == (2, 3, 4)
         assert mech.sample(_rng("shape"), 5).shape == (5,)
         scalar = mech.sample(_rng("shape"), ())
@@ -60,19 +61,21 @@ def test_sample_shapes_and_scalar() -> None:
 
 def test_same_generator_state_same_numbers() -> None:
     """Same seed path, same noise; and noise is the scale times the same standard draws."""
-    a = Laplace(scale=2.0).sample(_rng("same"), 10)
-    b = Laplace(scale=2.0).sample(_rng("same"), 10)
-    c = Laplace(scale=5.0).sample(_rng("same"), 10)
+    a = Laplace(scale=2.0, backend=FLOAT).sample(_rng("same"), 10)
+    b = Laplace(scale=2.0, backend=FLOAT).sample(_rng("same"), 10)
+    c = Laplace(scale=5.0, backend=FLOAT).sample(_rng("same"), 10)
     np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(c, a * 2.5, rtol=1e-12)
-    g1 = Gaussian(sigma=1.0).sample(_rng("same-g"), 10)
-    g3 = Gaussian(sigma=3.0).sample(_rng("same-g"), 10)
+    g1 = Gaussian(sigma=1.0, backend=FLOAT).sample(_rng("same-g"), 10)
+    g3 = Gaussian(sigma=3.0, backend=FLOAT).sample(_rng("same-g"), 10)
     np.testing.assert_allclose(g3, 3.0 * g1, rtol=1e-12)
 
 
 def test_zero_scale_means_no_noise_and_consumes_same_draws() -> None:
     """Scale 0 gives exact zeros and leaves the generator where a noisy draw would."""
-    for zero, noisy in ((Laplace(0.0), Laplace(1.0)), (Gaussian(0.0), Gaussian(1.0))):
+    pairs = ((Laplace(0.0, FLOAT), Laplace(1.0, FLOAT)),
+             (Gaussian(0.0, FLOAT), Gaussian(1.0, FLOAT)))
+    for zero, noisy in pairs:
         r0, r1 = _rng("zero"), _rng("zero")
         assert np.all(zero.sample(r0, 7) == 0.0)
         noisy.sample(r1, 7)
@@ -91,18 +94,19 @@ def test_infinite_scale_cannot_be_sampled() -> None:
 def test_invalid_scales_rejected(bad: float) -> None:
     """Negative or NaN scales are a clear error."""
     with pytest.raises(ValueError):
-        Laplace(scale=bad)
+        Laplace(scale=bad, backend=FLOAT)
     with pytest.raises(ValueError):
-        Gaussian(sigma=bad)
+        Gaussian(sigma=bad, backend=FLOAT)
 
 
 def test_kinds_and_union() -> None:
     """Each mechanism declares its privacy notion; Mechanism is their union."""
-    assert Laplace.kind == "pure" and Laplace(1.0).kind == "pure"
+    assert Laplace.kind == "pure" and Laplace(1.0, FLOAT).kind == "pure"
     assert Gaussian.kind == "zcdp"
-    assert isinstance(Laplace(1.0), Mechanism) and isinstance(Gaussian(1.0), Mechanism)
+    assert isinstance(Laplace(1.0, FLOAT), Mechanism)
+    assert isinstance(Gaussian(1.0, FLOAT), Mechanism)
     with pytest.raises(AttributeError):
-        Laplace(1.0).scale = 2.0  # type: ignore[misc]
+        Laplace(1.0, FLOAT).scale = 2.0  # type: ignore[misc]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,7 +122,7 @@ def test_laplace_calibrate_round_trip(eps: float, sens: float) -> None:
     assert mech.scale == pytest.approx(sens / eps, rel=1e-15)
     assert mech.epsilon(sens) == pytest.approx(eps, rel=1e-14)
     assert mech.epsilon(2.0 * sens) == pytest.approx(2.0 * eps, rel=1e-14)
-    assert Laplace(scale=4.0).epsilon(2.0) == 0.5
+    assert Laplace(scale=4.0, backend=FLOAT).epsilon(2.0) == 0.5
 
 
 @pytest.mark.parametrize("rho", [1e-4, 0.0208199, 0.5, 1.0, 30.0])
@@ -129,7 +133,7 @@ def test_gaussian_calibrate_round_trip(rho: float, sens: float) -> None:
     assert mech.sigma == pytest.approx(sens / math.sqrt(2.0 * rho), rel=1e-15)
     assert mech.rho(sens) == pytest.approx(rho, rel=1e-13)
     assert mech.rho(2.0 * sens) == pytest.approx(4.0 * rho, rel=1e-13)
-    assert Gaussian(sigma=2.0).rho(2.0) == 0.5
+    assert Gaussian(sigma=2.0, backend=FLOAT).rho(2.0) == 0.5
 
 
 def test_infinite_budget_means_zero_noise() -> None:
@@ -145,8 +149,8 @@ def test_infinite_budget_means_zero_noise() -> None:
 
 def test_degenerate_privacy_maps() -> None:
     """Zero sensitivity costs nothing; infinite scale costs nothing; zero budget -> inf scale."""
-    assert Laplace(0.0).epsilon(0.0) == 0.0
-    assert Gaussian(0.0).rho(0.0) == 0.0
+    assert Laplace(0.0, FLOAT).epsilon(0.0) == 0.0
+    assert Gaussian(0.0, FLOAT).rho(0.0) == 0.0
     assert Laplace.calibrate(0.0, 1.0).scale == math.inf
     assert Laplace.calibrate(0.0, 1.0).epsilon(1.0) == 0.0
     assert Gaussian.calibrate(0.0, 1.0).sigma == math.inf
@@ -158,7 +162,7 @@ def test_degenerate_privacy_maps() -> None:
     with pytest.raises(ValueError):
         Gaussian.calibrate(1.0, float("nan"))
     with pytest.raises(ValueError):
-        Laplace(1.0).epsilon(-2.0)
+        Laplace(1.0, FLOAT).epsilon(-2.0)
 
 
 @pytest.mark.parametrize("delta_l1", [1.0, 2.0, 6.0])
@@ -210,7 +214,7 @@ def test_gaussian_renyi_divergence_matches_rho(alpha: float) -> None:
 @pytest.mark.parametrize("delta", [0.05, 0.2])
 def test_laplace_tail_bound_holds_empirically(m: int, delta: float) -> None:
     """Fraction of |sum of m Laplace draws| above the bound is at most delta."""
-    mech = Laplace(scale=2.5)
+    mech = Laplace(scale=2.5, backend=FLOAT)
     draws = mech.sample(_rng("lap-tail", m, str(delta)), (N_DRAWS, m)).sum(axis=1)
     bound = mech.tail_bound(m, delta)
     lam = math.log(2.0 / delta)
@@ -222,7 +226,7 @@ def test_laplace_tail_bound_holds_empirically(m: int, delta: float) -> None:
 @pytest.mark.parametrize("delta", [0.05, 0.2])
 def test_gaussian_tail_bound_holds_empirically(m: int, delta: float) -> None:
     """Fraction of |sum of m Gaussian draws| above the bound is at most delta (and not tiny)."""
-    mech = Gaussian(sigma=1.7)
+    mech = Gaussian(sigma=1.7, backend=FLOAT)
     draws = mech.sample(_rng("gauss-tail", m, str(delta)), (N_DRAWS, m)).sum(axis=1)
     bound = mech.tail_bound(m, delta)
     assert bound == pytest.approx(1.7 * math.sqrt(m) * math.sqrt(2.0 * math.log(2.0 / delta)))
@@ -233,24 +237,24 @@ def test_gaussian_tail_bound_holds_empirically(m: int, delta: float) -> None:
 
 def test_tail_bound_edge_cases() -> None:
     """m = 0 or zero noise gives bound 0; invalid m or delta is an error."""
-    assert Laplace(3.0).tail_bound(0, 0.1) == 0.0
-    assert Gaussian(3.0).tail_bound(0, 0.1) == 0.0
-    assert Laplace(0.0).tail_bound(10, 0.1) == 0.0
-    assert Gaussian(0.0).tail_bound(10, 0.1) == 0.0
+    assert Laplace(3.0, FLOAT).tail_bound(0, 0.1) == 0.0
+    assert Gaussian(3.0, FLOAT).tail_bound(0, 0.1) == 0.0
+    assert Laplace(0.0, FLOAT).tail_bound(10, 0.1) == 0.0
+    assert Gaussian(0.0, FLOAT).tail_bound(10, 0.1) == 0.0
     for bad_delta in (0.0, -0.1, 1.5):
         with pytest.raises(ValueError):
-            Laplace(1.0).tail_bound(1, bad_delta)
+            Laplace(1.0, FLOAT).tail_bound(1, bad_delta)
         with pytest.raises(ValueError):
-            Gaussian(1.0).tail_bound(1, bad_delta)
+            Gaussian(1.0, FLOAT).tail_bound(1, bad_delta)
     with pytest.raises(ValueError):
-        Laplace(1.0).tail_bound(-1, 0.1)
+        Laplace(1.0, FLOAT).tail_bound(-1, 0.1)
     with pytest.raises(ValueError):
-        Gaussian(1.0).tail_bound(2.5, 0.1)  # type: ignore[arg-type]
+        Gaussian(1.0, FLOAT).tail_bound(2.5, 0.1)  # type: ignore[arg-type]
 
 
 def test_laplace_tail_bound_switches_regime() -> None:
     """For small m the ln(2/delta) term dominates; for large m the sqrt(m) term does."""
-    mech = Laplace(scale=1.0)
+    mech = Laplace(scale=1.0, backend=FLOAT)
     delta = 1e-6
     lam = math.log(2.0 / delta)
     assert mech.tail_bound(1, delta) == pytest.approx(math.sqrt(8.0) * lam)

@@ -19,6 +19,8 @@ from privrl.client.api import ServerAPI
 from privrl.client.users import run_users
 from privrl.lab.policy_eval import round_config, round_in_process
 from privrl.privacy.accountant import epsilon_to_rho
+from privrl.privacy.grid import FEATURE_GRID, rounding_slack
+from privrl.privacy.privatizers import randomize_locally
 from privrl.run import Run
 from privrl.seeding import generator, user_generator
 from privrl.wire import unpack_floats
@@ -39,29 +41,33 @@ def test_ldp_without_noise_is_the_non_private_estimate(estimator: str) -> None:
 
 
 def ldp_run(algo: str, replicas: int, m: int, n_states: int, epsilon: float = 0.5,
-            delta: float = 1e-5, **knobs) -> Run:
-    return Run(pe_config(algo, "ldp", m, n_states, epsilon=epsilon, delta=delta, **knobs),
-               list(range(replicas)))
+            delta: float = 1e-5, noise: str = "numpy", **knobs) -> Run:
+    return Run(pe_config(algo, "ldp", m, n_states, epsilon=epsilon, delta=delta, noise=noise,
+                         **knobs), list(range(replicas)))
 
 
 def test_the_local_randomizer_is_calibrated_and_charged_once() -> None:
     """sigma_L^2 = (l2 of both families)^2 / (2 rho) = 2N / (2 rho), rho = rho(eps, delta) with
-    the tight zCDP conversion; never above the spec's classical Gaussian (eps < 1)."""
+    the tight zCDP conversion (plus, under integer noise, the returns' rounding slack to the
+    2^-16 grid); never above the spec's classical Gaussian (eps < 1)."""
     run = ldp_run("dp-lsw", 1, 10, 40)
     cal = run.calibration
     rho = epsilon_to_rho(0.5, 1e-5)
-    assert cal.noise_scale == pytest.approx(math.sqrt(80 / (2 * rho)), rel=1e-9)
+    slack = rounding_slack((40,), FEATURE_GRID, False)[1]
+    assert cal.noise_scale == pytest.approx(math.sqrt((40 + (math.sqrt(40) + slack) ** 2)
+                                                      / (2 * rho)), rel=1e-9)
+    plain = ldp_run("dp-lsw", 1, 10, 40, noise="float").calibration
+    assert plain.noise_scale == pytest.approx(math.sqrt(80 / (2 * rho)), rel=1e-9)
     classical = math.sqrt(80) * math.sqrt(2 * math.log(1.25 / 1e-5)) / 0.5
     assert cal.noise_scale <= classical
     assert {f.name: (f.shape, f.l2) for f in cal.families} == {
-        "visits": ((40,), math.sqrt(40)), "returns": ((40,), math.sqrt(40))}
+        "visits": ((40,), math.sqrt(40)), "returns": ((40,), math.sqrt(40) + slack)}
     data = random_data(generator(1), 10, 40, 1.0)
     stats = run.algorithm.user_statistics(data, run.message())
     assert set(stats) == {"visits", "returns"} and stats["returns"].max() <= 1.0
     for i in range(10):
         rng = [user_generator(7, i)]
-        noisy = {k: v[i : i + 1] + cal.mechanism.sample(rng[0], v[i : i + 1].shape)
-                 for k, v in stats.items()}
+        noisy = randomize_locally({k: v[i : i + 1] for k, v in stats.items()}, cal, rng)
         run.ingest_noisy(noisy)
     assert [c.mechanism for c in run.ledger.entries] == ["local:visits", "local:returns"]
     assert run.ledger.totals(1e-5).epsilon == pytest.approx(0.5, rel=1e-6)
@@ -73,7 +79,8 @@ def test_noisy_sums_are_unbiased_with_the_declared_variance() -> None:
     """10^4 replicas of one fixed data set (returns in [0, F_max = 2]): the released sums minus
     the exact ones have mean 0 and variance m sigma_L^2 (times F_max^2 for g)."""
     replicas, m, n_states = 10_000, 6, 3
-    run = ldp_run("dp-lsl", replicas, m, n_states, f_max=2.0, gamma=0.5, lam=5.0)
+    # the test draws its own float noise: a run on the float backend takes off-grid reports
+    run = ldp_run("dp-lsl", replicas, m, n_states, noise="float", f_max=2.0, gamma=0.5, lam=5.0)
     data = random_data(generator(2), m, n_states, 2.0)
     message = run.message()
     sigma = run.calibration.noise_scale
@@ -127,8 +134,8 @@ def test_ldp_round_over_http_sends_nothing_raw_and_matches_in_process(tmp_path: 
         assert set(report) == {"kind", "ticket", "arrays"}
         sizes = {k: unpack_floats(v).size for k, v in report["arrays"].items()}  # packed float64
         assert sizes == {"visits": 40, "returns": 40}
-        for values in report["arrays"].values():
-            assert not np.isin(unpack_floats(values), (0.0, 1.0)).any()
+        for values in report["arrays"].values():  # noised integers on the grid, not 0/1 data
+            assert not np.isin(unpack_floats(values), (0.0, 1.0)).all()
     sent = b"".join(requests).decode()
     stored = "".join(str(cell) for cell in _db_cells(tmp / "privrl.db"))
     log = (tmp / "server.log").read_text(errors="replace")

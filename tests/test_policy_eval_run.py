@@ -50,14 +50,22 @@ def standard_normal(seed: int, d: int) -> np.ndarray:
     ("dp-lsl", {"lam": 6.0}, [0.40725, 0.552, 0.25], 116.945122),
 ])
 def test_golden_release_through_the_run(algo, knobs, theta, sigma) -> None:
-    """Spec §3.5 end to end: theta_hat = theta + sigma z, z the seed's standard normals."""
-    run = Run(pe_config(algo, "jdp", 2, 3, epsilon=1.0, delta=0.1, **GOLDEN_KNOBS, **knobs),
-              [11, 12])
+    """Spec §3.5 end to end: theta_hat = theta + sigma z, z the seed's standard normals (float
+    noise); with the default integer noise theta is rounded to the public grid 2^-30 and gets
+    discrete Gaussian noise of the same sigma: the release lies on the grid."""
+    run = Run(pe_config(algo, "jdp", 2, 3, epsilon=1.0, delta=0.1, noise="float",
+                        **GOLDEN_KNOBS, **knobs), [11, 12])
     feed(run, golden_data())
     released = run.billboard()
     expected = np.array(theta)[None] + sigma * np.stack([standard_normal(s, 3) for s in (11, 12)])
     np.testing.assert_allclose(released["theta"], expected, rtol=1e-6)
     np.testing.assert_allclose(released["value"], released["theta"])  # Phi = I
+    run = Run(pe_config(algo, "jdp", 2, 3, epsilon=1.0, delta=0.1, **GOLDEN_KNOBS, **knobs),
+              [11, 12])
+    feed(run, golden_data())
+    units = run.billboard()["theta"] * 2.0**30
+    assert np.array_equal(units, np.rint(units))
+    assert np.all(np.abs(run.billboard()["theta"] - np.array(theta)[None]) < 6 * sigma)
 
 
 @pytest.mark.parametrize("algo", ALGOS)

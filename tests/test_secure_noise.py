@@ -11,13 +11,15 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from discrete_support import pmf_pvalue
 from privrl.config import RunConfig
 from privrl.privacy import noise as noise_mod
 from privrl.privacy.accountant import Charge, Ledger
 from privrl.privacy.calibration import calibrate
+from privrl.privacy.discrete import discrete_gaussian_variance, discrete_laplace_variance
 from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.privacy.noise import (
-    NumpyNoise,
+    IntegerNoise,
     OpenDPNoise,
     SecureNoiseUnavailable,
     noise_backend,
@@ -27,7 +29,6 @@ from privrl.protocol import LedgerView
 from privrl.run import run_in_process
 from privrl.seeding import generator
 from privrl.worlds.tabular import TabularMDP, riverswim
-from scipy import stats
 from server_support import AUTH, Apps, LiveServer, create, play, snapshot, spec, state, user_report
 from test_server_store import interleaved
 
@@ -57,33 +58,32 @@ def _cycle(http: httpx.Client, run_id: str, config: dict, mdp: TabularMDP) -> No
 
 @pytest.mark.parametrize("b", [0.7, 25.0])
 def test_opendp_laplace_has_the_calibrated_scale(b: float) -> None:
-    """OpenDP's Laplace(b) draws follow Lap(0, b): KS test, mean |x| = b, std = sqrt(2) b."""
+    """OpenDP's Laplace(b) draws are discrete Laplace integers of scale b: their pmf (chi-square
+    against exp(-|k| / b)) and their variance 2q / (1 - q)^2, q = exp(-1 / b)."""
     x = Laplace(b, SECURE).sample(None, N_DRAWS)
-    assert x.shape == (N_DRAWS,) and x.dtype == np.float64
-    assert stats.kstest(x, stats.laplace(scale=b).cdf).pvalue > 1e-4
-    # sd(|x|) = b: the mean of |x| has relative standard error 1/sqrt(N) ~ 0.7%.
-    assert np.mean(np.abs(x)) == pytest.approx(b, rel=0.04)
-    assert x.std() == pytest.approx(math.sqrt(2.0) * b, rel=0.06)
+    assert x.shape == (N_DRAWS,) and x.dtype == np.int64
+    assert pmf_pvalue(x, lambda k: np.exp(-np.abs(k) / b)) > 1e-4
+    assert x.var() == pytest.approx(discrete_laplace_variance(b), rel=0.06)
     # a wrong scale convention (std passed as scale) would be rejected:
-    assert stats.kstest(x, stats.laplace(scale=math.sqrt(2.0) * b).cdf).pvalue < 1e-6
+    assert pmf_pvalue(x, lambda k: np.exp(-np.abs(k) / (math.sqrt(2.0) * b))) < 1e-6
 
 
 @pytest.mark.parametrize("sigma", [0.7, 25.0])
 def test_opendp_gaussian_has_the_calibrated_scale(sigma: float) -> None:
-    """OpenDP's Gaussian(sigma) draws follow N(0, sigma^2): KS test and std."""
+    """OpenDP's Gaussian(sigma) draws are discrete Gaussian integers: pmf and variance."""
     x = Gaussian(sigma, SECURE).sample(None, (100, N_DRAWS // 100))
-    assert x.shape == (100, N_DRAWS // 100)
-    assert stats.kstest(x.ravel(), stats.norm(scale=sigma).cdf).pvalue > 1e-4
-    assert x.std() == pytest.approx(sigma, rel=0.03)
-    assert abs(x.mean()) < 0.05 * sigma
-    assert stats.kstest(x.ravel(), stats.norm(scale=1.2 * sigma).cdf).pvalue < 1e-6
+    assert x.shape == (100, N_DRAWS // 100) and x.dtype == np.int64
+    assert pmf_pvalue(x.ravel(), lambda k: np.exp(-k * k / (2 * sigma**2))) > 1e-4
+    assert x.var() == pytest.approx(discrete_gaussian_variance(sigma), rel=0.05)
+    assert abs(x.mean()) < 0.05 * sigma + 0.02
+    assert pmf_pvalue(x.ravel(), lambda k: np.exp(-k * k / (2 * (1.2 * sigma) ** 2))) < 1e-6
 
 
 def test_opendp_privacy_maps_agree_with_the_mechanisms() -> None:
     """OpenDP's own privacy map of the measurement we sample from equals our map at that scale."""
     lap, gau = noise_mod._measurement("laplace", 4.0), noise_mod._measurement("gaussian", 4.0)
-    assert lap.map(10.0) == pytest.approx(Laplace(4.0).epsilon(10.0), rel=1e-9)
-    assert gau.map(10.0) == pytest.approx(Gaussian(4.0).rho(10.0), rel=1e-9)
+    assert lap.map(10) == pytest.approx(Laplace(4.0).epsilon(10.0), rel=1e-9)
+    assert gau.map(10) == pytest.approx(Gaussian(4.0).rho(10.0), rel=1e-9)
 
 
 def test_secure_draws_differ_and_ignore_any_generator() -> None:
@@ -91,7 +91,7 @@ def test_secure_draws_differ_and_ignore_any_generator() -> None:
     for mech in (Laplace(3.0, SECURE), Gaussian(3.0, SECURE)):
         a = mech.sample(generator(1, "same"), 64)
         b = mech.sample(generator(1, "same"), 64)
-        assert not np.any(a == b)
+        assert not np.array_equal(a, b)  # integers: single entries collide often
         assert not mech.reproducible
     seeded = Laplace(3.0)
     assert seeded.reproducible
@@ -125,7 +125,7 @@ def test_the_backend_changes_how_noise_is_drawn_not_its_calibration(
                 mechanism=mechanism, delta=delta)
     plain, secure = calibrate(RunConfig(**base)), calibrate(RunConfig(**base, noise="opendp"))
     assert (plain.noise, secure.noise) == ("numpy", "opendp")
-    assert isinstance(plain.mechanism.backend, NumpyNoise)
+    assert isinstance(plain.mechanism.backend, IntegerNoise)
     assert isinstance(secure.mechanism.backend, OpenDPNoise)
     assert secure.noise_scale == plain.noise_scale > 0
     assert secure.families == plain.families
@@ -139,7 +139,7 @@ def test_missing_opendp_is_a_clear_error_naming_the_extra(monkeypatch: pytest.Mo
     try:
         with pytest.raises(SecureNoiseUnavailable, match=r"pip install 'privrl\[secure\]'"):
             noise_backend("opendp")
-        assert noise_backend("numpy") == NumpyNoise()  # the default never imports OpenDP
+        assert noise_backend("numpy") == IntegerNoise()  # the default never imports OpenDP
         with pytest.raises(ValueError, match="privrl"):  # a configuration error (422 on a server)
             calibrate(RunConfig(n_states=2, n_actions=2, horizon=2, episodes=4, noise="opendp"))
     finally:

@@ -757,7 +757,7 @@ def test_logs_and_errors_never_carry_report_contents(
     client: TestClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    config = spec("jdp", episodes=3)
+    config = spec("jdp", episodes=3, noise="float")  # float: any reward in [0, 1] is taken
     run_id = create(client, config)
     ticket = claim(client, run_id)
     policy = np.asarray(ticket["policy"]["actions"])
@@ -770,7 +770,7 @@ def test_logs_and_errors_never_carry_report_contents(
     resp = client.post(f"/v1/runs/{run_id}/reports", json=bad)
     assert resp.status_code == 422 and "1.7316421" not in resp.text
     assert client.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200
-    ldp = spec("ldp", episodes=3)
+    ldp = spec("ldp", episodes=3, noise="float")  # float: an off-grid value is taken
     ldp_id = create(client, ldp)
     ldp_ticket = claim(client, ldp_id)
     noisy = user_report(ldp_ticket, ldp, world(ldp))

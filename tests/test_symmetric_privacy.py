@@ -12,6 +12,7 @@ from privrl.config import RunConfig
 from privrl.privacy.accountant import Ledger
 from privrl.privacy.calibration import calibrate
 from privrl.privacy.mechanisms import Gaussian
+from privrl.privacy.noise import FLOAT_NOISE as FLOAT
 from privrl.privacy.privatizers import Central, randomize_locally
 from privrl.privacy.psd import (
     SymmetricNoise,
@@ -39,7 +40,7 @@ def _families(scales: tuple[float | None, float | None] = (None, None)) -> tuple
 
 
 def test_symmetric_noise_is_exactly_symmetric_with_the_right_spread() -> None:
-    noise = SymmetricNoise(Gaussian(2.0))
+    noise = SymmetricNoise(Gaussian(2.0, FLOAT))
     z = noise.sample(generator(1, "t"), (20_000, D, D))
     np.testing.assert_array_equal(z, np.swapaxes(z, -1, -2))
     diag = z[:, np.arange(D), np.arange(D)]
@@ -65,7 +66,8 @@ def test_chi_tail_holds() -> None:
 @pytest.mark.parametrize("smooth", [False, True])
 def test_matrix_tree_counter(smooth: bool) -> None:
     sigma, n = 1.5, 13
-    tree = TreeCounter((H, D, D), SymmetricNoise(Gaussian(sigma)), [5, 6], "gram", 16, smooth)
+    tree = TreeCounter((H, D, D), SymmetricNoise(Gaussian(sigma, FLOAT)), [5, 6], "gram", 16,
+                       smooth)
     rng = np.random.default_rng(0)
     items = [mirror_upper(rng.normal(size=(2, H, D, D))) for _ in range(n)]
     noises = []
@@ -80,7 +82,8 @@ def test_matrix_tree_counter(smooth: bool) -> None:
         # t = 13 = 1101b uses nodes (3,1), (2,3), (0,13); t = 12 = 1100b uses (3,1), (2,3): the
         # difference is node (0,13) alone, drawn once and reused
         np.testing.assert_allclose(noises[12] - noises[11], tree.node_noise(0, 13), atol=1e-12)
-    again = TreeCounter((H, D, D), SymmetricNoise(Gaussian(sigma)), [5, 6], "gram", 16, smooth)
+    again = TreeCounter((H, D, D), SymmetricNoise(Gaussian(sigma, FLOAT)), [5, 6], "gram",
+                        16, smooth)
     for item in items:
         again.add(item)
     np.testing.assert_array_equal(again.release(), tree.release())  # reproducible under seed
@@ -89,7 +92,7 @@ def test_matrix_tree_counter(smooth: bool) -> None:
 @pytest.mark.parametrize("t", [1, 6, 7, 13])
 def test_prefix_noise_variance_is_popcount(t: int) -> None:
     seeds = list(range(3000))
-    tree = TreeCounter((D, D), SymmetricNoise(Gaussian(1.0)), seeds, "gram", 16)
+    tree = TreeCounter((D, D), SymmetricNoise(Gaussian(1.0, FLOAT)), seeds, "gram", 16)
     for _ in range(t):
         tree.add(np.zeros((len(seeds), D, D)))
     noise = tree.noise_sum()
@@ -99,7 +102,7 @@ def test_prefix_noise_variance_is_popcount(t: int) -> None:
 
 
 def test_zero_noise_tree_is_the_exact_sum() -> None:
-    tree = TreeCounter((D, D), SymmetricNoise(Gaussian(0.0)), [1], "gram", 8, True)
+    tree = TreeCounter((D, D), SymmetricNoise(Gaussian(0.0, FLOAT)), [1], "gram", 8, True)
     total = np.zeros((1, D, D))
     for i in range(7):
         item = np.full((1, D, D), float(i))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from privrl.privacy.mechanisms import Gaussian, Laplace
+from privrl.privacy.noise import FLOAT_NOISE as FLOAT
 from privrl.privacy.tree import (
     TreeCounter,
     levels_released,
@@ -23,14 +24,14 @@ def test_levels_match_spec():
 def test_noise_free_release_is_exact_prefix_sum():
     rng = np.random.default_rng(0)
     items = rng.integers(0, 3, size=(100, 2, 4)).astype(float)
-    tree = TreeCounter((4,), Laplace(0.0), [1, 2], "x", 100)
+    tree = TreeCounter((4,), Laplace(0.0, FLOAT), [1, 2], "x", 100)
     for t in range(100):
         tree.add(items[t])
         np.testing.assert_array_equal(tree.release(), items[: t + 1].sum(axis=0))
 
 
 def test_release_error_is_sum_of_popcount_nodes_and_is_repeatable():
-    tree = TreeCounter((3,), Laplace(2.0), [7], "x", 64)
+    tree = TreeCounter((3,), Laplace(2.0, FLOAT), [7], "x", 64)
     for _ in range(13):  # 13 = 0b1101: nodes at levels 0, 2, 3
         tree.add(np.ones((1, 3)))
     first = tree.release()
@@ -44,14 +45,14 @@ def test_restart_rebuilds_identical_releases():
     """A fresh counter fed the same items releases bit-identical values (contract 2)."""
     rng = np.random.default_rng(1)
     items = rng.random((37, 1, 5))
-    a = TreeCounter((5,), Gaussian(3.0), [11], "sas", 100)
+    a = TreeCounter((5,), Gaussian(3.0, FLOAT), [11], "sas", 100)
     for x in items:
         a.add(x)
-    b = TreeCounter((5,), Gaussian(3.0), [11], "sas", 100)
+    b = TreeCounter((5,), Gaussian(3.0, FLOAT), [11], "sas", 100)
     for x in items:
         b.add(x)
     np.testing.assert_array_equal(a.release(), b.release())
-    other = TreeCounter((5,), Gaussian(3.0), [12], "sas", 100)
+    other = TreeCounter((5,), Gaussian(3.0, FLOAT), [12], "sas", 100)
     for x in items:
         other.add(x)
     assert not np.allclose(a.release(), other.release())
@@ -63,7 +64,7 @@ def test_releases_are_post_processing_of_dyadic_nodes():
     rng = np.random.default_rng(2)
     max_items = 45
     items = rng.random((max_items, 1, 2))
-    tree = TreeCounter((2,), Laplace(1.0), [3], "x", max_items)
+    tree = TreeCounter((2,), Laplace(1.0, FLOAT), [3], "x", max_items)
     for t in range(1, max_items + 1):
         tree.add(items[t - 1])
         expected = np.zeros((1, 2))
@@ -83,7 +84,7 @@ def test_release_variance_matches_popcount():
     t = 11  # popcount 3
     errors = []
     for seed in range(400):
-        tree = TreeCounter((50,), Gaussian(1.5), [seed], "x", 16)
+        tree = TreeCounter((50,), Gaussian(1.5, FLOAT), [seed], "x", 16)
         for _ in range(t):
             tree.add(np.zeros((1, 50)))
         errors.append(tree.release().ravel())
@@ -93,7 +94,7 @@ def test_release_variance_matches_popcount():
 
 
 def test_full_counter_refuses_more_items():
-    tree = TreeCounter((1,), Laplace(1.0), [0], "x", 2)
+    tree = TreeCounter((1,), Laplace(1.0, FLOAT), [0], "x", 2)
     tree.add(np.zeros((1, 1)))
     tree.add(np.zeros((1, 1)))
     with pytest.raises(ValueError, match="full"):
@@ -103,7 +104,7 @@ def test_full_counter_refuses_more_items():
 def test_smoothed_tree_without_noise_is_exact():
     rng = np.random.default_rng(4)
     items = rng.random((70, 1, 3))
-    tree = TreeCounter((3,), Laplace(0.0), [1], "x", 70, smooth=True)
+    tree = TreeCounter((3,), Laplace(0.0, FLOAT), [1], "x", 70, smooth=True)
     for t in range(70):
         tree.add(items[t])
         np.testing.assert_allclose(tree.release(), items[: t + 1].sum(axis=0), atol=1e-12)
@@ -111,7 +112,7 @@ def test_smoothed_tree_without_noise_is_exact():
 
 def test_smoothed_node_is_the_min_variance_combination_of_node_and_children():
     """Node (1, 1) after 2 items: w own + (1 - w)(child 1 + child 2), w = 2/3."""
-    tree = TreeCounter((2,), Gaussian(1.0), [9], "x", 8, smooth=True)
+    tree = TreeCounter((2,), Gaussian(1.0, FLOAT), [9], "x", 8, smooth=True)
     tree.add(np.zeros((1, 2)))
     first_leaf = tree.node_noise(0, 1).copy()
     tree.add(np.zeros((1, 2)))
@@ -127,7 +128,7 @@ def test_smoothed_release_variance_is_lower_and_as_declared():
     assert release_variance(t, smooth=True) == pytest.approx(1 + 2 / 3 + 4 / 7 + 8 / 15)
     errors = []
     for seed in range(400):
-        tree = TreeCounter((50,), Gaussian(2.0), [seed], "x", 16, smooth=True)
+        tree = TreeCounter((50,), Gaussian(2.0, FLOAT), [seed], "x", 16, smooth=True)
         for _ in range(t):
             tree.add(np.zeros((1, 50)))
         errors.append(tree.release().ravel())
@@ -139,8 +140,8 @@ def test_smoothed_release_variance_is_lower_and_as_declared():
 def test_smoothed_restart_rebuilds_identical_releases():
     rng = np.random.default_rng(5)
     items = rng.random((29, 2, 4))
-    a = TreeCounter((4,), Laplace(1.0), [3, 4], "sas", 64, smooth=True)
-    b = TreeCounter((4,), Laplace(1.0), [3, 4], "sas", 64, smooth=True)
+    a = TreeCounter((4,), Laplace(1.0, FLOAT), [3, 4], "sas", 64, smooth=True)
+    b = TreeCounter((4,), Laplace(1.0, FLOAT), [3, 4], "sas", 64, smooth=True)
     for x in items:
         a.add(x)
     for x in items:

@@ -125,7 +125,9 @@ def test_ldp_nothing_raw_reaches_the_server(tmp_path_factory, mechanism: str) ->
             assert sent.size == sizes[name]
             np.testing.assert_array_equal(sent, noisy[name].ravel())  # the randomizer's output
             assert not np.isin(sent, (0.0, 1.0)).all()
-            assert np.all(sent != raw[name].ravel())  # noise on every entry
+            # noise on every entry: a sent value equals the clean one only where an integer draw
+            # is 0, which has probability about 1 / (2 b), b the scale in grid units
+            assert np.mean(sent == raw[name].ravel()) < 0.05
         keys = {k for k, _ in walk(report) if k is not None}
         assert not keys & {"states", "actions", "rewards", "trajectory", "return", "seed"}
     # the policy log is public: the test reads the served policies from it
@@ -139,6 +141,8 @@ def test_ldp_nothing_raw_reaches_the_server(tmp_path_factory, mechanism: str) ->
         texts += sequence_texts(traj.states[0].tolist()) + sequence_texts(traj.actions[0].tolist())
         for arr in raw.values():
             flat = arr.ravel()
+            if not flat.any():  # an all-zero array (no reward: Bernoulli 0s) is in every
+                continue  # zero-filled page; its bytes identify nothing
             texts += [json.dumps(flat.tolist()), json.dumps(flat.astype(int).tolist()),
                       pack_floats(flat)]
             blobs += [flat.tobytes(), flat.astype(np.float32).tobytes()]

@@ -93,6 +93,8 @@ def test_q_is_bounded_and_non_increasing_in_k(privacy):
 @pytest.mark.parametrize("privacy", ["jdp", "ldp"])
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 def test_infinite_epsilon_reduces_exactly_to_non_private(privacy, mechanism):
+    """eps = inf is the non-private run number for number, with either backend (nothing is
+    drawn, so nothing is put on a grid either)."""
     base = cfg(episodes=300, privacy="none")
     private = cfg(
         episodes=300,
@@ -102,14 +104,30 @@ def test_infinite_epsilon_reduces_exactly_to_non_private(privacy, mechanism):
         delta=1e-5 if mechanism == "gaussian" else 0.0,
     )
     a = run_in_process(base, RIVER, [4, 5])
-    b = run_in_process(private, RIVER, [4, 5])
-    np.testing.assert_array_equal(a.regret, b.regret)
+    for noise in ("numpy", "float"):
+        b = run_in_process(private.model_copy(update={"noise": noise}), RIVER, [4, 5])
+        np.testing.assert_array_equal(a.regret, b.regret)
     assert a.regret[:, -50:].mean() < a.regret[:, :50].mean()  # and it is learning
+
+
+@pytest.mark.parametrize("privacy", ["jdp", "ldp"])
+def test_integer_noise_at_negligible_scale_releases_the_exact_bernoulli_counts(privacy):
+    """Integer noise at eps = 1e12 draws only zeros: the release is the exact integer sums of
+    what users reported (Bernoulli rewards: 0 or 1)."""
+    run = Run(cfg(episodes=40, privacy=privacy, epsilon=1e12), [3])
+    total_r = 0.0
+    for k in range(40):
+        played = run.play_and_ingest(RIVER, [11], k)
+        assert set(np.unique(played.rewards)) <= {0.0, 1.0}
+        total_r += played.rewards.sum()
+    board = run.billboard()
+    assert board["r"].sum() == total_r and board["sas"].sum() == 40 * RIVER.H
+    assert np.array_equal(board["sas"], np.rint(board["sas"]))
 
 
 def test_huge_finite_epsilon_is_close_to_non_private():
     a = run_in_process(cfg(episodes=300, privacy="none"), RIVER, [6])
-    b = run_in_process(cfg(episodes=300, privacy="jdp", epsilon=1e12), RIVER, [6])
+    b = run_in_process(cfg(episodes=300, privacy="jdp", epsilon=1e12, noise="float"), RIVER, [6])
     differing = np.mean(np.abs(a.regret - b.regret) > 1e-9)
     assert differing < 0.05
 

@@ -518,7 +518,7 @@ class ServerAudit:
         cfg, cal = view.config, view.calibration
         assert cfg is not None and cal is not None
         who = "run's" if cfg.privacy == "jdp" else "users'"
-        if cfg.noise != "numpy":
+        if cfg.noise == "opendp":
             self.report.passed("seeds", f"noise drawn by {cfg.noise} from the OS CSPRNG: no seed"
                                " re-derives it", view.run_id)
             return

@@ -72,6 +72,10 @@ class Family:
     (diagonal included) and mirrored, and `l1`, `l2` are measured on those released coordinates.
     `scale`: a fixed noise scale (a paper's calibration) instead of one calibrated from the
     budget; the ledger still charges what that scale actually spends.
+    `grid`, `rounded`: under integer noise the family is released on the public grid of step
+    `grid` (`privrl.privacy.grid`): its clean values are on it already (counts; `rounded`
+    False, off-grid values are refused), or they are randomized-rounded to it (`rounded` True;
+    the calibration adds the rounding slack to `l1` and `l2`).
     """
 
     name: str
@@ -82,6 +86,8 @@ class Family:
     clean_min: float = 0.0
     symmetric: bool = False
     scale: float | None = None
+    grid: float = 1.0
+    rounded: bool = False
 
 
 class NoKnobs(BaseModel):
@@ -122,6 +128,9 @@ class Algorithm(ABC):
     presets: ClassVar[Mapping[str, BaseModel]] = {"faithful": NoKnobs(), "practical": NoKnobs()}
     default_world: ClassVar[str] = "riverswim"
     default_mechanism: ClassVar[str] = "laplace"
+    # Under integer noise, users report Bernoulli(r) rewards instead of r (unbiased), so that
+    # families that sum rewards stay integers (`privrl.privacy.grid.bernoulli_rewards`).
+    integer_rewards: ClassVar[bool] = False
 
     def __init__(self, config: RunConfig) -> None:
         """Bind to `config`; refuse (ValueError) a privacy mode or knobs this algorithm lacks."""

@@ -8,6 +8,10 @@ ratios divide rlberry's milliseconds per episode by privrl's per replica-episode
 variant is also timed drawing nothing but the noise one of its replica-episodes must draw (the
 tree's fresh nodes in JDP, a user's report noise in LDP, numpy's own Laplace / normal algorithm
 as the runs use it): rlberry's time over that is the best ratio the variant could reach.
+
+Private variants run with the default integer noise (discrete Laplace / Gaussian on integer
+grids) and with `noise: float` (simulation only) side by side: `integer_over_float` is the cost
+of noise that an outsider cannot remove, measured in the same rounds.
 """
 
 from __future__ import annotations
@@ -23,16 +27,21 @@ import numpy as np
 from .. import accel
 from ..config import RunConfig
 from ..privacy.calibration import calibrate
+from ..privacy.discrete import discrete_gaussian, discrete_laplace
 from ..run import run_in_process
 from ..seeding import entropy_rows, generator, path_words
 from ..worlds.tabular import TabularMDP, garnet, riverswim
 
-VARIANTS = (
-    ("non-private UCBVI", "none", "laplace", 0.0),
-    ("JDP laplace eps=1", "jdp", "laplace", 0.0),
-    ("JDP gaussian eps=1", "jdp", "gaussian", 1e-5),
-    ("LDP laplace eps=1", "ldp", "laplace", 0.0),
+VARIANTS = (  # (name, privacy, mechanism, delta, noise backend)
+    ("non-private UCBVI", "none", "laplace", 0.0, "numpy"),
+    ("JDP laplace eps=1", "jdp", "laplace", 0.0, "numpy"),
+    ("JDP laplace eps=1 float", "jdp", "laplace", 0.0, "float"),
+    ("JDP gaussian eps=1", "jdp", "gaussian", 1e-5, "numpy"),
+    ("JDP gaussian eps=1 float", "jdp", "gaussian", 1e-5, "float"),
+    ("LDP laplace eps=1", "ldp", "laplace", 0.0, "numpy"),
+    ("LDP laplace eps=1 float", "ldp", "laplace", 0.0, "float"),
 )
+FLOAT_SUFFIX = " float"
 RLBERRY = "rlberry-scool UCBVIAgent"
 TARGETS = {"none": 100.0, "jdp": 20.0, "ldp": 20.0}  # issue 15: x faster than rlberry
 
@@ -70,40 +79,46 @@ def bench_world(env: str, horizon: int, states: int, actions: int) -> TabularMDP
 
 
 def bench_config(mdp: TabularMDP, privacy: str, mechanism: str, delta: float,
-                 episodes: int) -> RunConfig:
+                 episodes: int, noise: str = "numpy") -> RunConfig:
     """The practical preset at eps = 1 (the paper-reproduction settings)."""
     return RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=episodes,
                      privacy=privacy, epsilon=1.0, delta=delta, mechanism=mechanism,
-                     preset="practical")
+                     preset="practical", noise=noise)
 
 
-def time_privrl(mdp: TabularMDP, privacy: str, mechanism: str, delta: float, episodes: int,
-                replicas: int) -> float:
+def time_privrl(mdp: TabularMDP, privacy: str, mechanism: str, delta: float, noise: str,
+                episodes: int, replicas: int) -> float:
     """Milliseconds per episode of one in-process run with `replicas` seeds."""
-    config = bench_config(mdp, privacy, mechanism, delta, episodes)
+    config = bench_config(mdp, privacy, mechanism, delta, episodes, noise)
     start = time.perf_counter()
     run_in_process(config, mdp, list(range(replicas)))
     return 1e3 * (time.perf_counter() - start) / episodes
 
 
-def noise_draws(config: RunConfig) -> tuple[str, int]:
+def noise_draws(config: RunConfig) -> tuple[str, int, bool]:
     """(kind, count) of the standard draws one replica-episode makes: every released entry once
     per fresh tree node (about one node per item, two with the smoothed tree's full dyadic
-    tree) in JDP, once per user report in LDP; (kind, 0) without noise."""
+    tree) in JDP, once per user report in LDP; (kind, 0) without noise; and whether they are
+    integers."""
     cal = calibrate(config)
     if cal.mechanism is None:
-        return config.mechanism, 0
+        return config.mechanism, 0, False
     entries = sum(int(np.prod(f.shape)) for f in cal.families)
     nodes = 2 if cal.mode == "jdp" and cal.smooth else 1
-    return cal.mechanism_name, entries * nodes
+    return cal.mechanism_name, entries * nodes, cal.integer
 
 
-def time_noise(kind: str, draws: int, episodes: int) -> float:
-    """Milliseconds per replica-episode of drawing `draws` standard values of `kind` from a fresh
-    seeded stream per episode, the way the runs draw them (compiled when privrl.accel is on)."""
+def time_noise(kind: str, draws: int, integer: bool, episodes: int) -> float:
+    """Milliseconds per replica-episode of drawing `draws` values of `kind` from a fresh seeded
+    stream per episode, the way the runs draw them: discrete integers (scale 3), or float
+    standard draws (compiled when privrl.accel is on)."""
     rounds = max(1, min(episodes, 200))
     start = time.perf_counter()
-    if accel.enabled():
+    if integer:
+        draw = discrete_laplace if kind == "laplace" else discrete_gaussian
+        for k in range(rounds):
+            draw(generator(0, "floor", k), 3.0, draws)
+    elif accel.enabled():
         from ..accel.distributions import KINDS, seeded_rows
 
         entropy, lengths = entropy_rows((0,))
@@ -148,15 +163,14 @@ def measure(mdp: TabularMDP, episodes: int, replicas: list[int], rounds: int,
     rlberry's row (None when not asked or not installed) and the warm-up seconds (the first
     compiled call of each variant: numba's cache load, or its compilation on a cold cache)."""
     start = time.perf_counter()
-    for _, privacy, mech, delta in VARIANTS:  # warm-up: load kernels, build caches
-        time_privrl(mdp, privacy, mech, delta, 2, 1)
+    for _, privacy, mech, delta, noise in VARIANTS:  # warm-up: load kernels, build caches
+        time_privrl(mdp, privacy, mech, delta, noise, 2, 1)
     warmup = time.perf_counter() - start
-    rows = [Row(name, privacy, r) for r in replicas for name, privacy, _, _ in VARIANTS]
-    settings = {(name, r): (privacy, mech, delta) for r in replicas
-                for name, privacy, mech, delta in VARIANTS}
+    rows = [Row(name, privacy, r) for r in replicas for name, privacy, *_ in VARIANTS]
+    settings = {(name, r): rest for r in replicas for name, *rest in VARIANTS}
     peer = Row(RLBERRY, "none", 1) if rlberry and rlberry_agent(mdp.H) is not None else None
-    draws = {name: noise_draws(bench_config(mdp, privacy, mech, delta, episodes))
-             for name, privacy, mech, delta in VARIANTS}
+    draws = {name: noise_draws(bench_config(mdp, privacy, mech, delta, episodes, noise))
+             for name, privacy, mech, delta, noise in VARIANTS}
     for row in rows:
         row.noise_draws = draws[row.variant][1]
     for _ in range(rounds):
@@ -164,8 +178,8 @@ def measure(mdp: TabularMDP, episodes: int, replicas: list[int], rounds: int,
             row.samples_ms.append(time_privrl(mdp, *settings[(row.variant, row.replicas)],
                                               episodes, row.replicas))
             if row.noise_draws and row.replicas == replicas[0]:
-                row.noise_samples_ms.append(time_noise(draws[row.variant][0], row.noise_draws,
-                                                       episodes))
+                kind, count, integer = draws[row.variant]
+                row.noise_samples_ms.append(time_noise(kind, count, integer, episodes))
         if peer is not None:
             peer.samples_ms.append(time_rlberry(episodes, mdp.H) or 0.0)
     return rows, peer, warmup
@@ -190,6 +204,11 @@ def report(mdp: TabularMDP, episodes: int, rounds: int, rows: list[Row], peer: R
             if row.noise_ms:  # the ratio the variant would have if it only drew its noise
                 entry["x_rlberry_noise_bound"] = peer.ms_per_episode / row.noise_ms
         out["rows"].append(entry)
+    by_name = {(row.variant, row.replicas): row for row in rows}
+    for entry in out["rows"]:
+        twin = by_name.get((entry["variant"] + FLOAT_SUFFIX, entry["replicas"]))
+        if twin is not None:  # integer noise's cost over the float backend, same rounds
+            entry["integer_over_float"] = entry["ms_per_episode"] / twin.ms_per_episode
     if peer is not None:
         out["rlberry"] = {**asdict(peer), "ms_per_episode": peer.ms_per_episode}
     return out

@@ -43,6 +43,7 @@ from ..config import RunConfig
 from ..privacy.accountant import Ledger
 from ..privacy.calibration import calibrate
 from ..privacy.mechanisms import Gaussian
+from ..privacy.noise import FLOAT_NOISE
 from ..privacy.privatizers import Aggregator
 from ..protocol import LedgerView
 from ..run import Run
@@ -229,7 +230,9 @@ def _one_run(spec: SweepSpec, run: int) -> dict[tuple, tuple[float, float]]:
                 sigma = float(algo.noise_scale(m, n[None])[0])
                 path = ("policy-eval-sweep", "noise", run, m, cell.estimator, cell.features)
                 rng = generator(spec.seed, *path, *(() if cell.lam is None else (repr(cell.lam),)))
-                eta = Gaussian(sigma).sample(rng, (algo.d,))
+                # simulated in law, never published: the release's discrete Gaussian on the
+                # 2^-30 grid is this continuous law to within its grid step
+                eta = Gaussian(sigma, FLOAT_NOISE).sample(rng, (algo.d,))
                 theta = theta + eta
                 excess = float(_excess(algo, eta, n, m))
             out[key] = (rmse(values, algo.phi, theta), excess)

@@ -201,8 +201,9 @@ class _ExactSum:
 class Charge:
     """One privacy-spending release: mechanism, cost (pure eps and/or zCDP rho), scale, backend.
 
-    `noise` names the backend that drew the release's noise ('numpy': seeded, reproducible;
-    'opendp': CSPRNG, exact samplers); the cost is the same either way.
+    `noise` names the backend that drew the release's noise ('numpy': seeded discrete noise;
+    'opendp': CSPRNG, exact discrete samplers; 'float ...': simulation only, labelled so by
+    `privrl.privacy.noise.noise_label`); the cost is the same either way.
     """
 
     mechanism: str

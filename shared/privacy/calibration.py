@@ -15,6 +15,11 @@ Budget split:
 
 Symmetric families (Gram matrices) draw their noise on the upper triangle and mirror it
 (`privrl.privacy.psd.SymmetricNoise`); their sensitivities are stated on those coordinates.
+
+Integer noise (the default backends): each family is released on its public grid
+(`privrl.privacy.grid`); a family whose clean values are randomized-rounded to the grid has the
+rounding slack added to its sensitivities before anything is calibrated, and its samplers draw
+integers in grid units (scale / grid).
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+import numpy as np
 from privrl.config import RunConfig
 from privrl.privacy.accountant import epsilon_to_rho
+from privrl.privacy.grid import exact_units, randomized_round, rounding_slack
 from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.privacy.noise import noise_backend
 from privrl.privacy.psd import SymmetricNoise
@@ -53,6 +60,17 @@ class FamilyCalibration:
     clean_min: float = 0.0
     symmetric: bool = False  # symmetric matrices on the last two axes (upper-triangle noise)
     scale: float = 0.0  # this family's noise scale (Laplace b or Gaussian sigma)
+    grid: float = 1.0  # the public grid step of its releases under integer noise
+    rounded: bool = False  # clean values are randomized-rounded to the grid (else on it)
+
+    def to_units(self, values: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
+        """One contribution in grid units (int64): randomized-rounded with `rng` when the family
+        is `rounded`, else checked to lie on the grid (ValueError otherwise)."""
+        if not self.rounded:
+            return exact_units(values, self.grid)
+        if rng is None:
+            raise ValueError(f"family {self.name!r} is randomized-rounded: a generator is needed")
+        return randomized_round(values, self.grid, rng, self.symmetric)
 
 
 @dataclass(frozen=True)
@@ -64,6 +82,13 @@ class Calibration:
     families: tuple[FamilyCalibration, ...]
     levels: int  # tree levels L (JDP); 1 otherwise
     smooth: bool = False  # JDP trees with the variance-reducing upward pass
+
+    @property
+    def integer(self) -> bool:
+        """Whether releases live on integer grids with integer noise: an integer backend that
+        draws noise (at eps = inf nothing is drawn and the release is the exact one)."""
+        return (self.mechanism is not None and self.mechanism.backend.integer
+                and any(0.0 < f.scale < math.inf for f in self.families))
 
     @property
     def released(self) -> tuple[str, ...]:
@@ -101,13 +126,17 @@ class Calibration:
         return _with_scale(self.mechanism, self.family(name).scale)
 
     def sampler(self, name: str) -> NoiseSampler:
-        """What draws family `name`'s noise: its mechanism, mirrored for symmetric matrices."""
-        mech = self.mechanism_of(name)
-        return SymmetricNoise(mech) if self.family(name).symmetric else mech
+        """What draws family `name`'s noise: its mechanism (in grid units under integer noise),
+        mirrored for symmetric matrices."""
+        fam, mech = self.family(name), self.mechanism_of(name)
+        if self.integer and fam.grid != 1.0:
+            mech = _with_scale(mech, fam.scale / fam.grid)
+        return SymmetricNoise(mech) if fam.symmetric else mech
 
     @property
     def noise(self) -> str:
-        """The backend that draws the noise: 'numpy' (seeded) or 'opendp' (CSPRNG, exact)."""
+        """The backend that draws the noise: 'numpy' (seeded integers), 'opendp' (CSPRNG,
+        exact integers) or 'float' (simulation only)."""
         return "numpy" if self.mechanism is None else self.mechanism.backend.name
 
     @property
@@ -155,7 +184,12 @@ class Calibration:
         if self.mechanism is None or self.mode != "ldp":
             return 0.0
         mech = self.mechanism if family is None else self.mechanism_of(family)
-        return mech.max_abs_bound(self.report_entries(), false_refusal)
+        if not self.integer:
+            return mech.max_abs_bound(self.report_entries(), false_refusal)
+        # a discrete Laplace tail is at most twice the continuous one; rounding moves a clean
+        # value by less than one grid step
+        step = 1.0 if family is None else self.family(family).grid
+        return mech.max_abs_bound(2 * self.report_entries(), false_refusal) + step
 
     def max_shift(self, false_refusal: float = FALSE_REFUSAL) -> float:
         """The largest change one dishonest user can make to one billboard entry, in noise
@@ -178,6 +212,9 @@ def calibrate(config: RunConfig, families: Sequence[Family] | None = None) -> Ca
     if families is None:
         families = config.algorithm().families()
     families = tuple(families)
+    if (config.privacy != "none" and not math.isinf(config.epsilon)
+            and noise_backend(config.noise).integer):
+        families = tuple(_with_rounding_slack(f, config.mechanism) for f in families)
     levels = tree_levels(config.episodes) if config.privacy == "jdp" else 1
     smooth = config.privacy == "jdp" and config.smoothed_tree
     if config.privacy == "none" or not families:
@@ -233,9 +270,23 @@ def _with_scale(mech: Mechanism, scale: float) -> Mechanism:
     return mech if mech.scale == scale else replace(mech, scale=scale)
 
 
+def _with_rounding_slack(family: Family, mechanism: str) -> Family:
+    """A family randomized-rounded to its grid, with the rounding slack in its sensitivities.
+    A fixed scale (a paper's, for the clean sensitivity) grows with the sensitivity its mechanism
+    reads, so it spends what it spent on the clean statistic: the slack is paid in noise."""
+    if not family.rounded:
+        return family
+    l1, l2 = rounding_slack(family.shape, family.grid, family.symmetric)
+    out = replace(family, l1=family.l1 + l1, l2=family.l2 + l2)
+    if family.scale is not None and family.scale > 0:
+        old, new = (family.l2, out.l2) if mechanism == "gaussian" else (family.l1, out.l1)
+        out = replace(out, scale=family.scale * (new / old if old > 0 else 1.0))
+    return out
+
+
 def _calibrated(family: Family, cost: float, scale: float) -> FamilyCalibration:
     """A declared family with the cost of one of its nodes / local reports and its scale."""
     return FamilyCalibration(
         family.name, family.shape, family.l1, family.l2, cost, family.clean_max,
-        family.clean_min, family.symmetric, scale,
+        family.clean_min, family.symmetric, scale, family.grid, family.rounded,
     )

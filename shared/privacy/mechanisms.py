@@ -21,8 +21,12 @@ consumes the same standard draws whatever the scale, so runs that differ only in
 common random numbers.
 
 Each mechanism also holds its noise backend (`privrl.privacy.noise`): `sample` hands the scale
-to the backend, which draws from a seeded numpy generator (reproducible, the default) or from
-OpenDP's exact samplers on the OS CSPRNG. The backend never changes the scale or the privacy map.
+to the backend, which draws discrete Laplace / Gaussian integers from a seeded numpy generator
+(the default), from OpenDP's exact samplers on the OS CSPRNG, or (simulation only) continuous
+floats. The backend never changes the scale or the privacy map: the discrete Laplace of scale t
+is D1 / t-DP and the discrete Gaussian D2^2 / (2 sigma^2)-zCDP on integer-valued queries, the
+continuous maps (Canonne, Kamath & Steinke 2020). For the integer backends the scale is in units
+of the release's grid (`privrl.privacy.grid`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from privrl.privacy.noise import NUMPY_NOISE, NoiseBackend, Shape, standard_form
+from privrl.privacy.noise import INTEGER_NOISE, NoiseBackend, Shape, standard_form
 
 __all__ = ["Gaussian", "Laplace", "Mechanism", "Shape"]
 
@@ -99,7 +103,7 @@ class Laplace:
     """The Laplace mechanism with scale `b` per coordinate; pure DP with privacy map D1 / b."""
 
     scale: float
-    backend: NoiseBackend = NUMPY_NOISE
+    backend: NoiseBackend = INTEGER_NOISE
     kind: ClassVar[str] = "pure"
 
     def __post_init__(self) -> None:
@@ -108,14 +112,25 @@ class Laplace:
 
     @property
     def reproducible(self) -> bool:
-        """Whether the draws are a function of the generator passed in (numpy backend)."""
+        """Whether the draws are a function of the generator passed in (seeded backends)."""
         return self.backend.reproducible
+
+    @property
+    def integer(self) -> bool:
+        """Whether the draws are integers (discrete Laplace / Gaussian, grid units)."""
+        return self.backend.integer
 
     def sample(self, rng: np.random.Generator | None, shape: Shape) -> np.ndarray:
         """Draw iid Lap(0, b) noise of `shape` from the backend (`rng`: the seeded stream)."""
         if math.isinf(self.scale):
             raise ValueError("cannot sample Laplace noise of infinite scale (zero budget)")
         return self.backend.laplace(rng, self.scale, shape)
+
+    def add(self, rng: np.random.Generator | None, values: np.ndarray) -> np.ndarray:
+        """`values` plus Lap(b) noise, applied by the backend (OpenDP noises the values itself)."""
+        if math.isinf(self.scale):
+            raise ValueError("cannot sample Laplace noise of infinite scale (zero budget)")
+        return self.backend.add("laplace", rng, self.scale, values)
 
     @property
     def standard(self) -> tuple[str, float] | None:
@@ -160,7 +175,7 @@ class Gaussian:
     """The Gaussian mechanism with std `sigma` per coordinate; zCDP with map D2^2 / (2 sigma^2)."""
 
     sigma: float
-    backend: NoiseBackend = NUMPY_NOISE
+    backend: NoiseBackend = INTEGER_NOISE
     kind: ClassVar[str] = "zcdp"
 
     def __post_init__(self) -> None:
@@ -169,14 +184,25 @@ class Gaussian:
 
     @property
     def reproducible(self) -> bool:
-        """Whether the draws are a function of the generator passed in (numpy backend)."""
+        """Whether the draws are a function of the generator passed in (seeded backends)."""
         return self.backend.reproducible
+
+    @property
+    def integer(self) -> bool:
+        """Whether the draws are integers (discrete Laplace / Gaussian, grid units)."""
+        return self.backend.integer
 
     def sample(self, rng: np.random.Generator | None, shape: Shape) -> np.ndarray:
         """Draw iid N(0, sigma^2) noise of `shape` from the backend (`rng`: the seeded stream)."""
         if math.isinf(self.sigma):
             raise ValueError("cannot sample Gaussian noise of infinite sigma (zero budget)")
         return self.backend.gaussian(rng, self.sigma, shape)
+
+    def add(self, rng: np.random.Generator | None, values: np.ndarray) -> np.ndarray:
+        """`values` plus N(0, sigma^2) noise, applied by the backend."""
+        if math.isinf(self.sigma):
+            raise ValueError("cannot sample Gaussian noise of infinite sigma (zero budget)")
+        return self.backend.add("gaussian", rng, self.sigma, values)
 
     @property
     def standard(self) -> tuple[str, float] | None:

@@ -1,17 +1,20 @@
 """Noise backends: where a mechanism's Laplace and Gaussian draws come from.
 
-* `NumpyNoise` (default, "numpy"): scale-free draws from a seeded `numpy.random.Generator`
-  times the scale. Reproducible: the same seed path gives the same numbers, which is what a
-  simulation wants and what lets a restarted server re-derive released tree noise. It is also
-  predictable to anyone who learns the seed, and textbook floating-point Laplace/Gaussian
-  sampling leaks through the low-order bits of its outputs (Mironov 2012).
-* `OpenDPNoise` ("opendp"): OpenDP's exact samplers fed by the operating system's CSPRNG. The
-  float output is the input rounded to a grid plus exactly sampled discrete noise, so there is
-  no floating-point leak; nothing is seeded, so the numbers cannot be reproduced (a server keeps
-  what it drew, see `privrl.privacy.tree`). Needs the optional extra `privrl[secure]`.
+* `IntegerNoise` (default, "numpy"): discrete Laplace / discrete Gaussian integers
+  (`privrl.privacy.discrete`) from a seeded `numpy.random.Generator`. Releases live on a public
+  integer grid and the noise is added in integer arithmetic, so nothing about the clean value
+  hides in the low bits. Reproducible: the same seed path gives the same numbers, which lets a
+  restarted server re-derive released tree noise.
+* `OpenDPNoise` ("opendp"): OpenDP's exact discrete samplers on the operating system's CSPRNG,
+  applied by OpenDP to the integer values themselves. Nothing is seeded, so the numbers cannot
+  be reproduced (a server keeps what it drew, see `privrl.privacy.tree`). Needs the optional
+  extra `privrl[secure]`.
+* `FloatNoise` ("float"): numpy's continuous Laplace / Gaussian times the scale, added in
+  floating point. Simulation only: an outsider can remove it from a release through the low
+  bits of fl(c + noise) (Mironov 2012). Never a default.
 
 A backend never changes the calibration: the mechanism passes it the same scale (Laplace b,
-Gaussian sigma) whichever backend draws the noise.
+Gaussian sigma; in grid units for the integer backends) whichever backend draws the noise.
 """
 
 from __future__ import annotations
@@ -24,22 +27,31 @@ from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 from privrl import accel
+from privrl.privacy.discrete import discrete_gaussian, discrete_laplace
 from privrl.seeding import PathPart, entropy_rows, generator, spawn_words
 
 Shape = int | tuple[int, ...]
-NoiseName = Literal["numpy", "opendp"]
+NoiseName = Literal["numpy", "opendp", "float"]
+NOISE_NAMES: tuple[str, ...] = ("numpy", "opendp", "float")
 SECURE_EXTRA = "pip install 'privrl[secure]'"
+SIMULATION_ONLY = "simulation only: an outsider can remove it (Mironov 2012)"
 
 __all__ = [
+    "FLOAT_NOISE",
+    "INTEGER_NOISE",
+    "NOISE_NAMES",
     "NUMPY_NOISE",
+    "SIMULATION_ONLY",
+    "FloatNoise",
+    "IntegerNoise",
     "NoiseBackend",
     "NoiseName",
-    "NumpyNoise",
     "OpenDPNoise",
     "RowSampler",
     "SecureNoiseUnavailable",
     "Shape",
     "noise_backend",
+    "noise_label",
     "sample_rows",
     "sample_seeded_rows",
     "standard_form",
@@ -51,7 +63,8 @@ class SecureNoiseUnavailable(ImportError, ValueError):
 
 
 class NoiseBackend(Protocol):
-    """Draws zero-centred Laplace / Gaussian noise of a given shape at a given scale."""
+    """Draws zero-centred Laplace / Gaussian noise of a given shape at a given scale: integers
+    (discrete Laplace / Gaussian) when `integer`, else floats."""
 
     @property
     def name(self) -> str: ...
@@ -59,26 +72,45 @@ class NoiseBackend(Protocol):
     @property
     def reproducible(self) -> bool: ...
 
+    @property
+    def integer(self) -> bool: ...
+
     def laplace(self, rng: np.random.Generator | None, scale: float, shape: Shape) -> np.ndarray:
         ...
 
     def gaussian(self, rng: np.random.Generator | None, sigma: float, shape: Shape) -> np.ndarray:
         ...
 
+    def add(self, kind: str, rng: np.random.Generator | None, scale: float,
+            values: np.ndarray) -> np.ndarray:
+        ...
+
 
 def _seeded(rng: np.random.Generator | None) -> np.random.Generator:
-    """The caller's generator; the numpy backend has no other source of randomness."""
+    """The caller's generator; a seeded backend has no other source of randomness."""
     if rng is None:
-        raise ValueError("the numpy noise backend draws from a seeded generator; none was given")
+        raise ValueError("a seeded noise backend draws from a seeded generator; none was given")
     return rng
 
 
-@dataclass(frozen=True)
-class NumpyNoise:
-    """Reproducible noise from the caller's seeded generator (scale-free draws times the scale)."""
+class _Drawn:
+    """`add` for a backend whose draws are added by numpy: values + draws of values' shape."""
 
-    name: ClassVar[str] = "numpy"
+    def add(self, kind: str, rng: np.random.Generator | None, scale: float,
+            values: np.ndarray) -> np.ndarray:
+        """`values` plus this backend's `kind` noise ("laplace" or "gaussian") at `scale`."""
+        draw = self.laplace if kind == "laplace" else self.gaussian  # type: ignore[attr-defined]
+        return values + draw(rng, scale, values.shape)
+
+
+@dataclass(frozen=True)
+class FloatNoise(_Drawn):
+    """Continuous noise from the caller's seeded generator (standard draws times the scale),
+    added in floating point: simulation only (Mironov 2012)."""
+
+    name: ClassVar[str] = "float"
     reproducible: ClassVar[bool] = True
+    integer: ClassVar[bool] = False
 
     def laplace(self, rng: np.random.Generator | None, scale: float, shape: Shape) -> np.ndarray:
         """Lap(0, b) draws; the same standard draws whatever b (common random numbers)."""
@@ -89,10 +121,27 @@ class NumpyNoise:
         return np.asarray(_seeded(rng).standard_normal(size=shape) * sigma, dtype=np.float64)
 
 
+@dataclass(frozen=True)
+class IntegerNoise(_Drawn):
+    """Discrete Laplace / Gaussian integers from the caller's seeded generator (the default)."""
+
+    name: ClassVar[str] = "numpy"
+    reproducible: ClassVar[bool] = True
+    integer: ClassVar[bool] = True
+
+    def laplace(self, rng: np.random.Generator | None, scale: float, shape: Shape) -> np.ndarray:
+        """Discrete Laplace draws of scale `scale` (grid units), int64."""
+        return discrete_laplace(_seeded(rng), scale, shape)
+
+    def gaussian(self, rng: np.random.Generator | None, sigma: float, shape: Shape) -> np.ndarray:
+        """Discrete Gaussian draws of parameter `sigma` (grid units), int64."""
+        return discrete_gaussian(_seeded(rng), sigma, shape)
+
+
 def standard_form(backend: NoiseBackend, kind: str, scale: float) -> tuple[str, float] | None:
     """(kind, scale) when a mechanism's draws are numpy's standard draws of `kind` times `scale`
-    (the numpy backend, a finite scale): what the compiled draws reproduce; else None."""
-    return (kind, scale) if isinstance(backend, NumpyNoise) and math.isfinite(scale) else None
+    (the float backend, a finite scale): what the compiled draws reproduce; else None."""
+    return (kind, scale) if isinstance(backend, FloatNoise) and math.isfinite(scale) else None
 
 
 @functools.cache
@@ -109,53 +158,68 @@ def _opendp() -> Any:
 
 
 @functools.lru_cache(maxsize=256)
-def _measurement(kind: str, scale: float) -> Callable[[list[float]], list[float]]:
-    """OpenDP's vector Laplace (l1) or Gaussian (l2) measurement of this scale on float vectors."""
+def _measurement(kind: str, scale: float) -> Callable[[list[int]], list[int]]:
+    """OpenDP's vector discrete Laplace (l1) or discrete Gaussian (l2) measurement of this scale
+    on 64-bit integer vectors."""
     dp = _opendp()
-    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
+    domain = dp.vector_domain(dp.atom_domain(T="i64"))
     if kind == "laplace":
-        return dp.m.make_laplace(domain, dp.l1_distance(T=float), scale=scale)
-    return dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=scale)
+        return dp.m.make_laplace(domain, dp.l1_distance(T="i64"), scale=scale)
+    return dp.m.make_gaussian(domain, dp.l2_distance(T="i64"), scale=scale)
 
 
 @dataclass(frozen=True)
 class OpenDPNoise:
-    """Unseeded noise from OpenDP's exact samplers on the OS CSPRNG; `rng` is ignored."""
+    """Unseeded integer noise from OpenDP's exact samplers on the OS CSPRNG; `rng` is ignored."""
 
     name: ClassVar[str] = "opendp"
     reproducible: ClassVar[bool] = False
+    integer: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         """Fail at configuration time, with the extra to install, when OpenDP is missing."""
         _opendp()
 
-    def _draw(self, kind: str, scale: float, shape: Shape) -> np.ndarray:
-        """Noise of `shape`: OpenDP's measurement applied to zeros (0 lies on every grid)."""
-        size = int(np.prod(shape, dtype=np.int64))
-        if scale == 0.0 or size == 0:
-            return np.zeros(shape, dtype=np.float64)
-        values = _measurement(kind, float(scale))([0.0] * size)
-        return np.asarray(values, dtype=np.float64).reshape(shape)
+    def add(self, kind: str, rng: np.random.Generator | None, scale: float,
+            values: np.ndarray) -> np.ndarray:
+        """OpenDP's measurement applied to the integer `values` themselves (int64 out)."""
+        values = np.asarray(values)
+        ints = values.astype(np.int64)
+        if not np.array_equal(ints, values):
+            raise ValueError("the opendp backend noises integers (grid units) only")
+        if scale == 0.0 or ints.size == 0:
+            return ints
+        noisy = _measurement(kind, float(scale))(ints.ravel().tolist())
+        return np.asarray(noisy, dtype=np.int64).reshape(ints.shape)
 
     def laplace(self, rng: np.random.Generator | None, scale: float, shape: Shape) -> np.ndarray:
-        """Lap(0, b) draws from OpenDP's `make_laplace` (exact discrete sampling, CSPRNG)."""
-        return self._draw("laplace", scale, shape)
+        """Discrete Laplace draws (OpenDP's `make_laplace` on zeros, exact, CSPRNG), int64."""
+        return self.add("laplace", rng, scale, np.zeros(shape, dtype=np.int64))
 
     def gaussian(self, rng: np.random.Generator | None, sigma: float, shape: Shape) -> np.ndarray:
-        """N(0, sigma^2) draws from OpenDP's `make_gaussian` (exact discrete sampling, CSPRNG)."""
-        return self._draw("gaussian", sigma, shape)
+        """Discrete Gaussian draws (OpenDP's `make_gaussian` on zeros, exact, CSPRNG), int64."""
+        return self.add("gaussian", rng, sigma, np.zeros(shape, dtype=np.int64))
 
 
-NUMPY_NOISE = NumpyNoise()
+INTEGER_NOISE = IntegerNoise()
+FLOAT_NOISE = FloatNoise()
+NUMPY_NOISE = INTEGER_NOISE  # the default backend, named "numpy" in a run configuration
 
 
 def noise_backend(name: NoiseName) -> NoiseBackend:
-    """The backend a run configuration names ("numpy" or "opendp")."""
+    """The backend a run configuration names ("numpy", "opendp" or "float")."""
     if name == "numpy":
-        return NUMPY_NOISE
+        return INTEGER_NOISE
     if name == "opendp":
         return OpenDPNoise()
-    raise ValueError(f"unknown noise backend {name!r}: choose 'numpy' or 'opendp'")
+    if name == "float":
+        return FLOAT_NOISE
+    raise ValueError(f"unknown noise backend {name!r}: choose one of {', '.join(NOISE_NAMES)}")
+
+
+def noise_label(name: str) -> str:
+    """A backend's name as the CLI and the ledger show it: 'float' says it is simulation only."""
+    return f"{name} ({SIMULATION_ONLY})" if name == "float" else name
 
 
 class RowSampler(Protocol):

@@ -12,6 +12,11 @@ algorithm.
 
 Only `Central` draws noise on the server; with an unseeded backend it hands out the node values
 it drew (`take_drawn`) for the server to persist, and replays from them (`begin_replay`).
+
+Under integer noise (`Calibration.integer`) every contribution enters in grid units
+(`FamilyCalibration.to_units`: checked, or randomized-rounded from the server's seeded stream
+("grid", family, item) in JDP and from the user's own generator in LDP), sums and noise are
+integers, and a release is those integers times the public grid step.
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ from typing import Protocol
 
 import numpy as np
 from privrl.privacy.accountant import Ledger
-from privrl.privacy.calibration import Calibration
-from privrl.privacy.noise import sample_rows
+from privrl.privacy.calibration import Calibration, FamilyCalibration
+from privrl.privacy.grid import exact_units
+from privrl.privacy.noise import noise_label, sample_rows
 from privrl.privacy.tree import NodeNoise, StoredNoiseError, TreeCounter, levels_released
+from privrl.seeding import generator
 from privrl.stats import Stats
 
 
@@ -43,7 +50,7 @@ def charge_families(ledger: Ledger, calibration: Calibration, mechanism: str, no
             scale=fam.scale,
             note=note,
             at=at,
-            noise=calibration.noise,
+            noise=noise_label(calibration.noise),
             **cost,
         )
 
@@ -96,19 +103,37 @@ class Central:
     def __init__(self, calibration: Calibration, seeds: Sequence[int], max_items: int) -> None:
         assert calibration.mechanism is not None
         self.calibration = calibration
+        self.seeds = [int(s) for s in seeds]
         self.trees = {
             f.name: TreeCounter(
-                f.shape, calibration.sampler(f.name), seeds, f.name, max_items, calibration.smooth
+                f.shape, calibration.sampler(f.name), seeds, f.name, max_items, calibration.smooth,
+                calibration.integer,
             )
             for f in calibration.families
         }
         self.items = 0
 
     def ingest(self, stats: Stats, ledger: Ledger) -> None:
-        """Add raw increments; charge each family's node cost when a new tree level opens."""
+        """Add raw increments; charge each family's node cost when a new tree level opens.
+        Every family is converted before any is added: a refused item changes nothing."""
+        items = {name: self._items(name, stats[name]) for name in self.trees}
         for name, tree in self.trees.items():
-            tree.add(stats[name])
+            tree.add(items[name])
         self.record(ledger)
+
+    def _items(self, name: str, values: np.ndarray) -> np.ndarray:
+        """One item per replica as the tree adds it: grid units under integer noise."""
+        if not self.calibration.integer:
+            return values
+        fam = self.calibration.family(name)
+        return np.stack([fam.to_units(values[r], self._rounding(fam, r))
+                         for r in range(len(self.seeds))])
+
+    def _rounding(self, fam: FamilyCalibration, replica: int) -> np.random.Generator | None:
+        """The server's seeded stream that randomized-rounds this item of `fam` (None: exact)."""
+        if not fam.rounded:
+            return None
+        return generator(self.seeds[replica], "grid", fam.name, self.items)
 
     def record(self, ledger: Ledger) -> None:
         """Count one ingested item; charge each family's node cost when a new level opens."""
@@ -119,8 +144,9 @@ class Central:
                             self.items)
 
     def release(self) -> Stats:
-        """Noisy prefix sums B(items) of every family."""
-        return {name: tree.release() for name, tree in self.trees.items()}
+        """Noisy prefix sums B(items) of every family (grid units times the grid step)."""
+        return {name: _from_units(self.calibration, name, tree.release())
+                for name, tree in self.trees.items()}
 
     def journal_noise(self) -> None:
         """Keep every unseeded node value drawn until `take_drawn` (a server persists them)."""
@@ -147,18 +173,31 @@ class Central:
             tree.end_replay()
 
 
+def _from_units(calibration: Calibration, name: str, units: np.ndarray) -> np.ndarray:
+    """A release in the family's own units: grid units times the grid step (exact below 2^53)."""
+    if not calibration.integer:
+        return units
+    return units.astype(np.float64) * calibration.family(name).grid
+
+
 class Aggregator(NoServerNoise):
     """LDP: sums of locally randomized reports (already private when they arrive)."""
 
     def __init__(self, calibration: Calibration, replicas: int) -> None:
         self.calibration = calibration
-        self.sums = {f.name: np.zeros((replicas, *f.shape)) for f in calibration.families}
+        dtype = np.int64 if calibration.integer else np.float64
+        self.sums = {f.name: np.zeros((replicas, *f.shape), dtype=dtype)
+                     for f in calibration.families}
         self.items = 0
 
     def ingest(self, stats: Stats, ledger: Ledger) -> None:
-        """Add noisy reports; each user is charged once (one report per user, at its own cost)."""
+        """Add noisy reports; each user is charged once (one report per user, at its own cost).
+        Under integer noise a report off its families' grids is refused, and nothing changes."""
+        reports = stats
+        if self.calibration.integer:
+            reports = {f.name: _on_grid(f, stats[f.name]) for f in self.calibration.families}
         for name, total in self.sums.items():
-            total += stats[name]
+            total += reports[name]
         self.record(ledger)
 
     def record(self, ledger: Ledger) -> None:
@@ -169,7 +208,17 @@ class Aggregator(NoServerNoise):
 
     def release(self) -> Stats:
         """The running noisy sums."""
-        return dict(self.sums)
+        return {name: _from_units(self.calibration, name, total)
+                for name, total in self.sums.items()}
+
+
+def _on_grid(family: FamilyCalibration, report: np.ndarray) -> np.ndarray:
+    """A noisy report in grid units; off the grid it is refused (ValueError)."""
+    try:
+        return exact_units(report, family.grid)
+    except ValueError:
+        raise ValueError(f"the report's {family.name!r} values must lie on the public grid of"
+                         f" step {family.grid!r} (integer noise)") from None
 
 
 class Privatizer(Protocol):
@@ -206,14 +255,21 @@ def randomize_locally(
     """The local randomizer: noise on every entry of every released family (zeros included;
     symmetric families get mirrored upper-triangle noise, so the report stays symmetric).
 
-    Row r is user r's report, noised from user r's own generator `rngs[r]` (numpy backend) or
-    from OpenDP's CSPRNG (opendp backend) in the user's process; only the output leaves.
-    Families that are not released are not sent at all.
+    Row r is user r's report, from user r's own generator `rngs[r]` (seeded backends) or from
+    OpenDP's CSPRNG (opendp backend) in the user's process; only the output leaves. Under integer
+    noise each row is first put on its family's grid (randomized rounding from `rngs[r]`), then
+    noised in integer arithmetic. Families that are not released are not sent at all.
     """
     if calibration.mechanism is None:  # nothing is released
         return {}
     out = {}
     for f in calibration.families:
-        noise = sample_rows(calibration.sampler(f.name), rngs.__getitem__, len(rngs), f.shape)
-        out[f.name] = stats[f.name] + noise
+        sampler = calibration.sampler(f.name)
+        if calibration.integer:
+            rows = [sampler.add(rng, f.to_units(stats[f.name][r], rng))
+                    for r, rng in enumerate(rngs)]
+            out[f.name] = _from_units(calibration, f.name, np.stack(rows))
+        else:
+            noise = sample_rows(sampler, rngs.__getitem__, len(rngs), f.shape)
+            out[f.name] = stats[f.name] + noise
     return out

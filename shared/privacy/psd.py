@@ -56,6 +56,15 @@ class SymmetricNoise:
         """Whether the draws are a function of the generator passed in."""
         return bool(self.mechanism.reproducible)
 
+    @property
+    def integer(self) -> bool:
+        """Whether the draws are integers (grid units)."""
+        return bool(self.mechanism.backend.integer)
+
+    def add(self, rng: np.random.Generator | None, values: np.ndarray) -> np.ndarray:
+        """`values` (symmetric) plus mirrored noise of their shape."""
+        return values + self.sample(rng, values.shape)
+
     def std(self) -> float:
         """Std of each entry (diagonal and off-diagonal alike)."""
         return float(self.mechanism.std())

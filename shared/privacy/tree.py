@@ -20,6 +20,14 @@ combination of its own noisy value and the sum of its children's improved values
 pass of Honaker's tree estimator). That is post-processing of the node values, so it costs no
 privacy, and it lowers a node's noise variance from sigma^2 towards sigma^2 / 2. Because the
 weights sum to one, the improvement again acts on the noise alone.
+
+With integer noise (the default backends) items, exact sums and node noise are int64 in grid
+units, and everything is integer arithmetic: a release is exact sum + integer noise, and a
+smoothed node is its weighted combination rounded to the nearest integer,
+floor((2^j own + (2^j - 1)(left + right)) / (2^(j+1) - 1) + 1/2), computed exactly. Because the
+exact part of a node is an integer, rounding the combination of noisy nodes equals the exact
+part plus the rounded combination of their noise: the release stays a function of the noisy
+node values alone (post-processing), with nothing of the clean values in its low bits.
 """
 
 from __future__ import annotations
@@ -31,12 +39,17 @@ from typing import Protocol
 
 import numpy as np
 from privrl import accel
+from privrl.privacy.grid import exact_units
 from privrl.privacy.noise import RowSampler, sample_seeded_rows
 from privrl.seeding import entropy_rows, path_words
 
 
 class NoiseSampler(RowSampler, Protocol):
-    """Anything that draws calibrated noise of a given shape (Laplace, Gaussian, symmetric...)."""
+    """Anything that draws calibrated noise of a given shape (Laplace, Gaussian, symmetric...);
+    `integer` samplers draw int64 noise in grid units."""
+
+    @property
+    def integer(self) -> bool: ...
 
     def std(self) -> float: ...
 
@@ -89,6 +102,19 @@ def _improve(w: float, own: np.ndarray, left: np.ndarray, right: np.ndarray) -> 
     return w * own + (1.0 - w) * (left + right)
 
 
+def improve_integer(level: int, own: np.ndarray, left: np.ndarray, right: np.ndarray
+                    ) -> np.ndarray:
+    """A smoothed node of integer noise, exactly: the nearest integer (halves up) to
+    (2^j own + (2^j - 1)(left + right)) / (2^(j+1) - 1), j = `level` (weights of
+    `smoothed_variance`). Python integers take over where int64 could overflow."""
+    top, den = 1 << level, (2 << level) - 1
+    big = max(int(np.abs(a).max(initial=0)) for a in (own, left, right))
+    if (4 * big + 2) << (level + 1) >= 2**62:
+        own, left, right = (a.astype(object) for a in (own, left, right))
+    num = top * own + (top - 1) * (left + right)
+    return ((2 * num + den) // (2 * den)).astype(np.int64)
+
+
 @functools.cache
 def _compiled_improve() -> Callable[..., np.ndarray]:
     """`privrl.accel.tree_noise.improve`, imported on first use only."""
@@ -101,7 +127,8 @@ class TreeCounter:
     """Continual prefix sums of array-valued streams, one independent tree per replica.
 
     `seeds[r]` seeds replica r's node noise; `family` names the statistic so different counters
-    of one run draw independent noise. Arrays have shape (R, *shape).
+    of one run draw independent noise. Arrays have shape (R, *shape). An `integer` tree keeps
+    int64 sums and noise (grid units).
     """
 
     def __init__(
@@ -112,6 +139,7 @@ class TreeCounter:
         family: str,
         max_items: int,
         smooth: bool = False,
+        integer: bool | None = None,
     ) -> None:
         self.shape = tuple(shape)
         self.noise = noise
@@ -120,7 +148,10 @@ class TreeCounter:
         self.levels = tree_levels(max_items)
         self.max_items = int(max_items)
         self.t = 0
-        self.exact = np.zeros((len(self.seeds), *self.shape))
+        # integer items and noise (grid units); default: whether the sampler draws integers
+        self.integer = bool(getattr(noise, "integer", False)) if integer is None else integer
+        self.exact = np.zeros((len(self.seeds), *self.shape),
+                              dtype=np.int64 if self.integer else np.float64)
         self.smooth = smooth
         # plain tree: the latest node of each level, (index, noise)
         self._nodes: dict[int, tuple[int, np.ndarray]] = {}
@@ -174,7 +205,7 @@ class TreeCounter:
         """Serve these stored node values, and draw no unseeded node, until `end_replay`."""
         rows = (len(self.seeds), *self.shape)
         for node in nodes:
-            value = np.asarray(node.value, dtype=np.float64)
+            value = np.asarray(node.value, dtype=self.exact.dtype)
             if value.size != int(np.prod(rows)) or node.family != self.family:
                 raise StoredNoiseError(
                     f"stored noise of node (level {node.level}, index {node.index}) does not fit"
@@ -194,12 +225,15 @@ class TreeCounter:
             )
 
     def add(self, items: np.ndarray) -> None:
-        """Append one item per replica (shape (R, *shape)); items beyond max_items are refused.
+        """Append one item per replica (shape (R, *shape)); items beyond max_items are refused,
+        and so are non-integer items of an integer tree (grid units).
 
         Every node the new release needs is drawn here, so `release` never draws.
         """
         if self.t >= self.max_items:
             raise ValueError(f"tree counter '{self.family}' is full ({self.max_items} items)")
+        if self.integer and items.dtype != np.int64:
+            items = exact_units(items, 1.0)  # grid units: integers only
         self.exact += items
         self._advance()
 
@@ -209,7 +243,7 @@ class TreeCounter:
         untouched (the caller adds those items to `exact` itself, in order)."""
         if self.t + count > self.max_items:
             raise ValueError(f"tree counter '{self.family}' is full ({self.max_items} items)")
-        out = np.empty((count, *self.exact.shape))
+        out = np.empty((count, *self.exact.shape), dtype=self.exact.dtype)
         if self._compiled_block(out):
             return out
         for i in range(count):
@@ -270,8 +304,10 @@ class TreeCounter:
             else:
                 left_index, left = self._done.pop(level - 1)
                 assert left_index == 2 * index - 1 and right is not None
-                w = smoothed_variance(level)  # weight of the node's own value
-                best = _improve(w, own, left, right)
+                if self.integer:
+                    best = improve_integer(level, own, left, right)
+                else:  # the weight of the node's own value
+                    best = _improve(smoothed_variance(level), own, left, right)
             if index & 1:
                 self._done[level] = (index, best)
                 return

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...privacy.grid import FEATURE_GRID
 from ...seeding import generator
 from ...stats import Stats
 from ...worlds.linear_mdp import LinearMDPModel, linear_mdp_model
@@ -125,9 +126,10 @@ class LSVIAlgorithm(Algorithm):
         if config.privacy == "jdp" and config.mechanism != "gaussian":
             raise ValueError(f"{self.name} releases through Gaussian mechanisms: use"
                              " --mechanism gaussian with 0 < delta < 1")
-        if config.privacy == "jdp" and config.noise != "numpy":
+        if config.privacy == "jdp" and config.noise == "opendp":
             raise ValueError(f"{self.name} draws its noise from the run's seeded generators"
-                             " only (noise='numpy'): its store replays, never journals")
+                             " only (noise='numpy' or 'float'): its store replays, never"
+                             " journals")
 
     @property
     def private(self) -> bool:
@@ -143,10 +145,10 @@ class LSVIAlgorithm(Algorithm):
         return (
             Family("gram", (horizon, d, d), l1=horizon * (d + 1.0), l2=2.0 * root_h,
                    clean_max=1.0, clean_min=-1.0, symmetric=True,
-                   scale=self.gram_sigma if jdp else None),
+                   scale=self.gram_sigma if jdp else None, grid=FEATURE_GRID, rounded=True),
             Family("target", (horizon, d), l1=horizon * target * math.sqrt(d),
                    l2=target * root_h, clean_max=horizon + 1.0, clean_min=-(horizon + 1.0),
-                   scale=self.target_sigma if jdp else None),
+                   scale=self.target_sigma if jdp else None, grid=FEATURE_GRID, rounded=True),
         )
 
     def user_statistics(self, trajectories: Trajectories, message: PolicyMessage) -> Stats:

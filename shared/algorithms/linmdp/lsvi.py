@@ -85,16 +85,18 @@ class History:
 
 
 def backward_pass(features: np.ndarray, history: History, grams: np.ndarray, beta: float,
-                  noise: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
-    """w (R, H, d) by LSVI from h = H down to 1 against the released Grams (R, H, d, d), with
-    `noise(h)` (R, d) added to step h's targets (the central privatizer's fresh draw)."""
+                  release: Callable[[int, np.ndarray], np.ndarray] | None = None
+                  ) -> np.ndarray:
+    """w (R, H, d) by LSVI from h = H down to 1 against the released Grams (R, H, d, d), each
+    step's targets (R, d) passed through `release(h, targets)` (the central privatizer's noisy
+    release of them) when given."""
     n_rep, horizon, d = grams.shape[0], grams.shape[1], features.shape[-1]
     v_next = np.zeros((n_rep, features.shape[0]))
     w = np.zeros((n_rep, horizon, d))
     for h in range(horizon - 1, -1, -1):
         target = history.targets(h, v_next)
-        if noise is not None:
-            target = target + noise(h)
+        if release is not None:
+            target = release(h, target)
         w[:, h], inv = cholesky_solve(grams[:, h], target)
         scores = optimistic_scores(features, w[:, h], inv, beta)
         v_next = np.clip(scores.max(axis=-1), 0.0, float(horizon))

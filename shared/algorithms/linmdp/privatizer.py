@@ -18,10 +18,16 @@ ledger states the largest spend of any replica (exact on a server, R = 1).
 Target noise of replica r's round n comes from `generator(seed_r, "lsvi", "target", n)`, node
 noise from the tree's counter-based seeds: a restarted server rebuilds exactly the values it
 already published (contract 2).
+
+Under integer noise both families live on their public grid: each episode's Gram item is
+randomized-rounded from `generator(seed_r, "grid", "gram", episode)` and the tree works in grid
+units; each round's clean targets of step h are randomized-rounded from
+`generator(seed_r, "lsvi", "grid", n, h)` and receive integer noise in grid units.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -53,8 +59,10 @@ class TrustedLSVI(NoServerNoise):
         model, horizon = algorithm.model, algorithm.config.horizon
         n_rep, d = len(self.seeds), model.d
         self.private = calibration.mechanism is not None
+        self.integer = calibration.integer
         self.counter = (TreeCounter((horizon, d, d), calibration.sampler("gram"), self.seeds,
-                                    "gram", algorithm.leaves()) if self.private else None)
+                                    "gram", algorithm.leaves(), integer=self.integer)
+                        if self.private else None)
         self.exact_gram = np.zeros((n_rep, horizon, d, d))  # only without noise
         self.pending = np.zeros((n_rep, horizon, d, d))  # Gram items since the last leaf
         self.leaves = 0
@@ -77,7 +85,12 @@ class TrustedLSVI(NoServerNoise):
             raise ValueError(f"all {self.max_items} episodes of this run are in")
         phi = stats["phi"]
         self.history.add(phi, stats["reward"], stats["next_state"].astype(np.int64))
-        self.pending += np.einsum("rhi,rhj->rhij", phi, phi)
+        gram = np.einsum("rhi,rhj->rhij", phi, phi)
+        if self.integer:
+            fam = self.calibration.family("gram")
+            gram = np.stack([fam.to_units(gram[r], generator(seed, "grid", "gram", self.items))
+                             for r, seed in enumerate(self.seeds)])
+        self.pending = self.pending + gram
         self.items += 1
         if self.algorithm.leaf_closes(self.items):
             self._close_leaf(ledger)
@@ -100,6 +113,8 @@ class TrustedLSVI(NoServerNoise):
         else:
             self.counter.add(self.pending)
             prefix = self.counter.release()
+            if self.integer:
+                prefix = prefix * self.calibration.family("gram").grid
             if levels_released(self.leaves) > levels_released(self.leaves - 1):
                 level = levels_released(self.leaves) - 1
                 charge_families(ledger, self.calibration, "tree", f"tree level {level} released",
@@ -111,9 +126,10 @@ class TrustedLSVI(NoServerNoise):
         self.current = reg.matrices
 
     def _target_noise(self, due: np.ndarray) -> np.ndarray:
-        """Fresh N(0, sigma_target^2) noise (R, H, d) for the replicas in `due` (else zeros)."""
+        """Fresh N(0, sigma_target^2) noise (R, H, d) for the replicas in `due` (else zeros);
+        integers in grid units under integer noise."""
         shape = self.w.shape[1:]
-        noise = np.zeros(self.w.shape)
+        noise = np.zeros(self.w.shape, dtype=np.int64 if self.integer else np.float64)
         if not self.private:
             return noise
         sampler = self.calibration.sampler("target")
@@ -122,11 +138,29 @@ class TrustedLSVI(NoServerNoise):
             noise[r] = sampler.sample(rng, shape)
         return noise
 
+    def _targets_released(self, due: np.ndarray, noise: np.ndarray
+                          ) -> Callable[[int, np.ndarray], np.ndarray]:
+        """Step h's clean targets (R, d) -> their release: plus the noise, and under integer
+        noise first randomized-rounded to the grid, all in grid units (replicas not in `due`
+        keep their clean targets: their weights are not taken)."""
+        if not (self.private and self.integer):
+            return lambda h, target: target + noise[:, h]
+        fam = self.calibration.family("target")
+
+        def release(h: int, target: np.ndarray) -> np.ndarray:
+            out = target.copy()
+            for r in np.flatnonzero(due):
+                rng = generator(self.seeds[r], "lsvi", "grid", int(self.rounds[r]) + 1, h)
+                out[r] = (fam.to_units(target[r], rng) + noise[r, h]) * fam.grid
+            return out
+
+        return release
+
     def _release_round(self, due: np.ndarray, ledger: Ledger) -> None:
         """Solve LSVI against the current Gram release for the replicas in `due`; charge it."""
         noise = self._target_noise(due)
         w = backward_pass(self.algorithm.model.features, self.history, self.current,
-                          self.algorithm.beta, lambda h: noise[:, h])
+                          self.algorithm.beta, self._targets_released(due, noise))
         self.w[due] = w[due]
         self.snapshot[due] = self.current[due]
         self.rounds[due] += 1

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...privacy.grid import FEATURE_GRID
 from ...privacy.psd import cholesky_solve, inverse_norms, regularize
 from ...stats import Stats
 from ...worlds.rollout import Trajectories
@@ -195,13 +196,13 @@ class LinOptAlgorithm(Algorithm):
         y_max = float((x_caps * self.caps[1:]).max(initial=0.0))
         return (
             Family("gram_p", (h, d1, d1), p["gram_l1"], p["gram_l2"], x_top**2, -x_top**2, True,
-                   scales["gram_p"]),
+                   scales["gram_p"], FEATURE_GRID, rounded=True),
             Family("target_p", (h, d1), p["target_l1"], p["target_l2"], y_max, -y_max, False,
-                   scales["target_p"]),
+                   scales["target_p"], FEATURE_GRID, rounded=True),
             Family("gram_r", (h, d2, d2), r["gram_l1"], r["gram_l2"], 1.0, -1.0, True,
-                   scales["gram_r"]),
+                   scales["gram_r"], FEATURE_GRID, rounded=True),
             Family("target_r", (h, d2), r["target_l1"], r["target_l2"], 1.0, -1.0, False,
-                   scales["target_r"]),
+                   scales["target_r"], FEATURE_GRID, rounded=True),
         )
 
     def message_arrays(self) -> dict[str, tuple[int, ...]]:

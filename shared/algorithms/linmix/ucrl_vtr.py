@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...privacy.grid import FEATURE_GRID
 from ...privacy.psd import cholesky_solve, inverse_norms, regularize
 from ...stats import Stats
 from ...worlds.rollout import Trajectories
@@ -195,9 +196,9 @@ class UCRLVTRAlgorithm(Algorithm):
         y_max = float((x_caps * self.caps[1:]).max(initial=0.0))
         return (
             Family("gram", (h, d, d), sens["gram_l1"], sens["gram_l2"], x_top**2, -x_top**2,
-                   True, scale),
+                   True, scale, FEATURE_GRID, rounded=True),
             Family("target", (h, d), sens["target_l1"], sens["target_l2"], y_max, -y_max,
-                   False, scale),
+                   False, scale, FEATURE_GRID, rounded=True),
         )
 
     def message_arrays(self) -> dict[str, tuple[int, ...]]:

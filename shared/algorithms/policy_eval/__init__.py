@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ...privacy.accountant import Ledger
+from ...privacy.grid import FEATURE_GRID
 from ...privacy.noise import noise_backend
 from ...stats import Stats
 from ...worlds.first_visit import FirstVisits
@@ -129,7 +130,7 @@ class PolicyEvaluation(Algorithm):
             return ()
         n = self.config.n_states
         return (Family("visits", (n,), float(n), math.sqrt(n)),
-                Family("returns", (n,), float(n), math.sqrt(n)))
+                Family("returns", (n,), float(n), math.sqrt(n), grid=FEATURE_GRID, rounded=True))
 
     def user_statistics(self, trajectories: Played, message: PolicyMessage) -> Stats:
         """Visit indicators and first-visit returns clipped to [0, F_max] (scaled to [0, 1] in

@@ -11,6 +11,11 @@ integer addition does not depend on the order of the reports, so concurrent user
 any order give bit for bit the sums (and theta) of the in-process run with the same seeds. Each
 return is rounded to the grid once (a per-user function of the report, still in [0, F_max]).
 
+Under integer noise theta_X is randomized-rounded to the public grid 2^-30 (from the seeded stream
+("policy-eval", "grid")) and receives discrete Gaussian noise in grid units, so the release has
+nothing of theta_X in its low bits. The rounding moves theta_X by less than sqrt(d) 2^-30 in l2;
+that slack is not yet part of the smoothed-sensitivity bound.
+
 The noise is drawn once, cached, and charged to the ledger once at its true (eps, delta). With the
 seeded numpy backend it is a function of the run's secret seed (`generator(seed,
 "policy-eval", "theta")`), so a restarted server rebuilds the same theta_hat; with the unseeded
@@ -26,14 +31,16 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from ...privacy.accountant import Ledger
+from ...privacy.grid import randomized_round
 from ...privacy.mechanisms import Gaussian
-from ...privacy.noise import NoiseBackend
+from ...privacy.noise import NoiseBackend, noise_label
 from ...privacy.tree import NodeNoise, StoredNoiseError
 from ...seeding import generator
 from ...stats import Stats
 
 FAMILY = "theta"  # the one released array (and the name its stored noise goes under)
 MAX_GRID_BITS = 40
+THETA_GRID = 2.0**-30  # the public grid of theta's release under integer noise
 
 
 def fixed_point_scale(max_items: int, return_bound: float) -> float:
@@ -91,12 +98,20 @@ class TrustedRelease:
         theta = self.estimate(m, n, g)
         if self.noise_scale is not None:
             sigma = np.asarray(self.noise_scale(m, n), dtype=np.float64)
-            theta = theta + self._noise(sigma, theta.shape[1])
-            self.charge(ledger, self.backend.name)
+            if self.backend.integer and np.any(sigma > 0):
+                units = np.stack([randomized_round(theta[r], THETA_GRID,
+                                                   generator(seed, "policy-eval", "grid"))
+                                  for r, seed in enumerate(self.seeds)])
+                noise = self._noise(sigma / THETA_GRID, theta.shape[1]).astype(np.int64)
+                theta = (units + noise) * THETA_GRID
+            else:
+                theta = theta + self._noise(sigma, theta.shape[1])
+            self.charge(ledger, noise_label(self.backend.name))
         self._theta = theta
 
     def _noise(self, sigma: np.ndarray, d: int) -> np.ndarray:
-        """One N(0, sigma_r^2 I_d) draw per replica: seeded, stored (replay) or fresh."""
+        """One N(0, sigma_r^2 I_d) draw per replica (discrete, in grid units, under integer
+        noise): seeded, stored (replay) or fresh."""
         if self._stored is not None:
             stored, self._stored = self._stored, None
             return stored

@@ -101,6 +101,7 @@ class DPUCBVIAlgorithm(Algorithm):
     knobs_model = UCBVIKnobs
     presets = PRESETS
     default_world = "riverswim"
+    integer_rewards = True  # under integer noise the reward sums are counts of Bernoulli(r)
 
     def families(self) -> tuple[Family, ...]:
         """N(s,a,s'), N(s,a) unless derived, and reward sums; all share one sensitivity."""

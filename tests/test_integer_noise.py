@@ -1,0 +1,201 @@
+"""Integer noise on public grids: the samplers, randomized rounding, integer trees, and releases
+that are integers times the grid step for every family (the design's contract 7)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from discrete_support import pmf_pvalue
+from privrl.config import RunConfig
+from privrl.privacy.calibration import calibrate
+from privrl.privacy.discrete import (
+    discrete_gaussian,
+    discrete_gaussian_variance,
+    discrete_laplace,
+    discrete_laplace_variance,
+)
+from privrl.privacy.grid import (
+    FEATURE_GRID,
+    exact_units,
+    randomized_round,
+    released_coordinates,
+    rounding_slack,
+)
+from privrl.privacy.mechanisms import Gaussian, Laplace
+from privrl.privacy.noise import SIMULATION_ONLY, noise_label
+from privrl.privacy.psd import SymmetricNoise
+from privrl.privacy.tree import TreeCounter, improve_integer, smoothed_variance
+from privrl.run import Run
+from privrl.seeding import generator
+from privrl.worlds import riverswim
+from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.registry import make
+
+N = 100_000
+
+
+@pytest.mark.parametrize("scale", [0.4, 1.0, 3.5, 40.0])
+def test_discrete_laplace_follows_its_pmf(scale: float) -> None:
+    x = discrete_laplace(generator(1, "dlap", str(scale)), scale, N)
+    assert x.dtype == np.int64 and x.shape == (N,)
+    assert pmf_pvalue(x, lambda k: np.exp(-np.abs(k) / scale)) > 1e-4
+    assert x.var() == pytest.approx(discrete_laplace_variance(scale), rel=0.05)
+    assert pmf_pvalue(x, lambda k: np.exp(-np.abs(k) / (1.3 * scale))) < 1e-6
+
+
+@pytest.mark.parametrize("sigma", [0.3, 1.0, 2.5, 30.0])
+def test_discrete_gaussian_follows_its_pmf(sigma: float) -> None:
+    x = discrete_gaussian(generator(2, "dgauss", str(sigma)), sigma, N)
+    assert x.dtype == np.int64
+    assert pmf_pvalue(x, lambda k: np.exp(-k * k / (2 * sigma**2))) > 1e-4
+    assert x.var() == pytest.approx(discrete_gaussian_variance(sigma), rel=0.06)
+    assert pmf_pvalue(x, lambda k: np.exp(-k * k / (2 * (1.25 * sigma) ** 2))) < 1e-6
+
+
+def test_discrete_variances_are_below_the_continuous_ones() -> None:
+    for s in (0.5, 1.0, 3.0, 100.0):
+        assert discrete_laplace_variance(s) < 2 * s * s
+        assert discrete_gaussian_variance(s) <= s * s * (1 + 1e-12)
+    assert discrete_gaussian_variance(20.0) == pytest.approx(400.0, rel=1e-12)
+
+
+def test_integer_draws_are_seeded_and_zero_scale_is_zero() -> None:
+    for mech in (Laplace(2.5), Gaussian(2.5)):
+        assert mech.integer and mech.reproducible
+        a, b = mech.sample(generator(5, "x"), (3, 4)), mech.sample(generator(5, "x"), (3, 4))
+        assert a.dtype == np.int64 and np.array_equal(a, b)
+    assert not Laplace(0.0).sample(generator(5, "x"), 7).any()
+    assert not Gaussian(0.0).sample(generator(5, "x"), 7).any()
+
+
+def test_randomized_rounding_is_unbiased_and_within_one_step() -> None:
+    x = np.array([0.3, -1.7, 2.0, 1e-9, -0.5])
+    rng = generator(3, "round")
+    draws = np.stack([randomized_round(x, 0.25, rng) for _ in range(20_000)])
+    assert draws.dtype == np.int64
+    assert np.all(np.abs(draws * 0.25 - x) < 0.25)
+    assert np.allclose(draws.mean(axis=0) * 0.25, x, atol=0.01)
+    assert np.all(draws[:, 2] == 8)  # on the grid already: exact
+    sym = np.array([[0.31, 0.77], [0.77, 0.05]])
+    for _ in range(50):
+        units = randomized_round(sym, 0.5, rng, symmetric=True)
+        assert np.array_equal(units, units.T)
+
+
+def test_exact_units_refuses_values_off_the_grid() -> None:
+    assert exact_units(np.array([1.0, -3.0, 0.0]), 1.0).tolist() == [1, -3, 0]
+    assert exact_units(np.array([0.75]), 0.25).tolist() == [3]
+    with pytest.raises(ValueError, match="off the public grid"):
+        exact_units(np.array([0.005]), 1.0)
+
+
+def test_rounding_slack_counts_released_coordinates() -> None:
+    assert released_coordinates((5, 3, 3), True) == 5 * 6
+    assert released_coordinates((5, 3), False) == 15
+    l1, l2 = rounding_slack((5, 3, 3), FEATURE_GRID, True)
+    assert l1 == 2 * 30 * FEATURE_GRID and l2 == pytest.approx(2 * math.sqrt(30) * FEATURE_GRID)
+
+
+HARD = make("lm-hard")
+
+
+def _linear_config(**kw) -> RunConfig:
+    """UCRL-VTR on LM-Hard with Gaussian noise (JDP unless `privacy` says otherwise)."""
+    base = dict(algo="ucrl-vtr", n_states=HARD.S, n_actions=HARD.A, horizon=HARD.H,
+                model=model_spec_of(HARD), episodes=64, privacy="jdp", mechanism="gaussian",
+                delta=1e-5, epsilon=5.0)
+    return RunConfig(**{**base, **kw})
+
+
+def test_calibration_adds_the_rounding_slack_under_integer_noise_only() -> None:
+    ints, floats = calibrate(_linear_config()), calibrate(_linear_config(noise="float"))
+    for name in ("gram", "target"):
+        i, f = ints.family(name), floats.family(name)
+        assert i.rounded and i.grid == FEATURE_GRID
+        l1, l2 = rounding_slack(f.shape, f.grid, f.symmetric)
+        assert i.l1 == pytest.approx(f.l1 + l1) and i.l2 == pytest.approx(f.l2 + l2)
+    assert ints.integer and not floats.integer
+    assert ints.noise_scale > floats.noise_scale  # the slack is paid in noise, never hidden
+
+
+def test_integer_tree_is_exact_without_noise_and_rebuilds_identically() -> None:
+    rng = np.random.default_rng(4)
+    items = rng.integers(0, 4, size=(40, 2, 3))
+    for smooth in (False, True):
+        zero = TreeCounter((3,), Laplace(0.0), [1, 2], "x", 64, smooth)
+        a = TreeCounter((3,), Gaussian(2.5), [1, 2], "x", 64, smooth)
+        b = TreeCounter((3,), Gaussian(2.5), [1, 2], "x", 64, smooth)
+        for t, item in enumerate(items):
+            for tree in (zero, a, b):
+                tree.add(item)
+            assert np.array_equal(zero.release(), items[: t + 1].sum(axis=0))
+            assert a.release().dtype == np.int64
+            assert np.array_equal(a.release(), b.release())
+    with pytest.raises(ValueError, match="off the public grid"):
+        a.add(np.full((2, 3), 0.5))
+
+
+def test_integer_smoothing_is_the_rounded_exact_combination() -> None:
+    rng = np.random.default_rng(9)
+    for level in range(1, 12):
+        own, left, right = (rng.integers(-10**6, 10**6, 50) for _ in range(3))
+        got = improve_integer(level, own, left, right)
+        w = Fraction(smoothed_variance(level)).limit_denominator(1 << 20)
+        assert w == Fraction(1 << level, (2 << level) - 1)
+        for i in range(50):
+            exact = w * int(own[i]) + (1 - w) * (int(left[i]) + int(right[i]))
+            assert got[i] == math.floor(exact + Fraction(1, 2))
+    big = np.array([2**56 // 3, -(2**56 // 5)])  # beyond int64 room: Python integers take over
+    out = improve_integer(20, big, big, big)
+    w = Fraction(1 << 20, (2 << 20) - 1)
+    want = [math.floor(w * int(v) + (1 - w) * 2 * int(v) + Fraction(1, 2)) for v in big]
+    assert out.tolist() == want
+
+
+def test_symmetric_integer_noise_is_mirrored() -> None:
+    noise = SymmetricNoise(Gaussian(3.0))
+    draw = noise.sample(generator(1, "sym"), (2, 4, 4))
+    assert draw.dtype == np.int64 and np.array_equal(draw, np.swapaxes(draw, -1, -2))
+
+
+@pytest.mark.parametrize("privacy", ["jdp", "ldp"])
+def test_every_release_is_an_integer_times_its_grid(privacy: str) -> None:
+    """DP-UCBVI (counts) and UCRL-VTR (features) release integers times the public grid."""
+    mdp = riverswim(10)
+    tab = RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=30,
+                    privacy=privacy, epsilon=1.0)
+    lin = _linear_config(privacy=privacy)
+    for config, env in ((tab, mdp), (lin, HARD)):
+        run = Run(config, [5])
+        for k in range(9):
+            run.play_and_ingest(env, [17], k)
+        for f in run.calibration.families:
+            units = run.privatizer.release()[f.name] / f.grid
+            assert np.array_equal(units, np.rint(units)), f.name
+            assert np.abs(units).max() < 2**53
+
+
+def test_users_report_bernoulli_rewards_under_integer_noise_only() -> None:
+    mdp = riverswim(10)
+    kw = dict(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=30, privacy="jdp")
+    ints, floats = Run(RunConfig(**kw), [1]), Run(RunConfig(**kw, noise="float"), [1])
+    rewards_int = np.concatenate([ints.play_and_ingest(mdp, [3], k).rewards for k in range(30)])
+    rewards_float = np.concatenate([floats.play_and_ingest(mdp, [3], k).rewards
+                                    for k in range(30)])
+    assert set(np.unique(rewards_int)) <= {0.0, 1.0}
+    assert not set(np.unique(rewards_float)) <= {0.0, 1.0}  # RiverSwim pays 0.005 on the left
+
+
+def test_float_noise_is_labelled_simulation_only_in_the_ledger() -> None:
+    mdp = riverswim(10)
+    kw = dict(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=4, privacy="jdp")
+    run = Run(RunConfig(**kw, noise="float"), [1])
+    run.play_and_ingest(mdp, [3], 0)
+    assert run.ledger.noise_backends() == [noise_label("float")]
+    assert SIMULATION_ONLY in noise_label("float") and "Mironov 2012" in SIMULATION_ONLY
+    run = Run(RunConfig(**kw), [1])
+    run.play_and_ingest(mdp, [3], 0)
+    assert run.ledger.noise_backends() == ["numpy"]
