@@ -167,13 +167,16 @@ def encode_noisy(ticket: str, noisy: Stats, families: Sequence[str]) -> bytes:
 
 
 def encode_trajectory(ticket: str, traj: Trajectories) -> bytes:
-    """The JDP / non-private report body: one raw trajectory (row 0 of `traj`), serialized
-    without validating what the rollout just made (the server validates what it receives)."""
+    """The JDP / non-private report body: one raw trajectory (row 0 of `traj`) with fixed key
+    order and every field packed (base64 of int32 / float64 bytes), so its size is a function of
+    the run's public H alone (a reward 0.005 is as long as 0.0). Serialized without validating
+    what the rollout just made (the server validates what it receives)."""
     report = TrajectoryReport.model_construct(
         kind="trajectory", ticket=ticket, states=traj.states[0].tolist(),
         actions=traj.actions[0].tolist(), rewards=traj.rewards[0].tolist(),
     )
-    return report.model_dump_json().encode()
+    fields = ",".join(f'"{name}":"{text}"' for name, text in report.packed().items())
+    return ('{"kind":"trajectory","ticket":"' + ticket + '",' + fields + "}").encode()
 
 
 def encode_returns(ticket: str, visits: FirstVisits) -> bytes:

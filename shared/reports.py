@@ -89,6 +89,9 @@ def _trajectory(report: TrajectoryReport, run: Run, served: PolicyMessage, versi
     bad = _first_out_of_range(report.actions, n_a)
     if bad is not None:
         raise _invalid(f"actions[{bad}] is outside [0, A) = [0, {n_a})")
+    bad = next((h for h, r in enumerate(report.rewards) if not 0.0 <= r <= 1.0), None)
+    if bad is not None:  # the schema states it; a packed reward is only checked here
+        raise _invalid(f"rewards[{bad}] is not a number in [0, 1]")
     states = np.asarray(report.states, dtype=np.int64)
     actions = np.asarray(report.actions, dtype=np.int64)
     if "probs" in served:  # a stochastic policy: the action must be possible
