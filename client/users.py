@@ -36,9 +36,9 @@ from privrl.privacy.calibration import Calibration, calibrate
 from privrl.protocol import (
     API_VERSION,
     CLIENT_KEEPALIVE_SECONDS,
+    NOT_VISITED,
     Ack,
     RandomizerParams,
-    ReturnsReport,
     RunInfo,
     Ticket,
     TrajectoryReport,
@@ -180,9 +180,12 @@ def encode_trajectory(ticket: str, traj: Trajectories) -> bytes:
 
 
 def encode_returns(ticket: str, visits: FirstVisits) -> bytes:
-    """The policy-evaluation report body: row 0's first-visit returns [[s, F], ...]."""
-    report = ReturnsReport(kind="returns", ticket=ticket, visits=visits.pairs(0))
-    return report.model_dump_json().encode()
+    """The policy-evaluation report body: row 0's first-visit returns, dense and packed (S
+    float64s, NOT_VISITED where the trajectory did not go), so its size is a function of the
+    run's public S alone, never of how many states the user visited."""
+    dense = np.where(visits.visited[0], visits.returns[0], NOT_VISITED)
+    return ('{"kind":"returns","ticket":"' + ticket + '","returns":"' + pack_floats(dense)
+            + '"}').encode()
 
 
 ENCODERS = {"trajectory": encode_trajectory, "returns": encode_returns}  # raw kinds, by name

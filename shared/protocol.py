@@ -277,15 +277,40 @@ NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 Visit = Annotated[tuple[Index, NonNegFloat], BeforeValidator(_pair)]
 
 
+NOT_VISITED = -1.0  # a dense report's value for a state the trajectory did not visit
+
+
 class ReturnsReport(Strict):
-    """Policy evaluation (trusted curator): one user's first-visit returns, sparse."""
+    """Policy evaluation (trusted curator): one user's first-visit returns, sparse (`visits`)
+    or dense and fixed-width (`returns`, what `privrl users` sends: its size is a function of
+    the run's public S alone, never of how many states the user visited). Exactly one."""
 
     kind: Literal["returns"]
     ticket: str = Field(pattern=TICKET_PATTERN)
-    visits: list[Visit] = Field(
+    visits: list[Visit] | None = Field(
+        None,
         description="[[s, F_{x,s}], ...]: every state the trajectory visits, once, with its"
         " first-visit discounted return (>= 0; the server clips it to the run's public F_max)"
     )
+    returns: PackedFloats | None = Field(
+        None,
+        description="instead of `visits`: S float64s packed, F_{x,s} for a visited state s and"
+        f" {NOT_VISITED:g} for one not visited",
+    )
+
+    def pairs(self) -> list[tuple[int, float]]:
+        """[(s, F_{x,s})] whichever form came (ValueError: neither or both, or a dense value
+        that is neither a return >= 0 nor NOT_VISITED)."""
+        if (self.visits is None) == (self.returns is None):
+            raise ValueError("give exactly one of visits (sparse) and returns (dense)")
+        if self.visits is not None:
+            return [(int(s), float(f)) for s, f in self.visits]
+        dense = unpack_floats(self.returns)  # type: ignore[arg-type]
+        bad = np.flatnonzero(~((dense >= 0) & np.isfinite(dense)) & (dense != NOT_VISITED))
+        if bad.size:
+            raise ValueError(f"returns[{int(bad[0])}] is neither a return >= 0 nor"
+                             f" {NOT_VISITED:g} (not visited)")
+        return [(int(s), float(dense[s])) for s in np.flatnonzero(dense != NOT_VISITED)]
 
 
 Report = Annotated[TrajectoryReport | NoisyReport | ReturnsReport, Field(discriminator="kind")]

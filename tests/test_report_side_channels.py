@@ -4,7 +4,8 @@ Single users report one by one to a JDP RiverSwim run with different trajectorie
 (state 0, left) or 0.0 everywhere, states of one and of two digits. After each report every
 public series (/metrics samples, the run's info, its policy log; timings, the ledger and the
 policy version left out) must move by the same amount, and every report body sent by the real
-client's encoder must have the same size (what a network observer reads as Content-Length).
+client's encoder must have the same size (what a network observer reads as Content-Length), as
+must a policy-evaluation report whatever states it visited.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from privrl.client.users import encode_trajectory
-from privrl.protocol import TrajectoryReport
+from privrl.client.users import encode_returns, encode_trajectory
+from privrl.protocol import ReturnsReport, TrajectoryReport
 from privrl.wire import pack_floats, pack_ints
+from privrl.worlds.first_visit import FirstVisits
 from privrl.worlds.rollout import Trajectories
 from server_support import claim, create, spec
 
@@ -156,3 +158,15 @@ def test_a_packed_trajectory_is_checked_at_the_edge(apps, field: str, value: str
     assert resp.status_code == 422, resp.text
     assert message in resp.json()["detail"], resp.json()
     assert client.get(f"/v1/runs/{run_id}").json()["status"]["reported"] == 0
+
+
+def test_a_returns_report_has_one_size_whatever_was_visited() -> None:
+    """Policy evaluation: the client's dense body is as long for one visited state as for all."""
+    sizes = set()
+    for visited in ([True] + [False] * 39, [True] * 40, [False, True] * 20):
+        mask = np.asarray([visited])
+        visits = FirstVisits(mask, np.where(mask, 0.005, 0.0))
+        body = encode_returns("t" * 32, visits)
+        assert ReturnsReport.model_validate_json(body).pairs() == visits.pairs(0)
+        sizes.add(len(body))
+    assert len(sizes) == 1, sizes
