@@ -32,7 +32,7 @@ from privrl.client.audit.findings import AuditReport, Finding
 from privrl.client.audit.server import raw_looking, secret_looking, walk
 from privrl.config import RunConfig
 from privrl.lab.auditing import count_families
-from privrl.lab.float_leaks import LeakReport, count_candidates, float_leaks
+from privrl.lab.float_leaks import MAX_ENTRIES, LeakReport, count_candidates, float_leaks
 from privrl.privacy.calibration import Calibration, calibrate
 from privrl.protocol import SERVER_KEEPALIVE_SECONDS
 from privrl.seeding import generator
@@ -139,7 +139,7 @@ class RunTraffic:
     config: RunConfig | None = None
     calibration: Calibration | None = None
     leaks: LeakReport = field(default_factory=LeakReport)  # LDP report entries, pooled
-    leak_reports: int = 0  # reports the float test read
+    leak_reports: int = 0  # reports the float test read (until MAX_ENTRIES entries)
     counts: tuple[str, ...] = ()  # released families whose clean values are counts
 
     def learn(self, info: Any) -> None:
@@ -245,7 +245,8 @@ class WireLog:
         """Read what clean values a report's noisy arrays prove (one user: counts 0..max)."""
         cal, cfg = traffic.calibration, traffic.config
         arrays = doc.get("arrays")
-        if cal is None or cfg is None or cal.mechanism is None or not isinstance(arrays, dict):
+        if (cal is None or cfg is None or cal.mechanism is None or not isinstance(arrays, dict)
+                or traffic.leaks.total >= MAX_ENTRIES):  # a sample is enough; keep the proxy fast
             return
         kind = cal.mechanism_name if cfg.noise != "opendp" else "opendp"
         for fam in cal.families:

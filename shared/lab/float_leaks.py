@@ -29,6 +29,7 @@ import numpy as np
 HALF = 1 << 52  # k of U = 0.5: numpy's Laplace switches branch there
 TOP = 1 << 53  # U = k 2^-53 < 1
 NEIGHBOURS = 2  # doubles tried on each side of fl(v - c) by the additive test
+MAX_ENTRIES = 20_000  # most entries an audit reads per run (the exact test: ~0.1 ms an entry)
 
 
 def numpy_laplace(k: int) -> float:
