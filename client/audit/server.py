@@ -469,6 +469,14 @@ class ServerAudit:
                         self.report.find(Finding(
                             "secret-field", f"metric or label {name!r} names a seed or noise",
                             doc.run_id, doc.route))
+                for name in dict.fromkeys(re.findall(
+                        r"^([a-zA-Z_:][a-zA-Z0-9_:]*bytes[a-zA-Z0-9_:]*)\{[^}]*run=", doc.body,
+                        re.M)):
+                    hits += 1
+                    self.report.find(Finding(
+                        "side-channel", f"metric {name!r} counts bytes per run: it moves with"
+                        " the size of what users send, not only with how many reports came",
+                        doc.run_id, doc.route))
                 continue
             for name in doc.headers:
                 if secret_looking(name):
