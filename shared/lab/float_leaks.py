@@ -116,9 +116,11 @@ def float_leaks(
     grid: float | None = 1.0,
 ) -> LeakReport:
     """Test released values, each one clean value from `candidates` plus one noise draw of the
-    public `scale` (`kind` 'laplace' or 'gaussian'), against their declared `grid` step (None:
-    no grid declared). A value on the grid is what grid noise gives: it proves nothing. Off the
-    grid, the additive test runs for any noise and the Laplace image test for 'laplace'."""
+    public `scale`, against their declared `grid` step (None: no grid declared, and no grid
+    finding). A value on the grid (on the integers when none is declared) is what grid noise
+    gives and proves nothing; float noise lands there with probability ~2^-53. Off it, the
+    additive test runs for any noise, then the Laplace image test when `kind` is 'laplace'
+    (numpy's float Laplace; any other kind, e.g. 'gaussian': the additive test only)."""
     flat = np.asarray(values, dtype=np.float64).ravel()
     cands = [float(c) for c in dict.fromkeys(float(c) for c in candidates)]
     out = LeakReport(total=flat.size, clean=np.full(flat.size, np.nan))
