@@ -62,6 +62,27 @@ def _port(text: str) -> int:
     return value
 
 
+def _grid(text: str) -> float:
+    """argparse type: a grid step, 1 (integers) or a power of two 2^-b."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a grid step such as 1 or 0.125, got {text!r}"
+                                         ) from None
+    if not (value > 0 and math.isfinite(value) and math.frexp(value)[0] == 0.5):
+        raise argparse.ArgumentTypeError(f"a grid step is a power of two (1, 0.5, 0.25, ...),"
+                                         f" got {text}")
+    return value
+
+
+def _progress(kind: str):
+    """A progress printer: one line per phase on stderr (stdout keeps the report)."""
+    def say(line: str) -> None:
+        """Print one progress line."""
+        print(f"privrl audit {kind}: {line}", file=sys.stderr, flush=True)
+    return say
+
+
 def _auditor_rng(seed: int | None, role: str):
     """The auditor's own generator (its seed is not a secret: it only makes a run repeatable)."""
     return generator(secret_seed() if seed is None else seed, "audit", role)
@@ -77,7 +98,7 @@ def cmd_audit_server(args: argparse.Namespace) -> int:
     try:
         report = audit_server(server, args.run, args.polls, args.interval, args.alpha,
                               args.guesses, args.max_candidates, _auditor_rng(args.seed, "server"),
-                              args.seed_budget)
+                              args.seed_budget, args.grid, _progress("server"))
     except ApiError as exc:
         raise CliError(str(exc)) from None
     print(report.to_json() if args.json else report.text())
@@ -86,7 +107,8 @@ def cmd_audit_server(args: argparse.Namespace) -> int:
 
 def cmd_audit_randomizer(args: argparse.Namespace) -> int:
     """privrl audit randomizer: an empirical lower bound on the epsilon of the local randomizer
-    (or, with --central, of the central release over a run of --episodes users)."""
+    (or, with --central, of the central release over a run of --episodes users), and the
+    float-leak test of its outputs; exit 1 when the bound exceeds epsilon or anything leaks."""
     from privrl.lab.auditing import audit_central_release, audit_local_randomizer
 
     if args.episodes is not None and not args.central:
@@ -104,12 +126,14 @@ def cmd_audit_randomizer(args: argparse.Namespace) -> int:
                                  for e in exc.errors())) from None
     try:
         audit = (audit_central_release if args.central else audit_local_randomizer)(
-            config, _auditor_rng(args.seed, "randomizer"), args.samples, args.confidence)
+            config, _auditor_rng(args.seed, "randomizer"), args.samples, args.confidence,
+            progress=_progress("randomizer"))
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    code = 1 if audit.exceeded or audit.leaks else 0
     if args.json:
         print(json.dumps(audit.to_dict(), indent=2))
-        return 1 if audit.exceeded else 0
+        return code
     s, a, h = audit.shape
     delta_txt = f" delta={audit.delta:g}" if audit.delta else ""
     print(f"privrl audit randomizer: {audit.algo}, {audit.release}, {audit.mechanism}"
@@ -125,7 +149,12 @@ def cmd_audit_randomizer(args: argparse.Namespace) -> int:
                else "consistent")
     print(f"epsilon lower bound {audit.lower_bound:.4g} ({audit.confidence:.0%} confidence)"
           f" vs declared {audit.epsilon:g}: {verdict}")
-    return 1 if audit.exceeded else 0
+    n = audit.float_entries
+    leak = (f"FOUND: {audit.float_proven} of {n} output entries proven exact from their float"
+            f" bits ({audit.float_wrong} wrong), {audit.off_grid} off their declared grid"
+            if audit.leaks else f"none of {n} output entries proven exact or off their grid")
+    print(f"float noise ({args.noise}): {leak}")
+    return code
 
 
 def cmd_audit_proxy(args: argparse.Namespace) -> int:
@@ -189,6 +218,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=non_negative_int, default=None,
                    help="the auditor's own seed (control draws), to repeat an audit exactly"
                    " (default: drawn at random)")
+    p.add_argument("--grid", type=_grid, default=None, metavar="STEP",
+                   help="the declared grid of released values (1: integers, or 2^-b): a value"
+                   " off it is a finding (default: each family's declared grid, if any)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(handler=cmd_audit_server)
 

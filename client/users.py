@@ -36,9 +36,9 @@ from privrl.privacy.calibration import Calibration, calibrate
 from privrl.protocol import (
     API_VERSION,
     CLIENT_KEEPALIVE_SECONDS,
+    NOT_VISITED,
     Ack,
     RandomizerParams,
-    ReturnsReport,
     RunInfo,
     Ticket,
     TrajectoryReport,
@@ -167,19 +167,25 @@ def encode_noisy(ticket: str, noisy: Stats, families: Sequence[str]) -> bytes:
 
 
 def encode_trajectory(ticket: str, traj: Trajectories) -> bytes:
-    """The JDP / non-private report body: one raw trajectory (row 0 of `traj`), serialized
-    without validating what the rollout just made (the server validates what it receives)."""
+    """The JDP / non-private report body: one raw trajectory (row 0 of `traj`) with fixed key
+    order and every field packed (base64 of int32 / float64 bytes), so its size is a function of
+    the run's public H alone (a reward 0.005 is as long as 0.0). Serialized without validating
+    what the rollout just made (the server validates what it receives)."""
     report = TrajectoryReport.model_construct(
         kind="trajectory", ticket=ticket, states=traj.states[0].tolist(),
         actions=traj.actions[0].tolist(), rewards=traj.rewards[0].tolist(),
     )
-    return report.model_dump_json().encode()
+    fields = ",".join(f'"{name}":"{text}"' for name, text in report.packed().items())
+    return ('{"kind":"trajectory","ticket":"' + ticket + '",' + fields + "}").encode()
 
 
 def encode_returns(ticket: str, visits: FirstVisits) -> bytes:
-    """The policy-evaluation report body: row 0's first-visit returns [[s, F], ...]."""
-    report = ReturnsReport(kind="returns", ticket=ticket, visits=visits.pairs(0))
-    return report.model_dump_json().encode()
+    """The policy-evaluation report body: row 0's first-visit returns, dense and packed (S
+    float64s, NOT_VISITED where the trajectory did not go), so its size is a function of the
+    run's public S alone, never of how many states the user visited."""
+    dense = np.where(visits.visited[0], visits.returns[0], NOT_VISITED)
+    return ('{"kind":"returns","ticket":"' + ticket + '","returns":"' + pack_floats(dense)
+            + '"}').encode()
 
 
 ENCODERS = {"trajectory": encode_trajectory, "returns": encode_returns}  # raw kinds, by name

@@ -1,6 +1,8 @@
 """Prometheus metrics of one app (its own CollectorRegistry) and the request-latency middleware.
 
-Labels carry run ids, route templates and refusal reasons only, never request contents.
+Labels carry run ids, route templates and refusal reasons only, never request contents, and no
+series moves by anything but a count of requests (a series of body sizes would move with what a
+user did).
 """
 
 from __future__ import annotations
@@ -36,13 +38,6 @@ class Metrics:
         )
         self.reports_refused = Counter(
             "privrl_reports_refused", "Reports refused, per reason", ["reason"], registry=r
-        )
-        self.report_bytes = Counter(
-            "privrl_report_bytes",
-            "Bytes of the bodies of counted reports, per run (divided by"
-            " privrl_reports_accepted_total: the size of one report)",
-            ["run"],
-            registry=r,
         )
         self.claims = Counter("privrl_claims", "Claims handed out, per run", ["run"], registry=r)
         self.claims_refused = Counter(
@@ -114,7 +109,6 @@ class RunCounters:
     claims: Counter
     reports_accepted: Counter
     reports_duplicate: Counter
-    report_bytes: Counter
 
     @classmethod
     def names(cls) -> list[str]:

@@ -9,13 +9,24 @@ field that could carry a state, action or reward.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from privrl.config import RunConfig
 from privrl.privacy.accountant import Ledger
 from privrl.seeding import SEED_BITS
-from privrl.wire import F64_PATTERN, INTEGRAL, pack_floats, unpack_floats
+from privrl.wire import (
+    F64_PATTERN,
+    I32_PATTERN,
+    INTEGRAL,
+    JsonInt,
+    pack_floats,
+    pack_ints,
+    unpack_floats,
+    unpack_ints,
+)
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 API_VERSION = "v1"
@@ -174,16 +185,6 @@ class Ticket(Strict):
 
 
 
-class TrajectoryReport(Strict):
-    """JDP / non-private: one raw trajectory (s_1..s_{H+1}, a_1..a_H, r_1..r_H)."""
-
-    kind: Literal["trajectory"] = Field(description="the report's type: required (discriminator)")
-    ticket: str = Field(pattern=TICKET_PATTERN)
-    states: list[Index] = Field(description="s_1..s_{H+1}: H+1 states in [0, S)")
-    actions: list[Index] = Field(description="a_1..a_H in [0, A), as the served policy chose")
-    rewards: list[UnitFloat] = Field(description="r_1..r_H in [0, 1]")
-
-
 PackedFloats = Annotated[
     str,
     Field(
@@ -192,6 +193,65 @@ PackedFloats = Annotated[
         " (lossless, about 10.7 bytes a number; `privrl.wire.pack_floats`)",
     ),
 ]
+
+
+PackedInts = Annotated[
+    str,
+    Field(
+        pattern=I32_PATTERN,
+        description="the array's entries as base64 of their little-endian int32 bytes"
+        " (`privrl.wire.pack_ints`)",
+    ),
+]
+
+
+def _packed(pattern: str, unpack: Callable[[str], np.ndarray], what: str, schema: Any
+            ) -> BeforeValidator:
+    """A list field that also takes its fixed-width form, base64 of `what` (decoded here, then
+    validated item by item like the JSON array it stands for)."""
+
+    def decode(value: Any) -> Any:
+        """A packed text as the list it stands for (a JSON array unchanged: JSON has no NaN or
+        infinity, so one that `json.loads` read as such is refused here)."""
+        if isinstance(value, list):
+            bad = next((i for i, v in enumerate(value)
+                        if isinstance(v, float) and not math.isfinite(v)), None)
+            if bad is not None:
+                raise ValueError(f"item {bad} is not a finite number")
+            return value
+        if not isinstance(value, str):
+            return value
+        if re.fullmatch(pattern, value) is None:
+            raise ValueError(f"expected a JSON array or base64 of little-endian {what}")
+        return unpack(value).tolist()
+
+    return BeforeValidator(decode, json_schema_input_type=schema)
+
+
+INTS = _packed(I32_PATTERN, unpack_ints, "int32s", list[Index] | PackedInts)
+FLOATS = _packed(F64_PATTERN, unpack_floats, "float64s", list[UnitFloat] | PackedFloats)
+
+
+class TrajectoryReport(Strict):
+    """JDP / non-private: one raw trajectory (s_1..s_{H+1}, a_1..a_H, r_1..r_H). Each field is
+    a JSON array or (fixed-width, what `privrl users` sends) base64 of its int32 / float64
+    bytes, decoded at the edge and checked like the array: then the body's size is a function
+    of the run's public H alone, never of the trajectory (a reward 0.005 is as long as 0.0)."""
+
+    kind: Literal["trajectory"] = Field(description="the report's type: required (discriminator)")
+    ticket: str = Field(pattern=TICKET_PATTERN)
+    # The schema states the ranges; the server checks them after decoding (`privrl.reports`),
+    # so a packed value out of range is refused like an array's, as content ("invalid").
+    states: Annotated[list[JsonInt], INTS] = Field(
+        description="s_1..s_{H+1}: H+1 states in [0, S)")
+    actions: Annotated[list[JsonInt], INTS] = Field(
+        description="a_1..a_H in [0, A), as the served policy chose")
+    rewards: Annotated[list[float], FLOATS] = Field(description="r_1..r_H in [0, 1]")
+
+    def packed(self) -> dict[str, str]:
+        """The three fields in the fixed-width form, in this order (what a client sends)."""
+        return {"states": pack_ints(self.states), "actions": pack_ints(self.actions),
+                "rewards": pack_floats(np.asarray(self.rewards, dtype=np.float64))}
 
 
 class NoisyReport(Strict):
@@ -217,15 +277,40 @@ NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 Visit = Annotated[tuple[Index, NonNegFloat], BeforeValidator(_pair)]
 
 
+NOT_VISITED = -1.0  # a dense report's value for a state the trajectory did not visit
+
+
 class ReturnsReport(Strict):
-    """Policy evaluation (trusted curator): one user's first-visit returns, sparse."""
+    """Policy evaluation (trusted curator): one user's first-visit returns, sparse (`visits`)
+    or dense and fixed-width (`returns`, what `privrl users` sends: its size is a function of
+    the run's public S alone, never of how many states the user visited). Exactly one."""
 
     kind: Literal["returns"]
     ticket: str = Field(pattern=TICKET_PATTERN)
-    visits: list[Visit] = Field(
+    visits: list[Visit] | None = Field(
+        None,
         description="[[s, F_{x,s}], ...]: every state the trajectory visits, once, with its"
         " first-visit discounted return (>= 0; the server clips it to the run's public F_max)"
     )
+    returns: PackedFloats | None = Field(
+        None,
+        description="instead of `visits`: S float64s packed, F_{x,s} for a visited state s and"
+        f" {NOT_VISITED:g} for one not visited",
+    )
+
+    def pairs(self) -> list[tuple[int, float]]:
+        """[(s, F_{x,s})] whichever form came (ValueError: neither or both, or a dense value
+        that is neither a return >= 0 nor NOT_VISITED)."""
+        if (self.visits is None) == (self.returns is None):
+            raise ValueError("give exactly one of visits (sparse) and returns (dense)")
+        if self.visits is not None:
+            return [(int(s), float(f)) for s, f in self.visits]
+        dense = unpack_floats(self.returns)  # type: ignore[arg-type]
+        bad = np.flatnonzero(~((dense >= 0) & np.isfinite(dense)) & (dense != NOT_VISITED))
+        if bad.size:
+            raise ValueError(f"returns[{int(bad[0])}] is neither a return >= 0 nor"
+                             f" {NOT_VISITED:g} (not visited)")
+        return [(int(s), float(dense[s])) for s in np.flatnonzero(dense != NOT_VISITED)]
 
 
 Report = Annotated[TrajectoryReport | NoisyReport | ReturnsReport, Field(discriminator="kind")]

@@ -89,6 +89,9 @@ def _trajectory(report: TrajectoryReport, run: Run, served: PolicyMessage, versi
     bad = _first_out_of_range(report.actions, n_a)
     if bad is not None:
         raise _invalid(f"actions[{bad}] is outside [0, A) = [0, {n_a})")
+    bad = next((h for h, r in enumerate(report.rewards) if not 0.0 <= r <= 1.0), None)
+    if bad is not None:  # the schema states it; a packed reward is only checked here
+        raise _invalid(f"rewards[{bad}] is not a number in [0, 1]")
     states = np.asarray(report.states, dtype=np.int64)
     actions = np.asarray(report.actions, dtype=np.int64)
     if "probs" in served:  # a stochastic policy: the action must be possible
@@ -183,13 +186,16 @@ def _noisy(report: NoisyReport, calibration: Calibration) -> Stats:
 
 def _body(report: AnyReport) -> dict:
     """The report without its ticket and kind (what is stored and hashed). Noisy arrays are
-    stored packed (base64 float64, lossless) in whichever form they came."""
-    if isinstance(report, NoisyReport):
-        try:
+    stored packed (base64 float64, lossless) in whichever form they came; first-visit returns
+    sparse, in whichever form they came."""
+    try:
+        if isinstance(report, NoisyReport):
             return {"arrays": report.packed()}
-        except ValueError:  # not valid: refused by the checks; only hashed, never stored
-            pass
-    return report.model_dump(mode="json", exclude={"ticket", "kind"})
+        if isinstance(report, ReturnsReport):
+            return {"visits": [list(pair) for pair in report.pairs()]}
+    except ValueError:  # not valid: refused by the checks; only hashed, never stored
+        pass
+    return report.model_dump(mode="json", exclude={"ticket", "kind"}, exclude_none=True)
 
 
 # json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False), without building
@@ -221,9 +227,16 @@ def _accept_noisy(report: AnyReport, run: Run, served: PolicyMessage, version: i
 
 def _first_visits(report: ReturnsReport, run: Run) -> FirstVisits:
     """First-visit returns: every state in [0, S), each at most once (one return per state per
-    user); the values' finiteness and sign were checked by the schema."""
+    user); the values' finiteness and sign were checked by the schema (sparse form) or here
+    (dense form, which must hold exactly S values)."""
     n_states = run.config.n_states
-    states = [s for s, _ in report.visits]
+    try:
+        pairs = report.pairs()
+    except ValueError as exc:
+        raise _invalid(str(exc)) from None
+    if report.returns is not None and len(report.returns) != len(pack_floats(np.zeros(n_states))):
+        raise _invalid(f"returns must hold S = {n_states} packed float64s")
+    states = [s for s, _ in pairs]
     bad = _first_out_of_range(states, n_states)
     if bad is not None:
         raise _invalid(f"visits[{bad}] names a state outside [0, S) = [0, {n_states})")
@@ -235,7 +248,7 @@ def _first_visits(report: ReturnsReport, run: Run) -> FirstVisits:
                 " return per state"
             )
         seen.add(s)
-    return FirstVisits.from_pairs(report.visits, n_states)
+    return FirstVisits.from_pairs(pairs, n_states)
 
 
 def _accept_returns(report: AnyReport, run: Run, served: PolicyMessage, version: int

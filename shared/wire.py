@@ -12,6 +12,9 @@ as one base64 string of their little-endian float64 bytes (`pack_floats` / `unpa
 significant digits. It is lossless (every bit of every float), so a report means the same
 numbers in either form, in process or over HTTP, with nothing to round and nothing to document
 as post-processing. `F64_PATTERN` matches exactly the base64 texts of a whole number of float64s.
+Integer arrays (a JDP report's states and actions) travel likewise as base64 of little-endian
+int32s (`pack_ints` / `unpack_ints`, `I32_PATTERN`): with both forms packed, a report's size is
+a function of the run's public shape alone, never of what the user did.
 """
 
 from __future__ import annotations
@@ -57,21 +60,48 @@ FloatOrInfinity = Annotated[
 F64_PATTERN = r"^(?:[A-Za-z0-9+/]{32})*(?:[A-Za-z0-9+/]{11}=|[A-Za-z0-9+/]{22}==)?$"
 
 
-def pack_floats(values: np.ndarray) -> str:
-    """A float array (flattened in C order) as base64 of its little-endian float64 bytes."""
-    raw = np.ascontiguousarray(values, dtype="<f8").tobytes()
-    return base64.b64encode(raw).decode("ascii")
+# Base64 of 4n bytes: 16 characters per 3 int32s, then 0, 1 (6 + "==") or 2 (11 + "=") more.
+I32_PATTERN = r"^(?:[A-Za-z0-9+/]{16})*(?:[A-Za-z0-9+/]{6}==|[A-Za-z0-9+/]{11}=)?$"
+_WIDTH = {"<f8": 8, "<i4": 4}
 
 
-def unpack_floats(text: str) -> np.ndarray:
-    """The float64 array of a `pack_floats` text (ValueError when it is not one)."""
+def _pack(values: Any, dtype: str) -> str:
+    """An array (flattened in C order) as base64 of its little-endian bytes of `dtype`."""
+    return base64.b64encode(np.ascontiguousarray(values, dtype=dtype).tobytes()).decode("ascii")
+
+
+def _unpack(text: str, dtype: str, what: str) -> np.ndarray:
+    """The array of a `_pack` text (ValueError when it is not one)."""
     try:
         raw = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError) as exc:
         raise ValueError(f"not base64: {exc}") from None
-    if len(raw) % 8:
-        raise ValueError(f"{len(raw)} bytes is not a whole number of float64s")
-    return np.frombuffer(raw, dtype="<f8").astype(np.float64)
+    if len(raw) % _WIDTH[dtype]:
+        raise ValueError(f"{len(raw)} bytes is not a whole number of {what}")
+    return np.frombuffer(raw, dtype=dtype)
+
+
+def pack_ints(values: Any) -> str:
+    """An integer array (flattened in C order) as base64 of its little-endian int32 bytes."""
+    arr = np.asarray(values)
+    if arr.size and (arr.min() < -(2**31) or arr.max() >= 2**31):
+        raise ValueError("an int32 array holds values in [-2^31, 2^31)")
+    return _pack(arr, "<i4")
+
+
+def unpack_ints(text: str) -> np.ndarray:
+    """The int64 array of a `pack_ints` text (ValueError when it is not one)."""
+    return _unpack(text, "<i4", "int32s").astype(np.int64)
+
+
+def pack_floats(values: np.ndarray) -> str:
+    """A float array (flattened in C order) as base64 of its little-endian float64 bytes."""
+    return _pack(values, "<f8")
+
+
+def unpack_floats(text: str) -> np.ndarray:
+    """The float64 array of a `pack_floats` text (ValueError when it is not one)."""
+    return _unpack(text, "<f8", "float64s").astype(np.float64)
 
 
 # pydantic prefixes the message of an exception raised in a validator with its kind; a person

@@ -216,7 +216,8 @@ def test_field_search_flags_seeds_raw_data_and_metric_labels() -> None:
     audit.docs = [
         Document("GET /v1/runs/{run_id}/debug", "r", {"rng": {"bit_generator": "PCG64"}}),
         Document("GET /v1/runs/{run_id}/last", "r", {"user": {"states": [0, 1], "actions": [1]}}),
-        Document("GET /metrics", None, 'privrl_noise_seed{run="r"} 42.0\n'),
+        Document("GET /metrics", None, 'privrl_noise_seed{run="r"} 42.0\n'
+                 'privrl_report_bytes_total{run="r"} 1570.0\n'),
         Document("GET /openapi.json", None, {"properties": {"seed": {"type": "integer"}}}),
         Document("GET /v1/runs/{run_id}/policy", "r", {"version": 3, "actions": [[0, 1]]}),
     ]
@@ -228,4 +229,6 @@ def test_field_search_flags_seeds_raw_data_and_metric_labels() -> None:
     assert ("raw-data", "GET /v1/runs/{run_id}/last", "field user.actions") in found
     assert any(f.where == "GET /metrics" and "privrl_noise_seed" in f.message
                for f in audit.report.findings)
+    assert [f.message.split(" counts")[0] for f in audit.report.findings
+            if f.check == "side-channel"] == ["metric 'privrl_report_bytes_total'"]
     assert not any("openapi" in f.where or "policy" in f.where for f in audit.report.findings)

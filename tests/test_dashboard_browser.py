@@ -25,7 +25,7 @@ from privrl.config import RunConfig
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 PUBLIC_GETS = ("/", "/dashboard/app.js", "/dashboard/style.css", "/dashboard/favicon.svg",
-               "/v1/runs", "/metrics")
+               "/v1/runs")
 PUBLIC_RUN_VIEWS = ("ledger", "regret", "billboard")
 
 
@@ -130,11 +130,6 @@ def test_dashboard_renders_live_runs_and_updates(server: ServerProcess, tmp_path
         wait_for(driver, done)
         wait_for(driver, f"document.querySelector('#runs').textContent.includes('{episodes} / "
                  f"{episodes} ✓')")
-        ldp_bytes = driver.execute_script(
-            f"return document.querySelector('#runs tr[data-run=\"{ids[2]}\"]').children[9]"
-            ".textContent")
-        assert float(ldp_bytes) > 900  # pooled LDP report: 84 noisy numbers, packed float64
-
         # nothing but this server's public GET routes was read; no script error
         entries = driver.execute_script(
             "return performance.getEntriesByType('resource').map(e => e.name)")

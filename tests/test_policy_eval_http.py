@@ -17,6 +17,8 @@ from client_support import TOKEN, create_run, run_cli, start_server
 from privrl.client.api import ServerAPI
 from privrl.client.users import UserError, run_users
 from privrl.lab.policy_eval import round_config, round_in_process
+from privrl.protocol import NOT_VISITED
+from privrl.wire import pack_floats
 from privrl.worlds.chain import ChainMRP
 from privrl.worlds.tabular import riverswim
 
@@ -187,3 +189,41 @@ def test_users_cli_plays_the_chain_world(server) -> None:
         theta = api.billboard(run_id).arrays["theta"]
     np.testing.assert_array_equal(theta, round_in_process(config, CHAIN, SERVER_SEED,
                                                           USERS_SEED))
+
+
+def dense(values: dict[int, float], n_states: int = 40) -> str:
+    """A dense `returns` field: the given states' returns, NOT_VISITED elsewhere."""
+    out = np.full(n_states, NOT_VISITED)
+    for s, f in values.items():
+        out[s] = f
+    return pack_floats(out)
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"returns": dense({3: 0.5}, 39)}, "returns must hold S = 40 packed float64s"),
+    ({"returns": dense({3: -0.5})}, "returns[3] is neither a return >= 0 nor -1"),
+    ({"returns": dense({3: 0.5}), "visits": [[3, 0.5]]}, "give exactly one of visits"),
+    ({}, "give exactly one of visits"),
+])
+def test_bad_dense_reports_get_a_clear_4xx(server, fields: dict, message: str) -> None:
+    config = round_config(CHAIN, "dp-lsw", "tabular", 3, 0.1, 0.1, 1.0)
+    run_id = create_run(server, config, seed=SERVER_SEED)
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        ticket = claim(http, run_id)
+        body = {"kind": "returns", "ticket": ticket["ticket"], **fields}
+        resp = http.post(f"/v1/runs/{run_id}/reports", json=body)
+        assert resp.status_code == 422 and message in resp.json()["detail"], resp.text
+        assert http.get(f"/v1/runs/{run_id}").json()["status"]["reported"] == 0
+
+
+def test_a_dense_report_is_the_same_report_as_its_sparse_form(server) -> None:
+    config = round_config(CHAIN, "dp-lsw", "tabular", 3, 0.1, 0.1, 1.0)
+    run_id = create_run(server, config, seed=SERVER_SEED)
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        ticket = claim(http, run_id)["ticket"]
+        packed = {"kind": "returns", "ticket": ticket, "returns": dense({38: 0.98, 39: 1.0})}
+        first = http.post(f"/v1/runs/{run_id}/reports", json=packed)
+        assert first.status_code == 200 and first.json()["reported"] == 1, first.text
+        sparse = {"kind": "returns", "ticket": ticket, "visits": [[38, 0.98], [39, 1.0]]}
+        again = http.post(f"/v1/runs/{run_id}/reports", json=sparse)  # a retry: same digest
+        assert again.status_code == 200 and again.json()["reported"] == 1, again.text  # not 409

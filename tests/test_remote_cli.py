@@ -115,7 +115,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     for r in results:
         assert r["http"]["episodes"] == 40 and len(r["regret"]["per_episode"][0]) == 40
     sizes = {r["config"]["privacy"]: r["http"]["report_bytes"] for r in results}
-    assert sizes["ldp"] > 3 * sizes["jdp"]  # pooled: S*A*S + S*A packed noisy numbers vs H steps
+    assert sizes["ldp"] > sizes["jdp"]  # pooled: S*A*S + S*A packed noisy numbers vs H packed steps
     assert results[1]["ledger"]["epsilon"] <= 10.0 + 1e-9
     url = re.search(r"server at (http://[\d.:]+)", done.stderr).group(1)
     with pytest.raises(httpx.ConnectError):

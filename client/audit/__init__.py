@@ -6,5 +6,7 @@
            records what crosses the wire per run and flags raw statistics in LDP reports
   findings (privrl.client.audit.findings) what both report, as text or JSON
 
-The randomizer audit runs in process and lives in `privrl.lab.auditing`.
+The randomizer audit runs in process and lives in `privrl.lab.auditing`; the floating-point leak
+tests all three use (clean values read off float noise, releases off their grid) live in
+`privrl.lab.float_leaks`.
 """

@@ -63,6 +63,12 @@ def release_coefficients(t: int, mode: str, smooth: bool) -> dict[Node, float]:
     return out
 
 
+def single_draw(t: int, mode: str, smooth: bool) -> bool:
+    """Whether each entry of the release after t reports holds exactly one noise draw (JDP: a
+    single raw tree node; LDP: one user's noise)."""
+    return list(release_coefficients(t, mode, smooth).values()) == [1.0]
+
+
 def increment_coefficients(t1: int, t2: int, mode: str, smooth: bool) -> np.ndarray:
     """Coefficients of noise(t2) - noise(t1) over the independent draws involved."""
     a = release_coefficients(t2, mode, smooth)

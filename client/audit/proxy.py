@@ -5,8 +5,10 @@ every request is forwarded unchanged, and what crosses the wire is recorded per 
 field paths and value types — so a deployment can be audited without changing it. The proxy
 learns each run's privacy mode from the public run info and flags, in an LDP run's reports,
 anything raw: a trajectory (states, actions, rewards), an array whose values are all whole
-numbers (clean 0/1 counts), a seed, or a report layout that differs between users (a size or
-shape side channel). In any run it flags a seed-like field in a server answer.
+numbers inside the clean range (clean 0/1 counts), a seed, or a report layout that differs
+between users (a size or shape side channel). It reads each noisy entry's clean value off its
+float bits where it can (`privrl.lab.float_leaks`) and counts the entries proven exact. In any
+run it flags a seed-like field in a server answer.
 
 GET /_privrl/audit on the proxy answers the report so far; on SIGINT/SIGTERM the proxy stops and
 prints it (exit code 1 when anything was flagged). `--log FILE` writes one JSON line per
@@ -28,7 +30,12 @@ import httpx
 import uvicorn
 from privrl.client.audit.findings import AuditReport, Finding
 from privrl.client.audit.server import raw_looking, secret_looking, walk
+from privrl.config import RunConfig
+from privrl.lab.auditing import count_families
+from privrl.lab.float_leaks import MAX_ENTRIES, LeakReport, count_candidates, float_leaks
+from privrl.privacy.calibration import Calibration, calibrate
 from privrl.protocol import SERVER_KEEPALIVE_SECONDS
+from privrl.seeding import generator
 from privrl.wire import unpack_floats
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -129,6 +136,24 @@ class RunTraffic:
     privacy: str | None = None
     routes: dict[str, RouteTraffic] = field(default_factory=dict)
     layout: tuple | None = None  # the first LDP report's field paths and array lengths
+    config: RunConfig | None = None
+    calibration: Calibration | None = None
+    leaks: LeakReport = field(default_factory=LeakReport)  # LDP report entries, pooled
+    leak_reports: int = 0  # reports the float test read (until MAX_ENTRIES entries)
+    counts: tuple[str, ...] = ()  # released families whose clean values are counts
+
+    def learn(self, info: Any) -> None:
+        """Keep a run's public config (from its info or creation answer) and calibration."""
+        config = info.get("config") if isinstance(info, dict) else None
+        if not isinstance(config, dict):
+            return
+        self.privacy = config.get("privacy")
+        try:
+            self.config = RunConfig.model_validate(config)
+            self.calibration = calibrate(self.config)
+            self.counts = count_families(self.config, generator(0, "audit", "proxy"))
+        except (ValueError, ImportError):  # an algorithm or backend this auditor lacks
+            self.config = self.calibration = None
 
 
 class WireLog:
@@ -193,7 +218,8 @@ class WireLog:
             reasons.append("a raw trajectory (kind 'trajectory')")
         raw = [p for p, k, v in walk(doc) if k is not None and raw_looking(k, v)]
         secret = [p for p, k, v in walk(doc) if k is not None and secret_looking(k)]
-        whole = whole_number_arrays(doc)
+        whole = [p for p in whole_number_arrays(doc) if _clean_range(traffic, p, doc)]
+        self._float_leaks(traffic, doc)
         extra = sorted(set(doc) - {"kind", "ticket", "arrays"})
         if raw:
             reasons.append(f"raw fields {', '.join(raw)}")
@@ -214,6 +240,28 @@ class WireLog:
             self.flag("ldp-report", "raw data in an LDP report: " + "; ".join(reasons), run_id,
                       where, {"reasons": reasons, "fields": describe(doc)})
 
+    @staticmethod
+    def _float_leaks(traffic: RunTraffic, doc: dict) -> None:
+        """Read what clean values a report's noisy arrays prove (one user: counts 0..max)."""
+        cal, cfg = traffic.calibration, traffic.config
+        arrays = doc.get("arrays")
+        if (cal is None or cfg is None or cal.mechanism is None or not isinstance(arrays, dict)
+                or traffic.leaks.total >= MAX_ENTRIES):  # a sample is enough; keep the proxy fast
+            return
+        kind = cal.mechanism_name if cfg.noise != "opendp" else "opendp"
+        for fam in cal.families:
+            values = arrays.get(fam.name)
+            cands = count_candidates(fam.clean_min, fam.clean_max, 1)
+            if cands is None or fam.name not in traffic.counts or not isinstance(values, list):
+                continue
+            try:
+                found = float_leaks(values, fam.scale, kind, cands, getattr(fam, "grid", None))
+            except (TypeError, ValueError):
+                continue
+            found.clean = found.clean[:0]  # the pooled counts are what the report shows
+            traffic.leaks.add(found)
+        traffic.leak_reports += 1
+
     def summary(self) -> AuditReport:
         """The report so far: per-run traffic, the flags, and what passed."""
         report = AuditReport("proxy", self.report.target, list(self.report.findings))
@@ -229,8 +277,19 @@ class WireLog:
                 size = f" of {lo} bytes" if lo == hi else f" of {lo}-{hi} bytes"
             noun = "report" if reports == 1 else "reports"
             report.runs[run_id] = f"{run.privacy or 'unknown'} run, {reports} {noun}{size}"
+            leaks = run.leaks
+            if leaks.proven:
+                report.find(Finding(
+                    "float-noise", f"{leaks.proven} of {leaks.total} noisy entries"
+                    f" ({leaks.proven / leaks.total:.0%}) of {run.leak_reports} reports proven"
+                    " exact from the reports alone: the float noise's image admits one clean"
+                    " count (Mironov 2012)", run_id, "POST /v1/runs/{run_id}/reports",
+                    {"reports": run.leak_reports, **leaks.to_dict()}))
+            elif leaks.total:
+                report.passed("float-noise", f"no clean value proven from the float bits of"
+                              f" {leaks.total} noisy entries", run_id)
             if run.privacy == "ldp" and reports and not any(
-                    f.run_id == run_id for f in report.findings):
+                    f.run_id == run_id and f.check != "float-noise" for f in report.findings):
                 fields = ", ".join(f"{k}: {v}" for k, v in (run.layout or ()))
                 report.passed("ldp-report", f"{reports} reports carry only noisy arrays"
                               f" ({fields})", run_id)
@@ -251,6 +310,18 @@ def _json(body: bytes) -> Any:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError):
         return None
+
+
+def _clean_range(traffic: RunTraffic, path: str, doc: dict) -> bool:
+    """Whether the whole-number array at `path` ("arrays.NAME") lies inside its family's clean
+    range (integer noise is whole-valued too, and leaves it); True when the family is unknown."""
+    cal = traffic.calibration
+    name = path.removeprefix("arrays.")
+    if cal is None or name not in cal.released:
+        return True
+    fam = cal.family(name)
+    values = doc["arrays"][name]
+    return all(fam.clean_min <= v <= fam.clean_max for v in values)
 
 
 def split_run_path(path: str) -> tuple[str | None, str]:
@@ -281,8 +352,8 @@ def create_proxy_app(upstream: str, wire: WireLog, timeout: float = 60.0) -> Sta
         try:
             resp = await state["client"].get(f"/v1/runs/{run_id}")
             if resp.status_code == 200:
-                run.privacy = resp.json().get("config", {}).get("privacy")
-        except (httpx.HTTPError, ValueError, AttributeError):
+                run.learn(resp.json())
+        except (httpx.HTTPError, ValueError):
             pass
 
     async def report(request: Request) -> Response:
@@ -307,7 +378,7 @@ def create_proxy_app(upstream: str, wire: WireLog, timeout: float = 60.0) -> Sta
         if run_id is None and request.method == "POST" and path == "/v1/runs":
             created = _json(resp.content)
             if isinstance(created, dict) and "id" in created:
-                wire.run(created["id"]).privacy = created.get("config", {}).get("privacy")
+                wire.run(created["id"]).learn(created)
         wire.record(request.method, path, run_id, template, body, resp.status_code,
                     resp.content)
         out_headers = {k: v for k, v in resp.headers.items() if k.lower() not in HOP_HEADERS}

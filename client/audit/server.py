@@ -10,6 +10,10 @@
    confirmed when the billboard minus the noise it re-derives is a clean count everywhere.
 4. Poll the billboard over time and test that the increments between releases carry at least
    the declared noise (`privrl.client.audit.noise`), at a stated false-alarm rate.
+5. Read clean values off the low-order bits of a reading where each entry is one clean count plus
+   one noise draw, and test every reading against its declared grid (`privrl.lab.float_leaks`).
+
+Each phase prints one line to `progress` (the CLI: stderr) as it starts.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -26,9 +30,11 @@ import httpx
 import numpy as np
 from privrl.client.api import ApiError, ServerAPI, describe_status, describe_transport_error
 from privrl.client.audit.findings import AuditReport, Finding
-from privrl.client.audit.noise import IncrementTest, increment_test
+from privrl.client.audit.noise import IncrementTest, increment_test, single_draw
 from privrl.config import RunConfig
-from privrl.privacy.calibration import Calibration, calibrate
+from privrl.lab.auditing import count_families
+from privrl.lab.float_leaks import MAX_ENTRIES, LeakReport, count_candidates, float_leaks
+from privrl.privacy.calibration import Calibration, FamilyCalibration, calibrate
 from privrl.privacy.privatizers import randomize_locally
 from privrl.privacy.tree import TreeCounter, levels_released
 from privrl.seeding import SEED_BITS, user_generator
@@ -43,6 +49,7 @@ SECRET_JOINED = ("bitgenerator", "randomstate", "spawnkey", "nodenoise", "noisev
 RAW_KEYS = {"states", "rewards", "trajectory", "trajectories", "rawcounts", "exactcounts",
             "exactsums"}
 DEFAULT_GUESSES = 65  # seeds people type: 0, 1, ..., 42, ..., 64
+Progress = Callable[[str], None]
 
 
 @dataclass
@@ -262,9 +269,13 @@ class ServerAudit:
         max_candidates: int = 400,
         rng: np.random.Generator | None = None,
         seed_budget: float = 120.0,
+        grid: float | None = None,
+        progress: Progress | None = None,
     ) -> None:
         """Audit `run_ids` (default: every listed run) on the server `api` talks to; `rng`
-        draws the control seeds; `seed_budget` bounds the seconds spent trying seeds per run."""
+        draws the control seeds; `seed_budget` bounds the seconds spent trying seeds per run;
+        `grid` is the declared grid step of released values (None: each family's own, if it
+        declares one); `progress` gets one line per phase."""
         if (polls < 1 or interval < 0 or not 0 < alpha < 1 or guesses < 0 or max_candidates < 0
                 or seed_budget <= 0):
             raise ValueError("polls >= 1, interval >= 0, 0 < alpha < 1, guesses >= 0,"
@@ -275,6 +286,8 @@ class ServerAudit:
         self.guesses, self.max_candidates = guesses, max_candidates
         self.seed_budget = seed_budget
         self.rng = rng if rng is not None else np.random.default_rng()
+        self.grid = grid
+        self.progress = progress or (lambda line: None)
         self.report = AuditReport("server", api.server)
         self.docs: list[Document] = []
         self.runs: dict[str, RunView] = {}
@@ -316,6 +329,7 @@ class ServerAudit:
 
     def collect(self) -> None:
         """Read every public document (the OpenAPI document says which routes exist)."""
+        self.progress(f"reading the public routes of {self.reader.api.server}")
         openapi = self._fetch("/openapi.json", "GET /openapi.json", None)
         self._fetch("/metrics", "GET /metrics", None)
         extra_server, extra_run = self._routes_from_openapi(openapi.body if openapi else {})
@@ -393,6 +407,8 @@ class ServerAudit:
 
     def poll(self) -> None:
         """Read the billboards `polls` times, `interval` seconds apart."""
+        self.progress(f"reading {len(self._live())} billboard(s) {self.polls} time(s),"
+                      f" {self.interval:g}s apart")
         for i in range(self.polls):
             if i:
                 time.sleep(self.interval)
@@ -409,6 +425,7 @@ class ServerAudit:
 
     def check(self) -> AuditReport:
         """Every check on what was collected and polled; the report."""
+        self.progress(f"searching {len(self.docs)} documents for seeds and raw data")
         self.check_fields()
         for view in self.runs.values():
             cfg = view.config
@@ -423,6 +440,9 @@ class ServerAudit:
                                     view.run_id)
                 continue
             self.check_exact_counts(view)
+            self.progress(f"run {view.run_id}: reading clean values off the float noise")
+            self.check_float_leaks(view)
+            self.progress(f"run {view.run_id}: trying seeds (at most {self.seed_budget:g}s)")
             self.check_seeds(view)
             self.check_increments(view)
         return self.report
@@ -449,6 +469,14 @@ class ServerAudit:
                         self.report.find(Finding(
                             "secret-field", f"metric or label {name!r} names a seed or noise",
                             doc.run_id, doc.route))
+                for name in dict.fromkeys(re.findall(
+                        r"^([a-zA-Z_:][a-zA-Z0-9_:]*bytes[a-zA-Z0-9_:]*)\{[^}]*run=", doc.body,
+                        re.M)):
+                    hits += 1
+                    self.report.find(Finding(
+                        "side-channel", f"metric {name!r} counts bytes per run: it moves with"
+                        " the size of what users send, not only with how many reports came",
+                        doc.run_id, doc.route))
                 continue
             for name in doc.headers:
                 if secret_looking(name):
@@ -475,11 +503,14 @@ class ServerAudit:
                                f" field in {len(searched)} documents")
 
     def check_exact_counts(self, view: RunView) -> None:
-        """A released family whose values are all whole numbers is an exact count: no noise."""
-        assert view.calibration is not None
+        """A released family whose values are all whole numbers inside the clean range of the
+        reports counted is an exact count: no noise (integer noise leaves that range)."""
+        cal = view.calibration
+        assert cal is not None
         exact = [
             (p.reported, name) for p in view.polls if p.reported > 0
             for name, arr in p.arrays.items() if np.all(arr == np.round(arr))
+            and _inside(arr, cal.family(name), p.reported)
         ]
         if exact:
             t, name = exact[-1]
@@ -490,6 +521,69 @@ class ServerAudit:
         elif any(p.reported > 0 for p in view.polls):
             self.report.passed("raw-data", "released families are not integer-valued",
                                view.run_id)
+
+    def _grid(self, fam: FamilyCalibration) -> float | None:
+        """The declared grid step of a family's released values (None: none declared)."""
+        return self.grid if self.grid is not None else getattr(fam, "grid", None)
+
+    def check_float_leaks(self, view: RunView) -> None:
+        """Clean values proven from the float noise's low-order bits (on a reading where each
+        entry is one clean count plus one noise draw), and readings off their declared grid."""
+        cfg, cal = view.config, view.calibration
+        assert cfg is not None and cal is not None
+        grids = {f.name: self._grid(f) for f in cal.families}
+        declared = {n: g for n, g in grids.items() if g is not None}
+        off = [(p.reported, name, found.off_grid, found.total)
+               for p in view.polls for name, step in declared.items()
+               if (found := float_leaks(p.arrays[name], 0.0, "none", (), step)).off_grid]
+        if off:
+            t, name, n, total = off[-1]
+            self.report.find(Finding(
+                "grid", f"{n} of {total} entries of family {name!r} after {t} reports lie off"
+                f" their declared grid (step {declared[name]:g}): the noise is not the declared"
+                " grid noise", view.run_id, "GET /v1/runs/{run_id}/billboard",
+                {"readings": [dict(zip(("reported", "family", "off_grid", "entries"), o,
+                                       strict=True)) for o in off]}))
+        elif declared:
+            self.report.passed("grid", f"every reading lies on its declared grid"
+                               f" ({', '.join(f'{n}: {g:g}' for n, g in declared.items())})",
+                               view.run_id)
+        single = [p for p in view.polls
+                  if p.reported and single_draw(p.reported, cal.mode, cal.smooth)]
+        if not single:
+            when = "1" if cal.mode == "ldp" or cal.smooth else "a power of two"
+            self.report.skipped("float-noise", f"needs a reading after {when} report(s), where"
+                                " each entry is one clean count plus one noise draw",
+                                view.run_id)
+            return
+        poll = single[0]
+        kind = cal.mechanism_name if cfg.noise != "opendp" else "opendp"
+        found, families, counts = LeakReport(), [], count_families(cfg, self.rng)
+        for fam in cal.families:
+            cands = count_candidates(fam.clean_min, fam.clean_max, poll.reported)
+            left = MAX_ENTRIES - found.total
+            if cands is None or fam.name not in counts or left <= 0:
+                continue
+            families.append(fam.name)
+            values = poll.arrays[fam.name].ravel()[:left]  # the first entries: a fixed sample
+            found.add(float_leaks(values, fam.scale, kind, cands, grids[fam.name]))
+        if found.proven:
+            share = found.proven / found.total
+            self.report.find(Finding(
+                "float-noise",
+                f"{found.proven} of {found.total} released entries read ({share:.0%}) after"
+                f" {poll.reported} report(s) proven exact from public values: the"
+                f" {cfg.noise} {kind} noise's float image admits one clean count (Mironov 2012;"
+                f" count families {', '.join(families)})",
+                view.run_id, "GET /v1/runs/{run_id}/billboard",
+                {"reported": poll.reported, "families": families, **found.to_dict()}))
+        elif families:
+            self.report.passed("float-noise", f"no clean value proven from the float bits of"
+                               f" {found.total} entries after {poll.reported} report(s)",
+                               view.run_id)
+        else:
+            self.report.skipped("float-noise", "no released family is a count with few enough"
+                                " clean values to test", view.run_id)
 
     def _candidates(self, view: RunView) -> tuple[list[tuple[int, str]], int]:
         """Seeds to try with where each comes from, most suspicious first, and the total:
@@ -631,6 +725,11 @@ class ServerAudit:
                                f" std {ratios} (false-alarm rate {self.alpha:g})", view.run_id)
 
 
+def _inside(arr: np.ndarray, fam: FamilyCalibration, items: int) -> bool:
+    """Whether every entry lies in the clean range of `items` reports' summed values."""
+    return bool(np.all(arr >= items * fam.clean_min) and np.all(arr <= items * fam.clean_max))
+
+
 def _short(value: Any, limit: int = 60) -> str:
     """A value's repr, cut to `limit` characters for one-line messages."""
     text = repr(value)
@@ -647,8 +746,10 @@ def audit_server(
     max_candidates: int = 400,
     rng: np.random.Generator | None = None,
     seed_budget: float = 120.0,
+    grid: float | None = None,
+    progress: Progress | None = None,
 ) -> AuditReport:
     """Audit the server at `server` from its public routes (see the module docstring)."""
     with ServerAPI(server) as api:
         return ServerAudit(api, run_ids, polls, interval, alpha, guesses, max_candidates,
-                           rng, seed_budget).run()
+                           rng, seed_budget, grid, progress).run()

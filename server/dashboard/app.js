@@ -16,7 +16,6 @@ const state = {
   rate: new Map(),       // id -> {t, reported, value}
   ledger: new Map(),     // id -> LedgerView
   regret: new Map(),     // id -> {reported, world, view | error}
-  bytes: new Map(),      // id -> mean bytes per counted report (from /metrics)
   billboard: null,
   detail: null,
   timer: null,
@@ -91,7 +90,7 @@ async function refresh() {
       updateRate(run, now);
       state.runs.set(run.id, run);
     }
-    await Promise.all([readMetrics(), ...[...state.runs.values()].map(readRun)]);
+    await Promise.all([...state.runs.values()].map(readRun));
     await readBillboard();
     render();
     status.className = "status";
@@ -136,24 +135,6 @@ async function readRun(run) {
     ));
   }
   await Promise.all(jobs);
-}
-
-async function readMetrics() {
-  const resp = await fetch("/metrics");
-  if (!resp.ok) return;
-  const text = await resp.text();
-  const total = new Map();
-  const count = new Map();
-  const pattern = /^privrl_(report_bytes|reports_accepted)_total\{run="([^"]+)"\} ([0-9.eE+-]+)$/;
-  for (const line of text.split("\n")) {
-    const m = pattern.exec(line);
-    if (!m) continue;
-    (m[1] === "report_bytes" ? total : count).set(m[2], Number(m[3]));
-  }
-  for (const [id, bytes] of total) {
-    const n = count.get(id);
-    if (n) state.bytes.set(id, bytes / n);
-  }
 }
 
 async function readBillboard() {
@@ -251,9 +232,7 @@ function renderTable() {
     const cells = [show, name, privacy, budget, spent, progress,
       el("td", {}, st.outstanding),
       el("td", { class: "rate" }, rate && rate.value !== null ? fmt(rate.value, 3) : "…"),
-      el("td", {}, st.policy_version),
-      el("td", {}, c.privacy === "ldp" && state.bytes.has(id) ? fmt(state.bytes.get(id), 4)
-        : "–")];
+      el("td", {}, st.policy_version)];
     if (reg && reg.view && reg.view.regret.length) {
       const tail = reg.view.regret.slice(-WINDOW);
       const mean = tail.reduce((a, b) => a + b, 0) / tail.length;

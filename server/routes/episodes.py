@@ -189,7 +189,6 @@ async def report(run_id: str, report: Report, request: Request) -> Response:
                 counters.reports_duplicate.inc()
             else:
                 counters.reports_accepted.inc()
-                counters.report_bytes.inc(len(await request.body()))
                 if hosted.run.finished:  # every waiting claim learns it at once (410)
                     hosted.slot_freed.notify_all()
                 else:

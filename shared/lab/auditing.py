@@ -19,6 +19,10 @@ the first one, the outputs are every billboard release the real tree privatizer 
 run, and the declared loss is that of the tree's levels together (the first user enters one node
 per level), which is what the calibration spends the whole epsilon on.
 
+Both audits also test a sample of outputs for floating-point leaks (`privrl.lab.float_leaks`):
+how many entries' clean values the float bits alone prove, and how many lie off their declared
+grid; either is a finding whatever the epsilon bound says.
+
 The beta quantiles are computed here (continued fraction of the regularized incomplete beta
 function and bisection), so scipy is not a runtime dependency.
 """
@@ -33,6 +37,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 from privrl.algorithms.base import Algorithm
 from privrl.config import RunConfig
+from privrl.lab.float_leaks import LeakReport, count_candidates, float_leaks
 from privrl.privacy.accountant import Ledger
 from privrl.privacy.calibration import Calibration, calibrate
 from privrl.privacy.mechanisms import Gaussian
@@ -46,6 +51,8 @@ CentralFactory = Callable[[Calibration, Sequence[int], int], Privatizer]  # (cal
 CHUNK_VALUES = 4_000_000  # noise values drawn per call of the randomizer (bounds the memory)
 TIE = 1e-9  # statistic values within this of the threshold count as reaching it (atoms)
 PILOT_EVENTS = 25  # a threshold is only chosen where the pilot saw this many events each side
+LEAK_ROWS = 200  # outputs whose every entry the float-leak test reads (exact, ~0.1 ms an entry)
+Progress = Callable[[str], None]
 
 
 # --- Clopper-Pearson without scipy -------------------------------------------------------------
@@ -187,6 +194,25 @@ def _clean_stats(algorithm: Algorithm, traj: Trajectories) -> Stats:
     """One user's clean statistics (a batch of one) under the algorithm."""
     cfg = algorithm.config
     return algorithm.user_statistics(traj, _message(traj, cfg.n_states, cfg.n_actions))
+
+
+def count_families(config: RunConfig, rng: np.random.Generator, trials: int = 8
+                   ) -> tuple[str, ...]:
+    """The released families whose clean values are whole numbers for any user (counts), as the
+    open library computes them for random trajectories with random rewards in [0, 1); none
+    when the algorithm's statistics cannot be computed from a tabular trajectory."""
+    calibration = calibrate(config)
+    s, a, h = config.n_states, config.n_actions, config.horizon
+    whole = set(calibration.released)
+    try:
+        algorithm = config.algorithm()
+        for _ in range(trials):
+            traj = _trajectory(rng.integers(0, s, h + 1), rng.integers(0, a, h), rng.random(h))
+            stats = _clean_stats(algorithm, traj)
+            whole = {n for n in whole if np.all(np.mod(np.asarray(stats[n], float), 1.0) == 0)}
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return ()
+    return tuple(n for n in calibration.released if n in whole)
 
 
 def released_vector(algorithm: Algorithm, calibration: Calibration, traj: Trajectories
@@ -380,18 +406,69 @@ class RandomizerAudit:
     tpr_lower: float
     fpr_upper: float
     seconds: float
+    float_entries: int = 0  # output entries the float-leak test read
+    float_proven: int = 0  # of them, entries whose clean value the float bits prove
+    float_wrong: int = 0  # proven values that differ from the true clean value (0 if sound)
+    off_grid: int = 0  # entries off their declared grid
 
     @property
     def exceeded(self) -> bool:
         """Whether the samples prove more privacy loss than declared (a finding)."""
         return self.lower_bound > self.epsilon
 
+    @property
+    def leaks(self) -> bool:
+        """Whether the float-leak test proved clean values or found entries off their grid."""
+        return self.float_proven > 0 or self.off_grid > 0
+
     def to_dict(self) -> dict[str, object]:
-        """JSON-ready fields (plus `exceeded`)."""
-        return {**asdict(self), "exceeded": self.exceeded}
+        """JSON-ready fields (plus `exceeded` and `leaks`)."""
+        return {**asdict(self), "exceeded": self.exceeded, "leaks": self.leaks}
 
 
 Sampler = Callable[[RunConfig, NeighbourPair, str, int, np.random.Generator], np.ndarray]
+Outputs = Callable[[RunConfig, Stats, int, np.random.Generator], Stats]  # rows released
+
+
+def local_outputs(config: RunConfig, clean: Stats, rows: int, rng: np.random.Generator,
+                  randomizer: LocalRandomizer = randomize_locally) -> Stats:
+    """`rows` reports of the local randomizer on one user's clean statistics."""
+    calibration = calibrate(config)
+    stats = {f.name: np.asarray(clean[f.name])[:, None] for f in calibration.families}
+    return randomizer(stats, _batched(calibration, rows), [rng])
+
+
+def central_outputs(config: RunConfig, clean: Stats, rows: int, rng: np.random.Generator,
+                    privatizer: CentralFactory = Central) -> Stats:
+    """`rows` independent first releases (t = 1) of the central privatizer after one user."""
+    calibration = calibrate(config)
+    batched = _batched(calibration, rows)
+    central = privatizer(batched, [int(rng.integers(0, 2**63))], config.episodes)
+    central.ingest({f.name: np.broadcast_to(np.asarray(clean[f.name])[:, None],
+                                            (1, rows, *f.shape[1:]))
+                    for f in batched.families}, Ledger())
+    return central.release()
+
+
+def leak_test(config: RunConfig, clean: Stats, outputs: Stats, rows: int,
+              counts: Sequence[str]) -> tuple[LeakReport, int]:
+    """The float-leak test on `rows` outputs of one user's clean statistics `clean` in the
+    `counts` families: what it proves, and how many proven values are wrong (compared with the
+    known clean values)."""
+    calibration = calibrate(config)
+    kind = calibration.mechanism_name if config.noise != "opendp" else "opendp"
+    total, wrong = LeakReport(), 0
+    for fam in calibration.families:
+        cands = count_candidates(fam.clean_min, fam.clean_max, 1)
+        if cands is None or fam.name not in counts:
+            continue
+        values = np.asarray(outputs[fam.name]).reshape(rows, -1)
+        truth = np.broadcast_to(np.asarray(clean[fam.name], float).reshape(1, -1), values.shape)
+        found = float_leaks(values, fam.scale, kind, cands, getattr(fam, "grid", None))
+        proven = ~np.isnan(found.clean)
+        wrong += int((found.clean[proven] != truth.ravel()[proven]).sum())
+        total.add(found)
+    return total, wrong
 
 
 def audit_local_randomizer(
@@ -401,6 +478,7 @@ def audit_local_randomizer(
     confidence: float = 0.95,
     pilot: int | None = None,
     randomizer: LocalRandomizer = randomize_locally,
+    progress: Progress | None = None,
 ) -> RandomizerAudit:
     """Lower-bound the local randomizer's epsilon on the worst-case pair of users.
 
@@ -415,7 +493,12 @@ def audit_local_randomizer(
         """Outputs of the local randomizer."""
         return sample_statistic(cfg, pair, which, n, gen, randomizer)
 
-    return _audit(config, rng, samples, confidence, pilot, draw, "local randomizer", 1)
+    def outputs(cfg: RunConfig, clean: Stats, rows: int, gen: np.random.Generator) -> Stats:
+        """Reports of the local randomizer."""
+        return local_outputs(cfg, clean, rows, gen, randomizer)
+
+    return _audit(config, rng, samples, confidence, pilot, draw, "local randomizer", 1,
+                  outputs, progress)
 
 
 def audit_central_release(
@@ -425,6 +508,7 @@ def audit_central_release(
     confidence: float = 0.95,
     pilot: int | None = None,
     privatizer: CentralFactory = Central,
+    progress: Progress | None = None,
 ) -> RandomizerAudit:
     """Lower-bound the epsilon of the central (JDP) release: every billboard release of a run of
     K = config.episodes users, one of whom is replaced.
@@ -439,9 +523,13 @@ def audit_central_release(
         """Release sequences of the central privatizer."""
         return sample_central_statistic(cfg, pair, which, n, gen, privatizer)
 
+    def outputs(cfg: RunConfig, clean: Stats, rows: int, gen: np.random.Generator) -> Stats:
+        """First releases of the central privatizer."""
+        return central_outputs(cfg, clean, rows, gen, privatizer)
+
     name = f"central release over {config.episodes} episode(s)"
     return _audit(config, rng, samples, confidence, pilot, draw, name,
-                  levels_released(config.episodes))
+                  levels_released(config.episodes), outputs, progress)
 
 
 def _audit(
@@ -453,9 +541,12 @@ def _audit(
     draw: Sampler,
     release: str,
     copies: int,
+    outputs: Outputs,
+    progress: Progress | None = None,
 ) -> RandomizerAudit:
-    """The threshold test on the worst-case pair; `copies` is how many independently noised
-    copies of the user's statistics the audited release holds (its exact loss scales with it)."""
+    """The threshold test on the worst-case pair and the float-leak test on `outputs` of its
+    first user; `copies` is how many independently noised copies of the user's statistics the
+    audited release holds (its exact loss scales with it)."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     if samples < 10:
@@ -463,20 +554,28 @@ def _audit(
     calibration = calibrate(config)
     if calibration.mechanism is None or not calibration.noise_scale:
         raise ValueError("the configuration releases nothing with noise: there is nothing to audit")
+    say = progress or (lambda line: None)
     start = time.perf_counter()
     alpha = 1.0 - confidence
     gaussian = isinstance(calibration.mechanism, Gaussian)
     delta = config.delta if gaussian else 0.0
+    say("searching the worst-case pair of users")
     pair = worst_case_pair(config, rng)
     pair_eps = (gaussian_epsilon(pair.loss * math.sqrt(copies), delta) if gaussian
                 else pair.loss * copies)
     pilot = max(1000, samples // 4) if pilot is None else pilot
+    say(f"drawing {pilot} pilot outputs per user to choose the threshold")
     tx, ty = (draw(config, pair, which, pilot, rng) for which in "xy")
     tau = _choose_threshold(tx, ty, samples, alpha, delta)
+    say(f"drawing {samples} outputs per user for the bound")
     tx, ty = (draw(config, pair, which, samples, rng) for which in "xy")
     tp, fp = _counts_at(tx, ty, tau)
     tpr_lo = clopper_pearson(tp, samples, alpha / 2)[0]
     fpr_hi = clopper_pearson(fp, samples, alpha / 2)[1]
+    say(f"reading clean values off the float bits of {LEAK_ROWS} outputs")
+    clean = _clean_stats(config.algorithm(), pair.x)
+    leaks, wrong = leak_test(config, clean, outputs(config, clean, LEAK_ROWS, rng), LEAK_ROWS,
+                             count_families(config, rng))
     return RandomizerAudit(
         algo=config.algo,
         release=release,
@@ -499,4 +598,8 @@ def _audit(
         tpr_lower=tpr_lo,
         fpr_upper=fpr_hi,
         seconds=time.perf_counter() - start,
+        float_entries=leaks.total,
+        float_proven=leaks.proven,
+        float_wrong=wrong,
+        off_grid=leaks.off_grid,
     )
