@@ -4,9 +4,8 @@ An outsider with public routes and the open library only (never the seed) reads 
 the float noise's low-order bits: a JDP billboard after one report (`privrl audit server`) and
 LDP reports as they cross the wire (`privrl audit proxy`). On the float backend the attack must
 prove most entries, and every proven value must be the true clean value (the test knows it);
-on the integer-noise default it must prove none (needs the coordinator's integer noise layer).
+on the integer-noise default it must prove none.
 
-FLOAT names the float backend (today's "numpy"; the integer-noise merge renames it "float").
 """
 
 from __future__ import annotations
@@ -33,10 +32,8 @@ from test_audit_proxy import Proxy
 
 pytestmark = pytest.mark.slow
 
-FLOAT = "numpy"  # the float backend (renamed "float" with the integer noise layer)
-INTEGER_DEFAULT = "numpy"  # the default backend once it draws integer noise
-XFAIL_INTEGER = pytest.mark.xfail(strict=True,
-                                  reason="needs integer noise layer (coordinator's branch)")
+FLOAT = "float"  # the float backend (simulation only)
+INTEGER_DEFAULT = "numpy"  # the default backend: integer noise
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +148,6 @@ def test_ldp_reports_as_the_server_receives_them_are_proven_exact(
     assert leak[0]["evidence"]["total"] == found.total
 
 
-@XFAIL_INTEGER
 def test_nothing_is_proven_on_the_integer_noise_default(server: LiveServer) -> None:
     run_id, found, wrong = jdp_after_one_report(server, INTEGER_DEFAULT)
     assert found.proven == 0 and wrong == 0, found.to_dict()

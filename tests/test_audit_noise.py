@@ -25,6 +25,7 @@ from privrl.client.audit.server import (
 from privrl.config import RunConfig
 from privrl.privacy.calibration import calibrate
 from privrl.privacy.mechanisms import Laplace
+from privrl.privacy.noise import FLOAT_NOISE
 from privrl.privacy.tree import TreeCounter, release_variance
 from privrl.run import Run, user_episode
 from privrl.seeding import generator
@@ -72,9 +73,10 @@ def test_release_coefficients_have_the_declared_variance(smooth: bool) -> None:
 
 @pytest.mark.parametrize("smooth", [False, True])
 def test_increment_moments_match_the_tree(smooth: bool) -> None:
-    """Monte Carlo over 4000 replica trees of unit Laplace noise (variance 2, kurtosis 6)."""
+    """Monte Carlo over 4000 replica trees of unit (float) Laplace noise (variance 2, kurtosis
+    6): the moments of the continuous law the coefficients assume."""
     reps = 4000
-    tree = TreeCounter((1,), Laplace(1.0), list(range(reps)), "x", 64, smooth)
+    tree = TreeCounter((1,), Laplace(1.0, FLOAT_NOISE), list(range(reps)), "x", 64, smooth)
     releases = []
     for _ in range(40):
         tree.add(np.zeros((reps, 1)))
@@ -140,7 +142,7 @@ def test_the_right_users_seed_rederives_the_local_noise() -> None:
     t, released, exact = feed(run, 15, client_seed=77)[-1]
     cal = calibrate(cfg)
     arrays = {f.name: a for f, a in zip(cal.families, released, strict=True)}
-    noise = local_noise(cal, cfg.horizon, 77, range(t))
+    noise = local_noise(cal, cfg.horizon, 77, range(t), cal.integer)  # Bernoulli rewards drawn
     for f in cal.families:
         assert np.allclose(arrays[f.name] - noise[f.name], exact[f.name], atol=1e-9)
     assert clean_distance(cal, arrays, t, local_noise(cal, cfg.horizon, 78, range(t))) > 1.0

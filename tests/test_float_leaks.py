@@ -2,7 +2,6 @@
 Laplace is bit-exact, float-noised counts are proven (and never wrongly), grid-noised ones
 never are, and the randomizer audit counts what the float backend leaks.
 
-FLOAT names the float backend (today's "numpy"; the integer-noise merge renames it "float").
 """
 
 from __future__ import annotations
@@ -22,8 +21,8 @@ from privrl.lab.float_leaks import (
 )
 from privrl.seeding import generator
 
-FLOAT = "numpy"  # the float backend (renamed "float" with the integer noise layer)
-INTEGER_DEFAULT = "numpy"  # the default backend once it draws integer noise
+FLOAT = "float"  # the float backend (simulation only)
+INTEGER_DEFAULT = "numpy"  # the default backend: integer noise
 
 
 def test_the_model_is_numpys_laplace_bit_for_bit() -> None:
@@ -95,7 +94,6 @@ def test_the_randomizer_audit_proves_the_float_backends_outputs(release: str) ->
     assert audit.float_wrong == 0
 
 
-@pytest.mark.xfail(strict=True, reason="needs integer noise layer (coordinator's branch)")
 @pytest.mark.parametrize("release", ["local", "central"])
 def test_the_randomizer_audit_proves_nothing_on_integer_noise(release: str) -> None:
     audit = (audit_local_randomizer if release == "local" else audit_central_release)(

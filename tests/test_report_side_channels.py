@@ -85,27 +85,31 @@ def moved(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def trajectory(ticket: dict[str, Any], kind: int) -> Trajectories:
-    """A trajectory the served policy plays: kind 0 stays in state 0 with reward 0.005 where it
+def trajectory(ticket: dict[str, Any], kind: int, paid: float = 0.005) -> Trajectories:
+    """A trajectory the served policy plays: kind 0 stays in state 0 with reward `paid` where it
     goes left; kind 1 walks two-digit states with reward 0.0; kind 2 mixes both."""
     actions_table = np.asarray(ticket["policy"]["actions"], dtype=np.int64)  # (H, S)
     states = {0: [0] * (H + 1), 1: [10, 11] * H, 2: [0, 11] * H}[kind][: H + 1]
     actions = [int(actions_table[h, states[h]]) for h in range(H)]
-    rewards = [0.005 if states[h] == 0 and actions[h] == LEFT else 0.0 for h in range(H)]
+    rewards = [paid if states[h] == 0 and actions[h] == LEFT else 0.0 for h in range(H)]
     if kind == 0:
-        assert 0.005 in rewards or actions_table[0, 0] != LEFT
+        assert paid in rewards or actions_table[0, 0] != LEFT
     return Trajectories(np.asarray([states]), np.asarray([actions]), np.asarray([rewards]))
 
 
-def test_every_public_series_moves_the_same_for_every_report(apps) -> None:
+@pytest.mark.parametrize(("noise", "paid"), [("numpy", 1.0), ("float", 0.005)])
+def test_every_public_series_moves_the_same_for_every_report(apps, noise: str, paid: float
+                                                             ) -> None:
+    """Integer noise (users report Bernoulli rewards: 0 or 1) and float noise (0.005 is two
+    characters longer than 0.0 in JSON): no public series tells the users apart."""
     client = apps()
-    config = spec("jdp", n_states=S, horizon=H, episodes=20, seed=None)
+    config = spec("jdp", n_states=S, horizon=H, episodes=20, seed=None, noise=noise)
     run_id = create(client, config)
     deltas, sizes, rewards = [], [], []
     before: dict[str, Any] = public(client, run_id)  # the GET routes' series exist from here
     for user in range(12):  # the first three create the run's series and logs: not compared
         ticket = claim(client, run_id)
-        traj = trajectory(ticket, user % 3)
+        traj = trajectory(ticket, user % 3, paid)
         body = encode_trajectory(ticket["ticket"], traj)
         if user % 4 == 3:  # JSON arrays, which the server still takes: sizes vary, /metrics not
             report = TrajectoryReport.model_validate_json(body)
@@ -120,7 +124,7 @@ def test_every_public_series_moves_the_same_for_every_report(apps) -> None:
             deltas.append(moved(before, after))
         rewards.append(tuple(traj.rewards[0]))
         before = after
-    assert any(0.005 in r for r in rewards) and any(set(r) == {0.0} for r in rewards)
+    assert any(paid in r for r in rewards) and any(set(r) == {0.0} for r in rewards)
     assert len(set(sizes)) == 1, sizes  # Content-Length: a function of public H only
     first = deltas[0]
     assert any("privrl_reports_accepted_total" in k and v == 1 for k, v in first.items())

@@ -210,15 +210,18 @@ def central_noise(calibration: Calibration, seed: int, max_items: int, t: int,
     return out
 
 
-def local_noise(calibration: Calibration, horizon: int, seed: int, episodes: Sequence[int]
-                ) -> dict[str, np.ndarray]:
+def local_noise(calibration: Calibration, horizon: int, seed: int, episodes: Sequence[int],
+                bernoulli_rewards: bool = False) -> dict[str, np.ndarray]:
     """The sum of the users' local noise over `episodes`, were the users' seed `seed` (each user
-    draws its rollout uniforms, then its noise, from user_generator(seed, episode))."""
+    draws its rollout uniforms, its H Bernoulli-reward uniforms when `bernoulli_rewards`, then its
+    noise, from user_generator(seed, episode): `privrl.run.user_episode`'s order)."""
     total = {f.name: np.zeros(f.shape) for f in calibration.families}
     zeros = {f.name: np.zeros((1, *f.shape)) for f in calibration.families}
     for k in episodes:
         rng = user_generator(seed, k)
         draw_uniforms([rng], horizon)
+        if bernoulli_rewards:
+            rng.random(horizon)
         for name, arr in randomize_locally(zeros, calibration, [rng]).items():
             total[name] += arr[0]
     return total
@@ -671,7 +674,8 @@ class ServerAudit:
         cfg, cal = view.config, view.calibration
         assert cfg is not None and cal is not None
         if cfg.privacy == "ldp":
-            noise = local_noise(cal, cfg.horizon, seed, view.episodes_reported)
+            noise = local_noise(cal, cfg.horizon, seed, view.episodes_reported,
+                                cal.integer and cfg.algorithm().integer_rewards)
             return clean_distance(cal, poll.arrays, t, noise)
         worst = 0.0
         for fam in sorted(cal.families, key=lambda f: int(np.prod(f.shape))):

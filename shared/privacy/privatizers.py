@@ -265,8 +265,8 @@ def randomize_locally(
     out = {}
     for f in calibration.families:
         sampler = calibration.sampler(f.name)
-        if calibration.integer:
-            rows = [sampler.add(rng, f.to_units(stats[f.name][r], rng))
+        if calibration.integer:  # a row broadcasts to the family's shape (an audit's batch)
+            rows = [sampler.add(rng, f.to_units(np.broadcast_to(stats[f.name][r], f.shape), rng))
                     for r, rng in enumerate(rngs)]
             out[f.name] = _from_units(calibration, f.name, np.stack(rows))
         else:
