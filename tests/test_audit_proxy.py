@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from client_support import run_cli
 from privrl.client.audit.proxy import (
     REPORT_PATH,
     WireLog,
@@ -30,7 +29,8 @@ from privrl.client.procs import child_env, free_port, module_cmd, wait_ready
 from privrl.client.users import run_users
 from privrl.privacy.calibration import calibrate
 from privrl.run import user_episode
-from server_support import AUTH, LiveServer, public, spec, world
+from support.client import run_cli
+from support.server import AUTH, LiveServer, public, spec, world
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +75,7 @@ def create(url: str, config: dict[str, Any]) -> str:
     return resp.json()["id"]
 
 
+@pytest.mark.slow
 def test_honest_traffic_passes(server: LiveServer, tmp_path: Path) -> None:
     proxy = Proxy(server.url, tmp_path / "wire.jsonl")
     try:
@@ -105,6 +106,7 @@ def test_honest_traffic_passes(server: LiveServer, tmp_path: Path) -> None:
     assert all(x["flags"] == [] for x in lines)
 
 
+@pytest.mark.slow
 def test_raw_statistics_in_an_ldp_run_are_flagged(server: LiveServer, tmp_path: Path) -> None:
     config = spec("ldp", episodes=10, seed=None)
     run_id = create(server.url, config)  # created behind the proxy's back: it asks the server
@@ -137,6 +139,7 @@ def test_raw_statistics_in_an_ldp_run_are_flagged(server: LiveServer, tmp_path: 
     assert final["runs"][run_id].startswith("ldp run, 2 reports of ")
 
 
+@pytest.mark.slow
 def test_usage_errors(server: LiveServer) -> None:
     port = server.url.rsplit(":", 1)[1]  # already bound: by the server
     for args, pattern in (

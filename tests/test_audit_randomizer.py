@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 import pytest
-from client_support import run_cli
 from privrl.config import RunConfig
 from privrl.lab.auditing import (
     audit_central_release,
@@ -28,6 +27,7 @@ from privrl.privacy.privatizers import Central, randomize_locally
 from privrl.seeding import generator
 from privrl.stats import Stats
 from scipy import stats as sps
+from support.client import run_cli
 
 SAMPLES = {"laplace": 200_000, "gaussian": 1_000_000}
 
@@ -112,6 +112,7 @@ def test_the_bound_is_reproducible_from_the_auditors_seed() -> None:
     assert a.lower_bound == b.lower_bound and a.true_positives == b.true_positives
 
 
+@pytest.mark.slow
 def test_cli_reports_the_bound_as_json() -> None:
     done = run_cli("audit", "randomizer", "--samples", "50000", "--seed", "4", "--json")
     assert done.returncode == 0, done.stderr
@@ -120,6 +121,7 @@ def test_cli_reports_the_bound_as_json() -> None:
     assert out["shape"] == [2, 2, 1] and out["mechanism"] == "laplace"
 
 
+@pytest.mark.slow
 def test_cli_text_and_usage_errors() -> None:
     done = run_cli("audit", "randomizer", "--samples", "20000", "--seed", "4")
     assert done.returncode == 0, done.stderr
@@ -180,6 +182,7 @@ def test_the_tree_over_two_episodes_is_sound_and_a_halved_one_is_caught(mechanis
     assert broken.exceeded and broken.lower_bound > 1.1, broken
 
 
+@pytest.mark.slow
 def test_cli_audits_the_central_release() -> None:
     done = run_cli("audit", "randomizer", "--central", "--episodes", "2", "--samples", "100000",
                    "--seed", "8", "--json")

@@ -366,6 +366,7 @@ def test_missing_gymnasium_is_a_clear_error(monkeypatch, tmp_path, capsys):
     assert "pip install 'privrl[gym]'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_importing_worlds_does_not_import_gymnasium():
     code = (
         "import sys, privrl, privrl.worlds, privrl.worlds.gym, privrl.worlds.registry,"

@@ -16,7 +16,7 @@ from privrl.config import RunConfig
 from privrl.privacy.calibration import FALSE_REFUSAL, calibrate
 from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.seeding import generator
-from server_support import Apps, claim, create, play, public, spec
+from support.server import Apps, claim, create, play, public, spec
 
 
 @pytest.mark.parametrize("mechanism", [Laplace(1.0), Gaussian(1.0)], ids=["laplace", "gaussian"])

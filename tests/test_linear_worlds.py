@@ -174,6 +174,7 @@ def test_world_parameter_errors() -> None:
         public_model(ModelSpec(name="nope"))
 
 
+@pytest.mark.slow
 def test_privrl_worlds_lists_them() -> None:
     done = subprocess.run([sys.executable, "-m", "privrl.client", "worlds"], capture_output=True,
                           text=True, timeout=120, check=True)

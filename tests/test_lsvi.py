@@ -393,6 +393,7 @@ def test_switching_regret_is_sublinear(name: str) -> None:
 # -- switches vs K from saved results ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_privrl_plot_draws_switches_vs_k_from_saved_results(tmp_path) -> None:
     """Runs saved at two K record each seed's policy switches; `privrl plot` draws switches.png
     and prints the table; the batched run's switches never exceed its N_K - 1 releases."""

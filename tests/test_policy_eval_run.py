@@ -7,16 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from policy_eval_support import (
-    GOLDEN_KNOBS,
-    clopper_pearson_upper,
-    golden_data,
-    hockey_stick,
-    neighbours,
-    pe_config,
-    random_data,
-    sums,
-)
 from privrl.algorithms.policy_eval import estimators
 from privrl.algorithms.policy_eval.estimators import LSL, LSW, smoothing_constants
 from privrl.algorithms.policy_eval.features import feature_matrix
@@ -26,6 +16,16 @@ from privrl.run import Run
 from privrl.seeding import generator
 from privrl.worlds.chain import ChainMRP
 from privrl.worlds.first_visit import FirstVisits
+from support.policy_eval import (
+    GOLDEN_KNOBS,
+    clopper_pearson_upper,
+    golden_data,
+    hockey_stick,
+    neighbours,
+    pe_config,
+    random_data,
+    sums,
+)
 
 ALGOS = ("dp-lsw", "dp-lsl")
 

@@ -28,8 +28,18 @@ from privrl.run import run_in_process
 from privrl.seeding import generator
 from privrl.worlds.tabular import TabularMDP, riverswim
 from scipy import stats
-from server_support import AUTH, Apps, LiveServer, create, play, snapshot, spec, state, user_report
-from test_server_store import interleaved
+from support.server import (
+    AUTH,
+    Apps,
+    LiveServer,
+    create,
+    interleaved,
+    play,
+    snapshot,
+    spec,
+    state,
+    user_report,
+)
 
 SECURE = OpenDPNoise()
 N_DRAWS = 20_000
@@ -345,6 +355,7 @@ def test_an_opendp_ldp_run_over_http_names_the_backend(apps: Apps) -> None:
     assert _node_rows(apps.db, run_id) == 0  # the users drew the noise; the reports hold it
 
 
+@pytest.mark.slow
 def test_sigkilled_real_server_rebuilds_an_opendp_run(tmp_path: Path, secure_spec: dict) -> None:
     db, log = tmp_path / "privrl.db", tmp_path / "server.log"
     mdp = riverswim(horizon=secure_spec["horizon"], n_states=secure_spec["n_states"])
