@@ -14,6 +14,8 @@ import pytest
 from privrl import accel
 from support.server import Apps
 
+pytest_plugins = ("pytester",)  # test_repository runs the guard on a probe suite
+
 # audit events (sys.addaudithook) of everything that starts a process; multiprocessing's spawn
 # and forkserver start methods raise none, so BaseProcess.start is guarded as well
 PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn",

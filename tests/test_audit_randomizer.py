@@ -89,6 +89,7 @@ def test_the_worst_case_pair_attains_the_declared_loss(mechanism: str) -> None:
     assert (pair.fx != pair.fy).sum() == 4  # (s,a,s') and reward cells, old and new
 
 
+@pytest.mark.slow  # statistical: 2*10^5 / 10^6 samples
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 def test_bound_is_below_and_within_a_factor_two_of_epsilon(mechanism: str) -> None:
     audit = audit_local_randomizer(smallest(mechanism), generator(1, "audit"),
@@ -99,6 +100,7 @@ def test_bound_is_below_and_within_a_factor_two_of_epsilon(mechanism: str) -> No
     assert audit.seconds < 30
 
 
+@pytest.mark.slow  # statistical: 2*10^5 / 10^6 samples
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 def test_a_randomizer_with_half_its_noise_is_caught(mechanism: str) -> None:
     audit = audit_local_randomizer(smallest(mechanism), generator(2, "audit"),
@@ -133,6 +135,7 @@ def test_cli_text_and_usage_errors() -> None:
     assert inf.returncode == 2 and "nothing to audit" in inf.stderr
 
 
+@pytest.mark.slow  # statistical: 5*10^4 samples of 20 entries
 def test_larger_worlds_give_weaker_bounds_never_above_epsilon() -> None:
     """H = 5: the loss spreads over 20 entries, so the bound is weaker but still sound."""
     config = RunConfig(n_states=4, n_actions=2, horizon=5, episodes=1, privacy="ldp",
@@ -166,6 +169,7 @@ def test_one_central_release_is_bounded_below_and_within_a_factor_two_of_epsilon
     assert not audit.exceeded and audit.release.startswith("central")
 
 
+@pytest.mark.slow  # statistical: 3*10^5 samples, twice
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 def test_the_tree_over_two_episodes_is_sound_and_a_halved_one_is_caught(mechanism: str) -> None:
     """K = 2: the replaced user enters a node at each of the tree's two levels; the loss of the

@@ -307,6 +307,7 @@ def released_samples(config, data: FirstVisits, replicas: int, offset: int) -> n
     return run.billboard()["theta"]
 
 
+@pytest.mark.slow  # statistical: a black-box audit of 10^5 releases per neighbour
 @pytest.mark.parametrize(("algo", "divisor"), [("dp-lsw", 50), ("dp-lsl", 200)])
 def test_black_box_audit_and_its_meta_test(algo: str, divisor: int,
                                            monkeypatch: pytest.MonkeyPatch) -> None:

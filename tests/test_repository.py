@@ -11,9 +11,11 @@ import ast
 import hashlib
 import json
 import re
+import shutil
 from pathlib import Path
 
 import jsonschema
+import pytest
 from privrl.client.procs import REPO_ROOT
 from support.vendored import COMPOSE_SCHEMA
 
@@ -66,3 +68,55 @@ def test_no_test_module_imports_another() -> None:
     }
     assert {name: mods for name, mods in offenders.items() if mods} == {}
     assert "support" in imported_modules(TESTS / "conftest.py")  # the check sees imports
+
+
+GUARDED = '''
+import multiprocessing, os, subprocess, sys
+import pytest
+
+def test_popen():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+def test_caught():
+    try:
+        os.system("true")
+    except Exception:
+        pass
+
+def test_spawn():
+    process = multiprocessing.get_context("spawn").Process(target=print)
+    process.start()
+    process.join()
+
+def test_fork():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+@pytest.mark.slow
+def test_marked():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+def test_in_process():
+    assert sum([1, 2]) == 3
+'''
+
+
+@pytest.mark.slow  # runs pytest (and its xdist workers) as processes
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_a_test_not_marked_slow_that_starts_a_process_fails(
+        pytester: pytest.Pytester, workers: list[str]) -> None:
+    """The guard in conftest.py, on this repository's conftest and support package: every way to
+    start a process fails a test not marked slow (even when the test catches the error); a
+    marked test and an in-process one pass, under xdist too."""
+    shutil.copy(TESTS / "conftest.py", pytester.path / "conftest.py")
+    shutil.copytree(TESTS / "support", pytester.path / "support")
+    pytester.makeini("[pytest]\nmarkers =\n    slow: starts a process\n")
+    pytester.makepyfile(test_probe=GUARDED)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rf", "-vv", *workers)
+    result.assert_outcomes(passed=2, failed=4)
+    failed = [ln for ln in result.outlines if ln.startswith("FAILED")]
+    assert sorted(ln.split("::")[1].split()[0] for ln in failed) == [
+        "test_caught", "test_fork", "test_popen", "test_spawn"]
+    assert all("mark this test slow" in ln for ln in failed), failed

@@ -65,6 +65,7 @@ def _cycle(http: httpx.Client, run_id: str, config: dict, mdp: TabularMDP) -> No
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # statistical: KS tests on 20,000 OpenDP draws
 @pytest.mark.parametrize("b", [0.7, 25.0])
 def test_opendp_laplace_has_the_calibrated_scale(b: float) -> None:
     """OpenDP's Laplace(b) draws follow Lap(0, b): KS test, mean |x| = b, std = sqrt(2) b."""
@@ -78,6 +79,7 @@ def test_opendp_laplace_has_the_calibrated_scale(b: float) -> None:
     assert stats.kstest(x, stats.laplace(scale=math.sqrt(2.0) * b).cdf).pvalue < 1e-6
 
 
+@pytest.mark.slow  # statistical: KS tests on 20,000 OpenDP draws
 @pytest.mark.parametrize("sigma", [0.7, 25.0])
 def test_opendp_gaussian_has_the_calibrated_scale(sigma: float) -> None:
     """OpenDP's Gaussian(sigma) draws follow N(0, sigma^2): KS test and std."""
