@@ -124,6 +124,7 @@ def test_only_theta_and_its_value_are_released(privacy: str) -> None:
     assert f"{float(sigma[0]):.6g}"[:6] not in repr(run.ledger.to_dict())
 
 
+@pytest.mark.slow  # statistical: 10^4 replicas of two estimators, chi-square bounds
 def test_noise_law_on_fixed_data_matches_the_formula() -> None:
     """Spec §7.8 through the deployed release: 10^4 replicas, one fixed data set. The sample
     mean is theta_X, each coordinate's sample variance is sigma_X^2 (chi-square bounds), the
