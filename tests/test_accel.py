@@ -106,6 +106,7 @@ def test_compiled_seed_sequence_gives_numpy_streams() -> None:
             out, np.random.Generator(np.random.PCG64(seed_sequence(seed, *path))).random((3, 4)))
 
 
+@pytest.mark.slow
 def test_warm_up_command_prepares_the_kernels() -> None:
     import subprocess
     import sys

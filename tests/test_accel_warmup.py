@@ -112,6 +112,7 @@ def test_switch_values(cold, monkeypatch) -> None:
     assert accel.mode() == "auto" and not accel.enabled() and len(cold) == 1
 
 
+@pytest.mark.slow
 def test_warm_up_command_marks_ready_and_frees_its_lock(tmp_path) -> None:
     """`python -m privrl.accel --lock F` (what the background start runs): compiled or loaded
     kernels, the ready marker written, the lock removed."""
@@ -134,6 +135,7 @@ print(repr(out.tolist()))
 """
 
 
+@pytest.mark.slow
 def test_a_changed_callee_in_another_module_is_not_loaded_stale(tmp_path) -> None:
     """numba's cache checks only the file of the function it loads: after `git pull` changed a
     kernel's callee in another module (streams.py here, under episodes._uniforms), the caller's

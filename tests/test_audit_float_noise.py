@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from client_support import run_cli
 from privrl.algorithms.base import PolicyMessage
 from privrl.lab.auditing import count_families
 from privrl.lab.float_leaks import LeakReport, count_candidates, float_leaks
@@ -27,8 +26,9 @@ from privrl.protocol import PolicyPayload
 from privrl.run import user_episode
 from privrl.seeding import generator
 from privrl.stats import Stats
-from server_support import AUTH, LiveServer, public, spec, world
-from test_audit_proxy import Proxy
+from support.client import run_cli
+from support.proxy import Proxy
+from support.server import AUTH, LiveServer, public, spec, world
 
 pytestmark = pytest.mark.slow
 

@@ -31,7 +31,7 @@ from privrl.run import Run, user_episode
 from privrl.seeding import generator
 from privrl.stats import tabular_counts
 from privrl.worlds import riverswim
-from server_support import create, play, spec
+from support.server import create, play, spec
 
 MDP = riverswim(5, n_states=4)
 

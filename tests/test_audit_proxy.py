@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,19 +16,19 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from client_support import run_cli
 from privrl.client.audit.proxy import (
-    REPORT_PATH,
     WireLog,
     describe,
     split_run_path,
     whole_number_arrays,
 )
-from privrl.client.procs import child_env, free_port, module_cmd, wait_ready
+from privrl.client.procs import free_port
 from privrl.client.users import run_users
 from privrl.privacy.calibration import calibrate
 from privrl.run import user_episode
-from server_support import AUTH, LiveServer, public, spec, world
+from support.client import run_cli
+from support.proxy import Proxy
+from support.server import AUTH, LiveServer, public, spec, world
 
 
 @pytest.fixture(scope="module")
@@ -40,41 +38,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield live
 
 
-class Proxy:
-    """`privrl audit proxy --json` as a child process on a free loopback port."""
-
-    def __init__(self, upstream: str, log: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log
-        cmd = module_cmd("privrl.client", "audit", "proxy", "--listen", str(self.port),
-                         "--upstream", upstream, "--log", str(log), "--json")
-        self.proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        wait_ready(self.url + REPORT_PATH, self.proc, timeout=60)
-
-    def report(self) -> dict[str, Any]:
-        """The report so far, from the proxy's own route."""
-        return httpx.get(self.url + REPORT_PATH, timeout=30).json()
-
-    def stop(self) -> tuple[int, dict[str, Any], str]:
-        """SIGTERM; exit code, the final JSON report and stderr."""
-        self.proc.send_signal(signal.SIGTERM)
-        out, err = self.proc.communicate(timeout=30)
-        return self.proc.returncode, json.loads(out), err
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate(timeout=30)
-
-
 def create(url: str, config: dict[str, Any]) -> str:
     resp = httpx.post(f"{url}/v1/runs", json=config, headers=AUTH, timeout=30)
     assert resp.status_code == 201, resp.text
     return resp.json()["id"]
 
 
+@pytest.mark.slow
 def test_honest_traffic_passes(server: LiveServer, tmp_path: Path) -> None:
     proxy = Proxy(server.url, tmp_path / "wire.jsonl")
     try:
@@ -107,6 +77,7 @@ def test_honest_traffic_passes(server: LiveServer, tmp_path: Path) -> None:
     assert all(x["flags"] == [] for x in lines)
 
 
+@pytest.mark.slow
 def test_raw_statistics_in_an_ldp_run_are_flagged(server: LiveServer, tmp_path: Path) -> None:
     config = spec("ldp", episodes=10, seed=None)
     run_id = create(server.url, config)  # created behind the proxy's back: it asks the server
@@ -139,6 +110,7 @@ def test_raw_statistics_in_an_ldp_run_are_flagged(server: LiveServer, tmp_path: 
     assert final["runs"][run_id].startswith("ldp run, 2 reports of ")
 
 
+@pytest.mark.slow
 def test_usage_errors(server: LiveServer) -> None:
     port = server.url.rsplit(":", 1)[1]  # already bound: by the server
     for args, pattern in (

@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 import pytest
-from client_support import run_cli
 from privrl.config import RunConfig
 from privrl.lab.auditing import (
     audit_central_release,
@@ -28,6 +27,7 @@ from privrl.privacy.privatizers import Central, randomize_locally
 from privrl.seeding import generator
 from privrl.stats import Stats
 from scipy import stats as sps
+from support.client import run_cli
 
 SAMPLES = {"laplace": 200_000, "gaussian": 1_000_000}
 
@@ -89,6 +89,7 @@ def test_the_worst_case_pair_attains_the_declared_loss(mechanism: str) -> None:
     assert (pair.fx != pair.fy).sum() == 4  # (s,a,s') and reward cells, old and new
 
 
+@pytest.mark.slow  # statistical: 2*10^5 / 10^6 samples
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 def test_bound_is_below_and_within_a_factor_two_of_epsilon(mechanism: str) -> None:
     audit = audit_local_randomizer(smallest(mechanism), generator(1, "audit"),
@@ -99,6 +100,7 @@ def test_bound_is_below_and_within_a_factor_two_of_epsilon(mechanism: str) -> No
     assert audit.seconds < 30
 
 
+@pytest.mark.slow  # statistical: 2*10^5 / 10^6 samples
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 def test_a_randomizer_with_half_its_noise_is_caught(mechanism: str) -> None:
     audit = audit_local_randomizer(smallest(mechanism), generator(2, "audit"),
@@ -112,6 +114,7 @@ def test_the_bound_is_reproducible_from_the_auditors_seed() -> None:
     assert a.lower_bound == b.lower_bound and a.true_positives == b.true_positives
 
 
+@pytest.mark.slow
 def test_cli_reports_the_bound_as_json() -> None:
     done = run_cli("audit", "randomizer", "--samples", "50000", "--seed", "4", "--json")
     out = json.loads(done.stdout)
@@ -120,6 +123,7 @@ def test_cli_reports_the_bound_as_json() -> None:
     assert out["shape"] == [2, 2, 1] and out["mechanism"] == "laplace"
 
 
+@pytest.mark.slow
 def test_cli_text_and_usage_errors() -> None:
     done = run_cli("audit", "randomizer", "--samples", "20000", "--seed", "4")
     assert done.returncode == (1 if "FOUND" in done.stdout else 0), done.stderr
@@ -132,6 +136,7 @@ def test_cli_text_and_usage_errors() -> None:
     assert inf.returncode == 2 and "nothing to audit" in inf.stderr
 
 
+@pytest.mark.slow  # statistical: 5*10^4 samples of 20 entries
 def test_larger_worlds_give_weaker_bounds_never_above_epsilon() -> None:
     """H = 5: the loss spreads over 20 entries, so the bound is weaker but still sound."""
     config = RunConfig(n_states=4, n_actions=2, horizon=5, episodes=1, privacy="ldp",
@@ -165,6 +170,7 @@ def test_one_central_release_is_bounded_below_and_within_a_factor_two_of_epsilon
     assert not audit.exceeded and audit.release.startswith("central")
 
 
+@pytest.mark.slow  # statistical: 3*10^5 samples, twice
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 def test_the_tree_over_two_episodes_is_sound_and_a_halved_one_is_caught(mechanism: str) -> None:
     """K = 2: the replaced user enters a node at each of the tree's two levels; the loss of the
@@ -181,6 +187,7 @@ def test_the_tree_over_two_episodes_is_sound_and_a_halved_one_is_caught(mechanis
     assert broken.exceeded and broken.lower_bound > 1.1, broken
 
 
+@pytest.mark.slow
 def test_cli_audits_the_central_release() -> None:
     done = run_cli("audit", "randomizer", "--central", "--episodes", "2", "--samples", "100000",
                    "--seed", "8", "--json")

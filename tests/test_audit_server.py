@@ -1,8 +1,8 @@
 """`privrl audit server` against real server processes, as an outsider with public routes only.
 
 An honest server shows nothing for a JDP and an LDP run (while users report, so the noise test
-runs); a deliberately leaky server (tests/leaky_plugin.py: a route that shows the run's noise
-seed as a "build id") is caught; seeds that people type are found as guesses, for the server's
+runs); a deliberately leaky server (tests/support/leaky_plugin.py: a route that shows the run's
+noise seed as a "build id") is caught; seeds that people type are found as guesses, for the server's
 noise (JDP) and for the users' noise (LDP).
 """
 
@@ -18,8 +18,10 @@ from typing import Any
 
 import httpx
 import pytest
-from client_support import run_cli
-from server_support import AUTH, REPO, LiveServer, spec, user_report, world
+from support.client import run_cli
+from support.server import AUTH, REPO, LiveServer, spec, user_report, world
+
+pytestmark = pytest.mark.slow  # every test here starts real server processes and the audit CLI
 
 K = 400  # long enough that users are still reporting while the auditor polls
 
@@ -34,7 +36,7 @@ def honest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 @pytest.fixture(scope="module")
 def leaky(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     base = tmp_path_factory.mktemp("leaky")
-    env = {"PRIVRL_PLUGINS": "leaky_plugin",
+    env = {"PRIVRL_PLUGINS": "support.leaky_plugin",
            "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
     with LiveServer(base / "db.sqlite", base / "log", env=env) as live:
         yield live

@@ -108,6 +108,7 @@ def test_dwell_times_are_geometric_including_the_table_tail() -> None:
     np.testing.assert_allclose(chain._discounted_dwell(huge), expected, rtol=1e-12)
 
 
+@pytest.mark.slow  # statistical: 20,000 users per chain, both simulators
 @pytest.mark.parametrize("chain", [ChainMRP(), ChainMRP(start="first"), ChainMRP(reward="entry"),
                                    ChainMRP(n_states=7, stay=0.3, gamma=0.9)], ids=repr)
 def test_fast_simulator_matches_the_per_user_simulator_in_law(chain: ChainMRP) -> None:

@@ -19,6 +19,7 @@ def privrl(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_run_sweep_writes_summary_and_plots(tmp_path):
     out = tmp_path / "res"
     rc = main(
@@ -89,6 +90,7 @@ def test_same_seed_same_numbers(tmp_path):
     assert a["regret"]["per_episode"] == b["regret"]["per_episode"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -110,6 +112,7 @@ def test_bad_arguments_give_one_clear_line(args, message, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_bad_npz_is_a_clear_error(tmp_path):
     bad = tmp_path / "bad.npz"
     p = np.full((3, 2, 3), 0.3)  # rows sum to 0.9
@@ -119,6 +122,7 @@ def test_bad_npz_is_a_clear_error(tmp_path):
     assert "sums to 0.9" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_run_on_a_world_without_regret_points_to_policy_eval(tmp_path):
     proc = privrl("run", "--algo", "dp-lsw", "--privacy", "jdp", "--episodes", "5", "--seeds",
                   "1", "--out", str(tmp_path / "o"))
@@ -126,6 +130,7 @@ def test_run_on_a_world_without_regret_points_to_policy_eval(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
     """`privrl algorithms | head -1`: the pipe closes under the command; it stops quietly."""
     proc = subprocess.Popen([sys.executable, "-m", "privrl.client", "algorithms"],

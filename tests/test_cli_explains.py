@@ -6,34 +6,28 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client_support import MDP, TOKEN, config_for, create_run, run_cli, start_server
 from privrl import __version__
 from privrl.client.cli import build_parser
 from privrl.client.cli_common import HelpFormatter
 from privrl.privacy.accountant import rho_to_epsilon
 from privrl.worlds import optimal_return, uniform_random_return
-from server_support import AUTH, spec
+from support.client import (
+    MDP,
+    TOKEN,
+    config_for,
+    create_run,
+    one_line_error,
+    run_cli,
+    start_server,
+)
+from support.server import AUTH, spec
 
 FLAGS = (argparse._StoreTrueAction, argparse._StoreConstAction, argparse._AppendAction,
          argparse._HelpAction, argparse._VersionAction)
-
-
-def one_line_error(done: subprocess.CompletedProcess, pattern: str) -> str:
-    """Exit code 2 and a single 'privrl: error:' line matching `pattern` (no usage, no
-    traceback, no pydantic prefix); the line."""
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("privrl: error: "), lines[0]
-    assert "usage:" not in done.stderr and "Traceback" not in done.stderr
-    assert "Value error" not in lines[0]
-    assert re.search(pattern, lines[0]), lines[0]
-    return lines[0]
 
 
 def subparsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
@@ -45,6 +39,7 @@ def subparsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentPar
                 yield from subparsers(child)
 
 
+@pytest.mark.slow
 def test_version() -> None:
     done = run_cli("--version")
     assert done.returncode == 0
@@ -71,6 +66,7 @@ def test_every_option_has_help_and_states_its_default() -> None:
             assert "(default" in shown or "default:" in shown, f"{parser.prog} {name}: no default"
 
 
+@pytest.mark.slow
 def test_help_output_shows_the_defaults() -> None:
     demo = run_cli("demo", "--help").stdout.split("\noptions:\n", 1)[1]
     for option in ("--epsilon", "--delta", "--mechanism", "--episodes"):
@@ -82,6 +78,7 @@ def test_help_output_shows_the_defaults() -> None:
     assert "(default: jdp)" in run  # a list default is shown as its values
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "pattern"), [
     (["runs", "create", "--epsilon", "1", "10"],
      r"unrecognized arguments: 10; a run has one .*`privrl run`.*privrl runs create --help"),
@@ -105,6 +102,7 @@ def test_server_messages_have_no_pydantic_prefix(apps) -> None:
     assert "pure epsilon-DP" in detail and "Value error" not in detail, detail
 
 
+@pytest.mark.slow
 def test_run_refuses_to_overwrite_results_unless_forced(tmp_path: Path) -> None:
     out = tmp_path / "results"
     out.mkdir()
@@ -119,6 +117,7 @@ def test_run_refuses_to_overwrite_results_unless_forced(tmp_path: Path) -> None:
     assert "%random: " in done.stdout  # the column is explained under the table
 
 
+@pytest.mark.slow
 def test_demo_refuses_to_overwrite_results_unless_forced(tmp_path: Path) -> None:
     (tmp_path / "regret.png").write_bytes(b"old")
     one_line_error(run_cli("demo", "--out", str(tmp_path)), r"regret\.png.*--force")
@@ -142,17 +141,20 @@ def finished_jdp(server) -> str:
     return run_id
 
 
+@pytest.mark.slow
 def test_users_on_a_finished_run_exit_nonzero_saying_so(server, finished_jdp: str) -> None:
     done = run_cli("users", "--server", server.url, "--run", finished_jdp, "--quiet")
     one_line_error(done, rf"run {finished_jdp} has already finished.*nothing to play")
 
 
+@pytest.mark.slow
 def test_evaluate_on_an_empty_run_exits_nonzero_saying_so(server) -> None:
     run_id = create_run(server, config_for("ldp", "gaussian", episodes=10))
     done = run_cli("evaluate", "--server", server.url, "--run", run_id)
     one_line_error(done, rf"run {run_id} has no reported episode yet: nothing to evaluate")
 
 
+@pytest.mark.slow
 def test_evaluate_puts_regret_beside_optimal_and_random(server, finished_jdp: str) -> None:
     done = run_cli("evaluate", "--server", server.url, "--run", finished_jdp, "--tail", "10")
     assert done.returncode == 0, done.stderr
@@ -170,6 +172,7 @@ def test_evaluate_puts_regret_beside_optimal_and_random(server, finished_jdp: st
     assert pct and float(pct.group(1)) == pytest.approx(100 * this / random_regret, abs=0.1)
 
 
+@pytest.mark.slow
 def test_runs_show_is_readable_with_the_spend(server, finished_jdp: str) -> None:
     done = run_cli("runs", "show", finished_jdp, "--server", server.url)
     assert done.returncode == 0, done.stderr
@@ -185,6 +188,7 @@ def test_runs_show_is_readable_with_the_spend(server, finished_jdp: str) -> None
                               "--json").stdout)["id"] == finished_jdp
 
 
+@pytest.mark.slow
 def test_ledger_lists_every_charge_with_the_running_total(server, finished_jdp: str) -> None:
     done = run_cli("ledger", finished_jdp, "--server", server.url)
     assert done.returncode == 0, done.stderr
@@ -200,17 +204,20 @@ def test_ledger_lists_every_charge_with_the_running_total(server, finished_jdp: 
     assert "spent so far: eps = 1" in done.stdout
 
 
+@pytest.mark.slow
 def test_ledger_of_a_non_private_run(server) -> None:
     run_id = create_run(server, config_for("none", episodes=5))
     done = run_cli("ledger", run_id, "--server", server.url)
     assert done.returncode == 0 and "a non-private run spends nothing" in done.stdout
 
 
+@pytest.mark.slow
 def test_ledger_of_an_unknown_run(server) -> None:
     one_line_error(run_cli("ledger", "no-such-run", "--server", server.url,
                            env={"PRIVRL_ADMIN_TOKEN": TOKEN}), "no-such-run")
 
 
+@pytest.mark.slow
 def test_users_play_every_run_of_the_file_with_a_seed_per_run(server, tmp_path: Path) -> None:
     """One `privrl users --run-file` plays every listed run side by side; the same --seed never
     gives two runs the same user noise (else subtracting their reports would cancel it)."""

@@ -21,13 +21,13 @@ from typing import Any
 
 import httpx
 import jsonschema
+import pytest
 import yaml
 from privrl.client.api import ServerAPI
 from privrl.client.procs import REPO_ROOT, child_env, free_port, stop_process
+from support.vendored import COMPOSE_SCHEMA
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
-# The official Compose Specification schema, vendored unmodified (see tests/data/README.md).
-SCHEMA = Path(__file__).resolve().parent / "data" / "compose-spec.json"
 VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -37,7 +37,7 @@ def load() -> dict[str, Any]:
 
 def validate(doc: dict[str, Any]) -> None:
     """Validate against the official Compose Specification schema (JSON Schema draft 7)."""
-    schema = json.loads(SCHEMA.read_text())
+    schema = json.loads(COMPOSE_SCHEMA.read_text())
     jsonschema.Draft7Validator.check_schema(schema)
     jsonschema.Draft7Validator(schema).validate(doc)
 
@@ -179,6 +179,7 @@ def compose_env(port: int, **extra: str) -> dict[str, str]:
     return {**env, "PRIVRL_PORT": str(port), **extra}
 
 
+@pytest.mark.slow
 def test_compose_services_run_as_local_processes(tmp_path: Path) -> None:
     port = free_port()
     env = compose_env(port, PRIVRL_EPISODES="40", PRIVRL_USER_REPLICAS="2",
@@ -215,6 +216,7 @@ def test_compose_services_run_as_local_processes(tmp_path: Path) -> None:
         local.stop()
 
 
+@pytest.mark.slow
 def test_compose_without_a_token_stops_with_one_line(tmp_path: Path) -> None:
     port = free_port()
     doc = interpolate(load(), compose_env(port))

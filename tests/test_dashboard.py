@@ -13,7 +13,7 @@ from privrl.privacy.calibration import calibrate
 from privrl.protocol import LedgerView, PolicyLog, RegretView
 from privrl.server.routes.dashboard import DASHBOARD
 from privrl.worlds import optimal_return, riverswim, uniform_random_return
-from server_support import create, play, public, spec
+from support.server import create, play, public, spec
 
 FILES = ("index.html", "app.js", "style.css", "favicon.svg")
 

@@ -17,10 +17,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from client_support import MDP, TOKEN, run_cli, start_server
 from privrl.client.api import ServerAPI
 from privrl.client.procs import ServerProcess
 from privrl.config import RunConfig
+from support.client import MDP, TOKEN, run_cli, start_server
+
+pytestmark = pytest.mark.slow  # every test here starts a real server and a headless Chromium
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from client_support import run_cli
 from matplotlib.collections import PolyCollection
 from privrl.client.cli import build_parser
 from privrl.client.demo import demo_configs, percent_of_random, story, verdict
 from privrl.lab.experiments import WorldSpec, run_many
 from privrl.lab.plots import learning_figure, moving
 from privrl.worlds import riverswim
+from support.client import run_cli
 
 
 def demo_defaults():
@@ -92,6 +92,7 @@ def test_verdicts() -> None:
         "yes", "yes", "partly", "partly", "no", "no"]
 
 
+@pytest.mark.slow
 def test_seeded_sequential_demo_repeats_and_the_table_explains_itself(tmp_path: Path) -> None:
     outs = []
     for name in ("a", "b"):

@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from client_support import run_cli
-from privrl.config import RunConfig
 from privrl.lab.executors import (
     Executor,
     ExecutorError,
@@ -23,31 +21,10 @@ from privrl.lab.executors import (
     plan_tasks,
     run_task,
 )
-from privrl.lab.experiments import Sweep, WorldSpec, run_many
-from test_cli_explains import one_line_error
+from privrl.lab.experiments import Sweep, run_many
+from support.client import one_line_error, run_cli
+from support.sweeps import WORLD, small_configs, untimed
 from tqdm import tqdm
-
-WORLD = WorldSpec("riverswim", 10)
-TIMING = ("seconds", "ms_per_episode")
-
-
-def small_configs(episodes: int = 120) -> list[RunConfig]:
-    """Non-private and JDP Gaussian DP-UCBVI on RiverSwim (H = 10)."""
-    mdp = WORLD.build()
-    return [RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=episodes,
-                      privacy=p, epsilon=1.0, mechanism=m, delta=d)
-            for p, m, d in [("none", "laplace", 0.0), ("jdp", "gaussian", 1e-5)]]
-
-
-def untimed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records without wall-clock fields (the only ones two executors may differ in)."""
-    out = json.loads(json.dumps(records))
-    for r in out:
-        for key in TIMING:
-            r.pop(key)
-        for block in r.get("seed_blocks", []):
-            block.pop("seconds")
-    return out
 
 
 class Repeating(Executor):
@@ -74,6 +51,7 @@ def test_plan_tasks_cuts_every_configuration_into_seed_blocks() -> None:
     assert [t.seeds for t in plan_tasks(small_configs(), WORLD, [7, 8, 9])] == [(7, 8, 9)] * 2
 
 
+@pytest.mark.slow
 def test_seed_blocks_give_every_seed_the_numbers_of_one_run() -> None:
     seeds = [3, 4, 5]
     whole = run_many(small_configs(), WORLD, seeds, workers=1, show_progress=False)
@@ -86,6 +64,7 @@ def test_seed_blocks_give_every_seed_the_numbers_of_one_run() -> None:
         assert "seed_blocks" not in a
 
 
+@pytest.mark.slow
 def test_a_result_delivered_twice_counts_once() -> None:
     configs, seeds = small_configs(), [1, 2]
     local = run_many(configs, WORLD, seeds, show_progress=False, seeds_per_task=1)
@@ -115,6 +94,7 @@ def test_a_lost_task_is_an_error_not_a_shorter_summary() -> None:
     assert saved == [["non-private"]]  # what finished is checkpointed, the rest is not
 
 
+@pytest.mark.slow
 def test_each_finished_configuration_is_checkpointed_in_order() -> None:
     saved: list[list[dict[str, Any]]] = []
     records = run_many(small_configs(), WORLD, [1, 2], workers=2, show_progress=False,
@@ -124,6 +104,7 @@ def test_each_finished_configuration_is_checkpointed_in_order() -> None:
     assert saved[0][0] in records
 
 
+@pytest.mark.slow
 def test_the_local_executor_never_imports_ray(tmp_path: Path) -> None:
     code = (
         "import sys, privrl, privrl.lab\n"
@@ -139,6 +120,7 @@ def test_the_local_executor_never_imports_ray(tmp_path: Path) -> None:
     assert len(json.loads((tmp_path / "summary.json").read_text())["results"]) == 2
 
 
+@pytest.mark.slow
 def test_ray_missing_is_a_one_line_error(tmp_path: Path) -> None:
     code = (
         "import sys\n"
@@ -154,6 +136,7 @@ def test_ray_missing_is_a_one_line_error(tmp_path: Path) -> None:
     assert not (tmp_path / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_ray_options_without_the_ray_executor_are_refused(tmp_path: Path) -> None:
     done = run_cli("run", "--episodes", "5", "--ray-address", "auto", "--out", str(tmp_path))
     one_line_error(done, r"--ray-address and --ray-runtime-env need --executor ray")
@@ -161,6 +144,7 @@ def test_ray_options_without_the_ray_executor_are_refused(tmp_path: Path) -> Non
     one_line_error(done, r"--ray-runtime-env: expected a JSON object, got '\[1\]'")
 
 
+@pytest.mark.slow
 def test_a_ray_address_nobody_answers_is_a_one_line_error(tmp_path: Path) -> None:
     done = run_cli("run", "--episodes", "5", "--executor", "ray", "--ray-address",
                    "127.0.0.1:1", "--out", str(tmp_path))

@@ -226,6 +226,7 @@ def test_cliffwalking_starts_at_its_fixed_start():
     assert optimal_return(mdp) == pytest.approx((-13 + 100 * mdp.H) / 100)  # 13 steps, then 0
 
 
+@pytest.mark.slow  # statistical: mean return of 1000 episodes in Gymnasium
 def test_taxi_optimal_policy_in_the_real_env_earns_v_star():
     table = gymnasium_table(TAXI)
     mdp = table.to_mdp()
@@ -366,6 +367,7 @@ def test_missing_gymnasium_is_a_clear_error(monkeypatch, tmp_path, capsys):
     assert "pip install 'privrl[gym]'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_importing_worlds_does_not_import_gymnasium():
     code = (
         "import sys, privrl, privrl.worlds, privrl.worlds.gym, privrl.worlds.registry,"

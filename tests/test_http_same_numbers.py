@@ -7,10 +7,12 @@ import math
 
 import numpy as np
 import pytest
-from client_support import MDP, config_for, create_run, reference_run, run_cli, start_server
 from privrl.client.api import ServerAPI
 from privrl.client.evaluator import evaluate
 from privrl.run import run_in_process
+from support.client import MDP, config_for, create_run, reference_run, run_cli, start_server
+
+pytestmark = pytest.mark.slow  # every test here starts a real server and users' processes
 
 SEED = 7
 CASES = [("jdp", "gaussian"), ("jdp", "laplace"), ("ldp", "gaussian"), ("ldp", "laplace"),

@@ -8,7 +8,6 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from discrete_support import pmf_pvalue
 from privrl.config import RunConfig
 from privrl.privacy.calibration import calibrate
 from privrl.privacy.discrete import (
@@ -33,6 +32,7 @@ from privrl.seeding import generator
 from privrl.worlds import riverswim
 from privrl.worlds.linear_mixture import model_spec_of
 from privrl.worlds.registry import make
+from support.discrete import pmf_pvalue
 
 N = 100_000
 

@@ -17,7 +17,7 @@ from privrl.privacy.calibration import FALSE_REFUSAL, calibrate
 from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.privacy.noise import FLOAT_NOISE as FLOAT
 from privrl.seeding import generator
-from server_support import Apps, claim, create, play, public, spec
+from support.server import Apps, claim, create, play, public, spec
 
 
 @pytest.mark.parametrize("mechanism", [Laplace(1.0, FLOAT), Gaussian(1.0, FLOAT)],

@@ -12,7 +12,6 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from client_support import create_run, run_cli, start_server
 from privrl.client.api import ServerAPI
 from privrl.client.evaluator import evaluate
 from privrl.client.users import run_users
@@ -22,7 +21,8 @@ from privrl.run import Run, run_in_process, user_episode
 from privrl.wire import pack_floats, unpack_floats
 from privrl.worlds import make
 from privrl.worlds.linear_mixture import model_spec_of
-from server_support import (
+from support.client import create_run, run_cli, start_server
+from support.server import (
     AUTH,
     assert_refused_unchanged,
     claim,
@@ -75,6 +75,7 @@ def server(tmp_path_factory):
     proc.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("privacy", ["jdp", "ldp", "none"])
 def test_sequential_http_run_matches_in_process(server, privacy: str) -> None:
     config = linear_config(privacy)
@@ -106,6 +107,7 @@ def test_sequential_http_run_matches_in_process(server, privacy: str) -> None:
         assert spent == pytest.approx(config.epsilon, rel=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("algo", "privacy"), [("linopt-po", "jdp"), ("linopt-vi", "ldp")])
 def test_linopt_over_http_matches_in_process(server, algo: str, privacy: str) -> None:
     """LinOpt too; PO's policy is stochastic: users sample from the served probabilities."""
@@ -217,6 +219,7 @@ def test_restart_serves_and_replays_the_value_tables(apps) -> None:
     assert resp.status_code == 200
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_loses_nothing(tmp_path: Path) -> None:
     config = linear_config("ldp", episodes=20)
     trip = sigkill_round_trip(tmp_path, request_body(config, seed=21), HARD, 9, 11)
@@ -227,6 +230,7 @@ def test_sigkill_mid_run_loses_nothing(tmp_path: Path) -> None:
     assert "rebuilt: 9 reports replayed" in trip.log
 
 
+@pytest.mark.slow
 def test_ldp_nothing_raw_leaves_a_user(tmp_path: Path) -> None:
     server = start_server(tmp_path, sequential=True)
     config = linear_config("ldp", episodes=15)

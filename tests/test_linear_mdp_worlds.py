@@ -125,6 +125,7 @@ def test_npz_round_trip(name: str, tmp_path: Path) -> None:
         load_linear_mdp_npz(path, horizon=mdp.H + 1)
 
 
+@pytest.mark.slow
 def test_privrl_worlds_lists_them() -> None:
     done = subprocess.run([sys.executable, "-m", "privrl.client", "worlds"], capture_output=True,
                           text=True, timeout=120, check=True)

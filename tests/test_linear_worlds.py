@@ -108,6 +108,7 @@ def test_public_spec_names_no_secret_and_rebuilds_the_model(name: str) -> None:
         assert not np.array_equal(other.theta, mdp.theta)  # ... another secret world
 
 
+@pytest.mark.slow  # statistical: Monte Carlo over 40,000 rollouts
 def test_exact_values_match_monte_carlo() -> None:
     mdp = make("lm-mix")
     pol = np.random.default_rng(2).integers(0, mdp.A, size=(mdp.H, mdp.S))
@@ -174,6 +175,7 @@ def test_world_parameter_errors() -> None:
         public_model(ModelSpec(name="nope"))
 
 
+@pytest.mark.slow
 def test_privrl_worlds_lists_them() -> None:
     done = subprocess.run([sys.executable, "-m", "privrl.client", "worlds"], capture_output=True,
                           text=True, timeout=120, check=True)

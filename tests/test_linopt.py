@@ -222,6 +222,7 @@ def test_sensitivities_by_brute_force() -> None:
         assert worst[name] <= fam.l2 + 1e-9, name
 
 
+@pytest.mark.slow  # statistical: Monte Carlo over 30,000 rollouts
 def test_stochastic_rollout_and_values() -> None:
     rng = np.random.default_rng(5)
     probs = rng.dirichlet(np.ones(E2.A), size=(E2.H, E2.S))
@@ -236,6 +237,7 @@ def test_stochastic_rollout_and_values() -> None:
     assert episode_regret_stochastic(E2, probs) >= 0
 
 
+@pytest.mark.slow  # statistical: regret's halves over 600 episodes, 3 seeds, twice
 def test_learning_with_the_practical_preset() -> None:
     """Property 25 (and PO): the second half's per-episode regret is below the first half's."""
     for algo in ("linopt-vi", "linopt-po"):

@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from client_support import run_cli
+from support.client import run_cli
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("generator", "modes"), [("locust", ["jdp", "ldp"]), ("swarm", ["ldp"])])
 def test_bench_http_measures_the_ceiling_and_the_modes_side_by_side(
         tmp_path: Path, generator: str, modes: list[str]) -> None:

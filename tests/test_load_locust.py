@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from client_support import config_for, create_run, run_cli, start_server
+import pytest
 from privrl.client.api import ServerAPI
 from privrl.client.procs import child_env
+from support.client import config_for, create_run, run_cli, start_server
+
+pytestmark = pytest.mark.slow  # every test here starts a real server and a Locust process
 
 
 def rows(path: Path) -> dict[str, dict[str, str]]:

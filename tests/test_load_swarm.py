@@ -9,12 +9,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from client_support import MDP, config_for, create_run, run_cli, start_server
 from privrl.client.api import ServerAPI
 from privrl.client.load.meter import BoundedTransport, Meter, endpoint_of
 from privrl.client.load.report import latency, swarm_report
 from privrl.client.load.swarm import shares, split
 from privrl.client.users import Backoff
+from support.client import MDP, config_for, create_run, run_cli, start_server
 
 
 def test_split_and_shares_keep_every_user_and_the_users_seed() -> None:
@@ -71,6 +71,7 @@ def test_latency_percentiles_are_ordered() -> None:
     assert lat["p50_ms"] < lat["p95_ms"] < lat["p99_ms"] < lat["max_ms"] == pytest.approx(1000)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("privacy", ["ldp"])
 def test_multi_process_swarm_reports_what_the_server_counted(tmp_path: Path,
                                                             privacy: str) -> None:

@@ -266,6 +266,7 @@ def _feed(run: Run, phi: np.ndarray, reward: np.ndarray, next_state: np.ndarray)
     run.privatizer.ingest({"phi": phi, "reward": reward, "next_state": next_state}, run.ledger)
 
 
+@pytest.mark.slow  # statistical: 4000 episodes of noise alone, 3 seeds
 def test_noise_alone_never_switches() -> None:
     """Ngo §8.5: an all-zero feature stream under the sound shift: 0 switches (3 seeds)."""
     world = make("river-chain", horizon=6)  # d = 8
@@ -370,6 +371,7 @@ def _shape(regret: np.ndarray) -> tuple[float, float, float]:
     return float(regret[:, : K // 4].mean()), float(regret[:, -K // 4:].mean()), slope
 
 
+@pytest.mark.slow  # statistical: regret's shape over K = 3000 episodes, 3 seeds
 def test_batched_regret_is_sublinear_on_lin_cube() -> None:
     """Luyo §11.11's check, non-private, practical preset (beta = 2, lambda = 1): last 20% of
     episodes below half the first 20%, log-log slope < 0.85 (K = 3000, 3 seeds)."""
@@ -380,6 +382,7 @@ def test_batched_regret_is_sublinear_on_lin_cube() -> None:
     assert _shape(regret)[2] < 0.85
 
 
+@pytest.mark.slow  # statistical: regret's shape over K = 3000 episodes, 3 seeds
 @pytest.mark.parametrize("name", ["river-chain", "latent-levels"])
 def test_switching_regret_is_sublinear(name: str) -> None:
     """Ngo §8.6's thresholds, non-private rare switching (C = 2, beta = 2): q4 <= 0.05,
@@ -393,6 +396,7 @@ def test_switching_regret_is_sublinear(name: str) -> None:
 # -- switches vs K from saved results ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_privrl_plot_draws_switches_vs_k_from_saved_results(tmp_path) -> None:
     """Runs saved at two K record each seed's policy switches; `privrl plot` draws switches.png
     and prints the table; the batched run's switches never exceed its N_K - 1 releases."""

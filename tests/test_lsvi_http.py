@@ -12,13 +12,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from client_support import (
-    assert_no_get_returns,
-    create_run,
-    reference_run,
-    run_cli,
-    start_server,
-)
 from privrl.client.api import ServerAPI
 from privrl.client.evaluator import evaluate
 from privrl.config import RunConfig
@@ -26,7 +19,14 @@ from privrl.protocol import RunRequest
 from privrl.run import run_in_process
 from privrl.worlds import make
 from privrl.worlds.linear_mixture import model_spec_of
-from server_support import (
+from support.client import (
+    assert_no_get_returns,
+    create_run,
+    reference_run,
+    run_cli,
+    start_server,
+)
+from support.server import (
     AUTH,
     assert_refused_unchanged,
     claim,
@@ -67,6 +67,7 @@ def server(tmp_path_factory):
     proc.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ALGOS)
 def test_sequential_http_run_matches_in_process_and_hides_the_history(server, algo: str
                                                                       ) -> None:
@@ -109,6 +110,7 @@ def test_sequential_http_run_matches_in_process_and_hides_the_history(server, al
     assert assert_no_get_returns(server, run_id, sequences, arrays) >= 6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ALGOS)
 def test_ldp_is_refused_at_creation(apps, algo: str) -> None:
     client = apps()
@@ -149,6 +151,7 @@ def test_bad_reports_are_refused_and_change_nothing(apps) -> None:
     assert client.post(url, json=good).status_code == 200
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ALGOS)
 def test_sigkill_and_restart_republish_the_released_weights(tmp_path: Path, algo: str) -> None:
     config = lsvi_config(algo, episodes=24)

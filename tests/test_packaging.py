@@ -14,6 +14,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 FOLDERS = {"privrl": "shared", "privrl.server": "server", "privrl.client": "client"}
 DASHBOARD_FILES = ("index.html", "app.js", "style.css", "favicon.svg")
@@ -30,6 +32,7 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
     assert found == listed
 
 
+@pytest.mark.slow
 def test_a_regular_install_has_only_privrl(tmp_path: Path) -> None:
     wheels, target, source = tmp_path / "wheels", tmp_path / "site", tmp_path / "source"
     # build from a copy: setuptools writes build/ and *.egg-info/ next to the sources

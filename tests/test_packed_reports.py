@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from privrl.protocol import NoisyReport
 from privrl.wire import F64_PATTERN, pack_floats, unpack_floats
-from server_support import Apps, claim, create, spec, state, user_report, world
+from support.server import Apps, claim, create, spec, state, user_report, world
 
 
 def test_packing_is_lossless_to_the_bit() -> None:

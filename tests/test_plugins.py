@@ -1,5 +1,6 @@
-"""The plug-in contract from outside: a toy algorithm defined only in tests/toy_algorithm.py
-registers and runs in-process and over HTTP, with no change to the server, users or runner."""
+"""The plug-in contract from outside: a toy algorithm defined only in
+tests/support/toy_algorithm.py registers and runs in-process and over HTTP, with no change to the
+server, users or runner."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-import toy_algorithm  # noqa: F401  (registers toy-random in this process)
+import support.toy_algorithm  # noqa: F401  (registers toy-random in this process)
 from privrl import algorithms
 from privrl.client.cli import main as cli_main
 from privrl.client.users import run_users
@@ -18,7 +19,7 @@ from privrl.config import RunConfig
 from privrl.run import Run, run_in_process
 from privrl.worlds import riverswim
 from pydantic import ValidationError
-from server_support import AUTH, REPO, LiveServer
+from support.server import AUTH, REPO, LiveServer
 
 MDP = riverswim(6, n_states=4)
 
@@ -49,9 +50,10 @@ def test_an_unsupported_privacy_mode_is_refused_with_the_reason() -> None:
     assert code == 2
 
 
+@pytest.mark.slow
 def test_toy_over_http_serves_the_in_process_policies(tmp_path: Path) -> None:
     """A real server process loads the plug-in from PRIVRL_PLUGINS; real users play it."""
-    env = {"PRIVRL_PLUGINS": "toy_algorithm",
+    env = {"PRIVRL_PLUGINS": "support.toy_algorithm",
            "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
     config = toy_config()
     with LiveServer(tmp_path / "db.sqlite", tmp_path / "log", "--sequential", env=env) as server:

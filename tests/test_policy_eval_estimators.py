@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 import pytest
-from policy_eval_support import golden_data, neighbours, random_data, sums
 from privrl.algorithms.policy_eval.estimators import LSL, LSW, smoothing_constants
 from privrl.algorithms.policy_eval.features import feature_matrix
 from privrl.seeding import generator
 from privrl.worlds.chain import ChainMRP
+from support.policy_eval import golden_data, neighbours, random_data, sums
 
 REL = 1e-6  # the spec's golden values are given to 1e-6 relative accuracy
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from client_support import TOKEN, create_run, run_cli, start_server
 from privrl.client.api import ServerAPI
 from privrl.client.users import UserError, run_users
 from privrl.lab.policy_eval import round_config, round_in_process
@@ -21,6 +20,9 @@ from privrl.protocol import NOT_VISITED
 from privrl.wire import pack_floats
 from privrl.worlds.chain import ChainMRP
 from privrl.worlds.tabular import riverswim
+from support.client import TOKEN, create_run, run_cli, start_server
+
+pytestmark = pytest.mark.slow  # every test here starts real server processes and the CLI
 
 CHAIN = ChainMRP()
 # long seeds: a short one (1234) could equal a counter's value in /metrics by chance

@@ -58,6 +58,7 @@ def test_every_estimator_sees_the_same_batch_and_infinite_epsilon_is_non_private
             assert private["excess_risk"]["values"] == [0.0, 0.0]
 
 
+@pytest.mark.slow
 def test_sweeps_are_reproducible_and_independent_of_the_worker_count() -> None:
     one = pe.sweep(SMALL, workers=1, progress=False)
     two = pe.sweep(SMALL, workers=2, progress=False)
@@ -76,6 +77,7 @@ def test_the_ledger_of_a_batch_lists_every_release_made_from_it() -> None:
     assert all(c["epsilon"] == 0.1 and c["delta"] == 0.1 for c in big["charges"])
 
 
+@pytest.mark.slow
 def test_utility_trends_of_the_chain() -> None:
     """Spec §7.9 at reduced scale: DP-LSW's mean RMSE falls from 10^4 to 10^6, non-private
     tabular LSW improves with m, and the pairs' noise is below the tabular one."""
@@ -91,6 +93,7 @@ def test_utility_trends_of_the_chain() -> None:
         assert mean_rmse(summary, "dp-lsw", "agg2", m) < mean_rmse(summary, "dp-lsw", "tabular", m)
 
 
+@pytest.mark.slow
 def test_dp_lsw_with_pairs_is_close_to_lsw_at_a_million_trajectories() -> None:
     """Spec §7.9's slow test: 20 runs, pairs, F_max = 1, m = 10^6: DP-LSW <= 1.3 x LSW."""
     spec = pe.SweepSpec(estimators=("lsw", "dp-lsw"), features=("agg2",),

@@ -13,8 +13,6 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from client_support import create_run, start_server
-from policy_eval_support import pe_config, random_data, sums
 from privrl.client.api import ServerAPI
 from privrl.client.users import run_users
 from privrl.lab.policy_eval import round_config, round_in_process
@@ -26,6 +24,8 @@ from privrl.seeding import generator, user_generator
 from privrl.wire import unpack_floats
 from privrl.worlds.chain import ChainMRP
 from privrl.worlds.first_visit import FirstVisits
+from support.client import create_run, start_server
+from support.policy_eval import pe_config, random_data, sums
 
 CHAIN = ChainMRP()
 
@@ -101,6 +101,7 @@ def test_noisy_sums_are_unbiased_with_the_declared_variance() -> None:
     np.testing.assert_array_equal(board["theta"], theta)
 
 
+@pytest.mark.slow
 def test_ldp_round_over_http_sends_nothing_raw_and_matches_in_process(tmp_path: Path) -> None:
     tmp = tmp_path / "srv"
     server = start_server(tmp)
@@ -153,6 +154,7 @@ def _db_cells(path: Path):
         con.close()
 
 
+@pytest.mark.slow
 def test_the_sweeps_local_dp_simulation_matches_per_user_randomizers_in_law() -> None:
     """The sweep adds the m users' summed noise N(0, m sigma_L^2) to the sufficient statistics;
     per-user randomizers through the Run give the same RMSE distribution (5 standard errors)."""

@@ -7,16 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from policy_eval_support import (
-    GOLDEN_KNOBS,
-    clopper_pearson_upper,
-    golden_data,
-    hockey_stick,
-    neighbours,
-    pe_config,
-    random_data,
-    sums,
-)
 from privrl.algorithms.policy_eval import estimators
 from privrl.algorithms.policy_eval.estimators import LSL, LSW, smoothing_constants
 from privrl.algorithms.policy_eval.features import feature_matrix
@@ -26,6 +16,16 @@ from privrl.run import Run
 from privrl.seeding import generator
 from privrl.worlds.chain import ChainMRP
 from privrl.worlds.first_visit import FirstVisits
+from support.policy_eval import (
+    GOLDEN_KNOBS,
+    clopper_pearson_upper,
+    golden_data,
+    hockey_stick,
+    neighbours,
+    pe_config,
+    random_data,
+    sums,
+)
 
 ALGOS = ("dp-lsw", "dp-lsl")
 
@@ -132,6 +132,7 @@ def test_only_theta_and_its_value_are_released(privacy: str) -> None:
     assert f"{float(sigma[0]):.6g}"[:6] not in repr(run.ledger.to_dict())
 
 
+@pytest.mark.slow  # statistical: 10^4 replicas of two estimators, chi-square bounds
 def test_noise_law_on_fixed_data_matches_the_formula() -> None:
     """Spec §7.8 through the deployed release: 10^4 replicas, one fixed data set. The sample
     mean is theta_X, each coordinate's sample variance is sigma_X^2 (chi-square bounds), the
@@ -315,6 +316,7 @@ def released_samples(config, data: FirstVisits, replicas: int, offset: int) -> n
     return run.billboard()["theta"]
 
 
+@pytest.mark.slow  # statistical: a black-box audit of 10^5 releases per neighbour
 @pytest.mark.parametrize(("algo", "divisor"), [("dp-lsw", 50), ("dp-lsl", 200)])
 def test_black_box_audit_and_its_meta_test(algo: str, divisor: int,
                                            monkeypatch: pytest.MonkeyPatch) -> None:

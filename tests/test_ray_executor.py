@@ -17,9 +17,10 @@ from privrl.client.cli import main
 from privrl.lab.executors import Progress, TaskFn
 from privrl.lab.experiments import run_many
 from privrl.lab.ray_executor import RayExecutor
-from test_executors import WORLD, small_configs, untimed
+from support.sweeps import WORLD, small_configs, untimed
 
-pytestmark = pytest.mark.xdist_group("ray")  # one xdist worker, one Ray instance
+pytestmark = [pytest.mark.slow,  # a local Ray instance and its worker processes
+              pytest.mark.xdist_group("ray")]  # one xdist worker, one Ray instance
 
 SWEEP = ["run", "--privacy", "none", "jdp", "ldp", "--epsilon", "5", "--mechanism", "gaussian",
          "--episodes", "150", "--horizon", "10", "--seeds", "3", "--seed", "11",

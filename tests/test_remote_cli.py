@@ -12,8 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from client_support import TOKEN, config_for, create_run, run_cli, start_server
 from privrl.client.procs import child_env, free_port, module_cmd
+from support.client import TOKEN, config_for, create_run, run_cli, start_server
+
+pytestmark = pytest.mark.slow  # every test here starts a real server and CLI processes
 
 NO_TOKEN = {k: v for k, v in os.environ.items() if k != "PRIVRL_ADMIN_TOKEN"}
 

@@ -21,7 +21,7 @@ from privrl.protocol import ReturnsReport, TrajectoryReport
 from privrl.wire import pack_floats, pack_ints
 from privrl.worlds.first_visit import FirstVisits
 from privrl.worlds.rollout import Trajectories
-from server_support import claim, create, spec
+from support.server import claim, create, spec
 
 S, H = 12, 6  # two-digit states exist
 LEFT = 0

@@ -11,7 +11,6 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from discrete_support import pmf_pvalue
 from privrl.config import RunConfig
 from privrl.privacy import noise as noise_mod
 from privrl.privacy.accountant import Charge, Ledger
@@ -29,8 +28,19 @@ from privrl.protocol import LedgerView
 from privrl.run import run_in_process
 from privrl.seeding import generator
 from privrl.worlds.tabular import TabularMDP, riverswim
-from server_support import AUTH, Apps, LiveServer, create, play, snapshot, spec, state, user_report
-from test_server_store import interleaved
+from support.discrete import pmf_pvalue
+from support.server import (
+    AUTH,
+    Apps,
+    LiveServer,
+    create,
+    interleaved,
+    play,
+    snapshot,
+    spec,
+    state,
+    user_report,
+)
 
 SECURE = OpenDPNoise()
 N_DRAWS = 20_000
@@ -56,6 +66,7 @@ def _cycle(http: httpx.Client, run_id: str, config: dict, mdp: TabularMDP) -> No
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # statistical: KS tests on 20,000 OpenDP draws
 @pytest.mark.parametrize("b", [0.7, 25.0])
 def test_opendp_laplace_has_the_calibrated_scale(b: float) -> None:
     """OpenDP's Laplace(b) draws are discrete Laplace integers of scale b: their pmf (chi-square
@@ -68,6 +79,7 @@ def test_opendp_laplace_has_the_calibrated_scale(b: float) -> None:
     assert pmf_pvalue(x, lambda k: np.exp(-np.abs(k) / (math.sqrt(2.0) * b))) < 1e-6
 
 
+@pytest.mark.slow  # statistical: KS tests on 20,000 OpenDP draws
 @pytest.mark.parametrize("sigma", [0.7, 25.0])
 def test_opendp_gaussian_has_the_calibrated_scale(sigma: float) -> None:
     """OpenDP's Gaussian(sigma) draws are discrete Gaussian integers: pmf and variance."""
@@ -345,6 +357,7 @@ def test_an_opendp_ldp_run_over_http_names_the_backend(apps: Apps) -> None:
     assert _node_rows(apps.db, run_id) == 0  # the users drew the noise; the reports hold it
 
 
+@pytest.mark.slow
 def test_sigkilled_real_server_rebuilds_an_opendp_run(tmp_path: Path, secure_spec: dict) -> None:
     db, log = tmp_path / "privrl.db", tmp_path / "server.log"
     mdp = riverswim(horizon=secure_spec["horizon"], n_states=secure_spec["n_states"])

@@ -28,7 +28,9 @@ from privrl.privacy.calibration import calibrate
 from privrl.privacy.privatizers import Central
 from privrl.run import user_episode
 from privrl.stats import tabular_counts
-from server_support import AUTH, LiveServer, public, spec, user_report, world
+from support.server import AUTH, LiveServer, public, spec, user_report, world
+
+pytestmark = pytest.mark.slow  # every test here starts a real server process
 
 K = 24
 GUESSES = range(0, 65)  # seeds people type: 0, 1, 42, ...

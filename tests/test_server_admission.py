@@ -15,7 +15,7 @@ from privrl.server.errors import Refusal
 from privrl.server.settings import Settings
 from privrl.server.store import Store
 from privrl.server.writer import Writer
-from server_support import Apps, claim, create, spec, state, user_report, world
+from support.server import Apps, claim, create, spec, state, user_report, world
 
 
 def test_throughput_counts_the_last_window_only() -> None:

@@ -21,7 +21,7 @@ from privrl.privacy.calibration import calibrate
 from privrl.protocol import Ack, PolicyLog, RunInfo, RunList
 from privrl.run import Run, user_episode
 from pydantic import ValidationError
-from server_support import (
+from support.server import (
     ADMIN,
     AUTH,
     Apps,

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from privrl.server.errors import install_error_handlers
 from privrl.server.routes.episodes import REPORT
 from pydantic import ValidationError
-from server_support import Apps, create, spec, user_report, world
+from support.server import Apps, create, spec, user_report, world
 
 JSON = {"Content-Type": "application/json"}
 

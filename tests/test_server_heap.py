@@ -12,7 +12,7 @@ import pytest
 from privrl import accel
 from privrl.server import heap
 from privrl.server.heap import GcPauses
-from server_support import AUTH, Apps
+from support.server import AUTH, Apps
 
 SPEC = {"n_states": 6, "n_actions": 2, "horizon": 5, "episodes": 10, "privacy": "jdp",
         "epsilon": 1.0, "delta": 1e-5, "mechanism": "gaussian"}

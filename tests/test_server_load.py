@@ -17,9 +17,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from client_support import MDP, TOKEN, config_for, create_run
 from privrl.client.procs import ServerProcess, module_cmd, spawn
 from privrl.client.users import run_users
+from support.client import MDP, TOKEN, config_for, create_run
+
+pytestmark = pytest.mark.slow  # every test here starts a real server and users' processes
 
 
 def counters(text: str, name: str) -> dict[str, float]:

@@ -15,7 +15,9 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
-from server_support import ADMIN, AUTH, REPO, LiveServer, snapshot, spec, user_report, world
+from support.server import ADMIN, AUTH, REPO, LiveServer, snapshot, spec, user_report, world
+
+pytestmark = pytest.mark.slow  # every test here starts real server processes
 
 
 def cycle(http: httpx.Client, run_id: str, config: dict[str, Any], mdp: Any) -> dict[str, Any]:

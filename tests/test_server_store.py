@@ -7,26 +7,21 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 from privrl.server.store import Store
 from privrl.wire import unpack_floats
-from server_support import AUTH, Apps, claim, create, play, spec, state, user_report, world
-
-
-def interleaved(
-    client: TestClient, run_id: str, config: dict[str, Any], rounds: int, seed: int
-) -> None:
-    """Concurrent-style traffic: several claims out at once, reported in a shuffled order."""
-    rng = np.random.default_rng(seed)
-    mdp = world(config)
-    for _ in range(rounds):
-        tickets = [claim(client, run_id) for _ in range(int(rng.integers(1, 4)))]
-        for i in rng.permutation(len(tickets)):
-            body = user_report(tickets[i], config, mdp, client_seed=7)
-            resp = client.post(f"/v1/runs/{run_id}/reports", json=body)
-            assert resp.status_code == 200, resp.text
+from support.server import (
+    AUTH,
+    Apps,
+    claim,
+    create,
+    interleaved,
+    play,
+    spec,
+    state,
+    user_report,
+    world,
+)
 
 
 def comparable(snap: dict[str, Any]) -> dict[str, Any]:

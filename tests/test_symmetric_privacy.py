@@ -89,6 +89,7 @@ def test_matrix_tree_counter(smooth: bool) -> None:
     np.testing.assert_array_equal(again.release(), tree.release())  # reproducible under seed
 
 
+@pytest.mark.slow  # statistical: variances over 3000 seeded trees
 @pytest.mark.parametrize("t", [1, 6, 7, 13])
 def test_prefix_noise_variance_is_popcount(t: int) -> None:
     seeds = list(range(3000))

@@ -19,7 +19,13 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from client_support import (
+from privrl.client.api import ServerAPI
+from privrl.client.users import run_users
+from privrl.protocol import Ticket
+from privrl.seeding import user_generator
+from privrl.wire import pack_floats, unpack_floats
+from privrl.worlds import draw_uniforms, rollout
+from support.client import (
     MDP,
     assert_no_get_returns,
     config_for,
@@ -30,12 +36,8 @@ from client_support import (
     start_server,
     walk,
 )
-from privrl.client.api import ServerAPI
-from privrl.client.users import run_users
-from privrl.protocol import Ticket
-from privrl.seeding import user_generator
-from privrl.wire import pack_floats, unpack_floats
-from privrl.worlds import draw_uniforms, rollout
+
+pytestmark = pytest.mark.slow  # every test here starts a real server and users' processes
 
 SEED = 11
 K = 60

@@ -254,6 +254,7 @@ def test_ledger_is_honest(privacy: str) -> None:
     assert practical.ledger.totals(1e-5).epsilon == pytest.approx(0.5, rel=1e-6)
 
 
+@pytest.mark.slow  # statistical: regret's shape over K = 3000 episodes, 5 seeds
 def test_non_private_regret_is_sublinear() -> None:
     """Spec property 11 on LM-Hard easy (d=4, H=5, Delta=0.05, K=3000, 5 seeds)."""
     k = 3000
@@ -267,6 +268,7 @@ def test_non_private_regret_is_sublinear() -> None:
     assert (res.regret >= -1e-9).all() and res.regret.sum(1).max() <= k * HARD.H
 
 
+@pytest.mark.slow  # statistical: mean regret of 5 seeds, private vs not
 def test_privacy_costs_utility() -> None:
     """Property 12: regret at eps = inf is not larger than at eps = 0.5 with theory constants."""
     inf = run_in_process(cfg(privacy="none", preset="faithful", episodes=300), HARD, range(5))

@@ -162,6 +162,7 @@ def test_n_uniforms_and_draw_uniforms() -> None:
     assert draw_uniforms([], 5).shape == (0, 11)
 
 
+@pytest.mark.slow  # statistical: Monte Carlo over 20,000 rollouts
 @pytest.mark.parametrize(
     "mdp",
     [
@@ -357,6 +358,7 @@ def test_env_reproduces_rollout_exactly() -> None:
         assert rewards == traj.rewards[k].tolist()
 
 
+@pytest.mark.slow  # statistical: transition frequencies over 3000 episodes
 def test_env_transition_law_statistically() -> None:
     mdp = riverswim(horizon=10)
     env = TabularEnv(mdp)

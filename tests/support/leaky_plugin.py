@@ -1,9 +1,10 @@
 """A deliberately leaky server for the audit tests (never imported by privrl itself).
 
-Loaded into a real server process with PRIVRL_PLUGINS=leaky_plugin, it adds one public route to
-that process's router before the app includes it: GET /v1/runs/{run_id}/build, which shows the
-run's secret noise seed under an innocent name. Nothing in the server's code changes; the bug is
-the kind a well-meant debugging route introduces, and `privrl audit server` must find it.
+Loaded into a real server process with PRIVRL_PLUGINS=support.leaky_plugin (tests/ on
+PYTHONPATH), it adds one public route to that process's router before the app includes it:
+GET /v1/runs/{run_id}/build, which shows the run's secret noise seed under an innocent name.
+Nothing in the server's code changes; the bug is the kind a well-meant debugging route
+introduces, and `privrl audit server` must find it.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 from fastapi.testclient import TestClient
 from privrl.client.procs import free_port
 from privrl.config import RunConfig
@@ -23,7 +24,7 @@ from privrl.server.app import create_app
 from privrl.server.settings import Settings
 from privrl.worlds.tabular import TabularMDP, riverswim
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ADMIN = "test-admin-token-0123456789"
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
 
@@ -268,3 +269,17 @@ def assert_refused_unchanged(client: TestClient, run_id: str,
         assert resp.status_code == 422, (name, resp.text)
         assert fragment in resp.json()["detail"], (name, resp.json())
         assert state(client, run_id) == before, name
+
+
+def interleaved(
+    client: TestClient, run_id: str, config: dict[str, Any], rounds: int, seed: int
+) -> None:
+    """Concurrent-style traffic: several claims out at once, reported in a shuffled order."""
+    rng = np.random.default_rng(seed)
+    mdp = world(config)
+    for _ in range(rounds):
+        tickets = [claim(client, run_id) for _ in range(int(rng.integers(1, 4)))]
+        for i in rng.permutation(len(tickets)):
+            body = user_report(tickets[i], config, mdp, client_seed=7)
+            resp = client.post(f"/v1/runs/{run_id}/reports", json=body)
+            assert resp.status_code == 200, resp.text

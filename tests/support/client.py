@@ -56,6 +56,19 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120.
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def one_line_error(done: subprocess.CompletedProcess, pattern: str) -> str:
+    """Exit code 2 and a single 'privrl: error:' line matching `pattern` (no usage, no
+    traceback, no pydantic prefix); the line."""
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("privrl: error: "), lines[0]
+    assert "usage:" not in done.stderr and "Traceback" not in done.stderr
+    assert "Value error" not in lines[0]
+    assert re.search(pattern, lines[0]), lines[0]
+    return lines[0]
+
+
 @dataclass
 class Reference:
     """An in-process run fed exactly like the sequential HTTP run (one user at a time)."""

@@ -1,7 +1,7 @@
 """A toy plug-in defined only here: a uniformly random policy that releases no statistics.
 
 It proves the plug-in contract: registering it touches nothing in the server, the users or the
-runner. Servers load it with PRIVRL_PLUGINS=toy_algorithm (this folder on PYTHONPATH).
+runner. Servers load it with PRIVRL_PLUGINS=support.toy_algorithm (tests/ on PYTHONPATH).
 """
 
 from __future__ import annotations

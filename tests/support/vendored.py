@@ -1,0 +1,9 @@
+"""Where the tests' vendored data live (tests/data; a clone carries them, nothing beside it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+# The official Compose Specification schema, vendored unmodified (see tests/data/README.md).
+COMPOSE_SCHEMA = DATA / "compose-spec.json"
