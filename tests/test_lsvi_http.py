@@ -137,8 +137,10 @@ def test_bad_reports_are_refused_and_change_nothing(apps) -> None:
          "not the action"),
         ("state outside", dict(good, states=[0] * H + [CUBE.S]), "outside [0, S)"),
         ("short", dict(good, rewards=good["rewards"][:-1]), "must have H"),
-        ("reward above 1", dict(good, rewards=[1.5] + good["rewards"][1:]), "less than or equal"),
-        ("negative reward", dict(good, rewards=[-0.1] + good["rewards"][1:]), "greater than"),
+        ("reward above 1", dict(good, rewards=[1.5] + good["rewards"][1:]),
+         "not a number in [0, 1]"),
+        ("negative reward", dict(good, rewards=[-0.1] + good["rewards"][1:]),
+         "not a number in [0, 1]"),
         ("noisy arrays", {"kind": "noisy", "ticket": good["ticket"], "arrays": {}},
          "accepts only kind='trajectory'"),
     ]
