@@ -35,7 +35,8 @@ class Settings(BaseSettings):
     max_cells: int = Field(
         1_000_000,
         ge=1,
-        description="largest H*S*A*S (entries of one N(s,a,s') array) of a run this server hosts",
+        description="largest H*S*A*S (entries of one N(s,a,s') array) of a run this server hosts,"
+        " and of a public world /regret builds",
     )
     plugins: str = Field(
         "",

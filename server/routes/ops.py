@@ -45,6 +45,7 @@ async def readyz(request: Request) -> Response:
     responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
     summary="Prometheus metrics",
 )
-async def metrics(request: Request) -> Response:
-    """Reports accepted/refused, claims, policy versions, epsilon spent, request latency."""
+def metrics(request: Request) -> Response:
+    """Reports accepted/refused, claims, policy versions, epsilon spent, request latency
+    (rendered in a worker thread: a sync route, off the event loop)."""
     return Response(metrics_of(request).render(), media_type=CONTENT_TYPE_LATEST)
