@@ -23,7 +23,7 @@ from privrl.server.limits import BodySizeLimit
 from privrl.server.metrics import LatencyMiddleware, Metrics
 from privrl.server.openapi import install_openapi
 from privrl.server.registry import Registry
-from privrl.server.routes import dashboard, episodes, evaluation, ops, public, runs
+from privrl.server.routes import apidocs, dashboard, episodes, evaluation, ops, public, runs
 from privrl.server.settings import Settings
 from privrl.server.store import Store
 from privrl.server.writer import Writer
@@ -118,6 +118,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=API_VERSION,
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc come from `apidocs`: shipped files, no CDN
+        redoc_url=None,
         # FastAPI's native OpenTelemetry asks for the global providers on every request; privrl
         # exports its own Prometheus metrics (/metrics), so it is off (an older FastAPI ignores
         # the keyword)
@@ -130,6 +132,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     app.include_router(ops.router)  # probes and scrapers: lenient
     app.include_router(dashboard.router)  # the page at / (public routes only)
+    app.include_router(apidocs.router)  # /docs and /redoc
 
     def report_refused(reason: str) -> None:
         metrics.reports_refused.labels(reason).inc()
