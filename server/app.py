@@ -19,6 +19,7 @@ from privrl.protocol import API_VERSION
 from privrl.server.admission import InFlight
 from privrl.server.errors import install_error_handlers
 from privrl.server.heap import GcPauses, settle, settle_after_kernels
+from privrl.server.highwater import HighWater
 from privrl.server.limits import BodySizeLimit
 from privrl.server.metrics import LatencyMiddleware, Metrics
 from privrl.server.openapi import install_openapi
@@ -74,10 +75,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = Store(settings.db, synchronous=settings.db_synchronous)
+        highwater = HighWater.beside(store.path)
         registry = Registry(
-            store, settings.run_limits(), settings.max_cells, settings.max_body_bytes
+            store, settings.run_limits(), settings.max_cells, settings.max_body_bytes, highwater
         )
-        writer = Writer(store, on_commit=metrics.committed)
+        writer = Writer(store, on_commit=metrics.committed, highwater=highwater)
         writer.start()
         metrics.watch_runs(lambda: list(registry.runs.values()))
         app.state.store = store
@@ -96,7 +98,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 registry.rebuild_error = f"{type(exc).__name__}: {exc}"
                 return
             log.info(
-                "ready: %d run(s) rebuilt, %d failed", len(registry.runs), len(registry.failed)
+                "ready: %d run(s) rebuilt, %d failed, %d held (store behind what was published)",
+                len(registry.runs), len(registry.failed), len(registry.held),
             )
 
         task = asyncio.create_task(rebuild())

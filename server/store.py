@@ -12,6 +12,9 @@ What is stored, and who may see it:
   policies  the public policy log: each policy version's actions and the other arrays of its
             policy message (JSON {name: {shape, data}}, e.g. ucrl-vtr's value tables), which a
             restart serves again and replays against.
+  noise_epochs  the noise epochs an admin started after the store went back (see
+            `privrl.server.highwater`): from `at` reports on, the run's tree nodes are drawn
+            afresh; `published` is what the server had published before (for the ledger).
   node_noise  JDP runs with the unseeded 'opendp' backend: every tree node's noise as drawn
             (float64 bytes), keyed by run, family, level and index. Private: with the billboard
             it gives the exact sums, so no endpoint serves it and deleting a run purges it.
@@ -78,6 +81,13 @@ CREATE TABLE IF NOT EXISTS policies (
     arrays      TEXT NOT NULL DEFAULT '{}',
     PRIMARY KEY (run_id, version)
 );
+CREATE TABLE IF NOT EXISTS noise_epochs (
+    run_id  TEXT NOT NULL,
+    epoch   INTEGER NOT NULL,
+    at      INTEGER NOT NULL,
+    published  INTEGER NOT NULL,
+    PRIMARY KEY (run_id, epoch)
+);
 CREATE TABLE IF NOT EXISTS node_noise (
     run_id  TEXT NOT NULL,
     family  TEXT NOT NULL,
@@ -98,6 +108,7 @@ class RunRow:
     created_at: float
     sequential: bool
     seed: int  # the server's secret seed of this run (never served, never logged)
+    stopped: bool = False  # an admin stopped it after its store went back: read-only
 
     def __repr__(self) -> str:
         """Everything but the seed (a repr can end up in a log line)."""
@@ -174,6 +185,7 @@ class Store:
         self._conn.executescript(SCHEMA)
         self._migrate_public_seeds()
         self._migrate_policy_arrays()
+        self._migrate_stopped()
         # Reads have their own connection and lock: they see committed rows only (never a
         # batch the writer has staged), and never wait for a COMMIT, so the event loop may
         # read while the writer's transaction is open (WAL: readers and the writer coexist).
@@ -187,6 +199,12 @@ class Store:
         columns = {r[1] for r in self._conn.execute("PRAGMA table_info(policies)")}
         if "arrays" not in columns:
             self._conn.execute("ALTER TABLE policies ADD COLUMN arrays TEXT NOT NULL DEFAULT '{}'")
+
+    def _migrate_stopped(self) -> None:
+        """Databases written before runs could be stopped: add the flag (not stopped)."""
+        columns = {r[1] for r in self._conn.execute("PRAGMA table_info(runs)")}
+        if "stopped" not in columns:
+            self._conn.execute("ALTER TABLE runs ADD COLUMN stopped INTEGER NOT NULL DEFAULT 0")
 
     def _migrate_public_seeds(self) -> None:
         """Databases written before seeds were secret: move the seed out of the public config."""
@@ -283,10 +301,29 @@ class Store:
     def runs(self) -> list[RunRow]:
         """Live (not deleted) runs in creation order."""
         rows = self._read(
-            "SELECT id, config, created_at, sequential, seed FROM runs WHERE deleted = 0"
+            "SELECT id, config, created_at, sequential, seed, stopped FROM runs WHERE deleted = 0"
             " ORDER BY created_at, id"
         )
-        return [RunRow(r[0], r[1], r[2], bool(r[3]), int(r[4])) for r in rows]
+        return [RunRow(r[0], r[1], r[2], bool(r[3]), int(r[4]), bool(r[5])) for r in rows]
+
+    def stop_run(self, run_id: str) -> None:
+        """Flag the run stopped (it takes no more claims or reports)."""
+        self._write([("UPDATE runs SET stopped = 1 WHERE id = ?", (run_id,))])
+
+    def start_noise_epochs(self, run_id: str, epochs: Sequence[int], at: int,
+                           published: int) -> None:
+        """Record noise epochs started at `at` reports, after `published` had been published."""
+        self._write([
+            ("INSERT INTO noise_epochs (run_id, epoch, at, published) VALUES (?, ?, ?, ?)",
+             (run_id, epoch, at, published))
+            for epoch in epochs
+        ])
+
+    def noise_epochs(self, run_id: str) -> list[tuple[int, int, int]]:
+        """A run's noise epochs as (epoch, at, published), in order."""
+        return [(r[0], r[1], r[2]) for r in self._read(
+            "SELECT epoch, at, published FROM noise_epochs WHERE run_id = ? ORDER BY epoch",
+            (run_id,))]
 
     def delete_run(self, run_id: str) -> None:
         """Flag the run deleted and purge its claims, reports (private data) and policy log."""
@@ -297,6 +334,7 @@ class Store:
                 ("DELETE FROM reports WHERE run_id = ?", (run_id,)),
                 ("DELETE FROM policies WHERE run_id = ?", (run_id,)),
                 ("DELETE FROM node_noise WHERE run_id = ?", (run_id,)),
+                ("DELETE FROM noise_epochs WHERE run_id = ?", (run_id,)),
             ]
         )
 

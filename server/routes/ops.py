@@ -24,19 +24,23 @@ async def healthz() -> Health:
     summary="Readiness",
 )
 async def readyz(request: Request) -> Response:
-    """200 once the store is open and every run has been rebuilt from it, else 503."""
+    """200 once the store is open and every run has been rebuilt from it, else 503; 503 too
+    while a run is held because its store went back (until an admin continues or stops it)."""
     registry = registry_of(request)
     broken = f"; {len(registry.failed)} run(s) could not be rebuilt" if registry.failed else ""
+    held = "".join(f"; {h.reason}" for h in registry.held.values())
+    ready = registry.ready and not registry.held
     body = Readiness(
-        ready=registry.ready,
+        ready=ready,
         runs=len(registry.runs),
         detail=(
             f"rebuilding runs failed: {registry.rebuild_error}"
             if registry.rebuild_error
-            else ("ready" if registry.ready else "rebuilding runs from the store") + broken
+            else ("ready" if ready else "not ready" if registry.ready
+                  else "rebuilding runs from the store") + broken + held
         ),
     )
-    return JSONResponse(body.model_dump(), status_code=200 if registry.ready else 503)
+    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
 
 
 @router.get(
