@@ -122,7 +122,7 @@ async def delete_run(run_id: str, request: Request) -> Response:
     response_model=RunInfo | None,
     dependencies=[Depends(require_admin)],
     responses=error_responses(
-        401, 403, 404, 409, 422, 503,
+        400, 401, 403, 404, 409, 413, 422, 503,
         described={
             409: "The run is not held (`code` \"not_held\"), continuing it would exceed its"
             " budget (`code` \"budget\"), it was deleted before the store went back (`code`"
