@@ -74,7 +74,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = Store(settings.db, synchronous=settings.db_synchronous)
+        store = Store(settings.db, synchronous=settings.db_synchronous,
+                      exclusive=settings.db_exclusive)
         highwater = HighWater.beside(store.path)
         registry = Registry(
             store, settings.run_limits(), settings.max_cells, settings.max_body_bytes, highwater

@@ -89,6 +89,11 @@ class HighWater:
             self.marks[run_id] = mark
             self._save()
 
+    def save(self) -> None:
+        """Write the file again (a probe of its folder while writes fail)."""
+        with self._lock:
+            self._save()
+
     def _save(self) -> None:
         """Write the file anew: a temporary file, fsync, rename over, fsync the directory."""
         tmp = self.path.with_name(self.path.name + ".tmp")

@@ -50,6 +50,12 @@ class Settings(BaseSettings):
         " passes, which stop the event loop, scan only newer objects; off for an app sharing"
         " its process with other work (tests)",
     )
+    db_exclusive: bool = Field(
+        True,
+        description="the server is the only process using the database: SQLite's unix-excl VFS"
+        " keeps the WAL index in the process's heap (no -shm file, which SIGBUS-kills the"
+        " process when it cannot be extended) and locks other processes out while it runs",
+    )
     db_synchronous: Literal["FULL", "NORMAL"] = Field(
         "FULL",
         description="SQLite synchronous level: FULL survives power loss, NORMAL only a crash",

@@ -29,6 +29,13 @@ backend) or read back from `node_noise` (opendp), so the replay rebuilds exactly
 already released (contract 2). The writing connection is shared by the event loop (the writer
 stages its rows) and worker threads (commits, run creation and deletion) behind one lock;
 reads go through a second connection with its own lock and see committed rows only.
+
+The server is the only process using its database: both connections use SQLite's `unix-excl`
+VFS, which holds an exclusive lock on the file and keeps the WAL index in the process's heap,
+shared by its connections, instead of a memory-mapped `-shm` file (a `-shm` that cannot be
+extended, e.g. on a full disk, would kill the process with SIGBUS). Another process cannot
+open the database while the server runs (a second server on it fails to start). A failed
+write is remembered (`failing`) until one succeeds: /readyz is not ready meanwhile.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +89,10 @@ CREATE TABLE IF NOT EXISTS policies (
     actions     TEXT NOT NULL,
     arrays      TEXT NOT NULL DEFAULT '{}',
     PRIMARY KEY (run_id, version)
+);
+CREATE TABLE IF NOT EXISTS health (
+    id  INTEGER PRIMARY KEY CHECK (id = 1),
+    at  REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS noise_epochs (
     run_id  TEXT NOT NULL,
@@ -168,13 +181,17 @@ class NoiseRow:
 class Store:
     """The server's database: one connection, one lock, one transaction per write."""
 
-    def __init__(self, path: str | Path, synchronous: str = "FULL") -> None:
+    def __init__(self, path: str | Path, synchronous: str = "FULL", exclusive: bool = True
+                 ) -> None:
+        """`exclusive`: the only process using the file (no `-shm`; see the module's doc)."""
         self.path = Path(path)
         if not self.path.parent.exists():
             raise FileNotFoundError(f"directory of the database {self.path} does not exist")
+        self.failing: str | None = None  # the last write's error, until one succeeds
         self._lock = threading.Lock()
+        target = _uri(self.path, exclusive)
         self._conn = sqlite3.connect(
-            str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
+            target, check_same_thread=False, isolation_level=None, timeout=30.0, uri=True
         )
         mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
@@ -191,7 +208,7 @@ class Store:
         # read while the writer's transaction is open (WAL: readers and the writer coexist).
         self._read_lock = threading.Lock()
         self._reader = sqlite3.connect(
-            str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
+            target, check_same_thread=False, isolation_level=None, timeout=30.0, uri=True
         )
 
     def _migrate_policy_arrays(self) -> None:
@@ -263,12 +280,19 @@ class Store:
         try:
             try:
                 self._conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
+                self.failing = f"{type(exc).__name__}: {exc}"
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise
+            self.failing = None
         finally:
             self._lock.release()
+
+    def probe(self) -> None:
+        """One small write (a timestamp): raises while writes fail, clears `failing` once one
+        succeeds."""
+        self._write([("INSERT OR REPLACE INTO health (id, at) VALUES (1, ?)", (time.time(),))])
 
     def _read(self, sql: str, params: tuple = ()) -> list[tuple]:
         """All rows of one query."""
@@ -457,6 +481,12 @@ class Store:
             (run_id,),
         )
         return [NoiseRow(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
+
+
+def _uri(path: Path, exclusive: bool) -> str:
+    """The SQLite URI of the database file (the `unix-excl` VFS when `exclusive`)."""
+    uri = "file:" + urllib.parse.quote(str(path.resolve()))
+    return uri + "?vfs=unix-excl" if exclusive else uri
 
 
 def _insert_noise(row: NoiseRow) -> Statement:

@@ -110,7 +110,11 @@ class Writer:
         if self.highwater is not None:
             published = {g.mark[0]: (g.mark[1], g.mark[2]) for g in batch if g.mark is not None}
             if published:
-                self.highwater.advance(published)
+                try:
+                    self.highwater.advance(published)
+                except OSError as exc:
+                    self.store.failing = f"the high-water mark: {type(exc).__name__}: {exc}"
+                    raise
 
     async def close(self) -> None:
         """Commit everything queued, then stop the task."""

@@ -103,16 +103,19 @@ async def show_run(run_id: str, request: Request) -> RunInfo:
 async def delete_run(run_id: str, request: Request) -> Response:
     """Flag the run deleted and purge its stored reports; its id is never reused."""
     registry = registry_of(request)
-    if run_id in registry.failed or run_id in registry.held:
-        await in_thread(registry.delete, run_id)
-    else:
-        hosted = registry.get(run_id)
-        async with hosted.slot_freed:
-            ensure_alive(hosted)
-            if hosted.durable is not None:  # no queued row of this run may land after the purge
-                await asyncio.wait([hosted.durable])
+    try:
+        if run_id in registry.failed or run_id in registry.held:
             await in_thread(registry.delete, run_id)
-            hosted.slot_freed.notify_all()
+        else:
+            hosted = registry.get(run_id)
+            async with hosted.slot_freed:
+                ensure_alive(hosted)
+                if hosted.durable is not None:  # no queued row of this run lands after the purge
+                    await asyncio.wait([hosted.durable])
+                await in_thread(registry.delete, run_id)
+                hosted.slot_freed.notify_all()
+    except (sqlite3.Error, OSError) as exc:
+        raise Refusal(503, "store", f"the server could not delete run {run_id}; retry") from exc
     metrics_of(request).forget_run(run_id)
     return Response(status_code=204)
 
@@ -140,7 +143,7 @@ async def recover_run(run_id: str, body: Recovery, request: Request) -> RunInfo 
     registry = registry_of(request)
     try:
         hosted = await in_thread(registry.recover, run_id, body.action)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
         raise Refusal(503, "store", f"the server could not record this for run {run_id};"
                       " retry") from exc
     return None if hosted is None else hosted.info(time.time())
