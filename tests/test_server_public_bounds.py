@@ -3,6 +3,7 @@ bounded in bytes and build a key once at a time, metric labels come from closed 
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 import tracemalloc
@@ -108,3 +109,9 @@ def test_made_up_methods_and_paths_do_not_grow_the_metrics(apps: Apps) -> None:
     assert len(text.encode()) - before < 20_000
     assert 'method="other"' in text and 'route="unmatched"' in text
     assert "M1999" not in text and "/nowhere/" not in text
+
+
+def test_metrics_render_off_the_event_loop() -> None:
+    from privrl.server.routes import ops
+
+    assert not inspect.iscoroutinefunction(ops.metrics)  # a sync route: FastAPI's thread pool
