@@ -116,6 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await task
             await writer.close()
         store.close()
+        highwater.close()
 
     app = FastAPI(
         title="privrl server",

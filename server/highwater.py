@@ -3,8 +3,8 @@
 A store can go backwards: a lost `-wal` after a crash, a restored backup, `synchronous=NORMAL`
 and a power loss. Replaying it would publish, at counts already published, other data under the
 same counter-based noise: the difference of the two releases is exact. So every grouped commit
-also advances, and fsyncs, a small JSON file beside the database (`<db>.highwater`) with each
-run's noise epoch and reports published; a run whose store is behind its mark is held at start
+also advances, and syncs, a small JSON file beside the database (`<db>.highwater.0|1`) with
+each run's noise epoch and reports published; a run whose store is behind its mark is held at start
 (503 with the reason, /readyz not ready) until an admin continues it under a new noise epoch or
 stops it. Marks only go up, except by an admin's choice. The file holds counts, never a seed.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import zlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -44,25 +45,31 @@ class Mark:
 
 
 class HighWater:
-    """The marks of every run, in the file `path` (rewritten whole, atomically, fsynced)."""
+    """The marks of every run, kept in two files `<db>.highwater.0` and `.1` written in turn.
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    Each write overwrites the older file in place and fdatasyncs it (one sync, no rename and no
+    directory sync: a rename-based write cost 2.5 times a COMMIT here); each file holds a
+    sequence number and a checksum, so a write torn by a crash leaves the other file, one step
+    older, as the mark (never ahead of the store, which committed before)."""
+
+    def __init__(self, base: Path) -> None:
+        self.paths = (base.with_name(base.name + ".0"), base.with_name(base.name + ".1"))
         self._lock = threading.Lock()
         self.marks: dict[str, Mark] = {}
-        if path.exists():
-            try:
-                data = json.loads(path.read_text())
-                self.marks = {run_id: Mark(**fields) for run_id, fields in data.items()}
-            except (ValueError, TypeError, AttributeError) as exc:
-                raise RuntimeError(
-                    f"the high-water mark {path} is unreadable ({exc}): without it a store that"
-                    " went backwards cannot be told; restore it or remove it knowingly"
-                ) from None
+        self.seq = 0
+        found = [(seq, marks) for seq, marks in map(_read, self.paths) if seq >= 0]
+        if not found and any(p.exists() and p.stat().st_size for p in self.paths):
+            raise RuntimeError(
+                f"the high-water mark {self.paths[0]} is unreadable: without it a store that went"
+                " backwards cannot be told; restore it or remove it knowingly"
+            )
+        if found:
+            self.seq, self.marks = max(found, key=lambda f: f[0])
+        self._fds: list[int] = []
 
     @classmethod
     def beside(cls, db: Path) -> HighWater:
-        """The mark file of the database `db`."""
+        """The mark files of the database `db`."""
         return cls(db.with_name(db.name + ".highwater"))
 
     def get(self, run_id: str) -> Mark | None:
@@ -90,21 +97,49 @@ class HighWater:
             self._save()
 
     def save(self) -> None:
-        """Write the file again (a probe of its folder while writes fail)."""
+        """Write the marks again (a probe of the files while writes fail)."""
         with self._lock:
             self._save()
 
     def _save(self) -> None:
-        """Write the file anew: a temporary file, fsync, rename over, fsync the directory."""
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        text = json.dumps({k: asdict(v) for k, v in sorted(self.marks.items())})
-        with open(tmp, "w") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self.path)
-        folder = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+        """Overwrite the older file with the marks and the next sequence number, fdatasync."""
+        if not self._fds:
+            self._open()
+        self.seq += 1
+        body = json.dumps({k: asdict(v) for k, v in sorted(self.marks.items())})
+        data = json.dumps({"seq": self.seq, "crc": zlib.crc32(body.encode()), "marks": body})
+        fd = self._fds[self.seq % 2]
+        raw = data.encode()
+        os.pwrite(fd, raw, 0)
+        os.ftruncate(fd, len(raw))
+        os.fdatasync(fd)
+
+    def _open(self) -> None:
+        """Open (creating) both files, and make their names durable once."""
+        created = not all(p.exists() for p in self.paths)
+        self._fds = [os.open(p, os.O_RDWR | os.O_CREAT, 0o600) for p in self.paths]
+        if created:
+            folder = os.open(self.paths[0].parent, os.O_RDONLY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
+
+    def close(self) -> None:
+        """Close the files."""
+        with self._lock:
+            for fd in self._fds:
+                os.close(fd)
+            self._fds = []
+
+
+def _read(path: Path) -> tuple[int, dict[str, Mark]]:
+    """(sequence number, marks) of one mark file; (-1, {}) when missing, torn or corrupt."""
+    try:
+        data = json.loads(path.read_text())
+        body = data["marks"]
+        if zlib.crc32(body.encode()) != data["crc"]:
+            return -1, {}
+        return int(data["seq"]), {k: Mark(**v) for k, v in json.loads(body).items()}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return -1, {}

@@ -5,9 +5,9 @@ test_server_process_rollback.py)."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,21 +20,21 @@ from privrl.server.settings import Settings
 from server_support import ADMIN, AUTH, Apps, create, play, spec, state
 
 
-def mark_file(db: Path) -> Path:
-    """The high-water mark beside the database."""
-    return HighWater.beside(db).path
-
-
 def marks(db: Path) -> dict[str, dict]:
-    """The mark file's contents."""
-    return json.loads(mark_file(db).read_text())
+    """The high-water marks beside the database, as the files hold them."""
+    return {k: asdict(v) for k, v in HighWater.beside(db).marks.items()}
+
+
+def set_mark(db: Path, run_id: str, mark: Mark) -> None:
+    """Write one run's mark (what a server that published it would have written)."""
+    highwater = HighWater.beside(db)
+    highwater.set(run_id, mark)
+    highwater.close()
 
 
 def publish_more(db: Path, run_id: str, reported: int) -> None:
     """Pretend the server had published `reported` reports that the store no longer holds."""
-    data = marks(db)
-    data[run_id]["reported"] = reported
-    mark_file(db).write_text(json.dumps(data))
+    set_mark(db, run_id, replace(HighWater.beside(db).marks[run_id], reported=reported))
 
 
 def open_app(apps: Apps) -> TestClient:
@@ -143,7 +143,7 @@ def test_continue_starts_a_charged_noise_epoch_that_replays(apps: Apps) -> None:
 def test_a_run_the_store_lost_is_held_and_can_be_forgotten(apps: Apps) -> None:
     client = apps()
     apps.close(client)
-    mark_file(apps.db).write_text(json.dumps({"feedbeefcafe0001": asdict_mark(Mark(0, 4))}))
+    set_mark(apps.db, "feedbeefcafe0001", Mark(0, 4))
     client = open_app(apps)
     assert "feedbeefcafe0001" in client.get("/readyz").json()["detail"]
     assert recover(client, "feedbeefcafe0001", "continue").json()["code"] == "gone"
@@ -168,11 +168,21 @@ def test_a_held_run_can_be_deleted(apps: Apps) -> None:
     assert client.get(f"/v1/runs/{run_id}").status_code == 404
 
 
-def test_an_unreadable_mark_refuses_to_start(tmp_path: Path) -> None:
-    path = tmp_path / "x.db.highwater"
-    path.write_text("{not json")
+def test_a_torn_mark_falls_back_to_the_older_copy_and_garbage_refuses_to_start(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "x.db"
+    highwater = HighWater.beside(db)
+    highwater.set("a", Mark(0, 5))
+    highwater.set("a", Mark(0, 6))
+    highwater.close()
+    newer = highwater.paths[highwater.seq % 2]
+    newer.write_bytes(newer.read_bytes()[:-7])  # a write cut short by a crash
+    assert HighWater.beside(db).marks == {"a": Mark(0, 5)}
+    for path in highwater.paths:
+        path.write_text("{not json")
     with pytest.raises(RuntimeError, match="high-water mark"):
-        HighWater(path)
+        HighWater.beside(db)
 
 
 def test_a_noise_epoch_draws_independent_nodes_and_epoch_0_is_unchanged() -> None:
