@@ -1,11 +1,11 @@
 """What anonymous requests cost a real server process: an oversized /regret and made-up methods.
 
-    python scripts/public_bounds.py [--horizon 100] [--methods 2000]
+    python scripts/public_bounds.py [--horizon 100] [--methods 2000] [--parallel 8]
 
 Starts `python -m privrl.server` on a loopback port with a fresh database, creates a RiverSwim
 run (S=6, A=2) of the given horizon, then prints the server's resident memory (VmRSS) before
 and after `GET /v1/runs/RUN/regret?world=gymnasium:Taxi-v4` with the answer's status and time,
-and the growth of /metrics after `--methods` requests with made-up HTTP methods.
+the same for `--parallel` such requests at once, and the growth of /metrics after `--methods` requests with made-up HTTP methods.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -36,6 +37,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--horizon", type=int, default=100)
     parser.add_argument("--methods", type=int, default=2000)
+    parser.add_argument("--parallel", type=int, default=8)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
@@ -72,6 +74,17 @@ def main() -> None:
                 print(f"regret Taxi-v4 on H={args.horizon}: {resp.status_code} in {took:.3f} s;"
                       f" RSS {before:.1f} MB -> {after:.1f} MB (+{after - before:.1f} MB)")
                 print(f"  {resp.json().get('detail', '')[:160]}")
+                before = rss_mb(proc.pid)
+                start = time.perf_counter()
+                with ThreadPoolExecutor(args.parallel) as pool:
+                    codes = list(pool.map(
+                        lambda _: httpx.get(f"{url}/v1/runs/{run_id}/regret", timeout=120.0,
+                                            params={"world": "gymnasium:Taxi-v4"}).status_code,
+                        range(args.parallel)))
+                took = time.perf_counter() - start
+                after = rss_mb(proc.pid)
+                print(f"{args.parallel} at once: {codes} in {took:.3f} s; RSS {before:.1f} MB ->"
+                      f" {after:.1f} MB (+{after - before:.1f} MB)")
                 size0 = len(http.get("/metrics").content)
                 for i in range(args.methods):
                     http.request(f"MADEUP{i}", "/v1/runs")
