@@ -5,7 +5,8 @@
 Starts `python -m privrl.server` on a loopback port with a fresh database, creates a RiverSwim
 run (S=6, A=2) of the given horizon, then prints the server's resident memory (VmRSS) before
 and after `GET /v1/runs/RUN/regret?world=gymnasium:Taxi-v4` with the answer's status and time,
-the same for `--parallel` such requests at once, and the growth of /metrics after `--methods` requests with made-up HTTP methods.
+the same for `--parallel` such requests at once, and the growth of /metrics after `--methods`
+requests with made-up HTTP methods.
 """
 
 from __future__ import annotations
