@@ -30,6 +30,7 @@ from privrl.protocol import (
     Billboard,
     LedgerView,
     PolicyLog,
+    Recovery,
     RunInfo,
     RunList,
 )
@@ -204,6 +205,15 @@ class ServerAPI:
     def delete_run(self, run_id: str) -> None:
         """DELETE /v1/runs/{id} (admin)."""
         self._call("DELETE", run_path(run_id), f"deleting run {run_id!r}", admin=True)
+
+    def recover_run(self, run_id: str, action: str) -> RunInfo | None:
+        """POST /v1/runs/{id}/recovery (admin): 'continue' a run held because the server's
+        store went back under a new noise epoch, or 'stop' it; None when a run the store lost
+        was forgotten."""
+        what = f"{action} of run {run_id!r}"
+        body = Recovery(action=action).model_dump()  # type: ignore[arg-type]
+        resp = self._call("POST", f"{run_path(run_id)}/recovery", what, admin=True, body=body)
+        return None if resp.content.strip() == b"null" else self._model(RunInfo, resp, what)
 
     def policies(self, run_id: str) -> PolicyLog:
         """GET /v1/runs/{id}/policies: the public policy log."""

@@ -256,6 +256,23 @@ def cmd_runs_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_runs_recover(args: argparse.Namespace) -> int:
+    """privrl runs continue|stop (admin): a run held because the server's store went back."""
+    action = args.runs_command
+    with _api(args, admin=True) as api:
+        try:
+            info = api.recover_run(args.run, action)
+        except ApiError as exc:
+            raise CliError(str(exc)) from None
+    if info is None:
+        print(f"run {args.run} forgotten: the server's store had lost it")
+    elif action == "stop":
+        print(f"run {args.run} stopped at {info.status.reported} reports (read-only)")
+    else:
+        print(f"run {args.run} continues at {info.status.reported} reports under fresh noise")
+    return 0
+
+
 def _run_ids(args: argparse.Namespace) -> list[str]:
     """--run ID, or every id in --run-file, one per line (waiting up to --wait-for-file seconds
     for the file to appear: compose starts the users beside the step that creates the runs)."""
@@ -503,7 +520,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="log one line per HTTP request (default: $PRIVRL_ACCESS_LOG, else off)")
     p.set_defaults(handler=cmd_serve)
 
-    runs = sub.add_parser("runs", help="create, list, show and delete runs on a server")
+    runs = sub.add_parser(
+        "runs", help="create, list, show, delete, continue and stop runs on a server")
     rsub = runs.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
     p = rsub.add_parser("create", help="create a run (needs PRIVRL_ADMIN_TOKEN); prints its id")
     _server_option(p)
@@ -528,6 +546,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     _server_option(p)
     p.add_argument("run", help="run id")
     p.set_defaults(handler=cmd_runs_delete)
+
+    p = rsub.add_parser(
+        "continue", help="go on with a run held because the server's store went back, under a"
+        " new noise epoch (admin; charged as a fresh tree, refused beyond the budget)")
+    _server_option(p)
+    p.add_argument("run", help="run id")
+    p.set_defaults(handler=cmd_runs_recover)
+    p = rsub.add_parser(
+        "stop", help="stop a run held because the server's store went back: no more claims or"
+        " reports, its releases stay served (admin)")
+    _server_option(p)
+    p.add_argument("run", help="run id")
+    p.set_defaults(handler=cmd_runs_recover)
 
     p = sub.add_parser("ledger", help="every privacy charge of a run, with the running total")
     _server_option(p)

@@ -19,11 +19,12 @@ from privrl.protocol import API_VERSION
 from privrl.server.admission import InFlight
 from privrl.server.errors import install_error_handlers
 from privrl.server.heap import GcPauses, settle, settle_after_kernels
+from privrl.server.highwater import HighWater
 from privrl.server.limits import BodySizeLimit
 from privrl.server.metrics import LatencyMiddleware, Metrics
 from privrl.server.openapi import install_openapi
 from privrl.server.registry import Registry
-from privrl.server.routes import dashboard, episodes, evaluation, ops, public, runs
+from privrl.server.routes import apidocs, dashboard, episodes, evaluation, ops, public, runs
 from privrl.server.settings import Settings
 from privrl.server.store import Store
 from privrl.server.writer import Writer
@@ -73,11 +74,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = Store(settings.db, synchronous=settings.db_synchronous)
+        store = Store(settings.db, synchronous=settings.db_synchronous,
+                      exclusive=settings.db_exclusive)
+        highwater = HighWater.beside(store.path)
         registry = Registry(
-            store, settings.run_limits(), settings.max_cells, settings.max_body_bytes
+            store, settings.run_limits(), settings.max_cells, settings.max_body_bytes, highwater
         )
-        writer = Writer(store, on_commit=metrics.committed)
+        writer = Writer(store, on_commit=metrics.committed, highwater=highwater)
         writer.start()
         metrics.watch_runs(lambda: list(registry.runs.values()))
         app.state.store = store
@@ -96,7 +99,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 registry.rebuild_error = f"{type(exc).__name__}: {exc}"
                 return
             log.info(
-                "ready: %d run(s) rebuilt, %d failed", len(registry.runs), len(registry.failed)
+                "ready: %d run(s) rebuilt, %d failed, %d held (store behind what was published)",
+                len(registry.runs), len(registry.failed), len(registry.held),
             )
 
         task = asyncio.create_task(rebuild())
@@ -112,12 +116,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await task
             await writer.close()
         store.close()
+        highwater.close()
 
     app = FastAPI(
         title="privrl server",
         version=API_VERSION,
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc come from `apidocs`: shipped files, no CDN
+        redoc_url=None,
         # FastAPI's native OpenTelemetry asks for the global providers on every request; privrl
         # exports its own Prometheus metrics (/metrics), so it is off (an older FastAPI ignores
         # the keyword)
@@ -130,6 +137,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     app.include_router(ops.router)  # probes and scrapers: lenient
     app.include_router(dashboard.router)  # the page at / (public routes only)
+    app.include_router(apidocs.router)  # /docs and /redoc
 
     def report_refused(reason: str) -> None:
         metrics.reports_refused.labels(reason).inc()

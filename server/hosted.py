@@ -58,6 +58,7 @@ from privrl.protocol import (
 )
 from privrl.reports import AnyReport, ReportRejected, accept, digest_of, restore
 from privrl.run import Run
+from privrl.server import noise_epochs
 from privrl.server.admission import Admission, RunLimits
 from privrl.server.errors import Refusal
 from privrl.server.store import (
@@ -129,6 +130,7 @@ class HostedRun:
         self.claim_timeout = float(limits.claim_timeout)
         self.admission = Admission(limits)
         self.deleted = False
+        self.stopped = row.stopped  # an admin stopped it after its store went back
         self.stale = False  # memory ran ahead of a write that failed: rebuild before serving
         self.durable: asyncio.Future[None] | None = None  # the newest queued write's future
         self.lock = asyncio.Lock()
@@ -140,6 +142,7 @@ class HostedRun:
     def _reset(self) -> None:
         """Empty in-memory state: a fresh Run, no claims, no policy yet."""
         self.run = Run(self.config, [self.row.seed])
+        self.epoch = 0  # noise epoch (> 0 once an admin continued it after a rollback)
         self.claimed = 0
         self.open: OrderedDict[str, OpenClaim] = OrderedDict()  # issue order = expiry order
         self.version = 0
@@ -204,6 +207,8 @@ class HostedRun:
         version_of = {c.ticket: c.policy_version for c in claims}
         messages = {v: stored_message(p) for v, p in stored.items()}
         self._replan(stored)
+        epochs = self.store.noise_epochs(self.id)
+        self._enter_epochs(epochs)
         for rep in self.store.reports(self.id):
             version = version_of[rep.ticket]
             served = messages[version]
@@ -216,6 +221,7 @@ class HostedRun:
                 raise RebuildError(f"run {self.id}: report {rep.seq} replays out of order")
             if self.run.reported in plan_points:
                 self._replan(stored)
+            self._enter_epochs(epochs)
         self.run.privatizer.end_replay()
         if stored and self.version != max(stored):
             raise RebuildError(
@@ -229,6 +235,25 @@ class HostedRun:
                                  messages.get(c.policy_version)))
             for c in sorted(pending, key=lambda c: c.expires_at)
         )
+
+    def _enter_epochs(self, epochs: list[tuple[int, int, int]]) -> None:
+        """During a replay: start the stored noise epochs that began at the current count."""
+        for epoch, at, published in epochs:
+            if at == self.run.reported and epoch > self.epoch:
+                noise_epochs.start(self.run, epoch, published)
+                self.epoch = epoch
+
+    def start_noise_epochs(self, epochs: list[int], published: int) -> None:
+        """An admin continues the run after its store went back: start `epochs` now (the
+        caller checked the budget and stored them)."""
+        for epoch in epochs:
+            noise_epochs.start(self.run, epoch, published)
+            self.epoch = epoch
+
+    def published(self) -> tuple[str, int, int]:
+        """(id, noise epoch, reports counted): the high-water mark once the newest change is
+        committed."""
+        return self.id, self.epoch, self.run.reported
 
     def _stored_noise(self) -> list[NodeNoise]:
         """The node noise this run drew and stored (unseeded backend only; else empty)."""
@@ -327,6 +352,7 @@ class HostedRun:
         """Refuse a claim that cannot be handed out now (O(1)): 410 finished, 409 busy (a
         sequential run) or full (reported + outstanding = K), 429 over the admission limit."""
         k_total = self.config.episodes
+        self._refuse_stopped()
         if self.run.finished:
             raise Refusal(410, "finished", f"run {self.id} has finished: all {k_total} episodes"
                           " are reported")
@@ -408,6 +434,7 @@ class HostedRun:
             claim = self._settled_claim(report.ticket, digest_of(report))
             if isinstance(claim, Ack):
                 return claim, []
+        self._refuse_stopped()
         if self.run.finished:
             raise Refusal(410, "finished", f"run {self.id} has finished: all"
                           f" {self.config.episodes} episodes are reported")
@@ -457,6 +484,12 @@ class HostedRun:
         )
         return ack, rows
 
+    def _refuse_stopped(self) -> None:
+        """410 for a run an admin stopped."""
+        if self.stopped:
+            raise Refusal(410, "stopped", f"run {self.id} was stopped by an admin after its"
+                          f" store went back; it stays at {self.run.reported} reports")
+
     def _retried(self, sent: str, stored: str, ack: Ack) -> Ack:
         """The answer to a report sent again with a used ticket (`sent`: its digest, `stored`:
         the counted one's): the stored Ack, or 409 when the report differs."""
@@ -498,7 +531,7 @@ class HostedRun:
             claimed=self.claimed,
             outstanding=self.n_outstanding(now),
             reported=self.run.reported,
-            finished=self.run.finished,
+            finished=self.run.finished or self.stopped,
             policy_version=self.version,
         )
 

@@ -1,8 +1,9 @@
 """Prometheus metrics of one app (its own CollectorRegistry) and the request-latency middleware.
 
-Labels carry run ids, route templates and refusal reasons only, never request contents, and no
-series moves by anything but a count of requests (a series of body sizes would move with what a
-user did).
+Labels carry run ids, route templates and refusal reasons only, never request contents, and
+come from closed sets: a method outside METHODS is counted as `other`, a path no route matches
+as `unmatched` (a client cannot make a series per request). No series moves by anything but a
+count of requests (a series of body sizes would move with what a user did).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -182,7 +184,8 @@ class LatencyMiddleware:
         finally:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            key = (scope["method"], template, str(status[0]))
+            method = scope["method"] if scope["method"] in METHODS else "other"
+            key = (method, template, str(status[0]))
             children = self.children.get(key)
             if children is None:
                 children = self.children[key] = (self.metrics.latency.labels(*key[:2]),

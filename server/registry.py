@@ -1,4 +1,6 @@
-"""The runs a server process hosts: creation (size limits), lookup, deletion, startup rebuild."""
+"""The runs a server process hosts: creation (size limits), lookup, deletion, startup rebuild,
+and the runs held because their store went back (`privrl.server.highwater`) until an admin
+continues them under a new noise epoch or stops them."""
 
 from __future__ import annotations
 
@@ -8,11 +10,15 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
 
 from privrl.config import RunConfig
 from privrl.seeding import secret_seed
+from privrl.server import noise_epochs
 from privrl.server.admission import RunLimits
 from privrl.server.errors import Refusal
+from privrl.server.highwater import HighWater, Mark
 from privrl.server.hosted import HostedRun
 from privrl.server.store import Store
 
@@ -22,13 +28,25 @@ log = logging.getLogger("privrl.server")
 JSON_BYTES_PER_NUMBER = 24
 
 
+@dataclass
+class Held:
+    """A run whose store is behind what the server published: not served until an admin acts.
+    `hosted` is None when the store does not hold the run at all."""
+
+    hosted: HostedRun | None
+    reason: str
+
+
 class Registry:
     """Run id -> HostedRun, plus runs that could not be rebuilt (served as 503, deletable)."""
 
     def __init__(
-        self, store: Store, limits: RunLimits, max_cells: int, max_body_bytes: int
+        self, store: Store, limits: RunLimits, max_cells: int, max_body_bytes: int,
+        highwater: HighWater | None = None,
     ) -> None:
         self.store = store
+        self.highwater = highwater if highwater is not None else HighWater.beside(store.path)
+        self.held: dict[str, Held] = {}
         self.limits = limits
         self.max_cells = max_cells
         self.max_body_bytes = max_body_bytes
@@ -53,7 +71,6 @@ class Registry:
                 log.exception("run %s could not be rebuilt from the store", row.id)
                 self.failed[row.id] = f"{type(exc).__name__}: {exc}"
                 continue
-            self.runs[row.id] = hosted
             log.info(
                 "run %s rebuilt: %d reports replayed, policy version %d (%.2f s)",
                 row.id,
@@ -61,9 +78,85 @@ class Registry:
                 hosted.version,
                 time.perf_counter() - started,
             )
+            self._admit(hosted)
+        live = {row.id for row in self.store.runs()}
+        for run_id, mark in list(self.highwater.marks.items()):
+            if run_id not in live and not mark.deleted and run_id not in self.deleted:
+                self._hold(run_id, None, f"the server published {mark.reported} reports of it,"
+                           " but the store has no such run")
         if before_ready is not None:
             before_ready()
         self.ready = True
+
+    def _admit(self, hosted: HostedRun) -> None:
+        """Serve a rebuilt run, or hold it when its store is behind the high-water mark."""
+        mark = self.highwater.get(hosted.id)
+        behind = mark.ahead_of(hosted.epoch, hosted.reported, hosted.stopped) if mark else None
+        if behind is None:
+            self.runs[hosted.id] = hosted
+        else:
+            self._hold(hosted.id, hosted, behind)
+
+    def _hold(self, run_id: str, hosted: HostedRun | None, behind: str) -> None:
+        """Hold a run whose store went back, saying why and what an admin can do."""
+        reason = (f"run {run_id}'s store went back ({behind}): it is not served until an admin"
+                  " continues it under fresh noise or stops it (POST /v1/runs/{id}/recovery,"
+                  " `privrl runs continue|stop`)")
+        log.error("%s", reason)
+        self.held[run_id] = Held(hosted, reason)
+
+    def recover(self, run_id: str, action: Literal["continue", "stop"]) -> HostedRun | None:
+        """An admin's choice for a held run: continue it under a new noise epoch (refused when
+        that would exceed its budget) or stop it (read-only from now on); then it is served.
+        Stopping a run the store does not hold forgets it (None)."""
+        self._check_ready()
+        held = self.held.get(run_id)
+        if held is None:
+            self.get(run_id)  # 404 for an unknown or deleted run
+            raise Refusal(409, "not_held", f"run {run_id} is served: its store is not behind")
+        mark = self.highwater.get(run_id) or Mark()
+        if mark.deleted:
+            raise Refusal(409, "deleted", f"run {run_id} was deleted before its store went back:"
+                          " delete it again")
+        hosted = held.hosted
+        if hosted is None:
+            if action == "continue":
+                raise Refusal(409, "gone", f"the store has no run {run_id}: nothing to continue;"
+                              " stop it to forget it")
+            self.highwater.set(run_id, Mark(deleted=True))
+            self.deleted.add(run_id)
+            del self.held[run_id]
+            log.warning("run %s forgotten by an admin: its store had lost it", run_id)
+            return None
+        if action == "stop":
+            self.store.stop_run(run_id)
+            hosted.stopped = True
+            self.highwater.set(run_id, Mark(hosted.epoch, hosted.reported, stopped=True))
+            log.warning("run %s stopped by an admin at %d reports", run_id, hosted.reported)
+        else:
+            self._continue(hosted, mark)
+        del self.held[run_id]
+        self.runs[run_id] = hosted
+        return hosted
+
+    def _continue(self, hosted: HostedRun, mark: Mark) -> None:
+        """Start the noise epochs that make the run's next releases fresh, within its budget."""
+        epochs = list(range(hosted.epoch + 1, max(mark.epoch, hosted.epoch) + 2))
+        published = mark.reported if mark.epoch == hosted.epoch else noise_epochs.UNKNOWN
+        fits, total = noise_epochs.fits(hosted.run, epochs, published)
+        if not fits:
+            raise Refusal(
+                409, "budget",
+                f"continuing run {hosted.id} under fresh noise re-releases the"
+                f" {hosted.reported} users it still counts: its total would be epsilon ="
+                f" {total:.6g}, above its budget of {hosted.config.epsilon:g}; stop it (its"
+                " releases so far stay served) or delete it",
+            )
+        self.store.start_noise_epochs(hosted.id, epochs, hosted.reported, published)
+        hosted.start_noise_epochs(epochs, published)
+        self.highwater.set(hosted.id, Mark(hosted.epoch, hosted.reported))
+        log.warning("run %s continued by an admin at %d reports under noise epoch %d",
+                    hosted.id, hosted.reported, hosted.epoch)
 
     def _check_ready(self) -> None:
         """Refuse (503) until every run has been rebuilt."""
@@ -78,6 +171,8 @@ class Registry:
         hosted = self.runs.get(run_id)
         if hosted is not None and not hosted.deleted:
             return hosted
+        if run_id in self.held:
+            raise Refusal(503, "rolled_back", self.held[run_id].reason)
         if run_id in self.failed:
             raise Refusal(
                 503,
@@ -164,7 +259,9 @@ class Registry:
     def delete(self, run_id: str) -> None:
         """Flag the run deleted and purge its private rows (the caller holds the run's lock)."""
         self.store.delete_run(run_id)
+        self.highwater.set(run_id, Mark(deleted=True))
         self.deleted.add(run_id)
+        self.held.pop(run_id, None)
         hosted = self.runs.pop(run_id, None)
         if hosted is not None:
             hosted.deleted = True

@@ -35,7 +35,8 @@ class Settings(BaseSettings):
     max_cells: int = Field(
         1_000_000,
         ge=1,
-        description="largest H*S*A*S (entries of one N(s,a,s') array) of a run this server hosts",
+        description="largest H*S*A*S (entries of one N(s,a,s') array) of a run this server hosts,"
+        " and of a public world /regret builds",
     )
     plugins: str = Field(
         "",
@@ -48,6 +49,12 @@ class Settings(BaseSettings):
         " collect once and freeze what is alive (gc.freeze), so the cycle collector's full"
         " passes, which stop the event loop, scan only newer objects; off for an app sharing"
         " its process with other work (tests)",
+    )
+    db_exclusive: bool = Field(
+        True,
+        description="the server is the only process using the database: SQLite's unix-excl VFS"
+        " keeps the WAL index in the process's heap (no -shm file, which SIGBUS-kills the"
+        " process when it cannot be extended) and locks other processes out while it runs",
     )
     db_synchronous: Literal["FULL", "NORMAL"] = Field(
         "FULL",

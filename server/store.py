@@ -12,6 +12,9 @@ What is stored, and who may see it:
   policies  the public policy log: each policy version's actions and the other arrays of its
             policy message (JSON {name: {shape, data}}, e.g. ucrl-vtr's value tables), which a
             restart serves again and replays against.
+  noise_epochs  the noise epochs an admin started after the store went back (see
+            `privrl.server.highwater`): from `at` reports on, the run's tree nodes are drawn
+            afresh; `published` is what the server had published before (for the ledger).
   node_noise  JDP runs with the unseeded 'opendp' backend: every tree node's noise as drawn
             (float64 bytes), keyed by run, family, level and index. Private: with the billboard
             it gives the exact sums, so no endpoint serves it and deleting a run purges it.
@@ -26,6 +29,13 @@ backend) or read back from `node_noise` (opendp), so the replay rebuilds exactly
 already released (contract 2). The writing connection is shared by the event loop (the writer
 stages its rows) and worker threads (commits, run creation and deletion) behind one lock;
 reads go through a second connection with its own lock and see committed rows only.
+
+The server is the only process using its database: both connections use SQLite's `unix-excl`
+VFS, which holds an exclusive lock on the file and keeps the WAL index in the process's heap,
+shared by its connections, instead of a memory-mapped `-shm` file (a `-shm` that cannot be
+extended, e.g. on a full disk, would kill the process with SIGBUS). Another process cannot
+open the database while the server runs (a second server on it fails to start). A failed
+write is remembered (`failing`) until one succeeds: /readyz is not ready meanwhile.
 """
 
 from __future__ import annotations
@@ -33,6 +43,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +90,17 @@ CREATE TABLE IF NOT EXISTS policies (
     arrays      TEXT NOT NULL DEFAULT '{}',
     PRIMARY KEY (run_id, version)
 );
+CREATE TABLE IF NOT EXISTS health (
+    id  INTEGER PRIMARY KEY CHECK (id = 1),
+    at  REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS noise_epochs (
+    run_id  TEXT NOT NULL,
+    epoch   INTEGER NOT NULL,
+    at      INTEGER NOT NULL,
+    published  INTEGER NOT NULL,
+    PRIMARY KEY (run_id, epoch)
+);
 CREATE TABLE IF NOT EXISTS node_noise (
     run_id  TEXT NOT NULL,
     family  TEXT NOT NULL,
@@ -98,6 +121,7 @@ class RunRow:
     created_at: float
     sequential: bool
     seed: int  # the server's secret seed of this run (never served, never logged)
+    stopped: bool = False  # an admin stopped it after its store went back: read-only
 
     def __repr__(self) -> str:
         """Everything but the seed (a repr can end up in a log line)."""
@@ -157,13 +181,17 @@ class NoiseRow:
 class Store:
     """The server's database: one connection, one lock, one transaction per write."""
 
-    def __init__(self, path: str | Path, synchronous: str = "FULL") -> None:
+    def __init__(self, path: str | Path, synchronous: str = "FULL", exclusive: bool = True
+                 ) -> None:
+        """`exclusive`: the only process using the file (no `-shm`; see the module's doc)."""
         self.path = Path(path)
         if not self.path.parent.exists():
             raise FileNotFoundError(f"directory of the database {self.path} does not exist")
+        self.failing: str | None = None  # the last write's error, until one succeeds
         self._lock = threading.Lock()
+        target = _uri(self.path, exclusive)
         self._conn = sqlite3.connect(
-            str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
+            target, check_same_thread=False, isolation_level=None, timeout=30.0, uri=True
         )
         mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
@@ -174,12 +202,13 @@ class Store:
         self._conn.executescript(SCHEMA)
         self._migrate_public_seeds()
         self._migrate_policy_arrays()
+        self._migrate_stopped()
         # Reads have their own connection and lock: they see committed rows only (never a
         # batch the writer has staged), and never wait for a COMMIT, so the event loop may
         # read while the writer's transaction is open (WAL: readers and the writer coexist).
         self._read_lock = threading.Lock()
         self._reader = sqlite3.connect(
-            str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
+            target, check_same_thread=False, isolation_level=None, timeout=30.0, uri=True
         )
 
     def _migrate_policy_arrays(self) -> None:
@@ -187,6 +216,12 @@ class Store:
         columns = {r[1] for r in self._conn.execute("PRAGMA table_info(policies)")}
         if "arrays" not in columns:
             self._conn.execute("ALTER TABLE policies ADD COLUMN arrays TEXT NOT NULL DEFAULT '{}'")
+
+    def _migrate_stopped(self) -> None:
+        """Databases written before runs could be stopped: add the flag (not stopped)."""
+        columns = {r[1] for r in self._conn.execute("PRAGMA table_info(runs)")}
+        if "stopped" not in columns:
+            self._conn.execute("ALTER TABLE runs ADD COLUMN stopped INTEGER NOT NULL DEFAULT 0")
 
     def _migrate_public_seeds(self) -> None:
         """Databases written before seeds were secret: move the seed out of the public config."""
@@ -245,12 +280,19 @@ class Store:
         try:
             try:
                 self._conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
+                self.failing = f"{type(exc).__name__}: {exc}"
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise
+            self.failing = None
         finally:
             self._lock.release()
+
+    def probe(self) -> None:
+        """One small write (a timestamp): raises while writes fail, clears `failing` once one
+        succeeds."""
+        self._write([("INSERT OR REPLACE INTO health (id, at) VALUES (1, ?)", (time.time(),))])
 
     def _read(self, sql: str, params: tuple = ()) -> list[tuple]:
         """All rows of one query."""
@@ -283,10 +325,29 @@ class Store:
     def runs(self) -> list[RunRow]:
         """Live (not deleted) runs in creation order."""
         rows = self._read(
-            "SELECT id, config, created_at, sequential, seed FROM runs WHERE deleted = 0"
+            "SELECT id, config, created_at, sequential, seed, stopped FROM runs WHERE deleted = 0"
             " ORDER BY created_at, id"
         )
-        return [RunRow(r[0], r[1], r[2], bool(r[3]), int(r[4])) for r in rows]
+        return [RunRow(r[0], r[1], r[2], bool(r[3]), int(r[4]), bool(r[5])) for r in rows]
+
+    def stop_run(self, run_id: str) -> None:
+        """Flag the run stopped (it takes no more claims or reports)."""
+        self._write([("UPDATE runs SET stopped = 1 WHERE id = ?", (run_id,))])
+
+    def start_noise_epochs(self, run_id: str, epochs: Sequence[int], at: int,
+                           published: int) -> None:
+        """Record noise epochs started at `at` reports, after `published` had been published."""
+        self._write([
+            ("INSERT INTO noise_epochs (run_id, epoch, at, published) VALUES (?, ?, ?, ?)",
+             (run_id, epoch, at, published))
+            for epoch in epochs
+        ])
+
+    def noise_epochs(self, run_id: str) -> list[tuple[int, int, int]]:
+        """A run's noise epochs as (epoch, at, published), in order."""
+        return [(r[0], r[1], r[2]) for r in self._read(
+            "SELECT epoch, at, published FROM noise_epochs WHERE run_id = ? ORDER BY epoch",
+            (run_id,))]
 
     def delete_run(self, run_id: str) -> None:
         """Flag the run deleted and purge its claims, reports (private data) and policy log."""
@@ -297,6 +358,7 @@ class Store:
                 ("DELETE FROM reports WHERE run_id = ?", (run_id,)),
                 ("DELETE FROM policies WHERE run_id = ?", (run_id,)),
                 ("DELETE FROM node_noise WHERE run_id = ?", (run_id,)),
+                ("DELETE FROM noise_epochs WHERE run_id = ?", (run_id,)),
             ]
         )
 
@@ -419,6 +481,12 @@ class Store:
             (run_id,),
         )
         return [NoiseRow(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
+
+
+def _uri(path: Path, exclusive: bool) -> str:
+    """The SQLite URI of the database file (the `unix-excl` VFS when `exclusive`)."""
+    uri = "file:" + urllib.parse.quote(str(path.resolve()))
+    return uri + "?vfs=unix-excl" if exclusive else uri
 
 
 def _insert_noise(row: NoiseRow) -> Statement:

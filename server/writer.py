@@ -11,6 +11,10 @@ disk in the order its memory changed; a run's `durable` future is its newest gro
 await it before they answer, so nothing is published before the change behind it is on disk
 (a restart could otherwise rebuild a different release with the same counter-based noise).
 
+After each COMMIT the high-water mark (`privrl.server.highwater`) is raised to every run's newest
+committed (noise epoch, reports) and fsynced, in the same worker thread, before any future
+resolves: nothing is answered or published beyond the mark.
+
 If a transaction fails, every group in it and every group queued behind it fails: their runs are
 marked stale (`HostedRun.stale`) before any future resolves, and rebuild from the store before
 they serve anything again; their callers answer 503.
@@ -24,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import anyio.to_thread
+from privrl.server.highwater import HighWater
 from privrl.server.store import Statement, Store
 
 log = logging.getLogger("privrl.server")
@@ -36,15 +41,19 @@ class Group:
     statements: Sequence[Statement]
     future: asyncio.Future[None]
     on_failure: Callable[[], None]
+    mark: tuple[str, int, int] | None = None  # (run, noise epoch, reports) once committed
 
 
 class Writer:
     """The single writer of a store: queue groups, commit them in batches, resolve futures."""
 
     def __init__(self, store: Store, max_batch: int = 512,
-                 on_commit: Callable[[int], None] | None = None) -> None:
-        """`on_commit(n)` is told the number of groups of every committed transaction."""
+                 on_commit: Callable[[int], None] | None = None,
+                 highwater: HighWater | None = None) -> None:
+        """`on_commit(n)` is told the number of groups of every committed transaction;
+        `highwater` is raised after each."""
         self.store = store
+        self.highwater = highwater
         self.max_batch = max_batch
         self.on_commit = on_commit
         self.queue: list[Group] = []
@@ -58,11 +67,12 @@ class Writer:
         """Start the writer task (in the running event loop)."""
         self.task = asyncio.create_task(self._run())
 
-    def submit(self, statements: Sequence[Statement], on_failure: Callable[[], None]
-               ) -> asyncio.Future[None]:
-        """Queue one group; the future resolves after its COMMIT (or fails with the error)."""
+    def submit(self, statements: Sequence[Statement], on_failure: Callable[[], None],
+               mark: tuple[str, int, int] | None = None) -> asyncio.Future[None]:
+        """Queue one group (`mark`: its run, noise epoch and reports once it is committed);
+        the future resolves after its COMMIT (or fails with the error)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.queue.append(Group(statements, future, on_failure))
+        self.queue.append(Group(statements, future, on_failure, mark))
         self.wake.set()
         return future
 
@@ -74,7 +84,7 @@ class Writer:
                 batch, self.queue = self.queue[: self.max_batch], self.queue[self.max_batch:]
                 try:
                     self.store.stage_groups([g.statements for g in batch])
-                    await anyio.to_thread.run_sync(self.store.commit, abandon_on_cancel=False)
+                    await anyio.to_thread.run_sync(self._commit, batch, abandon_on_cancel=False)
                 except Exception as exc:
                     log.exception("a grouped commit of %d writes failed", len(batch))
                     failed, self.queue = batch + self.queue, []
@@ -93,6 +103,18 @@ class Writer:
                         group.future.set_result(None)
             if self.closing:
                 return
+
+    def _commit(self, batch: Sequence[Group]) -> None:
+        """COMMIT the staged batch, then raise the high-water mark to it (a worker thread)."""
+        self.store.commit()
+        if self.highwater is not None:
+            published = {g.mark[0]: (g.mark[1], g.mark[2]) for g in batch if g.mark is not None}
+            if published:
+                try:
+                    self.highwater.advance(published)
+                except OSError as exc:
+                    self.store.failing = f"the high-water mark: {type(exc).__name__}: {exc}"
+                    raise
 
     async def close(self) -> None:
         """Commit everything queued, then stop the task."""

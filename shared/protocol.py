@@ -438,6 +438,16 @@ class Readiness(Strict):
     detail: str = ""
 
 
+class Recovery(Strict):
+    """An admin's choice for a run held because the server's store went back."""
+
+    action: Literal["continue", "stop"] = Field(
+        description="'continue': go on under a new noise epoch (fresh noise for every release"
+        " from now on, charged to the ledger as a fresh tree; refused beyond the run's budget);"
+        " 'stop': take no more claims or reports (the releases so far stay served)"
+    )
+
+
 def encode_number(x: float) -> float | str:
     """JSON-safe float ('inf' as a string)."""
     return "inf" if math.isinf(x) else float(x)

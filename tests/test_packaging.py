@@ -19,6 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 FOLDERS = {"privrl": "shared", "privrl.server": "server", "privrl.client": "client"}
 DASHBOARD_FILES = ("index.html", "app.js", "style.css", "favicon.svg")
+APIDOCS_FILES = ("swagger-ui-bundle.js", "swagger-ui.css", "redoc.standalone.js")
 
 
 def test_every_package_folder_is_listed_in_pyproject() -> None:
@@ -46,6 +47,8 @@ def test_a_regular_install_has_only_privrl(tmp_path: Path) -> None:
     assert {t for t in tops if not t.endswith(".dist-info")} == {"privrl"}
     for asset in DASHBOARD_FILES:  # package data: the dashboard ships with a regular install
         assert f"privrl/server/dashboard/{asset}" in names, asset
+    for asset in APIDOCS_FILES:  # /docs and /redoc's scripts: no CDN
+        assert f"privrl/server/apidocs/{asset}" in names, asset
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
                     str(target), str(wheel)], check=True, capture_output=True)
     code = (

@@ -129,7 +129,9 @@ def rms(a: np.ndarray) -> float:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """One real server process for both runs."""
     base = tmp_path_factory.mktemp("attack")
-    with LiveServer(base / "db.sqlite", base / "log") as live:
+    # the test reads the stored seeds while the server runs: the database is left shared
+    env = {"PRIVRL_DB_EXCLUSIVE": "false"}
+    with LiveServer(base / "db.sqlite", base / "log", env=env) as live:
         yield live
 
 

@@ -108,7 +108,7 @@ async def fresh(hosted: HostedRun) -> None:
 def record(request: Request, hosted: HostedRun, rows: list[Statement]) -> Future[None] | None:
     """Under the run's lock: queue the rows of its change; the future of its newest write."""
     if rows:
-        hosted.durable = writer_of(request).submit(rows, hosted.mark_stale)
+        hosted.durable = writer_of(request).submit(rows, hosted.mark_stale, hosted.published())
     return hosted.durable
 
 

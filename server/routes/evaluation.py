@@ -3,26 +3,33 @@
 Pure post-processing of public data (the run's policy log and a world from privrl's registry,
 with its default parameters); the learner never sees it. The server does not know which world a
 run's users live in: the caller names a public world, and a world whose (S, A) differs from the
-run's model class is refused. Worlds read from files are never opened here.
+run's model class is refused. Worlds read from files are never opened here. A world's (S, A) is
+read at a tiny horizon first, so one whose H*S*A*S exceeds PRIVRL_MAX_CELLS is refused before
+anything of its size is built; the caches are bounded in bytes and build each key once at a time.
 """
 
 from __future__ import annotations
 
+import sys
 import time
-from collections import OrderedDict
 from functools import lru_cache
 
+import numpy as np
 from fastapi import Query, Request
 from privrl.evaluation import regret_from_log
 from privrl.protocol import PolicyLog, RegretView
+from privrl.server.cache import ByteCache
 from privrl.server.errors import Refusal, error_responses
-from privrl.server.routes.common import in_thread, locked, registry_of, v1_router
+from privrl.server.routes.common import in_thread, locked, registry_of, settings_of, v1_router
 from privrl.worlds import optimal_return, uniform_random_return
 from privrl.worlds.registry import list_worlds, make
 from privrl.worlds.tabular import TabularMDP, WorldError
 
 router = v1_router(["public"])
-CACHED_RUNS = 64  # (run, world) pairs whose per-version regrets are kept between calls
+WORLD_CACHE_BYTES = 64 * 2**20  # worlds kept between calls (their arrays' bytes)
+REGRET_CACHE_BYTES = 16 * 2**20  # per-version regrets kept between calls (estimated bytes)
+PROBE_HORIZONS = (1, 2)  # a world's (S, A) is read from its build at the first it accepts
+World = tuple[TabularMDP, float, float]  # a world, V*_1 and the random policy's return
 
 
 @lru_cache(maxsize=1)
@@ -31,53 +38,83 @@ def public_worlds() -> tuple[str, ...]:
     return tuple(w.name for w in list_worlds() if "<" not in w.name and w.name != "FILE.npz")
 
 
-@lru_cache(maxsize=32)
-def _world(name: str, horizon: int) -> tuple[TabularMDP, float, float]:
-    """A public world with its default parameters, V*_1 and the random policy's return."""
-    mdp = make(name, horizon)
-    if not isinstance(mdp, TabularMDP):
-        raise WorldError(f"it is a {type(mdp).__name__}, not an MDP: it has no regret")
-    return mdp, optimal_return(mdp), uniform_random_return(mdp)
+def _nbytes(value: object) -> int:
+    """Bytes of the numpy arrays a value holds (a world's, or a tuple's members')."""
+    if isinstance(value, tuple):
+        return sum(_nbytes(v) for v in value)
+    fields = getattr(value, "__dict__", {})
+    return sum(a.nbytes for a in fields.values() if isinstance(a, np.ndarray))
 
 
-class _VersionCache:
-    """Per-version regrets already computed, for the most recently asked (run, world) pairs."""
+def _probe(name: str) -> tuple[int, int]:
+    """(S, A) of a public world at a tiny horizon: a stationary table's cost, never H times it
+    (every public world's (S, A) is at most Taxi's (500, 6): a few MB here)."""
+    error: WorldError | None = None
+    for horizon in PROBE_HORIZONS:
+        try:
+            mdp = make(name, horizon)
+        except WorldError as exc:
+            error = exc
+            continue
+        return int(mdp.S), int(mdp.A)
+    assert error is not None
+    raise error
 
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.data: OrderedDict[tuple[str, str, int], dict[int, float]] = OrderedDict()
 
-    def get(self, key: tuple[str, str, int]) -> dict[int, float]:
-        """The known regrets of `key` (an empty dict the first time)."""
-        known = self.data.pop(key, {})
-        self.data[key] = known
-        while len(self.data) > self.size:
-            self.data.popitem(last=False)
-        return known
+_SHAPES: ByteCache[str, tuple[int, int]] = ByteCache(2**16, lambda _: 64)
+_WORLDS: ByteCache[tuple[str, int], World] = ByteCache(WORLD_CACHE_BYTES, _nbytes)
+_REGRETS: ByteCache[tuple[str, str, int], dict[int, float]] = ByteCache(
+    REGRET_CACHE_BYTES, lambda known: sys.getsizeof(known) + 64 * len(known)
+)
 
 
-_CACHE = _VersionCache(CACHED_RUNS)
+def _world(run_id: str, name: str, horizon: int, states: int, actions: int,
+           max_cells: int) -> World:
+    """The public world `name` over `horizon` steps, refused (422) before it is built when
+    H * S^2 * A of it would exceed `max_cells`, and after when its (S, A) is not the run's."""
+    try:
+        S, A = _SHAPES.get(name, lambda: _probe(name))
+    except WorldError as exc:
+        raise Refusal(422, "world", f"world {name!r}: {exc}") from None
+    cells = horizon * S * S * A
+    if cells > max_cells:
+        raise Refusal(
+            422, "world",
+            f"the public world {name!r} has (S, A) = {(S, A)}: over run {run_id}'s horizon"
+            f" {horizon} it has H*S*A*S = {cells} entries, more than this server builds"
+            f" ({max_cells}, PRIVRL_MAX_CELLS); run {run_id} is for {(states, actions)}",
+        )
+
+    def build() -> World:
+        mdp = make(name, horizon)
+        if not isinstance(mdp, TabularMDP):
+            raise WorldError(f"it is a {type(mdp).__name__}, not an MDP: it has no regret")
+        if (mdp.S, mdp.A) != (states, actions):
+            raise Refusal(
+                422,
+                "world",
+                f"the public world {name!r} has (S, A) = {(mdp.S, mdp.A)} but run {run_id} is"
+                f" for {(states, actions)}: name the world its users live in",
+            )
+        return mdp, optimal_return(mdp), uniform_random_return(mdp)
+
+    try:
+        return _WORLDS.get((name, horizon), build)
+    except WorldError as exc:
+        raise Refusal(422, "world", f"world {name!r}: {exc}") from None
 
 
 def run_regret(run_id: str, created_at: float, world: str, horizon: int, states: int,
-               actions: int, log: PolicyLog) -> RegretView:
+               actions: int, log: PolicyLog, max_cells: int) -> RegretView:
     """The regret view of `log` in the public `world` (blocking: numpy)."""
-    try:
-        mdp, optimal, uniform = _world(world, horizon)
-    except WorldError as exc:
-        raise Refusal(422, "world", f"world {world!r}: {exc}") from None
-    if (mdp.S, mdp.A) != (states, actions):
-        raise Refusal(
-            422,
-            "world",
-            f"the public world {world!r} has (S, A) = {(mdp.S, mdp.A)} but run {run_id} is for"
-            f" {(states, actions)}: name the world its users live in",
-        )
-    known = _CACHE.get((run_id, world, int(created_at * 1e6)))
+    mdp, optimal, uniform = _world(run_id, world, horizon, states, actions, max_cells)
+    key = (run_id, world, int(created_at * 1e6))
+    known = _REGRETS.get(key, dict)
     try:
         evaluation = regret_from_log(mdp, log, known)
     except ValueError as exc:
         raise Refusal(422, "world", f"run {run_id} in world {world!r}: {exc}") from None
+    _REGRETS.put(key, known)  # re-measured: it grew by the versions computed now
     return RegretView(
         run_id=run_id,
         world=world,
@@ -95,7 +132,8 @@ def run_regret(run_id: str, created_at: float, world: str, horizon: int, states:
     responses=error_responses(
         404, 422, 503,
         described={422: "`world` is not a public world of the registry (`code` \"schema\"), or"
-                   " its (S, A) differs from the run's (`code` \"world\"); or a query parameter"
+                   " its (S, A) differs from the run's, or its H*S*A*S exceeds PRIVRL_MAX_CELLS"
+                   " (`code` \"world\"); or a query parameter"
                    " this route does not take"},
     ),
     summary="Exact regret of the run's served policies in a public named world",
@@ -111,7 +149,8 @@ async def regret(
     ),
 ) -> RegretView:
     """Regret of every reported episode (V*_1 - V^pi_1 of the policy it was served), computed
-    from the public policy log in the named world; nothing is fed back to the learner."""
+    from the public policy log in the named world; nothing is fed back to the learner. A world
+    whose H*S*A*S over the run's horizon exceeds PRIVRL_MAX_CELLS is refused unbuilt."""
     hosted = registry_of(request).get(run_id)
     if world not in public_worlds():
         raise Refusal(422, "schema", f"world {world!r} is not a public named world: use one of"
@@ -119,4 +158,4 @@ async def regret(
     log = await locked(hosted, hosted.policy_log, time.time())
     cfg = hosted.config
     return await in_thread(run_regret, hosted.id, hosted.row.created_at, world, cfg.horizon,
-                           cfg.n_states, cfg.n_actions, log)
+                           cfg.n_states, cfg.n_actions, log, settings_of(request).max_cells)

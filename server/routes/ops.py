@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from privrl.protocol import Health, Readiness
-from privrl.server.routes.common import metrics_of, registry_of
+from privrl.server.registry import Registry
+from privrl.server.routes.common import in_thread, metrics_of, registry_of
 from prometheus_client import CONTENT_TYPE_LATEST
 
 router = APIRouter(tags=["operations"])
@@ -24,19 +25,43 @@ async def healthz() -> Health:
     summary="Readiness",
 )
 async def readyz(request: Request) -> Response:
-    """200 once the store is open and every run has been rebuilt from it, else 503."""
+    """200 once the store is open and every run has been rebuilt from it, else 503; 503 too
+    while a run is held because its store went back (until an admin continues or stops it),
+    and while writes to the store fail (after a failed one, each call probes with a write)."""
     registry = registry_of(request)
     broken = f"; {len(registry.failed)} run(s) could not be rebuilt" if registry.failed else ""
+    held = "".join(f"; {h.reason}" for h in registry.held.values())
+    failing = await in_thread(writes_fail, registry)
+    if failing:
+        broken += f"; writes to the store fail ({failing})"
+    ready = registry.ready and not registry.held and not failing
     body = Readiness(
-        ready=registry.ready,
+        ready=ready,
         runs=len(registry.runs),
         detail=(
             f"rebuilding runs failed: {registry.rebuild_error}"
             if registry.rebuild_error
-            else ("ready" if registry.ready else "rebuilding runs from the store") + broken
+            else ("ready" if ready else "not ready" if registry.ready
+                  else "rebuilding runs from the store") + broken + held
         ),
     )
-    return JSONResponse(body.model_dump(), status_code=200 if registry.ready else 503)
+    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+
+
+def writes_fail(registry: Registry) -> str | None:
+    """Why writes to the store fail, if the last one failed and a probe write fails too."""
+    store = registry.store
+    if store.failing is None:
+        return None
+    try:
+        store.probe()
+        registry.highwater.save()
+    except Exception as exc:
+        if store.failing is None:  # the database took it; the mark's folder did not
+            store.failing = f"the high-water mark: {type(exc).__name__}: {exc}"
+        return store.failing
+    store.failing = None
+    return None
 
 
 @router.get(
@@ -45,6 +70,7 @@ async def readyz(request: Request) -> Response:
     responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
     summary="Prometheus metrics",
 )
-async def metrics(request: Request) -> Response:
-    """Reports accepted/refused, claims, policy versions, epsilon spent, request latency."""
+def metrics(request: Request) -> Response:
+    """Reports accepted/refused, claims, policy versions, epsilon spent, request latency
+    (rendered in a worker thread: a sync route, off the event loop)."""
     return Response(metrics_of(request).render(), media_type=CONTENT_TYPE_LATEST)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 
 from fastapi import Depends, Query, Request, Response
-from privrl.protocol import RunInfo, RunList, RunRequest
+from privrl.protocol import Recovery, RunInfo, RunList, RunRequest
 from privrl.server.auth import require_admin
-from privrl.server.errors import UNKNOWN_QUERY, error_responses
+from privrl.server.errors import UNKNOWN_QUERY, Refusal, error_responses
 from privrl.server.heap import settle
 from privrl.server.routes.common import (
     ensure_alive,
@@ -102,15 +103,47 @@ async def show_run(run_id: str, request: Request) -> RunInfo:
 async def delete_run(run_id: str, request: Request) -> Response:
     """Flag the run deleted and purge its stored reports; its id is never reused."""
     registry = registry_of(request)
-    if run_id in registry.failed:
-        await in_thread(registry.delete, run_id)
-    else:
-        hosted = registry.get(run_id)
-        async with hosted.slot_freed:
-            ensure_alive(hosted)
-            if hosted.durable is not None:  # no queued row of this run may land after the purge
-                await asyncio.wait([hosted.durable])
+    try:
+        if run_id in registry.failed or run_id in registry.held:
             await in_thread(registry.delete, run_id)
-            hosted.slot_freed.notify_all()
+        else:
+            hosted = registry.get(run_id)
+            async with hosted.slot_freed:
+                ensure_alive(hosted)
+                if hosted.durable is not None:  # no queued row of this run lands after the purge
+                    await asyncio.wait([hosted.durable])
+                await in_thread(registry.delete, run_id)
+                hosted.slot_freed.notify_all()
+    except (sqlite3.Error, OSError) as exc:
+        raise Refusal(503, "store", f"the server could not delete run {run_id}; retry") from exc
     metrics_of(request).forget_run(run_id)
     return Response(status_code=204)
+
+
+@router.post(
+    "/{run_id}/recovery",
+    response_model=RunInfo | None,
+    dependencies=[Depends(require_admin)],
+    responses=error_responses(
+        400, 401, 403, 404, 409, 413, 422, 503,
+        described={
+            409: "The run is not held (`code` \"not_held\"), continuing it would exceed its"
+            " budget (`code` \"budget\"), it was deleted before the store went back (`code`"
+            " \"deleted\"), or the store has no such run to continue (`code` \"gone\")",
+        },
+    ),
+    summary="Continue or stop a run held because the store went back (admin)",
+)
+async def recover_run(run_id: str, body: Recovery, request: Request) -> RunInfo | None:
+    """A run whose store is behind what the server published (a lost `-wal`, a restored
+    backup) is held at start: 503 on its routes, /readyz not ready. 'continue' starts a new
+    noise epoch, so no published noise is ever reused over other data, charged to the ledger
+    (refused when it would exceed the run's budget); 'stop' keeps it read-only. Either way it
+    is served again. Stopping a run the store lost forgets it (the answer is null)."""
+    registry = registry_of(request)
+    try:
+        hosted = await in_thread(registry.recover, run_id, body.action)
+    except (sqlite3.Error, OSError) as exc:
+        raise Refusal(503, "store", f"the server could not record this for run {run_id};"
+                      " retry") from exc
+    return None if hosted is None else hosted.info(time.time())

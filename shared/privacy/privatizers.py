@@ -112,6 +112,15 @@ class Central:
             for f in calibration.families
         }
         self.items = 0
+        self.noise_epoch = 0
+
+    def start_noise_epoch(self, epoch: int) -> None:
+        """Draw every node from now on afresh under noise epoch `epoch` (after the server's
+        store went back: published noise is never reused over other data). The caller charges
+        the epoch as a fresh tree; levels opening later are then not charged again."""
+        self.noise_epoch = epoch
+        for tree in self.trees.values():
+            tree.noise_epoch = epoch
 
     def ingest(self, stats: Stats, ledger: Ledger) -> None:
         """Add raw increments; charge each family's node cost when a new tree level opens.
@@ -138,7 +147,7 @@ class Central:
     def record(self, ledger: Ledger) -> None:
         """Count one ingested item; charge each family's node cost when a new level opens."""
         self.items += 1
-        if levels_released(self.items) > levels_released(self.items - 1):
+        if self.noise_epoch == 0 and levels_released(self.items) > levels_released(self.items - 1):
             level = levels_released(self.items) - 1
             charge_families(ledger, self.calibration, "tree", f"tree level {level} released",
                             self.items)

@@ -162,6 +162,7 @@ class TreeCounter:
         self._drawn: list[NodeNoise] = []
         self._stored: dict[tuple[int, int], np.ndarray] = {}
         self._replaying = False
+        self.noise_epoch = 0  # > 0 after a store went back: nodes drawn from now on are fresh
 
     def node_noise(self, level: int, index: int) -> np.ndarray:
         """The noise of tree node (level, index) for every replica: stored, seeded or fresh.
@@ -193,7 +194,10 @@ class TreeCounter:
         return value
 
     def _node_path(self, level: int, index: int) -> tuple[str | int, ...]:
-        """The seed path of node (level, index)'s noise: counter-based, so never re-drawn."""
+        """The seed path of node (level, index)'s noise: counter-based, so never re-drawn; a
+        noise epoch > 0 gives every node independent noise (it ends in (level, index))."""
+        if self.noise_epoch > 0:
+            return ("tree", self.family, "epoch", self.noise_epoch, level, index)
         return ("tree", self.family, level, index)
 
     def take_drawn(self) -> list[NodeNoise]:

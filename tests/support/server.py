@@ -95,8 +95,9 @@ class LiveServer:
         self.proc: subprocess.Popen | None = None
         self.run_ids: list[str] = []
 
-    def start(self, timeout: float = 30.0) -> LiveServer:
-        """Start and wait until /readyz answers 200."""
+    def start(self, timeout: float = 30.0, ready: bool = True) -> LiveServer:
+        """Start and wait until /readyz answers 200 (`ready` False: until the runs are
+        rebuilt, ready or not)."""
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         env["PRIVRL_ADMIN_TOKEN"] = ADMIN
@@ -113,7 +114,9 @@ class LiveServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited ({self.proc.returncode}):\n{self.log()}")
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                resp = httpx.get(f"{self.url}/readyz", timeout=1.0)
+                if resp.status_code == 200 or (
+                        not ready and "rebuilding" not in resp.json()["detail"]):
                     return self
             except httpx.HTTPError:
                 pass

@@ -1,0 +1,200 @@
+"""A store that went backwards is not served: the high-water mark, held runs, an admin's
+continue (a new noise epoch, charged) or stop. In-process apps; the mark file is edited to
+stand for a store that lost what was published (the real drill is in
+test_server_process_rollback.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from privrl.privacy.tree import TreeCounter
+from privrl.server.app import create_app
+from privrl.server.highwater import HighWater, Mark
+from privrl.server.settings import Settings
+from server_support import ADMIN, AUTH, Apps, create, play, spec, state
+
+
+def marks(db: Path) -> dict[str, dict]:
+    """The high-water marks beside the database, as the files hold them."""
+    return {k: asdict(v) for k, v in HighWater.beside(db).marks.items()}
+
+
+def set_mark(db: Path, run_id: str, mark: Mark) -> None:
+    """Write one run's mark (what a server that published it would have written)."""
+    highwater = HighWater.beside(db)
+    highwater.set(run_id, mark)
+    highwater.close()
+
+
+def publish_more(db: Path, run_id: str, reported: int) -> None:
+    """Pretend the server had published `reported` reports that the store no longer holds."""
+    set_mark(db, run_id, replace(HighWater.beside(db).marks[run_id], reported=reported))
+
+
+def open_app(apps: Apps) -> TestClient:
+    """An app on the test database, once its runs are rebuilt (held ones included)."""
+    client = TestClient(create_app(Settings(admin_token=ADMIN, db=apps.db, freeze_heap=False)))
+    client.__enter__()
+    apps.opened.append(client)
+    deadline = time.monotonic() + 10
+    while "rebuilding" in client.get("/readyz").json()["detail"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    return client
+
+
+def asdict_mark(mark: Mark) -> dict:
+    """A mark as the file holds it."""
+    return {"epoch": mark.epoch, "reported": mark.reported, "stopped": mark.stopped,
+            "deleted": mark.deleted}
+
+
+def recover(client: TestClient, run_id: str, action: str):
+    """POST the admin's choice."""
+    return client.post(f"/v1/runs/{run_id}/recovery", json={"action": action}, headers=AUTH)
+
+
+def test_each_commit_raises_the_mark(apps: Apps) -> None:
+    client = apps()
+    config = spec(episodes=10)
+    run_id = create(client, config)
+    play(client, run_id, config, 3)
+    assert marks(apps.db)[run_id] == asdict_mark(Mark(0, 3))
+    apps.reopen(client)  # a store that is not behind is served at once
+
+
+def test_a_store_behind_its_mark_is_held_until_an_admin_stops_the_run(apps: Apps) -> None:
+    client = apps()
+    config = spec(episodes=10)
+    run_id, other = create(client, config), create(client, config)
+    play(client, run_id, config, 3)
+    before = state(client, run_id)
+    apps.close(client)
+    publish_more(apps.db, run_id, 7)
+
+    client = open_app(apps)
+    ready = client.get("/readyz")
+    assert ready.status_code == 503 and run_id in ready.json()["detail"]
+    assert "7 reports" in ready.json()["detail"]
+    for path in ("", "/billboard", "/ledger", "/policies"):
+        resp = client.get(f"/v1/runs/{run_id}{path}")
+        assert resp.status_code == 503 and resp.json()["code"] == "rolled_back", resp.text
+    assert client.post(f"/v1/runs/{run_id}/claims").status_code == 503
+    assert client.get(f"/v1/runs/{other}").status_code == 200  # other runs are served
+    assert client.post(f"/v1/runs/{run_id}/recovery", json={"action": "stop"}).status_code == 401
+    assert recover(client, other, "stop").json()["code"] == "not_held"
+
+    # 3 counted users were in nodes published up to 7: a fresh tree would exceed epsilon = 1
+    refused = recover(client, run_id, "continue")
+    assert refused.status_code == 409 and refused.json()["code"] == "budget", refused.text
+    assert "stop it" in refused.json()["detail"]
+    assert client.get("/readyz").status_code == 503  # still held
+
+    stopped = recover(client, run_id, "stop")
+    assert stopped.status_code == 200 and stopped.json()["status"]["finished"] is True
+    assert client.get("/readyz").status_code == 200
+    after = state(client, run_id)
+    assert after["billboard"] == before["billboard"] and after["ledger"] == before["ledger"]
+    resp = client.post(f"/v1/runs/{run_id}/claims")
+    assert resp.status_code == 410 and resp.json()["code"] == "stopped"
+
+    client = apps.reopen(client)  # stopped for good, and no longer behind
+    assert client.post(f"/v1/runs/{run_id}/claims").json()["code"] == "stopped"
+    assert state(client, run_id)["billboard"] == before["billboard"]
+
+
+def test_continue_starts_a_charged_noise_epoch_that_replays(apps: Apps) -> None:
+    client = apps()
+    config = spec(episodes=12)
+    run_id = create(client, config)
+    play(client, run_id, config, 2)
+    apps.close(client)
+    # a store that lost everything: 0 reports (the mark says 5 were published)
+    with sqlite3.connect(apps.db) as db:
+        db.execute("DELETE FROM reports WHERE run_id = ?", (run_id,))
+        db.execute("DELETE FROM claims WHERE run_id = ?", (run_id,))
+        db.execute("DELETE FROM policies WHERE run_id = ? AND version > 1", (run_id,))
+    publish_more(apps.db, run_id, 5)
+
+    client = open_app(apps)
+    assert client.get("/readyz").status_code == 503
+    resp = recover(client, run_id, "continue")
+    assert resp.status_code == 200, resp.text
+    assert marks(apps.db)[run_id] == asdict_mark(Mark(1, 0))
+    ledger = client.get(f"/v1/runs/{run_id}/ledger").json()
+    notes = [c["note"] for c in ledger["charges"]]
+    assert any("noise epoch 1" in n for n in notes), notes
+    assert ledger["epsilon"] == pytest.approx(1.0)  # one fresh tree: the whole budget
+    play(client, run_id, config, 12)
+    done = state(client, run_id)
+    assert done["status"]["finished"] and done["ledger"]["epsilon"] == pytest.approx(1.0)
+    assert marks(apps.db)[run_id] == asdict_mark(Mark(1, 12))
+
+    client = apps.reopen(client)  # the replay starts the epoch at the same count
+    assert state(client, run_id) == done
+
+
+def test_a_run_the_store_lost_is_held_and_can_be_forgotten(apps: Apps) -> None:
+    client = apps()
+    apps.close(client)
+    set_mark(apps.db, "feedbeefcafe0001", Mark(0, 4))
+    client = open_app(apps)
+    assert "feedbeefcafe0001" in client.get("/readyz").json()["detail"]
+    assert recover(client, "feedbeefcafe0001", "continue").json()["code"] == "gone"
+    resp = recover(client, "feedbeefcafe0001", "stop")
+    assert resp.status_code == 200 and resp.json() is None
+    assert client.get("/readyz").status_code == 200
+    assert client.get("/v1/runs/feedbeefcafe0001").status_code == 404
+
+
+def test_a_held_run_can_be_deleted(apps: Apps) -> None:
+    client = apps()
+    config = spec(episodes=10)
+    run_id = create(client, config)
+    play(client, run_id, config, 2)
+    apps.close(client)
+    publish_more(apps.db, run_id, 4)
+    client = open_app(apps)
+    assert client.delete(f"/v1/runs/{run_id}", headers=AUTH).status_code == 204
+    assert client.get("/readyz").status_code == 200
+    assert marks(apps.db)[run_id]["deleted"] is True
+    client = apps.reopen(client)
+    assert client.get(f"/v1/runs/{run_id}").status_code == 404
+
+
+def test_a_torn_mark_falls_back_to_the_older_copy_and_garbage_refuses_to_start(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "x.db"
+    highwater = HighWater.beside(db)
+    highwater.set("a", Mark(0, 5))
+    highwater.set("a", Mark(0, 6))
+    highwater.close()
+    newer = highwater.paths[highwater.seq % 2]
+    newer.write_bytes(newer.read_bytes()[:-7])  # a write cut short by a crash
+    assert HighWater.beside(db).marks == {"a": Mark(0, 5)}
+    for path in highwater.paths:
+        path.write_text("{not json")
+    with pytest.raises(RuntimeError, match="high-water mark"):
+        HighWater.beside(db)
+
+
+def test_a_noise_epoch_draws_independent_nodes_and_epoch_0_is_unchanged() -> None:
+    from privrl.privacy.mechanisms import Laplace
+
+    def tree() -> TreeCounter:
+        return TreeCounter((3,), Laplace(1.0), [7], "n", 16)
+
+    plain, same, fresh = tree(), tree(), tree()
+    same.noise_epoch = 0
+    fresh.noise_epoch = 1
+    a, b, c = (t.node_noise(2, 3) for t in (plain, same, fresh))
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+    assert plain._node_path(2, 3) == ("tree", "n", 2, 3)
