@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from server_support import Apps
+from support.server import Apps
 
 TAG_URL = re.compile(r"<(?:script|link)\b[^>]*?\b(?:src|href)\s*=\s*[\"']([^\"']+)[\"']", re.I)
 

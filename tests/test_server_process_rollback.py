@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from server_support import ADMIN, AUTH, REPO, LiveServer, spec, user_report, world
+from support.server import ADMIN, AUTH, REPO, LiveServer, spec, user_report, world
 
 pytestmark = pytest.mark.slow
 

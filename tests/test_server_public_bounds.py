@@ -11,7 +11,7 @@ import tracemalloc
 import pytest
 from privrl.server.cache import ByteCache
 from privrl.server.routes import evaluation
-from server_support import Apps, create, spec
+from support.server import Apps, create, spec
 
 TAXI = "gymnasium:Taxi-v4"
 

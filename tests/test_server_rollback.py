@@ -17,7 +17,7 @@ from privrl.privacy.tree import TreeCounter
 from privrl.server.app import create_app
 from privrl.server.highwater import HighWater, Mark
 from privrl.server.settings import Settings
-from server_support import ADMIN, AUTH, Apps, create, play, spec, state
+from support.server import ADMIN, AUTH, Apps, create, play, spec, state
 
 
 def marks(db: Path) -> dict[str, dict]:

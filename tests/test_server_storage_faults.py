@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from server_support import AUTH, LiveServer, spec, user_report, world
+from support.server import AUTH, LiveServer, spec, user_report, world
 
 pytestmark = pytest.mark.slow
 
