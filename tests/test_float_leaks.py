@@ -36,7 +36,7 @@ def test_the_model_is_numpys_laplace_bit_for_bit() -> None:
 def test_float_laplace_counts_are_proven_and_never_wrongly(scale: float) -> None:
     rng = np.random.default_rng(7)
     clean = rng.integers(0, 2, 3000).astype(float)
-    released = clean + rng.laplace(0.0, 1.0, clean.size) * scale  # NumpyNoise, then the add
+    released = clean + rng.laplace(0.0, 1.0, clean.size) * scale  # FloatNoise, then the add
     found = float_leaks(released, scale, "laplace", (0.0, 1.0))
     proven = ~np.isnan(found.clean)
     assert found.total == 3000 and found.off_grid == 3000 and found.unexplained == 0

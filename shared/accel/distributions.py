@@ -3,7 +3,7 @@
 `fill_standard` is `Generator(PCG64).laplace(0.0, 1.0, n)` (numpy's `random_laplace`: one
 double, one log) or `.standard_normal(n)` (numpy's 256-layer ziggurat, with numpy's tables as
 numba ships them), drawn from the compiled PCG64 state of `privrl.accel.streams`. `seeded_rows`
-seeds one stream per row and scales the draws as `privrl.privacy.noise.NumpyNoise` does, so a
+seeds one stream per row and scales the draws as `privrl.privacy.noise.FloatNoise` does, so a
 tree node's or a user's noise costs the draws alone, not a Python Generator per stream. Tests
 compare every function with numpy's own over many seeds (tails included).
 """

@@ -40,7 +40,6 @@ __all__ = [
     "FLOAT_NOISE",
     "INTEGER_NOISE",
     "NOISE_NAMES",
-    "NUMPY_NOISE",
     "SIMULATION_ONLY",
     "FloatNoise",
     "IntegerNoise",
@@ -203,7 +202,6 @@ class OpenDPNoise:
 
 INTEGER_NOISE = IntegerNoise()
 FLOAT_NOISE = FloatNoise()
-NUMPY_NOISE = INTEGER_NOISE  # the default backend, named "numpy" in a run configuration
 
 
 def noise_backend(name: NoiseName) -> NoiseBackend:
