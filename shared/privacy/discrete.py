@@ -39,7 +39,7 @@ def _laplace_candidates(rng: np.random.Generator, scale: float, count: int) -> n
     sign, "-0" rejected (CKS Algorithm 2), so slightly fewer than `count` come back. The
     magnitude floor(t E), E ~ Exp(1), is geometric: P(floor(t E) >= k) = exp(-k / t)."""
     magnitude = np.floor(scale * rng.standard_exponential(count)).astype(np.int64)
-    negative = rng.random(count) < 0.5
+    negative = rng.integers(0, 2, count, dtype=np.uint8).view(np.bool_)
     keep = ~(negative & (magnitude == 0))
     return np.where(negative, -magnitude, magnitude)[keep]
 
@@ -68,7 +68,8 @@ def discrete_gaussian(rng: np.random.Generator, sigma: float, shape: Shape) -> n
 
     Rejection from the discrete Laplace with t = floor(sigma) + 1 (CKS Algorithm 3), in rounds
     over the entries still missing: a candidate y is kept with probability
-    exp(-(|y| - sigma^2/t)^2 / (2 sigma^2)), about 0.6 or more.
+    exp(-(|y| - sigma^2/t)^2 / (2 sigma^2)), about 0.6 or more, i.e. when a standard exponential
+    draw exceeds (|y| - sigma^2/t)^2 / (2 sigma^2) (no exp to evaluate).
     """
     if sigma == 0.0:
         return np.zeros(shape, dtype=np.int64)
@@ -77,7 +78,7 @@ def discrete_gaussian(rng: np.random.Generator, sigma: float, shape: Shape) -> n
 
     def accepted(m: int) -> np.ndarray:
         y = _laplace_candidates(rng, t, m)
-        return y[rng.random(y.size) < np.exp(-np.square(np.abs(y) - tau) / two_var)]
+        return y[rng.standard_exponential(y.size) * two_var > np.square(np.abs(y) - tau)]
 
     return _fill(_size(shape), accepted).reshape(shape)
 
