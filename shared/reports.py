@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from privrl.algorithms.base import PolicyMessage
 from privrl.privacy.calibration import FALSE_REFUSAL, Calibration
+from privrl.privacy.grid import first_off_grid
 from privrl.protocol import NoisyReport, ReturnsReport, TrajectoryReport
 from privrl.stats import Stats
 from privrl.wire import pack_floats
@@ -163,14 +164,12 @@ def _noisy(report: NoisyReport, calibration: Calibration) -> Stats:
                     f" noise lands there with probability below {FALSE_REFUSAL:g} per honest"
                     " report"
                 )
-        if calibration.integer:
-            scaled = arr / fam.grid
-            off = np.flatnonzero(scaled != np.rint(scaled))
-            if off.size:
-                raise _invalid(
-                    f"arrays[{name!r}][{int(off[0])}] is not on this run's public grid (integer"
-                    f" multiples of {fam.grid:g}): its noise is integer, drawn in grid units"
-                )
+        off = first_off_grid(arr, fam.grid) if calibration.integer else None
+        if off is not None:
+            raise _invalid(
+                f"arrays[{name!r}][{off}] is not on this run's public grid (integer multiples of"
+                f" {fam.grid:g}): its noise is integer, drawn in grid units"
+            )
         arr = arr.reshape((1, *shape))
         if fam.symmetric:
             asym = np.argwhere(arr != np.swapaxes(arr, -1, -2))

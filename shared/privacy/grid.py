@@ -26,17 +26,22 @@ FEATURE_GRID_BITS = 16
 FEATURE_GRID = 2.0**-FEATURE_GRID_BITS  # the public grid of feature statistics
 
 __all__ = ["FEATURE_GRID", "FEATURE_GRID_BITS", "bernoulli_rewards", "exact_units",
-           "randomized_round", "released_coordinates", "rounding_slack"]
+           "first_off_grid", "randomized_round", "released_coordinates", "rounding_slack"]
+
+
+def first_off_grid(values: np.ndarray, grid: float) -> int | None:
+    """The flat index of the first value that is not an integer multiple of `grid`, or None."""
+    scaled = np.asarray(values, dtype=np.float64).ravel() / grid
+    off = np.flatnonzero(scaled != np.rint(scaled))
+    return int(off[0]) if off.size else None
 
 
 def exact_units(values: np.ndarray, grid: float) -> np.ndarray:
     """`values` / `grid` as int64, refusing (ValueError) any value off the grid."""
-    scaled = np.asarray(values, dtype=np.float64) / grid
-    units = np.rint(scaled)
-    if not np.array_equal(units, scaled):
+    if first_off_grid(values, grid) is not None:
         raise ValueError(f"a value lies off the public grid of step {grid!r} (integer multiples"
                          " only)")
-    return units.astype(np.int64)
+    return np.rint(np.asarray(values, dtype=np.float64) / grid).astype(np.int64)
 
 
 def randomized_round(values: np.ndarray, grid: float, rng: np.random.Generator,
