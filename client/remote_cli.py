@@ -28,6 +28,7 @@ from privrl.client.cli_common import (
     non_negative_int,
     positive_float,
     positive_int,
+    run_world,
     world_from_args,
 )
 from privrl.client.load.cli import add_swarm_options
@@ -36,6 +37,7 @@ from privrl.protocol import LedgerView, RunInfo
 
 if TYPE_CHECKING:
     from privrl.client.users import SwarmResult
+    from privrl.worlds.tabular import TabularMDP
 
 SERVER_ENV = "PRIVRL_SERVER"
 SERVER_SEED_ENV = "PRIVRL_SEED"  # `runs create`: the server's noise seed
@@ -291,6 +293,16 @@ def _run_ids(args: argparse.Namespace) -> list[str]:
     return ids
 
 
+def _run_worlds(args: argparse.Namespace, run_ids: list[str]) -> list[TabularMDP]:
+    """Each run's users' world: --env and its options, else the run's own (its public config)."""
+    with _api(args) as api:
+        try:
+            configs = [api.get_run(run_id).config for run_id in run_ids]
+        except ApiError as exc:
+            raise CliError(str(exc)) from None
+    return [run_world(args, config) for config in configs]
+
+
 def _report_swarm(result: SwarmResult) -> None:
     """One line per swarm: counts, throughput, latencies, body size."""
     summary = result.summary()
@@ -307,8 +319,8 @@ def cmd_users(args: argparse.Namespace) -> int:
     from privrl.client.users import Backoff, UserError, run_users
     from privrl.seeding import derived_seed, secret_seed
 
-    mdp = world_from_args(args).build()
     server, run_ids = _server(args), _run_ids(args)
+    mdps = _run_worlds(args, run_ids)
     backoff = Backoff(attempts=args.attempts, patience=args.patience)
     seed = _seed(args.seed, CLIENT_SEED_ENV)
     if len(run_ids) > 1:  # never the same user noise in two runs: one seed per run
@@ -323,7 +335,7 @@ def cmd_users(args: argparse.Namespace) -> int:
         if len(run_ids) > 1:
             raise CliError("--processes, --report, --plot and --duration play one run: pass"
                            " --run ID (or a --run-file with one id)")
-        return swarm_command(args, server, run_ids[0], seed, mdp, backoff)
+        return swarm_command(args, server, run_ids[0], seed, mdps[0], backoff)
 
     async def swarms() -> list[SwarmResult]:
         from privrl.client.load.meter import BoundedTransport
@@ -333,7 +345,7 @@ def cmd_users(args: argparse.Namespace) -> int:
                       backoff=backoff, progress=not args.quiet and len(run_ids) == 1,
                       progress_every=args.progress_every,
                       transport=BoundedTransport(min(args.connections, args.concurrency)))
-            for run_id, run_seed in zip(run_ids, seeds, strict=True))))
+            for run_id, run_seed, mdp in zip(run_ids, seeds, mdps, strict=True))))
 
     try:
         results = asyncio.run(swarms())
@@ -367,8 +379,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from privrl.client.evaluator import evaluate
     from privrl.worlds import optimal_return, uniform_random_return
 
-    mdp = world_from_args(args).build()
     try:
+        mdp = _run_worlds(args, [args.run])[0]
         ev = evaluate(_server(args), args.run, mdp)
     except ApiError as exc:
         raise CliError(str(exc)) from None
@@ -594,7 +606,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write counts and latencies as JSON to this file (default: none)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_swarm_options(p)
-    add_world_options(p)
+    add_world_options(p, of_run=True)
     p.set_defaults(handler=cmd_users)
 
     p = sub.add_parser("evaluate", help="exact regret of a run from its public policy log")
@@ -604,7 +616,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the last episodes averaged for the per-episode regret")
     p.add_argument("--json-out", default=None,
                    help="write per-episode regret as JSON to this file (default: none)")
-    add_world_options(p)
+    add_world_options(p, of_run=True)
     p.set_defaults(handler=cmd_evaluate)
 
     p = sub.add_parser("compare", help="the demo's runs on a server: create them side by side"

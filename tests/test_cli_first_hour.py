@@ -1,0 +1,82 @@
+"""A new user's first hour (issue 30): the traps a first session fell into, each closed."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from privrl import algorithms
+from privrl.client.cli import build_parser, main
+from privrl.client.cli_common import CliError, run_world, world_of_run, world_options
+from privrl.config import RunConfig
+from privrl.lab.experiments import WorldSpec
+from privrl.worlds.linear_mixture import model_spec_of
+from support.client import create_run, run_cli, start_server
+
+
+def default_run(algo: str, **fields: object) -> RunConfig:
+    """The run `privrl runs create --algo ALGO --privacy none` makes (its own world)."""
+    mdp = WorldSpec(algorithms.get(algo).default_world).build()
+    return RunConfig(**{"algo": algo, "n_states": mdp.S, "n_actions": mdp.A, "horizon": mdp.H,
+                        "model": model_spec_of(mdp), "episodes": 10, "privacy": "none",
+                        **fields})
+
+
+def users_args(*options: str) -> argparse.Namespace:
+    return build_parser().parse_args(["users", "--run", "x", *options])
+
+
+@pytest.mark.parametrize("algo", algorithms.names())
+def test_users_and_evaluate_play_the_runs_own_world_without_env(algo: str) -> None:
+    run = default_run(algo)
+    for command in ("users", "evaluate"):
+        args = build_parser().parse_args([command, "--run", "x"])
+        mdp = run_world(args, run)  # check_world passes: the run's (S, A, H) and model
+        assert (mdp.S, mdp.A, mdp.H) == (run.n_states, run.n_actions, run.horizon)
+        assert model_spec_of(mdp) == run.model
+    assert world_of_run(run).name == algorithms.get(algo).default_world
+
+
+def test_the_runs_horizon_and_model_parameters_carry_over() -> None:
+    mdp = WorldSpec("lm-hard", 7, {"d": 3}).build()
+    run = RunConfig(algo="ucrl-vtr", n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H,
+                    model=model_spec_of(mdp), episodes=10, privacy="none")
+    assert world_of_run(run) == WorldSpec("lm-hard", 7, {"d": 3})
+    assert (run_world(users_args(), run).H, run_world(users_args(), run).A) == (7, 4)
+
+
+def test_a_world_that_does_not_fit_the_run_names_the_one_to_pass() -> None:
+    run = default_run("ucrl-vtr")
+    with pytest.raises(CliError) as err:
+        run_world(users_args("--env", "riverswim"), run)
+    assert "`--env lm-hard --horizon 5`" in str(err.value), err.value
+    assert world_options(WorldSpec("lm-hard", 5, {"d": 3})) == \
+        "--env lm-hard --horizon 5 --world-param d=3"
+
+
+def help_of(capsys: pytest.CaptureFixture[str], *command: str) -> str:
+    """`privrl COMMAND --help` run in process, its text with lines joined."""
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_users_and_evaluate_help_say_the_default_is_the_runs_world(capsys) -> None:
+    for command in ("users", "evaluate"):
+        assert "the run's own world" in help_of(capsys, command)
+
+
+@pytest.mark.slow
+def test_users_and_evaluate_a_ucrl_vtr_run_without_world_options(tmp_path) -> None:
+    server = start_server(tmp_path)
+    try:
+        run_id = create_run(server, default_run("ucrl-vtr", episodes=3))
+        done = run_cli("users", "--server", server.url, "--run", run_id, "--quiet", timeout=120)
+        assert done.returncode == 0, done.stderr
+        done = run_cli("evaluate", "--server", server.url, "--run", run_id, timeout=120)
+        assert done.returncode == 0 and "lm-hard" in done.stdout, (done.stdout, done.stderr)
+        done = run_cli("users", "--server", server.url, "--run", run_id, "--env", "riverswim",
+                       "--quiet", timeout=120)
+        assert done.returncode == 2 and "--env lm-hard --horizon 5" in done.stderr, done.stderr
+    finally:
+        server.stop()
