@@ -80,3 +80,14 @@ def test_users_and_evaluate_a_ucrl_vtr_run_without_world_options(tmp_path) -> No
         assert done.returncode == 2 and "--env lm-hard --horizon 5" in done.stderr, done.stderr
     finally:
         server.stop()
+
+
+def test_an_unknown_knob_lists_the_valid_ones_with_the_presets_values(capsys, tmp_path) -> None:
+    code = main(["run", "--algo", "lsvi-ucb-switching", "--knob", "swtich_ratio=3",
+                 "--episodes", "5", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "swtich_ratio: unknown knob" in err, err
+    assert "Extra inputs" not in err and "preset 'practical'" in err
+    knobs = algorithms.get("lsvi-ucb-switching").presets["practical"].model_dump()
+    for name, value in knobs.items():
+        assert f"{name}={value!r}" in err
