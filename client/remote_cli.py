@@ -109,7 +109,8 @@ def cmd_runs_create(args: argparse.Namespace) -> int:
     if args.write_id:
         Path(args.write_id).write_text(info.id + "\n")
     cfg = info.config
-    print(f"created run for {cfg.algo}, {cfg.privacy} eps={cfg.epsilon:g} {cfg.mechanism}, "
+    eps, mech = noise_columns(info)
+    print(f"created run for {cfg.algo}, {cfg.privacy} eps={eps} {mech}, "
           f"S={cfg.n_states} A={cfg.n_actions} H={cfg.horizon} K={cfg.episodes}",
           file=sys.stderr)
     print(info.id)
@@ -125,10 +126,22 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from None
     print(f"{'id':<26} {'privacy':<8} {'eps':>6} {'mech':<9} {'K':>8} {'reported':>9} {'done':>5}")
     for r in runs:
-        c, s = r.config, r.status
-        print(f"{r.id:<26} {c.privacy:<8} {c.epsilon:>6g} {c.mechanism:<9} {c.episodes:>8} "
-              f"{s.reported:>9} {'yes' if s.finished else 'no':>5}")
+        print(runs_list_row(r))
     return 0
+
+
+def noise_columns(info: RunInfo) -> tuple[str, str]:
+    """A run's epsilon and mechanism as listed: '-' for both when it is not private."""
+    c = info.config
+    return ("-", "-") if c.privacy == "none" else (f"{c.epsilon:g}", c.mechanism)
+
+
+def runs_list_row(info: RunInfo) -> str:
+    """One line of `privrl runs list`."""
+    c, s = info.config, info.status
+    eps, mech = noise_columns(info)
+    return (f"{info.id:<26} {c.privacy:<8} {eps:>6} {mech:<9} {c.episodes:>8} "
+            f"{s.reported:>9} {'yes' if s.finished else 'no':>5}")
 
 
 def _number(x: float | str) -> float:

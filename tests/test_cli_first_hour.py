@@ -8,10 +8,13 @@ import pytest
 from privrl import algorithms
 from privrl.client.cli import build_parser, main
 from privrl.client.cli_common import CliError, run_world, world_of_run, world_options
+from privrl.client.remote_cli import runs_list_row
 from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
+from privrl.protocol import RunList
 from privrl.worlds.linear_mixture import model_spec_of
 from support.client import create_run, run_cli, start_server
+from support.server import create, spec
 
 
 def default_run(algo: str, **fields: object) -> RunConfig:
@@ -91,3 +94,12 @@ def test_an_unknown_knob_lists_the_valid_ones_with_the_presets_values(capsys, tm
     knobs = algorithms.get("lsvi-ucb-switching").presets["practical"].model_dump()
     for name, value in knobs.items():
         assert f"{name}={value!r}" in err
+
+
+def test_runs_list_shows_no_mechanism_for_a_non_private_run(apps) -> None:
+    client = apps()
+    for privacy in ("none", "jdp"):
+        create(client, spec(privacy, mechanism="laplace", epsilon=2.0, delta=0.0))
+    runs = {r.config.privacy: r for r in RunList.model_validate(client.get("/v1/runs").json()).runs}
+    assert runs_list_row(runs["none"]).split()[1:4] == ["none", "-", "-"]
+    assert runs_list_row(runs["jdp"]).split()[1:4] == ["jdp", "2", "laplace"]
