@@ -88,7 +88,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """
     db = Path(args.db).expanduser().resolve()
     flags = server_args(args.host, args.port, db, args.claim_timeout, args.sequential,
-                        args.access_log)
+                        args.access_log, args.log_level)
     cmd = module_cmd("privrl.server", *flags)
     os.chdir(REPO_ROOT)
     os.execve(cmd[0], cmd, child_env())
@@ -531,7 +531,14 @@ def _server_option(p: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add serve, runs, ledger, users, evaluate and demo to the `privrl` parser."""
-    p = sub.add_parser("serve", help="start the billboard server (python -m privrl.server)")
+    p = sub.add_parser(
+        "serve", help="start the billboard server (python -m privrl.server)",
+        description="Start the billboard server: it hosts runs, hands out claims, takes the users'"
+        " reports and publishes the privatized statistics, the dashboard (/), the API docs"
+        " (/docs) and metrics (/metrics) until Ctrl-C. Creating, deleting or recovering a run"
+        " needs the admin token: set PRIVRL_ADMIN_TOKEN in the server's environment (never a"
+        " flag: it would show in `ps`) and the same value for `privrl runs create`; without it"
+        " the admin routes answer 503.")
     p.add_argument("--host", default="127.0.0.1",
                    help="interface to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=positive_int, default=8000, help="TCP port")
@@ -543,6 +550,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="hand out one episode at a time (the paper's protocol)")
     p.add_argument("--access-log", action="store_true",
                    help="log one line per HTTP request (default: $PRIVRL_ACCESS_LOG, else off)")
+    p.add_argument("--log-level", default="info",
+                   choices=["critical", "error", "warning", "info", "debug"],
+                   help="the server's log level")
     p.set_defaults(handler=cmd_serve)
 
     runs = sub.add_parser(

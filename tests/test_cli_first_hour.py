@@ -6,12 +6,14 @@ import argparse
 
 import pytest
 from privrl import algorithms
+from privrl.client import remote_cli
 from privrl.client.cli import build_parser, main
 from privrl.client.cli_common import CliError, run_world, world_of_run, world_options
 from privrl.client.remote_cli import runs_list_row
 from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
 from privrl.protocol import RunList
+from privrl.server import __main__ as server_main
 from privrl.worlds.linear_mixture import model_spec_of
 from support.client import create_run, run_cli, start_server
 from support.server import create, spec
@@ -103,3 +105,19 @@ def test_runs_list_shows_no_mechanism_for_a_non_private_run(apps) -> None:
     runs = {r.config.privacy: r for r in RunList.model_validate(client.get("/v1/runs").json()).runs}
     assert runs_list_row(runs["none"]).split()[1:4] == ["none", "-", "-"]
     assert runs_list_row(runs["jdp"]).split()[1:4] == ["jdp", "2", "laplace"]
+
+
+def test_serve_help_describes_the_server_the_admin_token_and_the_log_level(capsys) -> None:
+    text = help_of(capsys, "serve")
+    assert "PRIVRL_ADMIN_TOKEN" in text and "503" in text and "--log-level" in text, text
+
+
+def test_serve_passes_its_log_level_to_the_server(monkeypatch, tmp_path) -> None:
+    started: list[list[str]] = []
+    monkeypatch.setattr(remote_cli.os, "chdir", lambda path: None)
+    monkeypatch.setattr(remote_cli.os, "execve", lambda path, cmd, env: started.append(cmd))
+    main(["serve", "--db", str(tmp_path / "db"), "--log-level", "warning"])
+    (cmd,) = started
+    assert cmd[cmd.index("--log-level") + 1] == "warning"
+    assert server_main.build_parser().parse_args(cmd[cmd.index("privrl.server") + 1:]).log_level \
+        == "warning"
