@@ -346,3 +346,29 @@ def refuse_overwrite(out: Path, names: tuple[str, ...], force: bool) -> None:
 def warn(message: str) -> None:
     """A note for the person at the terminal (stderr, so stdout stays machine-readable)."""
     print(f"privrl: {message}", file=sys.stderr)
+
+
+def policy_never_changed_notes(results: list[dict[str, Any]]) -> list[str]:
+    """One line for each configuration whose policy never changed: its regret is that of the
+    policy it started with, not of anything learned (e.g. a switching rule that never fired)."""
+    notes = []
+    for r in results:
+        changes = r.get("policy_changes")  # per seed (in-process runs)
+        if changes:
+            frozen = sum(1 for c in changes if c == 0)
+            every = " in any seed" if frozen == len(changes) else ""
+            seeds = "" if len(changes) == 1 else every or f" in {frozen} of {len(changes)} seeds"
+        else:  # a run over HTTP: the versions of its policy log
+            frozen = int(r.get("policy_versions", 2) <= 1)
+            seeds = ""
+        if frozen:
+            notes.append(f"note: {r['label']}: the policy never changed{seeds} in"
+                         f" {r['config']['episodes']} episodes, so its regret is its first"
+                         " policy's, not a learned one")
+    return notes
+
+
+def tail_header(results: list[dict[str, Any]]) -> str:
+    """The header of the per-episode regret column: the window the rows actually average."""
+    tails = sorted({r["regret"]["tail_episodes"] for r in results})
+    return f"last-{tails[0]}/ep" if len(tails) == 1 else "last-n/ep"

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 from privrl import algorithms
 from privrl.client import remote_cli
 from privrl.client.cli import build_parser, main
-from privrl.client.cli_common import CliError, run_world, world_of_run, world_options
+from privrl.client.cli_common import (
+    CliError,
+    policy_never_changed_notes,
+    run_world,
+    world_of_run,
+    world_options,
+)
 from privrl.client.remote_cli import runs_list_row
 from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
@@ -121,3 +128,27 @@ def test_serve_passes_its_log_level_to_the_server(monkeypatch, tmp_path) -> None
     assert cmd[cmd.index("--log-level") + 1] == "warning"
     assert server_main.build_parser().parse_args(cmd[cmd.index("privrl.server") + 1:]).log_level \
         == "warning"
+
+
+def test_the_run_table_names_its_window_and_a_policy_that_never_changed(capsys, tmp_path) -> None:
+    """300 episodes are averaged over their last 300, not 'last-1000'; LSVI-UCB with switching
+    does not switch in 300 episodes here, and the table says so beside its % of random."""
+    code = main(["run", "--algo", "lsvi-ucb-switching", "--episodes", "300", "--seeds", "2",
+                 "--quiet", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    (result,) = summary if isinstance(summary, list) else summary["results"]
+    assert result["policy_changes"] == [0, 0]  # what the note must report
+    assert "last-300/ep" in out and "last-1000" not in out, out
+    assert "the policy never changed in any seed in 300 episodes" in out, out
+
+
+def test_a_policy_that_changed_gets_no_note_and_http_runs_count_versions() -> None:
+    base = {"label": "x", "config": {"episodes": 9}}
+    assert policy_never_changed_notes([{**base, "policy_changes": [3, 1]}]) == []
+    assert "in 1 of 2 seeds" in policy_never_changed_notes(
+        [{**base, "policy_changes": [3, 0]}])[0]
+    assert policy_never_changed_notes([{**base, "policy_versions": 4}]) == []
+    assert "never changed in 9 episodes" in policy_never_changed_notes(
+        [{**base, "policy_versions": 1}])[0]
