@@ -152,3 +152,18 @@ def test_a_policy_that_changed_gets_no_note_and_http_runs_count_versions() -> No
     assert policy_never_changed_notes([{**base, "policy_versions": 4}]) == []
     assert "never changed in 9 episodes" in policy_never_changed_notes(
         [{**base, "policy_versions": 1}])[0]
+
+
+@pytest.mark.slow
+def test_users_with_progress_every_print_lines_and_no_bar(tmp_path) -> None:
+    server = start_server(tmp_path)
+    try:
+        run_id = create_run(server, default_run("dp-ucbvi", episodes=400))
+        done = run_cli("users", "--server", server.url, "--run", run_id, "--concurrency", "1",
+                       "--progress-every", "0.2", timeout=120)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.replace("\r", "\n").splitlines() if line.strip()]
+    assert any("episodes played by this process" in line for line in lines), done.stderr
+    assert not any("ep/s" in line or "%|" in line or "it/s" in line for line in lines), lines
