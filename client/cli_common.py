@@ -126,17 +126,21 @@ def json_object(text: str) -> dict[str, Any]:
     return value
 
 
-def add_world_options(p: argparse.ArgumentParser) -> None:
-    """--env and the world's parameters (known to users, not to the server)."""
+def add_world_options(p: argparse.ArgumentParser, of_run: bool = False) -> None:
+    """--env and the world's parameters (known to users, not to the server); `of_run`: the
+    command plays or evaluates a run, whose own world is the default."""
+    own = ("the run's own world, from its public config" if of_run
+           else "the algorithm's own world, riverswim without --algo")
     p.add_argument(
         "--env",
         default=None,
         help=f"the users' world: {' | '.join(BUILTINS)} | gymnasium:<EnvId> (e.g."
-        " gymnasium:FrozenLake-v1, needs privrl[gym]) | FILE.npz (default: the algorithm's own"
-        " world, riverswim without --algo; `privrl worlds` describes them)",
+        f" gymnasium:FrozenLake-v1, needs privrl[gym]) | FILE.npz (default: {own};"
+        " `privrl worlds` describes them)",
     )
     p.add_argument("--horizon", type=positive_int, default=None,
-                   help="H (default: the world's own, 20 for riverswim and garnet;"
+                   help="H (default: the run's)" if of_run else
+                   "H (default: the world's own, 20 for riverswim and garnet;"
                    " `privrl worlds` lists them)")
     p.add_argument("--garnet-states", type=positive_int, default=10,
                    help="garnet: number of states S")
@@ -222,10 +226,15 @@ def mechanisms_from_args(args: argparse.Namespace) -> list[str]:
     return args.mechanism if isinstance(args.mechanism, list) else [args.mechanism]
 
 
-def world_from_args(args: argparse.Namespace) -> WorldSpec:
-    """The WorldSpec the arguments describe (garnet's flags, then any --world-param)."""
+def world_from_args(args: argparse.Namespace, run: RunConfig | None = None) -> WorldSpec:
+    """The WorldSpec the arguments describe (garnet's flags, then any --world-param); without
+    --env, the world of `run` when given (`world_of_run`), else the algorithm's own world."""
     params: dict[str, object] = {}
-    env = args.env
+    env, horizon = args.env, args.horizon
+    if env is None and run is not None:
+        own = world_of_run(run)
+        env, params = own.name, dict(own.params)
+        horizon = own.horizon if horizon is None else horizon
     if env is None:
         algo = getattr(args, "algo", None)
         env = algorithms.get(algo).default_world if algo else "riverswim"
@@ -233,7 +242,47 @@ def world_from_args(args: argparse.Namespace) -> WorldSpec:
         params = {"n_states": args.garnet_states, "n_actions": args.garnet_actions,
                   "seed": args.world_seed}
     params.update(dict(args.world_param))
-    return WorldSpec(env, args.horizon, params)
+    return WorldSpec(env, horizon, params)
+
+
+def world_of_run(run: RunConfig) -> WorldSpec:
+    """The users' world a run is for, from its public config: the world of its public model, else
+    its algorithm's own world, at the run's horizon (and S, A where that world takes them).
+    A world's secret parameters (e.g. `seed`) keep their defaults."""
+    if run.model is not None:
+        if run.model.name not in BUILTINS:
+            raise CliError(f"the run's world has a {run.model.name!r} model (loaded from a file):"
+                           " pass --env FILE.npz")
+        takes = BUILTINS[run.model.name].params
+        params = {k: v for k, v in run.model.params.items() if k in takes and takes[k] != v}
+        return WorldSpec(run.model.name, run.horizon, params)
+    name = run.algorithm().default_world
+    takes = BUILTINS[name].params if name in BUILTINS else {}
+    params = {k: v for k, v in (("n_states", run.n_states), ("n_actions", run.n_actions))
+              if k in takes and takes[k] != v}
+    return WorldSpec(name, run.horizon, params)
+
+
+def world_options(spec: WorldSpec) -> str:
+    """The command-line options that describe `spec` (e.g. `--env lm-hard --horizon 5`)."""
+    words = [f"--env {spec.name}"] + ([f"--horizon {spec.horizon}"] if spec.horizon else [])
+    words += [f"--world-param {k}={json.dumps(v)}" for k, v in spec.params.items()]
+    return " ".join(words)
+
+
+def run_world(args: argparse.Namespace, run: RunConfig) -> TabularMDP:
+    """The users' world for `run` (`world_from_args`), refused with the options of the run's own
+    world when it does not fit the run."""
+    mdp = world_from_args(args, run).build()
+    try:
+        run.algorithm().check_world(mdp)
+    except ValueError as exc:
+        try:
+            hint = f"this run is for `{world_options(world_of_run(run))}`"
+        except CliError as why:
+            hint = str(why)
+        raise CliError(f"{exc} ({hint})") from None
+    return mdp
 
 
 def config_from_args(
@@ -297,3 +346,29 @@ def refuse_overwrite(out: Path, names: tuple[str, ...], force: bool) -> None:
 def warn(message: str) -> None:
     """A note for the person at the terminal (stderr, so stdout stays machine-readable)."""
     print(f"privrl: {message}", file=sys.stderr)
+
+
+def policy_never_changed_notes(results: list[dict[str, Any]]) -> list[str]:
+    """One line for each configuration whose policy never changed: its regret is that of the
+    policy it started with, not of anything learned (e.g. a switching rule that never fired)."""
+    notes = []
+    for r in results:
+        changes = r.get("policy_changes")  # per seed (in-process runs)
+        if changes:
+            frozen = sum(1 for c in changes if c == 0)
+            every = " in any seed" if frozen == len(changes) else ""
+            seeds = "" if len(changes) == 1 else every or f" in {frozen} of {len(changes)} seeds"
+        else:  # a run over HTTP: the versions of its policy log
+            frozen = int(r.get("policy_versions", 2) <= 1)
+            seeds = ""
+        if frozen:
+            notes.append(f"note: {r['label']}: the policy never changed{seeds} in"
+                         f" {r['config']['episodes']} episodes, so its regret is its first"
+                         " policy's, not a learned one")
+    return notes
+
+
+def tail_header(results: list[dict[str, Any]]) -> str:
+    """The header of the per-episode regret column: the window the rows actually average."""
+    tails = sorted({r["regret"]["tail_episodes"] for r in results})
+    return f"last-{tails[0]}/ep" if len(tails) == 1 else "last-n/ep"

@@ -24,7 +24,12 @@ from typing import Any
 
 import numpy as np
 from privrl.client.api import ApiError, ServerAPI
-from privrl.client.cli_common import CliError, pydantic_message, refuse_overwrite
+from privrl.client.cli_common import (
+    CliError,
+    policy_never_changed_notes,
+    pydantic_message,
+    refuse_overwrite,
+)
 from privrl.client.evaluator import evaluate
 from privrl.client.procs import ServerProcess, module_cmd, spawn, stop_process
 from privrl.client.users import percentile
@@ -236,6 +241,8 @@ def print_legend(results: list[dict[str, Any]], tail: int, extra: str = "") -> N
           f" policy's ({rnd:.4f} per episode): 0% = optimal, 100% = no better than random;"
           f" learned: yes <= {LEARNED:g}%, no >= {NOT_LEARNED:g}%. eps and delta: what each"
           f" run's ledger spent per user.{extra}")
+    for note in policy_never_changed_notes(results):
+        print(note)
 
 
 def print_comparison(results: list[dict[str, Any]]) -> None:

@@ -16,13 +16,16 @@ from privrl.client.cli_common import (
     config_from_args,
     json_object,
     mechanisms_from_args,
+    policy_never_changed_notes,
     positive_int,
     refuse_overwrite,
+    tail_header,
     world_from_args,
 )
 from privrl.client.load.cli import add_bench_http
 from privrl.config import RunConfig
 from privrl.lab.executors import EXECUTORS
+from privrl.lab.experiments import TAIL
 from privrl.worlds.tabular import TabularMDP
 
 RUN_OUTPUTS = ("summary.json", "regret.png", "frontier.png")  # what `privrl run` writes to --out
@@ -91,7 +94,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def print_table(results) -> None:
     """One line per configuration: regret and the ledger's spend."""
     print(
-        f"{'configuration':<28} {'cum. regret':>14} {'last-1000/ep':>13} {'%random':>8} "
+        f"{'configuration':<28} {'cum. regret':>14} {tail_header(results):>13} {'%random':>8} "
         f"{'eps spent':>10} {'delta':>8} {'ms/ep':>7}"
     )
     for r in results:
@@ -105,7 +108,11 @@ def print_table(results) -> None:
             f"{reg['tail_per_episode_mean']:>12.4f} {pct:>7.1f}% {eps_txt:>10} "
             f"{led['delta']:>8.0e} {r['ms_per_episode']:>7.3f}"
         )
-    print(RANDOM_NOTE)
+    tails = {r["regret"]["tail_episodes"] for r in results}
+    print(RANDOM_NOTE + ("" if len(tails) == 1 else
+                         f" (last-n/ep: each configuration's last min({TAIL}, K) episodes)"))
+    for note in policy_never_changed_notes(results):
+        print(note)
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

@@ -29,9 +29,14 @@ from privrl.client.cli_common import (
     epsilon_value,
     positive_float,
     positive_int,
+    refuse_overwrite,
     unit_interval,
 )
 from privrl.privacy.noise import NOISE_NAMES, SIMULATION_ONLY
+
+# what `privrl policy-eval` writes to --out (privrl.lab.policy_eval's save and plot)
+SWEEP_OUTPUTS = ("summary.json", "figure1.png", "panel1.png", "panel2.png", "panel3.png",
+                 "panel4.png")
 
 
 def batch_size(text: str) -> int:
@@ -66,13 +71,14 @@ def cmd_policy_eval(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    out = Path(args.out)
+    refuse_overwrite(out, SWEEP_OUTPUTS, args.force)  # before the sweep, not after its minutes
     cells = len(spec.estimators) * len(spec.features) * len(spec.trajectories)
     print(f"{spec.world!r}: {cells} cells x {spec.runs} runs, m up to"
           f" {max(spec.trajectories):.0e}", file=sys.stderr)
     started = time.perf_counter()
     summary = pe.sweep(spec, workers=args.workers, progress=not args.quiet)
     wall = time.perf_counter() - started
-    out = Path(args.out)
     path = pe.save(summary, out)
     figures = pe.plot(summary, out)
     print(pe.table(summary, spec.estimators))
@@ -220,6 +226,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="parallel processes (default: one per core)")
     p.add_argument("--out", default="results/policy-eval",
                    help="output directory (summary.json and the four panels)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite the results already in --out (refused otherwise)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_policy_eval)
     _register_round(sub, pe)

@@ -47,10 +47,12 @@ def module_cmd(module: str, *args: str) -> list[str]:
 
 def server_args(
     host: str, port: int, db: str | Path, claim_timeout: float | None = None,
-    sequential: bool = False, access_log: bool = False,
+    sequential: bool = False, access_log: bool = False, log_level: str | None = None,
 ) -> list[str]:
     """The flags of `python -m privrl.server` (the same ones `privrl serve` accepts)."""
     args = ["--host", host, "--port", str(port), "--db", str(db)]
+    if log_level is not None:
+        args += ["--log-level", log_level]
     if claim_timeout is not None:
         args += ["--claim-timeout", f"{claim_timeout:g}"]
     if sequential:

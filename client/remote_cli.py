@@ -28,6 +28,7 @@ from privrl.client.cli_common import (
     non_negative_int,
     positive_float,
     positive_int,
+    run_world,
     world_from_args,
 )
 from privrl.client.load.cli import add_swarm_options
@@ -36,6 +37,7 @@ from privrl.protocol import LedgerView, RunInfo
 
 if TYPE_CHECKING:
     from privrl.client.users import SwarmResult
+    from privrl.worlds.tabular import TabularMDP
 
 SERVER_ENV = "PRIVRL_SERVER"
 SERVER_SEED_ENV = "PRIVRL_SEED"  # `runs create`: the server's noise seed
@@ -86,7 +88,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """
     db = Path(args.db).expanduser().resolve()
     flags = server_args(args.host, args.port, db, args.claim_timeout, args.sequential,
-                        args.access_log)
+                        args.access_log, args.log_level)
     cmd = module_cmd("privrl.server", *flags)
     os.chdir(REPO_ROOT)
     os.execve(cmd[0], cmd, child_env())
@@ -107,7 +109,8 @@ def cmd_runs_create(args: argparse.Namespace) -> int:
     if args.write_id:
         Path(args.write_id).write_text(info.id + "\n")
     cfg = info.config
-    print(f"created run for {cfg.algo}, {cfg.privacy} eps={cfg.epsilon:g} {cfg.mechanism}, "
+    eps, mech = noise_columns(info)
+    print(f"created run for {cfg.algo}, {cfg.privacy} eps={eps} {mech}, "
           f"S={cfg.n_states} A={cfg.n_actions} H={cfg.horizon} K={cfg.episodes}",
           file=sys.stderr)
     print(info.id)
@@ -123,10 +126,22 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from None
     print(f"{'id':<26} {'privacy':<8} {'eps':>6} {'mech':<9} {'K':>8} {'reported':>9} {'done':>5}")
     for r in runs:
-        c, s = r.config, r.status
-        print(f"{r.id:<26} {c.privacy:<8} {c.epsilon:>6g} {c.mechanism:<9} {c.episodes:>8} "
-              f"{s.reported:>9} {'yes' if s.finished else 'no':>5}")
+        print(runs_list_row(r))
     return 0
+
+
+def noise_columns(info: RunInfo) -> tuple[str, str]:
+    """A run's epsilon and mechanism as listed: '-' for both when it is not private."""
+    c = info.config
+    return ("-", "-") if c.privacy == "none" else (f"{c.epsilon:g}", c.mechanism)
+
+
+def runs_list_row(info: RunInfo) -> str:
+    """One line of `privrl runs list`."""
+    c, s = info.config, info.status
+    eps, mech = noise_columns(info)
+    return (f"{info.id:<26} {c.privacy:<8} {eps:>6} {mech:<9} {c.episodes:>8} "
+            f"{s.reported:>9} {'yes' if s.finished else 'no':>5}")
 
 
 def _number(x: float | str) -> float:
@@ -291,6 +306,16 @@ def _run_ids(args: argparse.Namespace) -> list[str]:
     return ids
 
 
+def _run_worlds(args: argparse.Namespace, run_ids: list[str]) -> list[TabularMDP]:
+    """Each run's users' world: --env and its options, else the run's own (its public config)."""
+    with _api(args) as api:
+        try:
+            configs = [api.get_run(run_id).config for run_id in run_ids]
+        except ApiError as exc:
+            raise CliError(str(exc)) from None
+    return [run_world(args, config) for config in configs]
+
+
 def _report_swarm(result: SwarmResult) -> None:
     """One line per swarm: counts, throughput, latencies, body size."""
     summary = result.summary()
@@ -307,8 +332,8 @@ def cmd_users(args: argparse.Namespace) -> int:
     from privrl.client.users import Backoff, UserError, run_users
     from privrl.seeding import derived_seed, secret_seed
 
-    mdp = world_from_args(args).build()
     server, run_ids = _server(args), _run_ids(args)
+    mdps = _run_worlds(args, run_ids)
     backoff = Backoff(attempts=args.attempts, patience=args.patience)
     seed = _seed(args.seed, CLIENT_SEED_ENV)
     if len(run_ids) > 1:  # never the same user noise in two runs: one seed per run
@@ -323,7 +348,7 @@ def cmd_users(args: argparse.Namespace) -> int:
         if len(run_ids) > 1:
             raise CliError("--processes, --report, --plot and --duration play one run: pass"
                            " --run ID (or a --run-file with one id)")
-        return swarm_command(args, server, run_ids[0], seed, mdp, backoff)
+        return swarm_command(args, server, run_ids[0], seed, mdps[0], backoff)
 
     async def swarms() -> list[SwarmResult]:
         from privrl.client.load.meter import BoundedTransport
@@ -333,7 +358,7 @@ def cmd_users(args: argparse.Namespace) -> int:
                       backoff=backoff, progress=not args.quiet and len(run_ids) == 1,
                       progress_every=args.progress_every,
                       transport=BoundedTransport(min(args.connections, args.concurrency)))
-            for run_id, run_seed in zip(run_ids, seeds, strict=True))))
+            for run_id, run_seed, mdp in zip(run_ids, seeds, mdps, strict=True))))
 
     try:
         results = asyncio.run(swarms())
@@ -367,8 +392,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from privrl.client.evaluator import evaluate
     from privrl.worlds import optimal_return, uniform_random_return
 
-    mdp = world_from_args(args).build()
     try:
+        mdp = _run_worlds(args, [args.run])[0]
         ev = evaluate(_server(args), args.run, mdp)
     except ApiError as exc:
         raise CliError(str(exc)) from None
@@ -506,7 +531,14 @@ def _server_option(p: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add serve, runs, ledger, users, evaluate and demo to the `privrl` parser."""
-    p = sub.add_parser("serve", help="start the billboard server (python -m privrl.server)")
+    p = sub.add_parser(
+        "serve", help="start the billboard server (python -m privrl.server)",
+        description="Start the billboard server: it hosts runs, hands out claims, takes the users'"
+        " reports and publishes the privatized statistics, the dashboard (/), the API docs"
+        " (/docs) and metrics (/metrics) until Ctrl-C. Creating, deleting or recovering a run"
+        " needs the admin token: set PRIVRL_ADMIN_TOKEN in the server's environment (never a"
+        " flag: it would show in `ps`) and the same value for `privrl runs create`; without it"
+        " the admin routes answer 503.")
     p.add_argument("--host", default="127.0.0.1",
                    help="interface to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=positive_int, default=8000, help="TCP port")
@@ -518,6 +550,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="hand out one episode at a time (the paper's protocol)")
     p.add_argument("--access-log", action="store_true",
                    help="log one line per HTTP request (default: $PRIVRL_ACCESS_LOG, else off)")
+    p.add_argument("--log-level", default="info",
+                   choices=["critical", "error", "warning", "info", "debug"],
+                   help="the server's log level")
     p.set_defaults(handler=cmd_serve)
 
     runs = sub.add_parser(
@@ -594,7 +629,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write counts and latencies as JSON to this file (default: none)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_swarm_options(p)
-    add_world_options(p)
+    add_world_options(p, of_run=True)
     p.set_defaults(handler=cmd_users)
 
     p = sub.add_parser("evaluate", help="exact regret of a run from its public policy log")
@@ -604,7 +639,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the last episodes averaged for the per-episode regret")
     p.add_argument("--json-out", default=None,
                    help="write per-episode regret as JSON to this file (default: none)")
-    add_world_options(p)
+    add_world_options(p, of_run=True)
     p.set_defaults(handler=cmd_evaluate)
 
     p = sub.add_parser("compare", help="the demo's runs on a server: create them side by side"

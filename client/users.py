@@ -436,7 +436,8 @@ async def run_users(
     stops the swarm. Permanent refusals (a weaker randomizer, a mismatched world) raise
     `UserError`; a report refused with a 4xx is counted and the others go on. `event_hooks`
     and `transport` are passed to httpx (tests record or fake the traffic with them).
-    `progress_every`: print a plain progress line to stderr every so many seconds (for logs).
+    `progress_every`: print a plain progress line to stderr every so many seconds (for logs),
+    instead of the bar.
     `stop_at`: a Unix time after which no user starts another episode (the started ones end).
     `jitter_seed`: the seed of the retries' jitter (default `seed`; one per process of a swarm).
     """
@@ -453,8 +454,8 @@ async def run_users(
         result = SwarmResult(run_id=info.id, started_at=time.time())
         remaining = max(0, info.status.episodes - info.status.reported)
         total = remaining if n_users is None else min(n_users, remaining)
-        bar = tqdm(total=total, desc=f"users {info.id}", unit="ep", disable=not progress,
-                   mininterval=0.5)
+        bar = tqdm(total=total, desc=f"users {info.id}", unit="ep", mininterval=0.5,
+                   disable=not progress or bool(progress_every))  # the lines replace the bar
         state = {"started": 0}
         done = asyncio.Event()
         if info.status.finished:

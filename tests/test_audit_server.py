@@ -147,3 +147,20 @@ def test_usage_errors_are_one_line(honest: LiveServer) -> None:
         assert done.returncode == 2, (done.stdout, done.stderr)
         lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
         assert "Traceback" not in done.stderr and pattern in lines[-1], done.stderr
+
+
+def test_each_phase_prints_a_progress_line_on_stderr(honest: LiveServer) -> None:
+    """The audit takes tens of seconds: it says what it is doing, on stderr (stdout: the report)."""
+    config = spec("jdp", episodes=20, seed=None)
+    run_id = create(honest, config)
+    play(honest, run_id, config, 20, secrets.randbits(64))
+    done = run_cli("audit", "server", "--server", honest.url, "--json", "--run", run_id,
+                   "--polls", "1", "--interval", "0.1", "--guesses", "1", "--seed-budget", "1",
+                   timeout=300)
+    lines = done.stderr.splitlines()
+    assert all(line.startswith("privrl audit server: ") for line in lines), done.stderr
+    phases = ["reading the public routes", "billboard", "searching",
+              f"run {run_id}: trying seeds"]
+    at = [next(i for i, line in enumerate(lines) if phase in line) for phase in phases]
+    assert at == sorted(at), lines
+    assert json.loads(done.stdout)["checks"], done.stdout  # stdout holds only the report

@@ -128,6 +128,19 @@ def test_cli_writes_the_summary_and_the_four_panels_and_plot_redraws_them(
     assert all((again / n).exists() for n in names)
 
 
+def test_cli_refuses_to_overwrite_results_unless_forced(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "summary.json").write_text("earlier")
+    small = ["policy-eval", "--runs", "1", "--trajectories", "100", "--features", "tabular",
+             "--workers", "1", "--quiet", "--out", str(tmp_path)]
+    assert cli_main(small) == 2
+    err = capsys.readouterr().err
+    assert "summary.json" in err and "--force" in err, err
+    assert (tmp_path / "summary.json").read_text() == "earlier"
+    assert cli_main([*small, "--force"]) == 0
+    assert json.loads((tmp_path / "summary.json").read_text())["kind"] == "policy-eval"
+
+
 @pytest.mark.parametrize("argv", [
     ["--features", "pairs"],
     ["--trajectories", "0"],

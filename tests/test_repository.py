@@ -120,3 +120,35 @@ def test_a_test_not_marked_slow_that_starts_a_process_fails(
     assert sorted(ln.split("::")[1].split()[0] for ln in failed) == [
         "test_caught", "test_fork", "test_popen", "test_spawn"]
     assert all("mark this test slow" in ln for ln in failed), failed
+
+
+# a path out of the repository, or a spec file that lives beside it (not in it): the papers are
+# cited by title, authors and year instead
+OUTSIDE = re.compile(r"\.\./shared|shared/tools/|/work/|shared/spec|\b(?:linear-luyo|linear-mdp-ngo"
+                     r"|linear-mixture-zhou|policy-evaluation-balle|tabular-dp-ucbvi)\.md\b")
+# TODO(issue 30): shared/privacy/mechanisms.py names tabular-dp-ucbvi.md; shared/privacy/ is being
+# changed on another branch, which replaces it with the citation (Qiao & Wang 2023) and drops this
+NOT_YET = {"shared/privacy/mechanisms.py"}
+
+
+def test_nothing_in_the_repository_refers_to_files_outside_it() -> None:
+    texts = [REPO_ROOT / name for name in ("README.md", "CONTRIBUTING.md", "CHANGELOG.md",
+                                           "Dockerfile", "docker-compose.yml")]
+    texts += [p for p in (REPO_ROOT / "scripts").iterdir() if p.is_file()]
+    texts += sorted((REPO_ROOT / "docs").rglob("*.md"))
+    for folder in ("shared", "server", "client", "tests", ".ci"):
+        texts += [p for p in (REPO_ROOT / folder).rglob("*") if p.suffix in {".py", ""}
+                  and p.is_file() and "__pycache__" not in p.parts]
+    hits = [f"{p.relative_to(REPO_ROOT)}:{n}: {line.strip()}"
+            for p in texts if p.exists() and p != Path(__file__)
+            and str(p.relative_to(REPO_ROOT)) not in NOT_YET
+            for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+            if OUTSIDE.search(line)]
+    assert not hits, "\n".join(hits)
+
+
+def test_the_licence_is_mit_and_the_package_says_so() -> None:
+    licence = (REPO_ROOT / "LICENSE").read_text()
+    assert licence.startswith("MIT License") and "the privrl authors" in licence
+    assert re.search(r'^license = (\{text = )?"MIT"', (REPO_ROOT / "pyproject.toml").read_text(),
+                     re.M)

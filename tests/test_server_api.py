@@ -177,7 +177,7 @@ def test_create_refuses_values_of_the_wrong_json_type(
         ({"bonus_scale": "1"}, "bonus_scale: Input should be a valid number"),
         ({"clip_previous": 1}, "clip_previous: Input should be a valid boolean"),
         ({"pooled": 0}, "pooled: Input should be a valid boolean"),
-        ({"no_such_knob": 1}, "no_such_knob: Extra inputs are not permitted"),
+        ({"no_such_knob": 1}, "no_such_knob: unknown knob. Valid knobs, as preset"),
     ],
 )
 def test_create_refuses_knobs_the_algorithm_does_not_have(

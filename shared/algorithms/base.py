@@ -157,8 +157,15 @@ class Algorithm(ABC):
         try:
             return cls.knobs_model.model_validate({**base, **dict(overrides or {})})
         except ValidationError as exc:
-            parts = [f"{'.'.join(map(str, e['loc']))}: {error_text(e)}" for e in exc.errors()]
-            raise ValueError(f"knobs of {cls.name!r}: " + "; ".join(parts)) from None
+            errors = exc.errors()
+            parts = [f"{'.'.join(map(str, e['loc']))}: "
+                     + ("unknown knob" if e["type"] == "extra_forbidden" else error_text(e))
+                     for e in errors]
+            message = f"knobs of {cls.name!r}: " + "; ".join(parts)
+            if any(e["type"] == "extra_forbidden" for e in errors):
+                known = ", ".join(f"{k}={v!r}" for k, v in sorted(base.items()))
+                message += f". Valid knobs, as preset {preset!r} sets them: {known}"
+            raise ValueError(message) from None
 
     @abstractmethod
     def families(self) -> tuple[Family, ...]:

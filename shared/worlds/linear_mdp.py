@@ -12,7 +12,7 @@ As for linear mixtures (`privrl.worlds.linear_mixture`), two parts with two owne
   (Jin et al. 2020 / Luyo Asm. 1, with Ngo's erratum E1: ||phi|| <= 1, ||theta_h|| <= sqrt(d),
   ||sum_s' mu_h(s') v(s')|| <= sqrt(d) ||v||_inf).
 
-Worlds (spec linear-luyo.md §8.3-8.4, linear-mdp-ngo.md §10):
+Worlds (Luyo, Garcelon, Lazaric & Pirotta 2021; Ngo, Vietri & Wu, ICML 2022):
 
   lin-cube       Luyo's two-state hypercube: actions {-1,+1}^(d-2), secret signs nu_h (`seed`)
   lin-tab        Luyo's LIN-Tab: RiverSwim (§8.4 probabilities) with one-hot features, d = S A

@@ -11,7 +11,7 @@ Two parts with two owners (ARCHITECTURE §2):
   by backward induction work unchanged) that also keeps its model and its true parameters theta_h
   (and theta_{h,r}). The true theta never goes into a run configuration.
 
-Worlds (spec linear-luyo.md §8, linear-mixture-zhou.md §7.2):
+Worlds (Luyo, Garcelon, Lazaric & Pirotta 2021; Zhou 2022):
 
   lm-hard       Zhou et al. (2021)'s lower-bound instance (Luyo §8.1), actions {-1,+1}^{d-1}
   lm-mix        a mixture of d known Dirichlet(1) kernels, known uniform rewards (Luyo §8.2)

@@ -1,4 +1,4 @@
-"""Privacy-preserving batched LSVI-UCB (Luyo et al., Alg. 2; spec linear-luyo.md §5), JDP only.
+"""Privacy-preserving batched LSVI-UCB (Luyo et al. 2021, Alg. 2), JDP only.
 
 A fixed, data-independent schedule of B batches of L = ceil(K/B) episodes: the policy of batch b
 is played by every user of the batch; at the end of batches 1..N_K-1 the server adds the batch's

@@ -1,9 +1,9 @@
 """The public constants of the two private LSVI-UCB algorithms, as pure functions of public numbers.
 
-* `batched_constants`: Luyo et al., Alg. 2 / App. E.1 (spec linear-luyo.md §5.1), with the
+* `batched_constants`: Luyo et al. 2021, Alg. 2 / App. E.1, with the
   spec's batch-schedule edge cases (§12.11): B = min(B, K), eps = inf -> B = K, L = ceil(K/B),
   N_K = ceil(K/L), no update after the final batch. Reproduces §11's reference values.
-* `switching_constants`: Ngo, Vietri & Wu, Alg. 1 (spec linear-mdp-ngo.md §3.2): the spec's
+* `switching_constants`: Ngo, Vietri & Wu, Alg. 1 (ICML 2022): the spec's
   *sound* calibration (errata E3-E6: tree-node variance 4 L H / rho, target variance
   H N_max (2(H+1))^2 / rho) or the paper's literal one (which under-spends the budget it claims:
   the ledger charges what its scales actually spend, spec §4.3). Reproduces §8.1's golden table.

@@ -1,5 +1,5 @@
-"""Private LSVI-UCB with adaptive low switching (Ngo, Vietri & Wu, Alg. 1; spec
-linear-mdp-ngo.md §3), JDP only.
+"""Private LSVI-UCB with adaptive low switching (Ngo, Vietri & Wu, ICML 2022,
+Alg. 1), JDP only.
 
 Every episode the Gram matrices go through one tree counter (K leaves, symmetric Gaussian node
 noise) and are released shifted by 2 lam_t I. Before episode k+1 the server switches policy iff

@@ -1,4 +1,4 @@
-"""Luyo et al.'s calibration of private UCRL-VTR (spec linear-luyo.md §2.3, §4.3, §4.4, §11).
+"""Luyo et al.'s calibration of private UCRL-VTR (Luyo et al. 2021).
 
 Pure functions of public numbers, reproducing the spec's reference values exactly (natural logs).
 The Gaussian mechanism here is the paper's (F.3): sigma = Delta sqrt(2 ln(2/delta)) / eps with

@@ -1,4 +1,4 @@
-"""Zhou's calibration of Private-LinOpt-VI / -PO (spec linear-mixture-zhou.md §3.4, §4.3, §5).
+"""Zhou's calibration of Private-LinOpt-VI / -PO (Zhou 2022).
 
 Pure functions of public numbers, reproducing the spec's golden numbers (§5.6). Noise scales come
 from Zhou's zCDP argument with add/remove sensitivities (§5.4); the ledger recomputes what they

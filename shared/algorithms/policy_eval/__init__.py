@@ -1,7 +1,7 @@
 """Differentially private policy evaluation (Balle, Gomrokchi & Precup 2016) as privrl plug-ins.
 
 `dp-lsw` and `dp-lsl` evaluate a fixed policy from first-visit Monte Carlo returns, one
-trajectory per user (spec policy-evaluation-balle.md). The privacy mode picks the variant:
+trajectory per user (Balle, Gomrokchi & Precup, ICML 2016). The privacy mode picks the variant:
 
   none  LSW / LSL, the non-private baselines (released once, after the m reports)
   jdp   DP-LSW / DP-LSL (Algorithms 1 and 2): a trusted server accumulates (n, g) and releases
