@@ -12,7 +12,8 @@ a sensitivity to the privacy it buys:
 Sensitivities passed to these maps are **replace-one-user** sensitivities: the largest l1 (or l2)
 distance between the query's values on two datasets that differ by replacing one user's data
 with another user's data. The caller computes them (this is where the factor 2 of replacement
-over add/remove lives, see spec tabular-dp-ucbvi.md §10 E3); these classes never rescale them.
+over add/remove lives: Qiao & Wang 2022 state their counts' sensitivity under add/remove);
+these classes never rescale them.
 
 Degenerate scales are allowed and meaningful: scale 0 means no noise (privacy loss `inf` for any
 positive sensitivity, 0 for sensitivity 0); scale `inf` is what calibrating to a zero budget
