@@ -76,6 +76,11 @@ class ByteCache(Generic[K, V]):
                 _, (_, dropped) = self._values.popitem(last=False)
                 self.bytes -= dropped
 
+    def __contains__(self, key: object) -> bool:
+        """Whether a value is kept under `key`."""
+        with self._lock:
+            return key in self._values
+
     def __len__(self) -> int:
         """Values kept."""
         with self._lock:
