@@ -18,7 +18,7 @@ from privrl import algorithms
 from privrl.protocol import API_VERSION
 from privrl.server.admission import InFlight
 from privrl.server.errors import install_error_handlers
-from privrl.server.heap import GcPauses, settle, settle_after_kernels
+from privrl.server.heap import GcPauses, settle
 from privrl.server.limits import BodySizeLimit
 from privrl.server.metrics import LatencyMiddleware, Metrics
 from privrl.server.openapi import install_openapi
@@ -100,15 +100,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
 
         task = asyncio.create_task(rebuild())
-        kernels = asyncio.create_task(settle_after_kernels()) if settings.freeze_heap else None
         gc_pauses.start()
         try:
             yield
         finally:
             gc_pauses.stop()
             registry.stopping = True
-            if kernels is not None:
-                kernels.cancel()
             await task
             await writer.close()
         store.close()

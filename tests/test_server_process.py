@@ -341,3 +341,26 @@ def test_idle_connection_outlives_the_clients_keepalive(tmp_path: Path) -> None:
             sockets.append(conn.sock)
         conn.close()
         assert sockets[0] is sockets[1]  # the same connection both times
+
+
+@pytest.mark.slow
+def test_a_client_gone_mid_body_is_a_refused_report_without_a_traceback(tmp_path: Path) -> None:
+    """Headers announcing 1,000 bytes, 60 sent, then the socket closes: the server counts a
+    malformed report (a 400 nobody reads) and logs no traceback."""
+    import socket
+
+    server = LiveServer(tmp_path / "db.sqlite", tmp_path / "log")
+    with server, httpx.Client(base_url=server.url, timeout=10) as http:
+        run_id = http.post("/v1/runs", json=spec("jdp"), headers=AUTH).json()["id"]
+        http.post(f"/v1/runs/{run_id}/claims").raise_for_status()
+        head = (f"POST /v1/runs/{run_id}/reports HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n").encode()
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(head + b'{"kind": "trajectory", "ticket": "' + b"x" * 25 + b'"')
+        refused = 'privrl_reports_refused_total{reason="malformed"} 1.0'
+        deadline = time.monotonic() + 20
+        while refused not in http.get("/metrics").text:
+            assert time.monotonic() < deadline, http.get("/metrics").text
+            time.sleep(0.1)
+        assert http.get(f"/v1/runs/{run_id}").json()["status"]["reported"] == 0
+    assert "Traceback" not in server.log(), server.log()

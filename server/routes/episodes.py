@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from asyncio import Future
-from typing import Any
 
 from fastapi import Query, Request, Response
 from privrl.protocol import Ack, Report, Ticket
 from privrl.server.errors import Refusal, error_responses
 from privrl.server.hosted import HostedRun
 from privrl.server.routes.common import (
-    direct,
     durable,
     fresh,
     in_flight,
     json_answer,
-    json_body_of,
     metrics_of,
     on_run,
     record,
@@ -26,41 +22,11 @@ from privrl.server.routes.common import (
     settings_of,
     v1_router,
 )
-from pydantic import TypeAdapter, ValidationError
 
 router = v1_router(["episodes"])
 
 RETRYABLE = ("busy", "full", "admission")  # refusals a claim may wait out (?wait=)
 WAIT_LIMIT = 600.0  # largest ?wait= of a claim (above: 422); PRIVRL_MAX_CLAIM_WAIT caps it further
-PLAIN_WAIT = re.compile(rb"wait=(\d{1,3}(\.\d*)?)")  # what clients send; the rest: FastAPI parses
-REPORT = TypeAdapter(Report)
-
-
-async def claim_args(request: Request) -> dict[str, Any] | None:
-    """A claim's arguments when its query is empty or a plain `wait=` in range (None: FastAPI
-    parses it, with its 422 for a bad one)."""
-    query = request.scope.get("query_string", b"")
-    wait = 0.0
-    if query:
-        plain = PLAIN_WAIT.fullmatch(query)
-        if plain is None or (wait := float(plain[1])) > WAIT_LIMIT:
-            return None
-    return {"run_id": request.path_params["run_id"], "request": request, "wait": wait}
-
-
-async def report_args(request: Request) -> dict[str, Any] | None:
-    """A report's arguments when its body is UTF-8 JSON that validates against the Report
-    schema; None for anything else, which FastAPI then parses and refuses with its own 400 /
-    422. pydantic's JSON parser reads what `json.loads` reads, into the same values (a test
-    holds the two to it), in one pass and without Python objects in between; a body nested too
-    deep is a ValidationError to it, where `json.loads` raised RecursionError (a 500)."""
-    if not json_body_of(request):
-        return None
-    try:
-        report = REPORT.validate_json(await request.body())
-    except ValidationError:
-        return None
-    return {"run_id": request.path_params["run_id"], "report": report, "request": request}
 
 
 @router.post(
@@ -80,7 +46,6 @@ async def report_args(request: Request) -> dict[str, Any] | None:
     ),
     summary="Claim the next episode: index, single-use ticket, current policy",
 )
-@direct(claim_args)
 async def claim(
     run_id: str,
     request: Request,
@@ -169,7 +134,6 @@ async def _claim(request: Request, hosted: HostedRun, wait: float
     ),
     summary="Report one episode's statistics with its ticket",
 )
-@direct(report_args)
 async def report(run_id: str, report: Report, request: Request) -> Response:
     """Validate and count one report; a retry with the same ticket and body gets the stored Ack.
 
