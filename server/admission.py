@@ -35,6 +35,8 @@ class RunLimits:
     plan_interval: float
     inline_entries: int = 16_384  # runs up to this size are served on the event loop
     window: float = 5.0  # seconds of reports the throughput is measured over
+    per_address: int = 256  # claims outstanding per client address (runs without credentials)
+    per_credential: int = 4  # claims outstanding per user credential (runs that require them)
 
 
 class Throughput:

@@ -59,6 +59,19 @@ with `Retry-After`. Beyond PRIVRL_MAX_IN_FLIGHT claims (twice as
 many reports) in flight at once the server answers 503 (`code` "overloaded") with `Retry-After`.
 After the K-th report, claims and reports get 410 (`code` "finished").
 
+**One client cannot hoard a run.** Outstanding claims are also counted per source: the user
+credential a claim presents when the run requires credentials (created with
+`?credentials=true`; the admin issues them, `POST /v1/runs/{id}/credentials`), else the client's
+address. A source holding as many as it may (PRIVRL_MAX_CLAIMS_PER_CREDENTIAL /
+PRIVRL_MAX_CLAIMS_PER_ADDRESS, halved for every claim it let lapse, one more for every timely
+report) is answered 429 (`code` "source") with `Retry-After`; its lapses narrow its own limit,
+not the run's window.
+
+**Reads never wait for the run.** The public views (run, billboard, policy, ledger, policy log,
+regret) answer from a snapshot of the run published after each commit, without the run's lock.
+The policy log is paged: `GET /v1/runs/{id}/policies?after=VERSION&limit=N` (`next_after` is the
+next page's cursor).
+
 **Errors** always have the body `{"detail": "...", "code": "..."}`; `detail` says what is wrong.
 """
 

@@ -1,9 +1,11 @@
-"""What every route needs: the registry, the metrics, a locked call into one hosted run, and the
-grouped commit of what it changed (`record`, then `durable` after the lock is released)."""
+"""What every route needs: the registry, the metrics, a locked call into one hosted run, the
+grouped commit of what it changed (`record`, then `durable` after the lock is released) and the
+run's published snapshot that public reads answer from without the lock (`snapshot_of`)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from asyncio import Future
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,6 +20,7 @@ from privrl.server.hosted import HostedRun
 from privrl.server.metrics import Metrics
 from privrl.server.registry import Registry
 from privrl.server.settings import Settings
+from privrl.server.snapshot import Snapshot
 from privrl.server.store import Statement
 from privrl.server.writer import Writer
 from pydantic import BaseModel
@@ -102,11 +105,33 @@ async def fresh(hosted: HostedRun) -> None:
                       " retry") from exc
 
 
-def record(request: Request, hosted: HostedRun, rows: list[Statement]) -> Future[None] | None:
-    """Under the run's lock: queue the rows of its change; the future of its newest write."""
+def changed(hosted: HostedRun, change: Callable[..., tuple[T, list[Statement]]], *args: object
+            ) -> tuple[T, list[Statement], Snapshot | None]:
+    """Under the run's lock: make a change (a claim, a report) and capture the public snapshot
+    after it (None when nothing changed: no rows)."""
+    result, rows = change(*args)
+    return result, rows, hosted.capture(time.time()) if rows else None
+
+
+def record(request: Request, hosted: HostedRun, rows: list[Statement],
+           snapshot: Snapshot | None = None) -> Future[None] | None:
+    """Under the run's lock: queue the rows of its change; the future of its newest write.
+    `snapshot` (the run after the change) is published once they are committed."""
     if rows:
-        hosted.durable = writer_of(request).submit(rows, hosted.mark_stale)
+        future = writer_of(request).submit(rows, hosted.mark_stale)
+        hosted.durable = future
+        if snapshot is not None:
+            def publish(done: Future[None]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    hosted.publish(snapshot)
+
+            future.add_done_callback(publish)
     return hosted.durable
+
+
+def snapshot_of(request: Request, run_id: str) -> Snapshot:
+    """The published public state of a run (no lock: a reader never waits for the run)."""
+    return registry_of(request).get(run_id).readable(time.time())
 
 
 async def durable(future: Future[None] | None) -> None:
@@ -118,17 +143,6 @@ async def durable(future: Future[None] | None) -> None:
     except Exception as exc:
         raise Refusal(503, "store", "the server could not record this change; nothing was"
                       " counted, retry") from exc
-
-
-async def locked(hosted: HostedRun, fn: Callable[..., T], *args: object) -> T:
-    """Call `fn(*args)` in a worker thread while holding the run's lock (one writer per run);
-    answer only once every change it may show is committed."""
-    async with hosted.lock:
-        await fresh(hosted)
-        result = await in_thread(fn, *args)
-        barrier = hosted.durable
-    await durable(barrier)
-    return result
 
 
 def _documented_query(app: Any, path: str, method: str) -> frozenset[str]:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import time
 from asyncio import Future
+from typing import Annotated
 
-from fastapi import Query, Request, Response
+from fastapi import Depends, Query, Request, Response
 from privrl.protocol import Ack, Report, Ticket
+from privrl.server.auth import claim_source
 from privrl.server.errors import Refusal, error_responses
 from privrl.server.hosted import HostedRun
 from privrl.server.routes.common import (
+    changed,
     durable,
     fresh,
     in_flight,
@@ -33,6 +36,8 @@ WAIT_LIMIT = 600.0  # largest ?wait= of a claim (above: 422); PRIVRL_MAX_CLAIM_W
     "/{run_id}/claims",
     response_model=Ticket,
     responses=error_responses(
+        401,
+        403,
         404,
         409,
         410,
@@ -40,6 +45,14 @@ WAIT_LIMIT = 600.0  # largest ?wait= of a claim (above: 422); PRIVRL_MAX_CLAIM_W
         429,
         503,
         described={
+            401: "The run requires a user credential and none was sent (`code`"
+            " \"no_credential\")",
+            403: "The credential is forged or was issued for another run (`code`"
+            " \"bad_credential\")",
+            429: "Too many claims outstanding: the run's admission window (`code`"
+            " \"admission\") or this client's own limit (`code` \"source\": per credential, or"
+            " per address in a run without credentials; halved for each claim it let lapse)."
+            " With `Retry-After`.",
             422: "Invalid query (`code` \"schema\"): `wait` is not a number in [0, 600], or a"
             " query parameter this route does not take"
         },
@@ -49,6 +62,7 @@ WAIT_LIMIT = 600.0  # largest ?wait= of a claim (above: 422); PRIVRL_MAX_CLAIM_W
 async def claim(
     run_id: str,
     request: Request,
+    source: Annotated[str, Depends(claim_source)],
     wait: float = Query(
         0.0,
         ge=0,
@@ -67,13 +81,18 @@ async def claim(
     finished.
     """
     hosted = registry_of(request).get(run_id)
+    try:  # a client at its own limit is refused before it waits for the run's lock
+        hosted.sources.check(source, time.time())
+    except Refusal as exc:
+        metrics_of(request).claims_refused.labels(exc.reason).inc()
+        raise
     with in_flight(request, report=False):
-        ticket, barrier = await _claim(request, hosted, wait)
+        ticket, barrier = await _claim(request, hosted, wait, source)
         await durable(barrier)
     return json_answer(ticket)
 
 
-async def _claim(request: Request, hosted: HostedRun, wait: float
+async def _claim(request: Request, hosted: HostedRun, wait: float, source: str
                  ) -> tuple[Ticket, Future[None] | None]:
     """Admit a claim (waiting for a slot up to `wait` s, bounded per run) and hand it out.
 
@@ -87,8 +106,9 @@ async def _claim(request: Request, hosted: HostedRun, wait: float
             await fresh(hosted)
             now = time.time()
             try:
-                hosted.admit(now)
-                ticket, rows = await on_run(hosted, hosted.claim, now)
+                hosted.admit(now, source)
+                ticket, rows, snapshot = await on_run(hosted, changed, hosted, hosted.claim, now,
+                                                      source)
                 break
             except Refusal as exc:
                 remaining = deadline - time.monotonic()
@@ -107,7 +127,7 @@ async def _claim(request: Request, hosted: HostedRun, wait: float
                     admission.waiting -= 1
         if admission.waiting and not hosted.sequential:
             hosted.slot_freed.notify(1)
-        barrier = record(request, hosted, rows)
+        barrier = record(request, hosted, rows, snapshot)
         metrics.of_run(hosted.id).claims.inc()
     return ticket, barrier
 
@@ -146,8 +166,9 @@ async def report(run_id: str, report: Report, request: Request) -> Response:
     with in_flight(request, report=True):
         async with hosted.slot_freed:
             await fresh(hosted)
-            ack, rows = await on_run(hosted, hosted.report, report, arrived)
-            barrier = record(request, hosted, rows)
+            ack, rows, snapshot = await on_run(hosted, changed, hosted, hosted.report, report,
+                                               arrived)
+            barrier = record(request, hosted, rows, snapshot)
             counters = metrics.of_run(hosted.id)
             if ack.duplicate:
                 counters.reports_duplicate.inc()

@@ -16,7 +16,7 @@ from fastapi import Query, Request
 from privrl.evaluation import regret_from_log
 from privrl.protocol import PolicyLog, RegretView
 from privrl.server.errors import Refusal, error_responses
-from privrl.server.routes.common import in_thread, locked, registry_of, v1_router
+from privrl.server.routes.common import in_thread, registry_of, v1_router
 from privrl.worlds import optimal_return, uniform_random_return
 from privrl.worlds.registry import list_worlds, make
 from privrl.worlds.tabular import TabularMDP, WorldError
@@ -116,7 +116,7 @@ async def regret(
     if world not in public_worlds():
         raise Refusal(422, "schema", f"world {world!r} is not a public named world: use one of"
                       f" {', '.join(public_worlds())}")
-    log = await locked(hosted, hosted.policy_log, time.time())
+    log = await in_thread(hosted.readable(time.time()).policy_log)  # the snapshot's: no lock
     cfg = hosted.config
     return await in_thread(run_regret, hosted.id, hosted.row.created_at, world, cfg.horizon,
                            cfg.n_states, cfg.n_actions, log)
