@@ -16,7 +16,7 @@ import anyio.to_thread
 from fastapi import FastAPI
 from privrl import algorithms
 from privrl.protocol import API_VERSION
-from privrl.server.admission import InFlight
+from privrl.server.admission import InFlight, ReadSlots
 from privrl.server.errors import install_error_handlers
 from privrl.server.heap import GcPauses, settle
 from privrl.server.limits import BodySizeLimit
@@ -69,8 +69,9 @@ not the run's window.
 
 **Reads never wait for the run.** The public views (run, billboard, policy, ledger, policy log,
 regret) answer from a snapshot of the run published after each commit, without the run's lock.
-The policy log is paged: `GET /v1/runs/{id}/policies?after=VERSION&limit=N` (`next_after` is the
-next page's cursor).
+A client address has at most PRIVRL_MAX_READS_PER_ADDRESS public reads answered at once and
+PRIVRL_MAX_READS_PER_SECOND a second on average; the others wait their turn. The policy log is
+paged: `GET /v1/runs/{id}/policies?after=VERSION&limit=N` (`next_after` is the next page's cursor).
 
 **Errors** always have the body `{"detail": "...", "code": "..."}`; `detail` says what is wrong.
 """
@@ -136,6 +137,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.in_flight = InFlight(settings.max_in_flight)
+    app.state.read_slots = ReadSlots(settings.max_reads_per_address,
+                                     settings.max_reads_per_second)
     for module in (runs, episodes, public, evaluation):  # the v1 API: unknown query refused
         app.include_router(module.router)
     app.include_router(ops.router)  # probes and scrapers: lenient

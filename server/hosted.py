@@ -63,6 +63,7 @@ from privrl.server.snapshot import (
     EXPIRED,
     NEVER,
     REPORTED,
+    Answer,
     BoardArrays,
     LogView,
     Snapshot,
@@ -169,7 +170,8 @@ class HostedRun:
         self.version_index: dict[int, int] = {}  # version -> its index in `entries`
         self.served = np.zeros((8, 3), dtype=np.int64)  # per entry: claimed, reported, expired
         self._board: BoardArrays | None = None  # the newest release's copy, once captured
-        self._ledger: tuple[int, LedgerView] | None = None  # (charges, view), once captured
+        self._ledger: tuple[int, Answer] | None = None  # (charges, view), once captured
+        self._policy: Answer | None = None  # the newest version's payload, once captured
         self.run.privatizer.journal_noise()
 
     @property
@@ -599,6 +601,7 @@ class HostedRun:
         if self._board is None or self._board.reported != reported:
             release = self.run.billboard()
             self._board = BoardArrays(
+                run_id=self.id,
                 reported=reported,
                 arrays={name: np.array(arr, copy=True) for name, arr in release.items()},
                 radius=float(self.run.radius()),
@@ -606,14 +609,21 @@ class HostedRun:
             )
         return self._board
 
-    def _ledger_view(self) -> LedgerView:
+    def _ledger_view(self) -> Answer:
         """Privacy spent so far, from the charges the privatizer actually made (the view is
         built again only after a new charge)."""
         charges = len(self.run.ledger.entries)
         if self._ledger is None or self._ledger[0] != charges:
             view = LedgerView.of(self.id, self.run.ledger, self.config.accounting_delta)
-            self._ledger = (charges, view)
+            self._ledger = (charges, Answer(view))
         return self._ledger[1]
+
+    def _policy_answer(self) -> Answer:
+        """The newest policy, as a snapshot shares it."""
+        payload = self.policy_payload()
+        if self._policy is None or self._policy.message is not payload:
+            self._policy = Answer(payload)
+        return self._policy
 
     def epsilon_spent(self) -> float:
         """Total epsilon spent (for the metrics gauge)."""
@@ -631,7 +641,7 @@ class HostedRun:
             seq=self.captures,
             info=self.info(now),
             lapses_at=NEVER if lapse is None else now + lapse,
-            policy=self.policy_payload(),
+            policy=self._policy_answer(),
             board=self._board_arrays(),
             ledger=self._ledger_view(),
             log=LogView(self.entries, n, log_counts(n, self.served)),

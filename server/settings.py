@@ -89,6 +89,19 @@ class Settings(BaseSettings):
         description="most claims outstanding at once per user credential, in a run that requires"
         " them (halved for each of its claims that lapses unreported)",
     )
+    max_reads_per_address: int = Field(
+        2,
+        ge=1,
+        description="public reads (run, billboard, policy, ledger, policies, regret) answered at"
+        " once per client address; more wait their turn, so a client looping over them gets a"
+        " bounded share of the server",
+    )
+    max_reads_per_second: float = Field(
+        20.0,
+        gt=0,
+        description="public reads per second per client address on average (bursts of twice"
+        " as many); more wait their turn",
+    )
     max_waiting: int = Field(
         2048,
         ge=0,

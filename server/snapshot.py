@@ -10,26 +10,28 @@ a claim hoarder or a slow plan never makes a reader wait, and no reader makes th
 A capture is cheap: the billboard arrays are copied only when a report changed them, the ledger
 view is rebuilt only when a charge was added, and the policy log is an append-only list of
 versions (the snapshot keeps its length) with a copy of the per-version episode counts
-(O(versions), never O(claims)). JSON answers are built once per snapshot, on first read.
+(O(versions), never O(claims)). JSON answers are built on first read, once per billboard, ledger
+and policy version, and a /policies page is joined from each version's JSON built once.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 from privrl.protocol import (
     ArrayPayload,
     Billboard,
-    LedgerView,
     PolicyLog,
-    PolicyPayload,
     RunInfo,
     VersionServed,
 )
+from pydantic import BaseModel, TypeAdapter
 
+ARRAYS = TypeAdapter(dict[str, ArrayPayload])
 LOG_PAGE = 100  # policy versions per /policies page unless ?limit= says otherwise
 LOG_PAGE_MAX = 1000  # most versions one /policies page holds
 
@@ -46,15 +48,50 @@ class VersionEntry:
     actions: list[list[int]]
     arrays: dict[str, ArrayPayload]
 
+    @cached_property
+    def actions_json(self) -> str:
+        """Its actions as JSON (built once)."""
+        return json.dumps(self.actions, separators=(",", ":"))
+
+    @cached_property
+    def arrays_json(self) -> str:
+        """Its other arrays as JSON (built once)."""
+        return ARRAYS.dump_json(self.arrays).decode()
+
 
 @dataclass(frozen=True)
 class BoardArrays:
     """The released arrays of one report count (copies, never written again)."""
 
+    run_id: str
     reported: int
     arrays: dict[str, np.ndarray]
     radius: float
     noise_std: float
+
+    @cached_property
+    def json(self) -> bytes:
+        """The Billboard answer (built once, shared by every snapshot of this report count)."""
+        return Billboard(
+            run_id=self.run_id,
+            reported=self.reported,
+            radius=self.radius,
+            shapes={name: list(arr.shape[1:]) for name, arr in self.arrays.items()},
+            arrays={name: arr[0].ravel().tolist() for name, arr in self.arrays.items()},
+            noise_std=self.noise_std,
+        ).model_dump_json().encode()
+
+
+@dataclass(frozen=True, eq=False)
+class Answer:
+    """A message that is shared by several snapshots, with its JSON built once."""
+
+    message: BaseModel
+
+    @cached_property
+    def json(self) -> bytes:
+        """The message as JSON."""
+        return self.message.model_dump_json().encode()
 
 
 @dataclass(frozen=True)
@@ -66,23 +103,47 @@ class LogView:
     n: int
     served: np.ndarray  # (n, 3) int64, a copy
 
-    def page(self, run_id: str, after: int, limit: int) -> PolicyLog:
-        """Versions newer than `after`, at most `limit` of them, with the cursor of the next."""
+    def _span(self, after: int, limit: int) -> tuple[int, int, int | None]:
+        """(first index, end index, cursor of the next page) of a page."""
         lo = _first_after(self.entries, self.n, after)
         hi = min(self.n, lo + limit)
+        return lo, hi, self.entries[hi - 1].version if hi < self.n else None
+
+    def page(self, run_id: str, after: int, limit: int) -> PolicyLog:
+        """Versions newer than `after`, at most `limit` of them, with the cursor of the next
+        (built from the server's own values: not validated again)."""
+        lo, hi, cursor = self._span(after, limit)
         chosen = self.entries[lo:hi]
-        served = {}
-        for i, e in zip(range(lo, hi), chosen, strict=True):
-            claimed, reported, expired = (int(x) for x in self.served[i])
-            served[e.version] = VersionServed(first_episode=e.first_episode, claimed=claimed,
-                                              reported=reported, expired=expired)
-        return PolicyLog(
+        served = {
+            e.version: VersionServed.model_construct(
+                first_episode=e.first_episode, claimed=claimed, reported=reported,
+                expired=expired)
+            for e, (claimed, reported, expired) in zip(chosen, self.served[lo:hi].tolist(),
+                                                       strict=True)
+        }
+        return PolicyLog.model_construct(
             run_id=run_id,
             versions={e.version: e.actions for e in chosen},
             arrays={e.version: e.arrays for e in chosen if e.arrays},
             served=served,
-            next_after=chosen[-1].version if hi < self.n else None,
+            next_after=cursor,
         )
+
+    def page_json(self, run_id: str, after: int, limit: int) -> bytes:
+        """`page(...)` as JSON, assembled from each version's JSON (built once per version):
+        O(limit) string joins per request."""
+        lo, hi, cursor = self._span(after, limit)
+        chosen = self.entries[lo:hi]
+        versions = ",".join(f'"{e.version}":{e.actions_json}' for e in chosen)
+        arrays = ",".join(f'"{e.version}":{e.arrays_json}' for e in chosen if e.arrays)
+        served = ",".join(
+            f'"{e.version}":{{"first_episode":{e.first_episode},"claimed":{c},"reported":{r},'
+            f'"expired":{x}}}'
+            for e, (c, r, x) in zip(chosen, self.served[lo:hi].tolist(), strict=True))
+        head = json.dumps({"run_id": run_id})[:-1]
+        tail = "null" if cursor is None else str(cursor)
+        return (f'{head},"versions":{{{versions}}},"arrays":{{{arrays}}},"served":{{{served}}},'
+                f'"next_after":{tail}}}').encode()
 
 
 def _first_after(entries: list[VersionEntry], n: int, after: int) -> int:
@@ -99,39 +160,31 @@ def _first_after(entries: list[VersionEntry], n: int, after: int) -> int:
 
 @dataclass(frozen=True, eq=False)
 class Snapshot:
-    """A run's public state at one commit; its answers are built on first read."""
+    """A run's public state at one commit; each answer's JSON is built once, on first read
+    (the billboard, policy and ledger once for every snapshot that shares them)."""
 
     seq: int  # increases with every capture of the run
     info: RunInfo
     lapses_at: float  # when its earliest outstanding claim lapses (inf: none outstanding)
-    policy: PolicyPayload
+    policy: Answer  # PolicyPayload
     board: BoardArrays
-    ledger: LedgerView
+    ledger: Answer  # LedgerView
     log: LogView
-    answers: dict[str, bytes] = field(default_factory=dict)
 
     @cached_property
-    def billboard(self) -> Billboard:
-        """The Billboard message of the captured release."""
-        board = self.board
-        return Billboard(
-            run_id=self.info.id,
-            reported=board.reported,
-            radius=board.radius,
-            shapes={name: list(arr.shape[1:]) for name, arr in board.arrays.items()},
-            arrays={name: arr[0].ravel().tolist() for name, arr in board.arrays.items()},
-            noise_std=board.noise_std,
-        )
+    def info_json(self) -> bytes:
+        """The RunInfo answer."""
+        return self.info.model_dump_json().encode()
 
     def json(self, what: str) -> bytes:
-        """The JSON answer of 'info', 'billboard', 'policy' or 'ledger', serialized once."""
-        cached = self.answers.get(what)
-        if cached is None:
-            message = {"info": self.info, "policy": self.policy, "ledger": self.ledger}.get(what)
-            if message is None:
-                message = self.billboard
-            cached = self.answers[what] = message.model_dump_json().encode()
-        return cached
+        """The JSON answer of 'info', 'billboard', 'policy' or 'ledger'."""
+        if what == "billboard":
+            return self.board.json
+        if what == "policy":
+            return self.policy.json
+        if what == "ledger":
+            return self.ledger.json
+        return self.info_json
 
     def stale(self, now: float) -> bool:
         """Whether an outstanding claim of it has lapsed since (its status overstates them)."""

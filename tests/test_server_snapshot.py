@@ -127,3 +127,65 @@ def test_the_log_counts_lapsed_claims_and_survives_a_restart(apps: Apps) -> None
     before = state(client, run_id)
     client = apps.reopen(client, claim_timeout=0.2)
     assert state(client, run_id) == before
+
+
+def test_a_page_as_json_is_the_page() -> None:
+    """The JSON a /policies page is assembled from (per-version JSON built once) is exactly
+    the PolicyLog page, arrays included."""
+    import numpy as np
+    from privrl.protocol import ArrayPayload
+    from privrl.server.snapshot import LogView, VersionEntry
+
+    entries = [VersionEntry(v, 3 * v, [[v, 0], [1, v % 2]],
+                            {"values": ArrayPayload.of(np.array([0.5 * v, -1.25]))} if v % 2
+                            else {})
+               for v in range(1, 8)]
+    served = np.array([[3, 2, 1]] * 7, dtype=np.int64)
+    log = LogView(entries, 6, served)  # the 7th version is newer than this snapshot
+    for after, limit in ((0, 100), (0, 2), (2, 3), (5, 1), (6, 4), (99, 1)):
+        page = log.page("r", after, limit)
+        assert PolicyLog.model_validate_json(log.page_json("r", after, limit)) == \
+            PolicyLog.model_validate(page.model_dump(mode="json"))
+    assert log.page("r", 0, 4).next_after == 4 and log.page("r", 4, 4).next_after is None
+    assert 7 not in log.page("r", 0, 100).versions
+
+
+def test_public_reads_are_bounded_per_address() -> None:
+    """At most `limit` reads of one address are answered at once; the next waits its turn,
+    another address does not, and an address with nothing in progress is forgotten."""
+    import asyncio
+
+    from privrl.server.admission import ReadSlots
+
+    async def scenario() -> list[str]:
+        slots, order = ReadSlots(2, 1000.0), []
+        release = asyncio.Event()
+
+        async def read(key: str, name: str) -> None:
+            async with slots.held(key):
+                order.append(name)
+                await release.wait()
+
+        tasks = [asyncio.create_task(read("a", f"a{i}")) for i in range(3)]
+        tasks.append(asyncio.create_task(read("b", "b0")))
+        await asyncio.sleep(0.01)
+        assert sorted(order) == ["a0", "a1", "b0"]  # a2 waits for a slot of its own address
+        release.set()
+        await asyncio.gather(*tasks)
+        assert slots.slots == {}
+        return order
+
+    assert asyncio.run(scenario())[-1] == "a2"
+
+
+def test_public_reads_are_paced_per_address() -> None:
+    """Beyond its burst, an address's reads are spaced 1 / rate apart; another address keeps
+    its own burst, and time refills it."""
+    from privrl.server.admission import ReadSlots
+
+    slots = ReadSlots(2, 50.0)  # bursts of 100
+    assert [slots._delay("a", 0.0) for _ in range(100)] == [0.0] * 100
+    waits = [slots._delay("a", 0.0) for _ in range(3)]
+    assert waits == pytest.approx([0.02, 0.04, 0.06])
+    assert slots._delay("b", 0.0) == 0.0
+    assert slots._delay("a", 10.0) == 0.0  # refilled

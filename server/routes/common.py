@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from asyncio import Future
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from typing import Any, TypeVar
@@ -172,6 +172,19 @@ async def refuse_unknown_query(request: Request) -> None:
 
 
 _KNOWN_QUERY: dict[tuple[str, str], frozenset[str]] = {}
+
+
+async def read_slot(request: Request) -> AsyncIterator[None]:
+    """Hold one of the client address's public-read slots while the read is answered."""
+    address = request.client.host if request.client is not None else "unknown"
+    async with request.app.state.read_slots.held(address):
+        yield
+
+
+def public_router() -> APIRouter:
+    """A router of the v1 public views: unknown query refused, reads bounded per address."""
+    return APIRouter(prefix="/v1/runs", tags=["public"], dependencies=[
+        Depends(refuse_unknown_query), Depends(read_slot)])
 
 
 def v1_router(tags: list[str | Enum]) -> APIRouter:

@@ -16,12 +16,12 @@ from fastapi import Query, Request
 from privrl.evaluation import regret_from_log
 from privrl.protocol import PolicyLog, RegretView
 from privrl.server.errors import Refusal, error_responses
-from privrl.server.routes.common import in_thread, registry_of, v1_router
+from privrl.server.routes.common import in_thread, public_router, registry_of
 from privrl.worlds import optimal_return, uniform_random_return
 from privrl.worlds.registry import list_worlds, make
 from privrl.worlds.tabular import TabularMDP, WorldError
 
-router = v1_router(["public"])
+router = public_router()
 CACHED_RUNS = 64  # (run, world) pairs whose per-version regrets are kept between calls
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from fastapi import Query, Request, Response
 from privrl.protocol import Billboard, LedgerView, PolicyLog, PolicyPayload
 from privrl.server.errors import UNKNOWN_QUERY, error_responses
-from privrl.server.routes.common import json_answer, snapshot_of, v1_router
+from privrl.server.routes.common import public_router, snapshot_of
 from privrl.server.snapshot import LOG_PAGE, LOG_PAGE_MAX
 
-router = v1_router(["public"])
+router = public_router()
 
 
 def json_bytes(body: bytes) -> Response:
@@ -71,5 +71,4 @@ async def policies(
     """Policy versions after `after` (at most `limit`): each one's actions and the episodes it
     was served to (first episode index, claimed, reported, expired); `next_after` is the cursor
     of the next page (null on the last)."""
-    snapshot = snapshot_of(request, run_id)
-    return json_answer(snapshot.log.page(run_id, after, limit))
+    return json_bytes(snapshot_of(request, run_id).log.page_json(run_id, after, limit))

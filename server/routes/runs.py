@@ -15,6 +15,7 @@ from privrl.server.routes.common import (
     ensure_alive,
     in_thread,
     metrics_of,
+    read_slot,
     registry_of,
     settings_of,
     snapshot_of,
@@ -106,6 +107,7 @@ async def issue_credentials(
 @router.get(
     "",
     response_model=RunList,
+    dependencies=[Depends(read_slot)],
     responses=error_responses(422, 503, described={422: UNKNOWN_QUERY}),
     summary="List runs",
 )
@@ -118,6 +120,7 @@ async def list_runs(request: Request) -> RunList:
 @router.get(
     "/{run_id}",
     response_model=RunInfo,
+    dependencies=[Depends(read_slot)],
     responses=error_responses(404, 422, 503, described={422: UNKNOWN_QUERY}),
     summary="Show one run",
 )

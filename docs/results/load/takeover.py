@@ -5,9 +5,10 @@ For each attack: one `python -m privrl.server` on a free loopback port, one run 
 world (RiverSwim, H = 20, DP-UCBVI, Gaussian, eps = 10, pooled; K large enough never to finish)
 and `privrl users --concurrency 16` (the honest users, from 127.0.0.1) in another process. After
 a warm-up, the honest rate is measured `--phase` seconds alone, then `--phase` seconds beside the
-attack (in a third process), then `--recovery` seconds after it stopped. The rate is the run's
-counted reports over the window (the attacker never reports anything), read from the public
-status before and after.
+attack (in a third process), then `--recovery` seconds after it stopped (on a shared machine
+the rate drifts: the ratio to the mean of the windows before and after is printed too). The
+rate is the run's counted reports over the window (the attacker never reports anything), read
+from the public status before and after.
 
 Attacks:
 - `hoard`: a client holding claims it never reports: `--hoarders` (200) connections from
@@ -146,6 +147,8 @@ def attack(args: argparse.Namespace, which: str) -> dict:
             "attack": which, "credentials": args.credentials, "honest_users": args.honest,
             "alone_eps": round(alone, 1), "beside_eps": round(beside, 1),
             "after_eps": round(after, 1), "ratio": round(beside / alone, 3) if alone else None,
+            "ratio_to_mean_of_alone_and_after": round(2 * beside / (alone + after), 3)
+            if alone + after else None,
             "attacker": got,
             "claims_refused": metric_sum(metrics, "privrl_claims_refused_total"),
             "load_average": os.getloadavg(),
@@ -176,7 +179,7 @@ def main() -> None:
     p.add_argument("--readers", type=int, default=8, help="loops of public GETs")
     p.add_argument("--warmup", type=float, default=8.0, help="seconds before measuring")
     p.add_argument("--phase", type=float, default=25.0, help="seconds alone, then beside")
-    p.add_argument("--recovery", type=float, default=10.0, help="seconds after the attack")
+    p.add_argument("--recovery", type=float, default=25.0, help="seconds after the attack")
     args = p.parse_args()
     print(json.dumps({"runs": [attack(args, which) for which in args.attack]}))
 
