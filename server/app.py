@@ -63,7 +63,7 @@ After the K-th report, claims and reports get 410 (`code` "finished").
 credential a claim presents when the run requires credentials (created with
 `?credentials=true`; the admin issues them, `POST /v1/runs/{id}/credentials`), else the client's
 address. A source holding as many as it may (PRIVRL_MAX_CLAIMS_PER_CREDENTIAL /
-PRIVRL_MAX_CLAIMS_PER_ADDRESS, halved for every claim it let lapse, one more for every timely
+PRIVRL_MAX_CLAIMS_PER_ADDRESS, one less for every claim it let lapse, one more for every timely
 report) is answered 429 (`code` "source") with `Retry-After`; its lapses narrow its own limit,
 not the run's window.
 

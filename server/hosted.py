@@ -21,6 +21,12 @@ counted before it lapses) and kept in issue order, which is expiry order, so swe
 ones and counting outstanding ones is O(1) amortized. A report is judged late by the time it
 arrived at the server, not by the time its turn came.
 
+Claims are also accounted per source (`privrl.server.sources`: the credential or address that
+claimed them; a lapse lowers its source's cap, not the run's window), and the public views are
+captured into an immutable `privrl.server.snapshot.Snapshot` that readers use without the lock:
+the policy log is kept as an append-only list of versions, each with the contiguous range of
+episodes it was served to and its reported / lapsed counts.
+
 With the unseeded 'opendp' noise backend the JDP tree noise cannot be re-derived: every node
 value drawn while ingesting a report is stored in that report's transaction, and a replay takes
 node values only from the store (a missing one is a RebuildError, never a fresh draw).
@@ -362,7 +368,7 @@ class HostedRun:
             self._lapsed(first, now)
 
     def _lapsed(self, claim: OpenClaim, now: float) -> None:
-        """A claim lapsed unreported: it counts against its source (its cap halves), or, when
+        """A claim lapsed unreported: it counts against its source (its cap loses one), or, when
         its source is unknown (restored after a restart), against the run's window."""
         self._count(claim.policy_version, EXPIRED)
         if claim.source is not None:

@@ -81,13 +81,15 @@ class Settings(BaseSettings):
         256,
         ge=1,
         description="most claims outstanding at once from one client address, in a run without"
-        " credentials (halved for each of its claims that lapses unreported)",
+        " credentials (one less for each of its claims that lapses unreported, one more for"
+        " each timely report)",
     )
     max_claims_per_credential: int = Field(
         4,
         ge=1,
         description="most claims outstanding at once per user credential, in a run that requires"
-        " them (halved for each of its claims that lapses unreported)",
+        " them (one less for each of its claims that lapses unreported, one more for each"
+        " timely report)",
     )
     max_reads_per_address: int = Field(
         2,

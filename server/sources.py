@@ -3,8 +3,10 @@
 A source is who asked for a claim: the user credential it presented when the run requires
 credentials, else the client's network address. Each source has a cap on its outstanding claims,
 kept as the run's own window is (`privrl.server.admission`): it starts at the server's limit for
-that kind of source, halves for every claim of the source that lapses unreported (at least 1),
-and widens by one for every report of the source that arrives in time. A source at its cap is
+that kind of source, loses one for every claim of the source that lapses unreported (at least 1
+remains), and regains one for every report of the source that arrives in time: many honest users
+behind one address who sometimes walk away keep their room, a client that never reports is
+left with one claim at a time. A source at its cap is
 refused with 429 (`code` "source") and a `Retry-After` of the time until its oldest outstanding
 claim lapses: a client that hoards claims it never reports is left with one at a time, and its
 lapses narrow its own cap, not the run's window that everyone else shares. O(1) per claim,
@@ -83,11 +85,11 @@ class Sources:
         self._forget_if_idle(key, source)
 
     def lapsed(self, key: str, ticket: str) -> None:
-        """A claim of `key` lapsed unreported: halve its cap."""
+        """A claim of `key` lapsed unreported: one less in its cap (at least 1)."""
         source = self.by_key.get(key)
         if source is None or source.open.pop(ticket, None) is None:
             return
-        source.cap = max(1.0, source.cap / 2)
+        source.cap = max(1.0, source.cap - 1.0)
 
     def _forget_if_idle(self, key: str, source: Source) -> None:
         """Drop a source with nothing outstanding and a full cap (it is a fresh one again)."""

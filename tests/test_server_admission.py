@@ -65,7 +65,7 @@ def test_lapsed_claims_narrow_their_source_not_the_run(apps: Apps) -> None:
     time.sleep(0.25)
     assert client.get(f"/v1/runs/{run_id}").json()["status"]["outstanding"] == 0
     assert hosted.admission.limit(time.time()) == 8
-    assert hosted.sources.cap("address:testclient") == 2  # 16 halved three times
+    assert hosted.sources.cap("address:testclient") == 13  # one less per lapse
 
 
 def test_in_flight_bound_gives_reports_twice_the_room() -> None:

@@ -51,13 +51,15 @@ WAIT_LIMIT = 600.0  # largest ?wait= of a claim (above: 422); PRIVRL_MAX_CLAIM_W
             " \"bad_credential\")",
             429: "Too many claims outstanding: the run's admission window (`code`"
             " \"admission\") or this client's own limit (`code` \"source\": per credential, or"
-            " per address in a run without credentials; halved for each claim it let lapse)."
+            " per address in a run without credentials; one less for each claim it let lapse)."
             " With `Retry-After`.",
             422: "Invalid query (`code` \"schema\"): `wait` is not a number in [0, 600], or a"
             " query parameter this route does not take"
         },
     ),
     summary="Claim the next episode: index, single-use ticket, current policy",
+    # a credential is needed only in runs created with ?credentials=true: optional security
+    openapi_extra={"security": [{}]},
 )
 async def claim(
     run_id: str,

@@ -177,7 +177,7 @@ def main() -> None:
     p.add_argument("--honest", type=int, default=16, help="honest users at a time")
     p.add_argument("--hoarders", type=int, default=200, help="the hoarder's connections")
     p.add_argument("--readers", type=int, default=8, help="loops of public GETs")
-    p.add_argument("--warmup", type=float, default=8.0, help="seconds before measuring")
+    p.add_argument("--warmup", type=float, default=20.0, help="seconds before measuring")
     p.add_argument("--phase", type=float, default=25.0, help="seconds alone, then beside")
     p.add_argument("--recovery", type=float, default=25.0, help="seconds after the attack")
     args = p.parse_args()
