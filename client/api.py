@@ -28,6 +28,7 @@ from privrl.protocol import (
     API_VERSION,
     CLIENT_KEEPALIVE_SECONDS,
     Billboard,
+    CredentialList,
     LedgerView,
     PolicyLog,
     Recovery,
@@ -183,15 +184,25 @@ class ServerAPI:
             msg = f"{what}: unexpected answer from the server: {exc.errors()[:1]}"
             raise ApiError(msg) from None
 
-    def create_run(self, config: RunConfig, seed: int | None = None) -> RunInfo:
+    def create_run(self, config: RunConfig, seed: int | None = None,
+                   credentials: bool = False) -> RunInfo:
         """POST /v1/runs (admin). `seed`: the server's secret seed (reproducible experiments
-        only; the server draws one from its CSPRNG without it, and never returns it)."""
+        only; the server draws one from its CSPRNG without it, and never returns it).
+        `credentials`: claims need a user credential the admin issues (`credentials`)."""
         what = "creating the run"
         body = config.model_dump(mode="json")
         if seed is not None:
             body["seed"] = seed
-        resp = self._call("POST", "/runs", what, admin=True, body=body)
+        path = "/runs?credentials=true" if credentials else "/runs"
+        resp = self._call("POST", path, what, admin=True, body=body)
         return self._model(RunInfo, resp, what)
+
+    def credentials(self, run_id: str, count: int) -> list[str]:
+        """POST /v1/runs/{id}/credentials (admin): `count` new user credentials of the run."""
+        what = f"issuing credentials of run {run_id!r}"
+        resp = self._call("POST", f"{run_path(run_id)}/credentials?count={int(count)}", what,
+                          admin=True)
+        return self._model(CredentialList, resp, what).credentials
 
     def list_runs(self) -> RunList:
         """GET /v1/runs."""
@@ -216,9 +227,17 @@ class ServerAPI:
         return None if resp.content.strip() == b"null" else self._model(RunInfo, resp, what)
 
     def policies(self, run_id: str) -> PolicyLog:
-        """GET /v1/runs/{id}/policies: the public policy log."""
+        """GET /v1/runs/{id}/policies, every page: the whole public policy log."""
         what = f"policy log of run {run_id!r}"
-        return self._model(PolicyLog, self._call("GET", f"{run_path(run_id)}/policies", what), what)
+        log: PolicyLog | None = None
+        after = 0
+        while True:
+            path = f"{run_path(run_id)}/policies?after={after}"
+            page = self._model(PolicyLog, self._call("GET", path, what), what)
+            log = page if log is None else log.merged(page)
+            if page.next_after is None:
+                return log
+            after = page.next_after
 
     def ledger(self, run_id: str) -> LedgerView:
         """GET /v1/runs/{id}/ledger."""

@@ -103,7 +103,7 @@ def cmd_runs_create(args: argparse.Namespace) -> int:
     seed = _seed(args.seed, SERVER_SEED_ENV)
     with _api(args, admin=True) as api:
         try:
-            info = api.create_run(config, seed=seed)
+            info = api.create_run(config, seed=seed, credentials=args.credentials)
         except ApiError as exc:
             raise CliError(str(exc)) from None
     if args.write_id:
@@ -115,6 +115,38 @@ def cmd_runs_create(args: argparse.Namespace) -> int:
           file=sys.stderr)
     print(info.id)
     return 0
+
+
+def cmd_runs_credentials(args: argparse.Namespace) -> int:
+    """privrl runs credentials: issue user credentials of a run (admin), one per line."""
+    with _api(args, admin=True) as api:
+        try:
+            tokens = api.credentials(args.run, args.count)
+        except ApiError as exc:
+            raise CliError(str(exc)) from None
+    text = "".join(t + "\n" for t in tokens)
+    if args.out:
+        with open(args.out, "a") as out:  # several runs' credentials may share one file
+            out.write(text)
+        print(f"{len(tokens)} credential(s) of run {args.run} appended to {args.out}",
+              file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def read_credentials(path: str | None, wait: float) -> list[str]:
+    """User credentials from a file, one per line (waiting up to `wait` s for it to appear)."""
+    if path is None:
+        return []
+    file = Path(path)
+    deadline = time.monotonic() + wait
+    while not file.exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if not file.exists():
+        raise CliError(f"--credentials {file} does not exist (`privrl runs credentials RUN"
+                       " --out FILE` writes it)")
+    return [line.strip() for line in file.read_text().splitlines() if line.strip()]
 
 
 def cmd_runs_list(args: argparse.Namespace) -> int:
@@ -334,6 +366,7 @@ def cmd_users(args: argparse.Namespace) -> int:
 
     server, run_ids = _server(args), _run_ids(args)
     mdps = _run_worlds(args, run_ids)
+    credentials = read_credentials(args.credentials, args.wait_for_file)
     backoff = Backoff(attempts=args.attempts, patience=args.patience)
     seed = _seed(args.seed, CLIENT_SEED_ENV)
     if len(run_ids) > 1:  # never the same user noise in two runs: one seed per run
@@ -348,7 +381,7 @@ def cmd_users(args: argparse.Namespace) -> int:
         if len(run_ids) > 1:
             raise CliError("--processes, --report, --plot and --duration play one run: pass"
                            " --run ID (or a --run-file with one id)")
-        return swarm_command(args, server, run_ids[0], seed, mdps[0], backoff)
+        return swarm_command(args, server, run_ids[0], seed, mdps[0], backoff, credentials)
 
     async def swarms() -> list[SwarmResult]:
         from privrl.client.load.meter import BoundedTransport
@@ -356,7 +389,7 @@ def cmd_users(args: argparse.Namespace) -> int:
         return list(await asyncio.gather(*(
             run_users(server, run_id, args.users, args.concurrency, run_seed, mdp,
                       backoff=backoff, progress=not args.quiet and len(run_ids) == 1,
-                      progress_every=args.progress_every,
+                      progress_every=args.progress_every, credentials=credentials,
                       transport=BoundedTransport(min(args.connections, args.concurrency)))
             for run_id, run_seed, mdp in zip(run_ids, seeds, mdps, strict=True))))
 
@@ -476,8 +509,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     try:
         if args.create:
             configs = demo_configs(args, mdp)
+            need = args.credentials is not None
             with _api(args, admin=True) as api:
-                ids = [api.create_run(c).id for c in configs]
+                ids = [api.create_run(c, credentials=need).id for c in configs]
+                tokens = [t for i in ids for t in api.credentials(i, args.credentials_count)
+                          ] if need else []
+            if need:  # before the run file: the users find both once they find it
+                keys = Path(args.credentials)
+                part = keys.with_name(keys.name + ".tmp")
+                part.write_text("".join(f"{t}\n" for t in tokens))
+                os.replace(part, keys)
             tmp = path.with_name(path.name + ".tmp")
             tmp.write_text("".join(f"{i}\n" for i in ids))
             os.replace(tmp, path)  # the users see the whole file or none of it
@@ -568,7 +609,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                    " no route ever returns it")
     p.add_argument("--write-id", default=None, metavar="FILE",
                    help="also write the id to FILE (default: only print it)")
+    p.add_argument("--credentials", action="store_true",
+                   help="claims need a user credential (issue them with `privrl runs"
+                   " credentials`), each with its own limit of outstanding claims; default: the"
+                   " limit applies per client address")
     p.set_defaults(handler=cmd_runs_create)
+    p = rsub.add_parser("credentials", help="issue user credentials of a run that requires them"
+                        " (admin); one per line")
+    _server_option(p)
+    p.add_argument("run", help="run id")
+    p.add_argument("--count", type=positive_int, default=1, help="how many to issue")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="append them to FILE (default: print them)")
+    p.set_defaults(handler=cmd_runs_credentials)
     p = rsub.add_parser("list", help="list runs")
     _server_option(p)
     p.set_defaults(handler=cmd_runs_list)
@@ -609,7 +662,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="file with run ids, one per line: every run is played side by side"
                        " (each with its own users' seed)")
     p.add_argument("--wait-for-file", type=float, default=0.0,
-                   help="seconds to wait for --run-file to appear")
+                   help="seconds to wait for --run-file (and --credentials) to appear")
+    p.add_argument("--credentials", default=None, metavar="FILE",
+                   help="user credentials, one per line (`privrl runs credentials --out FILE`):"
+                   " needed for runs that require them; each run uses its own (default: none)")
     p.add_argument("--progress-every", type=positive_float, default=None,
                    help="print a progress line every this many seconds (for logs; default:"
                    " none, the progress bar unless --quiet)")
@@ -652,6 +708,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     _server_option(p)
     p.add_argument("--run-file", required=True,
                    help="the runs' ids, one per line (written there with --create)")
+    p.add_argument("--credentials", default=None, metavar="FILE",
+                   help="with --create: the runs require user credentials; issue"
+                   " --credentials-count of each and write them to FILE (for `privrl users"
+                   " --credentials FILE`; default: none, the runs are open)")
+    p.add_argument("--credentials-count", type=positive_int, default=64,
+                   help="credentials issued per run (--credentials)")
     p.add_argument("--create", action="store_true",
                    help="create the runs first (needs PRIVRL_ADMIN_TOKEN)")
     p.add_argument("--episodes", type=positive_int, default=3000, help="K per run (--create)")

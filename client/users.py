@@ -42,6 +42,7 @@ from privrl.protocol import (
     RunInfo,
     Ticket,
     TrajectoryReport,
+    credential_run,
 )
 from privrl.run import user_episode
 from privrl.seeding import generator, secret_seed
@@ -248,10 +249,12 @@ class User:
     def __init__(
         self, http: httpx.AsyncClient, ctx: UserContext, client_seed: int,
         backoff: Backoff = Backoff(), jitter: np.random.Generator | None = None,  # noqa: B008
-        keep_trajectory: bool = False,
+        keep_trajectory: bool = False, credential: str | None = None,
     ) -> None:
-        """Use `http` (base_url = the server) for the run of `ctx`."""
+        """Use `http` (base_url = the server) for the run of `ctx`; `credential`: the user
+        credential its claims present (runs that require one)."""
         self.http, self.ctx, self.client_seed = http, ctx, int(client_seed)
+        self.credential = credential
         self.backoff, self.jitter = backoff, jitter or generator(client_seed, "backoff")
         self.keep_trajectory = keep_trajectory
         self.base = f"/{API_VERSION}{run_path(ctx.run_id)}"
@@ -265,6 +268,8 @@ class User:
         Returns the final answer and the latency of the request that got it (seconds)."""
         errors, waits, started = 0, 0, time.monotonic()
         headers = {"Content-Type": "application/json"}
+        if content is None and self.credential is not None:  # a claim: who asks
+            headers["Authorization"] = f"Bearer {self.credential}"
         while True:
             t0 = time.perf_counter()
             try:
@@ -420,13 +425,18 @@ async def fetch_context(http: httpx.AsyncClient, run_id: str, mdp: TabularMDP) -
     return UserContext.create(info, mdp), info
 
 
+def credentials_of(run_id: str, credentials: Sequence[str]) -> list[str]:
+    """The credentials issued for `run_id` (each names its run)."""
+    return [c for c in credentials if credential_run(c) == run_id]
+
+
 async def run_users(
     server: str, run_id: str, n_users: int | None, concurrency: int, seed: int | None,
     mdp: TabularMDP, *, backoff: Backoff = Backoff(), progress: bool = True,  # noqa: B008
     event_hooks: dict[str, list[Callable]] | None = None, keep_outcomes: bool = False,
     timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None,
     progress_every: float | None = None, stop_at: float | None = None,
-    jitter_seed: int | None = None,
+    jitter_seed: int | None = None, credentials: Sequence[str] = (),
 ) -> SwarmResult:
     """Simulate `n_users` users (None: until the run is finished), `concurrency` at a time.
 
@@ -440,6 +450,8 @@ async def run_users(
     instead of the bar.
     `stop_at`: a Unix time after which no user starts another episode (the started ones end).
     `jitter_seed`: the seed of the retries' jitter (default `seed`; one per process of a swarm).
+    `credentials`: user credentials (`privrl runs credentials`); those of this run are dealt out
+    to the concurrent users in turn, and a run that requires them is refused without any.
     """
     if concurrency < 1:
         raise UserError("concurrency must be >= 1")
@@ -451,6 +463,11 @@ async def run_users(
     async with httpx.AsyncClient(base_url=server, timeout=timeout, limits=limits,
                                  event_hooks=event_hooks or {}, transport=transport) as http:
         ctx, info = await fetch_context(http, run_id, mdp)
+        mine = credentials_of(info.id, credentials)
+        if info.credentials and not mine:
+            raise UserError(f"run {info.id} requires user credentials and none of this run was"
+                            " given: pass --credentials FILE (the admin issues them with"
+                            f" `privrl runs credentials {info.id}`)")
         result = SwarmResult(run_id=info.id, started_at=time.time())
         remaining = max(0, info.status.episodes - info.status.reported)
         total = remaining if n_users is None else min(n_users, remaining)
@@ -464,7 +481,9 @@ async def run_users(
 
         async def worker(index: int) -> None:
             jitter = generator(seed if jitter_seed is None else jitter_seed, "backoff", index)
-            user = User(http, ctx, seed, backoff, jitter, keep_trajectory=keep_outcomes)
+            credential = mine[index % len(mine)] if info.credentials else None
+            user = User(http, ctx, seed, backoff, jitter, keep_trajectory=keep_outcomes,
+                        credential=credential)
             while not done.is_set() and (stop_at is None or time.time() < stop_at):
                 if n_users is not None:
                     if state["started"] >= n_users:

@@ -16,8 +16,12 @@ per request in the number of users.
 
 from __future__ import annotations
 
+import asyncio
 import math
+import time
 from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from privrl.server.errors import Refusal
@@ -35,6 +39,8 @@ class RunLimits:
     plan_interval: float
     inline_entries: int = 16_384  # runs up to this size are served on the event loop
     window: float = 5.0  # seconds of reports the throughput is measured over
+    per_address: int = 256  # claims outstanding per client address (runs without credentials)
+    per_credential: int = 4  # claims outstanding per user credential (runs that require them)
 
 
 class Throughput:
@@ -118,6 +124,9 @@ class Admission:
         )
 
 
+MAX_TRACKED = 4096  # client addresses whose read rate is remembered before the full are dropped
+
+
 class InFlight:
     """A bound on the claims and reports a server handles at once (503 beyond it).
 
@@ -145,3 +154,46 @@ class InFlight:
     def leave(self) -> None:
         """Give a place back."""
         self.count -= 1
+
+
+class ReadSlots:
+    """Public reads per client address: at most `limit` answered at once, and at most `rate`
+    per second on average (bursts of `2 * rate`). A read beyond either waits its turn, and a
+    reader sends no new request meanwhile, so one client looping over the public views gets a
+    bounded share of the server whatever the number of its connections (a waiting read costs
+    nothing but its socket)."""
+
+    def __init__(self, limit: int, rate: float) -> None:
+        self.limit = int(limit)
+        self.rate = float(rate)
+        self.burst = 2.0 * self.rate
+        self.slots: dict[str, tuple[asyncio.Semaphore, int]] = {}  # key -> (slots, users)
+        self.buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, when counted)
+
+    def _delay(self, key: str, now: float) -> float:
+        """Take one of `key`'s tokens; the seconds to wait until it is there."""
+        tokens, then = self.buckets.get(key, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - then) * self.rate) - 1.0
+        self.buckets[key] = (tokens, now)
+        if len(self.buckets) > 4 * MAX_TRACKED:  # forget addresses whose bucket is full again
+            self.buckets = {k: (t, w) for k, (t, w) in self.buckets.items()
+                            if t + (now - w) * self.rate < self.burst}
+        return max(0.0, -tokens / self.rate)
+
+    @asynccontextmanager
+    async def held(self, key: str) -> AsyncIterator[None]:
+        """Hold one of `key`'s slots (waiting for it, and for its rate) during the block."""
+        slots, users = self.slots.get(key) or (asyncio.Semaphore(self.limit), 0)
+        self.slots[key] = (slots, users + 1)
+        try:
+            async with slots:
+                delay = self._delay(key, time.monotonic())
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                yield
+        finally:
+            slots, users = self.slots[key]
+            if users == 1:
+                del self.slots[key]  # nobody holds or waits: forget its slots
+            else:
+                self.slots[key] = (slots, users - 1)

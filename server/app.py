@@ -16,9 +16,9 @@ import anyio.to_thread
 from fastapi import FastAPI
 from privrl import algorithms
 from privrl.protocol import API_VERSION
-from privrl.server.admission import InFlight
+from privrl.server.admission import InFlight, ReadSlots
 from privrl.server.errors import install_error_handlers
-from privrl.server.heap import GcPauses, settle, settle_after_kernels
+from privrl.server.heap import GcPauses, settle
 from privrl.server.highwater import HighWater
 from privrl.server.limits import BodySizeLimit
 from privrl.server.metrics import LatencyMiddleware, Metrics
@@ -59,6 +59,20 @@ a claim waits for a slot
 with `Retry-After`. Beyond PRIVRL_MAX_IN_FLIGHT claims (twice as
 many reports) in flight at once the server answers 503 (`code` "overloaded") with `Retry-After`.
 After the K-th report, claims and reports get 410 (`code` "finished").
+
+**One client cannot hoard a run.** Outstanding claims are also counted per source: the user
+credential a claim presents when the run requires credentials (created with
+`?credentials=true`; the admin issues them, `POST /v1/runs/{id}/credentials`), else the client's
+address. A source holding as many as it may (PRIVRL_MAX_CLAIMS_PER_CREDENTIAL /
+PRIVRL_MAX_CLAIMS_PER_ADDRESS, one less for every claim it let lapse, one more for every timely
+report) is answered 429 (`code` "source") with `Retry-After`; its lapses narrow its own limit,
+not the run's window.
+
+**Reads never wait for the run.** The public views (run, billboard, policy, ledger, policy log,
+regret) answer from a snapshot of the run published after each commit, without the run's lock.
+A client address has at most PRIVRL_MAX_READS_PER_ADDRESS public reads answered at once and
+PRIVRL_MAX_READS_PER_SECOND a second on average; the others wait their turn. The policy log is
+paged: `GET /v1/runs/{id}/policies?after=VERSION&limit=N` (`next_after` is the next page's cursor).
 
 **Errors** always have the body `{"detail": "...", "code": "..."}`; `detail` says what is wrong.
 """
@@ -104,15 +118,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
 
         task = asyncio.create_task(rebuild())
-        kernels = asyncio.create_task(settle_after_kernels()) if settings.freeze_heap else None
         gc_pauses.start()
         try:
             yield
         finally:
             gc_pauses.stop()
             registry.stopping = True
-            if kernels is not None:
-                kernels.cancel()
             await task
             await writer.close()
         store.close()
@@ -133,6 +144,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.in_flight = InFlight(settings.max_in_flight)
+    app.state.read_slots = ReadSlots(settings.max_reads_per_address,
+                                     settings.max_reads_per_second)
     for module in (runs, episodes, public, evaluation):  # the v1 API: unknown query refused
         app.include_router(module.router)
     app.include_router(ops.router)  # probes and scrapers: lenient

@@ -1,4 +1,5 @@
-"""Admin authentication: a bearer token from PRIVRL_ADMIN_TOKEN, compared in constant time."""
+"""Who is asking: the admin (a bearer token from PRIVRL_ADMIN_TOKEN, compared in constant time)
+and the source of a claim (a user credential, or the client's address)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from privrl.server.credentials import credential_key, verify
 from privrl.server.errors import Refusal
 from privrl.server.settings import Settings
 
@@ -39,3 +41,25 @@ def require_admin(
     expected = settings.admin_token.get_secret_value().encode()
     if not secrets.compare_digest(credentials.credentials.encode(), expected):
         raise Refusal(403, "bad_token", "wrong admin token", {"WWW-Authenticate": "Bearer"})
+
+
+user_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="UserCredential",
+    description="A user credential of the run (runs created with ?credentials=true only; the"
+    " admin issues them: POST /v1/runs/{id}/credentials)",
+)
+
+
+def claim_source(
+    run_id: str,
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(user_bearer)],
+) -> str:
+    """Who asks for a claim: its credential's id when the run requires credentials (401 none,
+    403 forged or another run's), else its network address."""
+    hosted = request.app.state.registry.get(run_id)
+    if hosted.row.credentials:
+        token = credentials.credentials if credentials is not None else None
+        return "credential:" + verify(credential_key(request.app.state.settings), run_id, token)
+    return "address:" + (request.client.host if request.client is not None else "unknown")

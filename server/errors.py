@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from privrl.protocol import ErrorBody
 from privrl.wire import error_text
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 log = logging.getLogger("privrl.server")
 
@@ -159,6 +160,8 @@ def _unparsable(cause: BaseException) -> str:
     """Why FastAPI could not parse a body (it raises its generic 400 from the parser's error)."""
     if isinstance(cause, UnicodeDecodeError):
         return f"not UTF-8 text (byte {cause.start} is {cause.object[cause.start]:#04x})"
+    if isinstance(cause, ClientDisconnect):
+        return "the client disconnected before the body ended"
     if isinstance(cause, RecursionError):
         return "JSON nested too deeply to read"
     return f"it could not be parsed ({type(cause).__name__})"

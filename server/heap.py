@@ -9,15 +9,13 @@ Those objects live as long as the process, so `settle()` collects once and moves
 alive into the permanent generation (`gc.freeze`); later collections scan only what came after.
 `GcPauses` keeps each collection's duration per generation for `/metrics`.
 
-numba's kernels (about 85,000 objects) load lazily, at a run's first plan and first report, or
-only once a background compilation ends on a cold machine: `settle_after_kernels` loads the ones
-a server uses as soon as they are ready, then settles again, so they are not left outside the
-frozen heap until the next new run.
+numba's kernels load lazily, at a run's first plan and first report (no warm-up at start): the
+settle after each run creation freezes what the run's first plan loaded; what its first report
+loads stays outside the frozen heap until the next run is created.
 """
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import itertools
 import logging
@@ -26,11 +24,6 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Any
 
-import anyio.to_thread
-from privrl import accel
-from privrl.config import RunConfig
-from privrl.run import Run
-from privrl.worlds.tabular import riverswim
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -38,41 +31,12 @@ log = logging.getLogger("privrl.server")
 
 PAUSE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 GENERATIONS = 3
-KERNEL_POLL_SECONDS = 5.0  # how often a server whose kernels are still compiling looks again
 
 
 def settle() -> None:
     """Collect once, then freeze every object still alive (the process's long-lived heap)."""
     gc.collect()
     gc.freeze()
-
-
-def load_kernels() -> None:
-    """Plan and ingest once on a tiny run per privacy mode, as a server's first claim and
-    report would: numba loads the planner's and the tree's compiled kernels now."""
-    mdp = riverswim(2)
-    for privacy, mechanism, delta in (("jdp", "gaussian", 1e-5), ("jdp", "laplace", 0.0),
-                                      ("ldp", "gaussian", 1e-5), ("none", "laplace", 0.0)):
-        config = RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=2,
-                           privacy=privacy, mechanism=mechanism, epsilon=1.0, delta=delta,
-                           preset="practical")
-        run = Run(config, [0])
-        for episode in range(2):  # the second report completes a tree node: its smoothing
-            run.play_and_ingest(mdp, [0], episode)
-
-
-async def settle_after_kernels() -> None:
-    """Once the compiled kernels can be used (at once, or when the background compilation of
-    a cold machine ends), load them in a worker thread and settle the heap again."""
-    if not accel.available():
-        return
-    while not accel.enabled():
-        await asyncio.sleep(KERNEL_POLL_SECONDS)
-    started = time.perf_counter()
-    await anyio.to_thread.run_sync(load_kernels)
-    await anyio.to_thread.run_sync(settle)
-    log.info("compiled kernels loaded in %.1f s, heap settled again: %d objects frozen",
-             time.perf_counter() - started, gc.get_freeze_count())
 
 
 class GcPauses(Collector):

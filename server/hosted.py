@@ -21,6 +21,12 @@ counted before it lapses) and kept in issue order, which is expiry order, so swe
 ones and counting outstanding ones is O(1) amortized. A report is judged late by the time it
 arrived at the server, not by the time its turn came.
 
+Claims are also accounted per source (`privrl.server.sources`: the credential or address that
+claimed them; a lapse lowers its source's cap, not the run's window), and the public views are
+captured into an immutable `privrl.server.snapshot.Snapshot` that readers use without the lock:
+the policy log is kept as an append-only list of versions, each with the contiguous range of
+episodes it was served to and its reported / lapsed counts.
+
 With the unseeded 'opendp' noise backend the JDP tree noise cannot be re-derived: every node
 value drawn while ingesting a report is stored in that report's transaction, and a replay takes
 node values only from the store (a missing one is a RebuildError, never a fresh draw).
@@ -33,6 +39,7 @@ import json
 import logging
 import math
 import secrets
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,10 +53,7 @@ from privrl.privacy.tree import NodeNoise, StoredNoiseError
 from privrl.protocol import (
     Ack,
     ArrayPayload,
-    Billboard,
-    EpisodeOutcome,
     LedgerView,
-    PolicyLog,
     PolicyPayload,
     RandomizerParams,
     RunInfo,
@@ -61,6 +65,20 @@ from privrl.run import Run
 from privrl.server import noise_epochs
 from privrl.server.admission import Admission, RunLimits
 from privrl.server.errors import Refusal
+from privrl.server.snapshot import (
+    CLAIMED,
+    EXPIRED,
+    NEVER,
+    REPORTED,
+    Answer,
+    BoardArrays,
+    LogView,
+    Snapshot,
+    VersionEntry,
+    grown,
+    log_counts,
+)
+from privrl.server.sources import Sources
 from privrl.server.store import (
     ClaimRow,
     NoiseRow,
@@ -89,6 +107,7 @@ class OpenClaim:
     policy_version: int
     expires_at: float
     message: PolicyMessage | None = None  # the policy message served; None: look it up in the log
+    source: str | None = None  # who claimed it (None: a claim restored after a restart)
 
 
 def randomizer_params(calibration: Calibration) -> RandomizerParams | None:
@@ -129,12 +148,16 @@ class HostedRun:
         self.limits = limits
         self.claim_timeout = float(limits.claim_timeout)
         self.admission = Admission(limits)
+        per_source = limits.per_credential if row.credentials else limits.per_address
+        self.sources = Sources(per_source, self.admission.target)
         self.deleted = False
         self.stopped = row.stopped  # an admin stopped it after its store went back
         self.stale = False  # memory ran ahead of a write that failed: rebuild before serving
         self.durable: asyncio.Future[None] | None = None  # the newest queued write's future
         self.lock = asyncio.Lock()
         self.slot_freed = asyncio.Condition(self.lock)
+        self.captures = 0  # snapshots captured (their sequence numbers)
+        self.snapshot: Snapshot | None = None  # what public reads see
         self._reset()
         entries = sum(math.prod(f.shape) for f in self.run.calibration.families)
         self.inline = entries <= limits.inline_entries  # claims and reports on the event loop
@@ -152,6 +175,12 @@ class HostedRun:
         self.actions = np.zeros((self.config.horizon, self.config.n_states), dtype=np.int64)
         self.extras: dict[str, np.ndarray] = {}  # the message's other arrays (one replica)
         self._payload: PolicyPayload | None = None  # the newest version's, once built
+        self.entries: list[VersionEntry] = []  # the public policy log, append-only
+        self.version_index: dict[int, int] = {}  # version -> its index in `entries`
+        self.served = np.zeros((8, 3), dtype=np.int64)  # per entry: claimed, reported, expired
+        self._board: BoardArrays | None = None  # the newest release's copy, once captured
+        self._ledger: tuple[int, Answer] | None = None  # (charges, view), once captured
+        self._policy: Answer | None = None  # the newest version's payload, once captured
         self.run.privatizer.journal_noise()
 
     @property
@@ -176,14 +205,17 @@ class HostedRun:
         limits: RunLimits,
         now: float,
         seed: int,
+        credentials: bool = False,
     ) -> HostedRun:
         """A new run: plan the first policy (0 reports) and persist spec, secret seed and policy
-        together."""
-        row = RunRow(run_id, config.model_dump_json(), now, sequential, seed)
+        together. `credentials`: claims need a user credential issued by the admin."""
+        row = RunRow(run_id, config.model_dump_json(), now, sequential, seed,
+                     credentials=credentials)
         hosted = cls(row, config, store, limits)
         first = hosted._plan()
         assert first is not None
         store.insert_run(row, first)
+        hosted.publish(hosted.capture(now))
         return hosted
 
     @classmethod
@@ -195,6 +227,7 @@ class HostedRun:
             hosted._load()
         except StoredNoiseError as exc:
             raise RebuildError(f"run {row.id}: {exc}") from exc
+        hosted.publish(hosted.capture(time.time()))
         return hosted
 
     def _load(self) -> None:
@@ -229,6 +262,7 @@ class HostedRun:
                 f" {max(stored)}"
             )
         self.claimed = max((c.episode for c in claims), default=-1) + 1
+        self._count_served(claims)
         pending = [c for c in claims if c.state == "open"]
         self.open = OrderedDict(
             (c.ticket, OpenClaim(c.ticket, c.episode, c.policy_version, c.expires_at,
@@ -254,6 +288,21 @@ class HostedRun:
         """(id, noise epoch, reports counted): the high-water mark once the newest change is
         committed."""
         return self.id, self.epoch, self.run.reported
+
+    def _count_served(self, claims: list[ClaimRow]) -> None:
+        """The policy log's episode counts and first episodes, from the stored claims (the
+        open ones are counted as they lapse or are reported)."""
+        first: dict[int, int] = {}
+        for c in claims:
+            i = self.version_index[c.policy_version]
+            first.setdefault(i, c.episode)
+            self.served[i, CLAIMED] += 1
+            self.served[i, REPORTED] += c.state == "reported"
+        start = self.claimed
+        for i in reversed(range(len(self.entries))):  # a version never served starts where
+            start = first.get(i, start)  # the next one does
+            self.entries[i] = VersionEntry(self.entries[i].version, start,
+                                           self.entries[i].actions, self.entries[i].arrays)
 
     def _stored_noise(self) -> list[NodeNoise]:
         """The node noise this run drew and stored (unseeded backend only; else empty)."""
@@ -297,6 +346,11 @@ class HostedRun:
         self.extras = {k: np.array(v[0], dtype=np.float64) for k, v in message.items()
                        if k != "actions"}
         actions = json.dumps(self.actions.tolist(), separators=(",", ":"))
+        self.version_index[self.version] = len(self.entries)
+        self.entries.append(VersionEntry(
+            self.version, self.claimed, self.actions.tolist(),
+            {k: ArrayPayload.of(v) for k, v in self.extras.items()}))
+        self.served = grown(self.served, len(self.entries))
         return PolicyRow(self.id, self.version, self.run.reported, actions,
                          arrays_json(self.extras))
 
@@ -324,6 +378,7 @@ class HostedRun:
         """Rebuild memory from the store (after a failed write; every queued write has ended)."""
         self._load()
         self.stale = False
+        self.publish(self.capture(time.time()))
 
     # -- claims -----------------------------------------------------------------------------------
 
@@ -336,7 +391,16 @@ class HostedRun:
             if first.expires_at > now:
                 return
             del self.open[ticket]
-            self.admission.narrow(now)  # lapsed unreported: its user could not report in time
+            self._lapsed(first, now)
+
+    def _lapsed(self, claim: OpenClaim, now: float) -> None:
+        """A claim lapsed unreported: it counts against its source (its cap loses one), or, when
+        its source is unknown (restored after a restart), against the run's window."""
+        self._count(claim.policy_version, EXPIRED)
+        if claim.source is not None:
+            self.sources.lapsed(claim.source, claim.ticket)
+        else:
+            self.admission.narrow(now)
 
     def n_outstanding(self, now: float) -> int:
         """How many claims are neither reported nor expired."""
@@ -348,15 +412,18 @@ class HostedRun:
         self._sweep(now)
         return next(iter(self.open.values())).expires_at - now if self.open else None
 
-    def admit(self, now: float) -> None:
-        """Refuse a claim that cannot be handed out now (O(1)): 410 finished, 409 busy (a
-        sequential run) or full (reported + outstanding = K), 429 over the admission limit."""
+    def admit(self, now: float, source: str | None = None) -> None:
+        """Refuse a claim that cannot be handed out now (O(1)): 410 finished, 429 when its
+        source holds as many claims as it may, 409 busy (a sequential run) or full (reported +
+        outstanding = K), 429 over the admission limit."""
         k_total = self.config.episodes
         self._refuse_stopped()
         if self.run.finished:
             raise Refusal(410, "finished", f"run {self.id} has finished: all {k_total} episodes"
                           " are reported")
         pending = self.n_outstanding(now)
+        if source is not None:
+            self.sources.check(source, now)
         if not pending:
             return
         lapse = self.next_expiry(now)
@@ -385,11 +452,11 @@ class HostedRun:
         if not self.admission.admits(pending, now):
             raise self.admission.refusal(self.id, pending, now)
 
-    def claim(self, now: float) -> tuple[Ticket, list[Statement]]:
-        """Hand out the next episode: index, single-use ticket, current policy (planned here
-        unless coalesced), and the rows that record it (the caller commits them before it
-        answers)."""
-        self.admit(now)
+    def claim(self, now: float, source: str | None = None) -> tuple[Ticket, list[Statement]]:
+        """Hand out the next episode to `source`: index, single-use ticket, current policy
+        (planned here unless coalesced), and the rows that record it (the caller commits them
+        before it answers)."""
+        self.admit(now, source)
         episode = self.claimed
         ticket = secrets.token_urlsafe(24)
         expires_at = now + self.claim_timeout
@@ -407,8 +474,11 @@ class HostedRun:
 
         rows = self._atomically("claim", mutate)
         self.claimed += 1
+        self._count(self.version, CLAIMED)
         self.open[ticket] = OpenClaim(ticket, episode, self.version, expires_at,
-                                      self._current_message())
+                                      self._current_message(), source)
+        if source is not None:
+            self.sources.claimed(source, ticket, expires_at)
         log.debug("run %s: episode %d claimed (policy version %d)", self.id, episode, self.version)
         return Ticket(
             run_id=self.id,
@@ -439,7 +509,8 @@ class HostedRun:
             raise Refusal(410, "finished", f"run {self.id} has finished: all"
                           f" {self.config.episodes} episodes are reported")
         if claim.expires_at <= now:
-            self.open.pop(claim.ticket, None)
+            if self.open.pop(claim.ticket, None) is not None:
+                self._lapsed(claim, now)
             raise Refusal(
                 410,
                 "expired",
@@ -472,9 +543,12 @@ class HostedRun:
 
         ack, rows = self._atomically("report", mutate)
         self.open.pop(claim.ticket, None)
+        self._count(claim.policy_version, REPORTED)
         self.unsettled[claim.ticket] = (accepted.digest, ack)
         issued = claim.expires_at - self.claim_timeout
         self.admission.reported(now - issued, now)
+        if claim.source is not None:
+            self.sources.reported(claim.source, claim.ticket, now - issued)
         log.debug(
             "run %s: report of episode %d accepted (%d/%d reported)",
             self.id,
@@ -489,6 +563,10 @@ class HostedRun:
         if self.stopped:
             raise Refusal(410, "stopped", f"run {self.id} was stopped by an admin after its"
                           f" store went back; it stays at {self.run.reported} reports")
+
+    def _count(self, version: int, column: int) -> None:
+        """One more episode of `version` claimed, reported or lapsed (the public log's counts)."""
+        self.served[self.version_index[version], column] += 1
 
     def _retried(self, sent: str, stored: str, ack: Ack) -> Ack:
         """The answer to a report sent again with a used ticket (`sent`: its digest, `stored`:
@@ -543,6 +621,7 @@ class HostedRun:
             status=self.status(now),
             created_at=self.row.created_at,
             sequential=self.sequential,
+            credentials=self.row.credentials,
         )
 
     def policy_payload(self) -> PolicyPayload:
@@ -556,46 +635,71 @@ class HostedRun:
             )
         return self._payload
 
-    def billboard(self) -> Billboard:
-        """The public release the learner plans from (privatized statistics only)."""
-        release = self.run.billboard()
-        return Billboard(
-            run_id=self.id,
-            reported=self.run.reported,
-            radius=float(self.run.radius()),
-            shapes={name: list(arr.shape[1:]) for name, arr in release.items()},
-            arrays={name: arr[0].ravel().tolist() for name, arr in release.items()},
-            noise_std=float(self.run.calibration.release_std(self.run.reported)),
-        )
+    def _board_arrays(self) -> BoardArrays:
+        """A copy of the public release (made again only after a report changed it)."""
+        reported = self.run.reported
+        if self._board is None or self._board.reported != reported:
+            release = self.run.billboard()
+            self._board = BoardArrays(
+                run_id=self.id,
+                reported=reported,
+                arrays={name: np.array(arr, copy=True) for name, arr in release.items()},
+                radius=float(self.run.radius()),
+                noise_std=float(self.run.calibration.release_std(reported)),
+            )
+        return self._board
 
-    def ledger_view(self) -> LedgerView:
-        """Privacy spent so far, from the charges the privatizer actually made."""
-        return LedgerView.of(self.id, self.run.ledger, self.config.accounting_delta)
+    def _ledger_view(self) -> Answer:
+        """Privacy spent so far, from the charges the privatizer actually made (the view is
+        built again only after a new charge)."""
+        charges = len(self.run.ledger.entries)
+        if self._ledger is None or self._ledger[0] != charges:
+            view = LedgerView.of(self.id, self.run.ledger, self.config.accounting_delta)
+            self._ledger = (charges, Answer(view))
+        return self._ledger[1]
+
+    def _policy_answer(self) -> Answer:
+        """The newest policy, as a snapshot shares it."""
+        payload = self.policy_payload()
+        if self._policy is None or self._policy.message is not payload:
+            self._policy = Answer(payload)
+        return self._policy
 
     def epsilon_spent(self) -> float:
         """Total epsilon spent (for the metrics gauge)."""
         return float(self.run.ledger.totals(self.config.accounting_delta).epsilon)
 
-    def policy_log(self, now: float) -> PolicyLog:
-        """Every policy version and, per episode index, the version served and the outcome."""
-        rows = self.store.policies(self.id)
-        versions = {p.version: json.loads(p.actions) for p in rows}
-        arrays = {
-            p.version: {k: ArrayPayload(**v) for k, v in json.loads(p.arrays).items()}
-            for p in rows
-            if p.arrays != "{}"
-        }
-        claims = self.store.claims(self.id)
-        outcomes: list[EpisodeOutcome] = [
-            "reported"
-            if c.state == "reported"
-            else ("outstanding" if c.expires_at > now else "expired")
-            for c in claims
-        ]
-        return PolicyLog(
-            run_id=self.id,
-            versions=versions,
-            arrays=arrays,
-            episodes=[c.policy_version for c in claims],
-            outcomes=outcomes,
+    # -- snapshots (what public reads see) --------------------------------------------------------
+
+    def capture(self, now: float) -> Snapshot:
+        """The run's public state now (under the lock, or on the loop while nobody holds it and
+        no write is pending); published once the writes behind it are committed."""
+        self.captures += 1
+        lapse = self.next_expiry(now)
+        n = len(self.entries)
+        return Snapshot(
+            seq=self.captures,
+            info=self.info(now),
+            lapses_at=NEVER if lapse is None else now + lapse,
+            policy=self._policy_answer(),
+            board=self._board_arrays(),
+            ledger=self._ledger_view(),
+            log=LogView(self.entries, n, log_counts(n, self.served)),
         )
+
+    def publish(self, snapshot: Snapshot) -> None:
+        """Make `snapshot` what readers see (unless a newer one is already published)."""
+        if self.snapshot is None or snapshot.seq > self.snapshot.seq:
+            self.snapshot = snapshot
+
+    def readable(self, now: float) -> Snapshot:
+        """The published snapshot; captured again first when a claim of it has lapsed since
+        and the run is quiet (lock free, every write committed): status counts lapses too."""
+        snap = self.snapshot
+        assert snap is not None, "a hosted run publishes its first snapshot when it is built"
+        quiet = not self.lock.locked() and not self.stale and (
+            self.durable is None or self.durable.done())
+        if snap.stale(now) and quiet:
+            self.publish(self.capture(now))
+            snap = self.snapshot
+        return snap

@@ -135,6 +135,7 @@ class Registry:
             log.warning("run %s stopped by an admin at %d reports", run_id, hosted.reported)
         else:
             self._continue(hosted, mark)
+        hosted.publish(hosted.capture(time.time()))  # committed above: public reads see it
         del self.held[run_id]
         self.runs[run_id] = hosted
         return hosted
@@ -213,7 +214,8 @@ class Registry:
                     " (PRIVRL_MAX_BODY_BYTES)",
                 )
 
-    def create(self, config: RunConfig, sequential: bool, seed: int | None = None) -> HostedRun:
+    def create(self, config: RunConfig, sequential: bool, seed: int | None = None,
+               credentials: bool = False) -> HostedRun:
         """A new run with a fresh unguessable id (planned and persisted before it is listed).
 
         `seed` is the admin's seed for a reproducible experiment; without one the run's noise
@@ -236,6 +238,7 @@ class Registry:
                 self.limits,
                 time.time(),
                 secret_seed() if seed is None else seed,
+                credentials,
             )
         except (ValueError, ArithmeticError) as exc:
             raise Refusal(422, "invalid_run", f"cannot create this run: {exc}") from exc
@@ -244,7 +247,7 @@ class Registry:
             raise Refusal(503, "store", "the server could not store the new run; retry") from exc
         self.runs[run_id] = hosted
         log.info(
-            "run %s created: %s %s, K=%d, H=%d, S=%d, A=%d, sequential=%s",
+            "run %s created: %s %s, K=%d, H=%d, S=%d, A=%d, sequential=%s, credentials=%s",
             run_id,
             config.algo,
             config.privacy,
@@ -253,6 +256,7 @@ class Registry:
             config.n_states,
             config.n_actions,
             sequential,
+            credentials,
         )
         return hosted
 

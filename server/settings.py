@@ -19,6 +19,11 @@ class Settings(BaseSettings):
         None,
         description="bearer token of the admin routes (create/delete runs); unset: they answer 503",
     )
+    credential_key: SecretStr | None = Field(
+        None,
+        description="HMAC key of the user credentials of runs that require them; unset: one"
+        " derived from the admin token (changing it revokes every credential)",
+    )
     db: Path = Field(Path("privrl.db"), description="SQLite database file (WAL mode)")
     claim_timeout: float = Field(
         30.0, gt=0, le=86_400, description="seconds a claim stays valid before its slot is freed"
@@ -79,6 +84,33 @@ class Settings(BaseSettings):
         " each report within it widens a run's window of outstanding claims by one, a later one"
         " or a lapsed claim halves it",
     )
+    max_claims_per_address: int = Field(
+        256,
+        ge=1,
+        description="most claims outstanding at once from one client address, in a run without"
+        " credentials (one less for each of its claims that lapses unreported, one more for"
+        " each timely report)",
+    )
+    max_claims_per_credential: int = Field(
+        4,
+        ge=1,
+        description="most claims outstanding at once per user credential, in a run that requires"
+        " them (one less for each of its claims that lapses unreported, one more for each"
+        " timely report)",
+    )
+    max_reads_per_address: int = Field(
+        2,
+        ge=1,
+        description="public reads (run, billboard, policy, ledger, policies, regret) answered at"
+        " once per client address; more wait their turn, so a client looping over them gets a"
+        " bounded share of the server",
+    )
+    max_reads_per_second: float = Field(
+        20.0,
+        gt=0,
+        description="public reads per second per client address on average (bursts of twice"
+        " as many); more wait their turn",
+    )
     max_waiting: int = Field(
         2048,
         ge=0,
@@ -121,9 +153,11 @@ class Settings(BaseSettings):
             max_waiting=self.max_waiting,
             plan_interval=self.plan_interval,
             inline_entries=self.inline_entries,
+            per_address=self.max_claims_per_address,
+            per_credential=self.max_claims_per_credential,
         )
 
-    @field_validator("admin_token")
+    @field_validator("admin_token", "credential_key")
     @classmethod
     def _blank_is_unset(cls, value: SecretStr | None) -> SecretStr | None:
         """An empty or blank token counts as unset (admin routes then answer 503)."""

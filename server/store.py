@@ -58,7 +58,8 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at  REAL NOT NULL,
     sequential  INTEGER NOT NULL,
     deleted     INTEGER NOT NULL DEFAULT 0,
-    seed        TEXT NOT NULL DEFAULT ''
+    seed        TEXT NOT NULL DEFAULT '',
+    credentials INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS claims (
     ticket          TEXT PRIMARY KEY,
@@ -122,6 +123,7 @@ class RunRow:
     sequential: bool
     seed: int  # the server's secret seed of this run (never served, never logged)
     stopped: bool = False  # an admin stopped it after its store went back: read-only
+    credentials: bool = False  # claims need a user credential issued by the admin
 
     def __repr__(self) -> str:
         """Everything but the seed (a repr can end up in a log line)."""
@@ -203,6 +205,7 @@ class Store:
         self._migrate_public_seeds()
         self._migrate_policy_arrays()
         self._migrate_stopped()
+        self._migrate_run_credentials()
         # Reads have their own connection and lock: they see committed rows only (never a
         # batch the writer has staged), and never wait for a COMMIT, so the event loop may
         # read while the writer's transaction is open (WAL: readers and the writer coexist).
@@ -222,6 +225,12 @@ class Store:
         columns = {r[1] for r in self._conn.execute("PRAGMA table_info(runs)")}
         if "stopped" not in columns:
             self._conn.execute("ALTER TABLE runs ADD COLUMN stopped INTEGER NOT NULL DEFAULT 0")
+
+    def _migrate_run_credentials(self) -> None:
+        """Databases written before runs could require credentials: add the column (open)."""
+        columns = {r[1] for r in self._conn.execute("PRAGMA table_info(runs)")}
+        if "credentials" not in columns:
+            self._conn.execute("ALTER TABLE runs ADD COLUMN credentials INTEGER NOT NULL DEFAULT 0")
 
     def _migrate_public_seeds(self) -> None:
         """Databases written before seeds were secret: move the seed out of the public config."""
@@ -306,9 +315,10 @@ class Store:
         self._write(
             [
                 (
-                    "INSERT INTO runs (id, config, created_at, sequential, seed)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (run.id, run.config, run.created_at, int(run.sequential), str(run.seed)),
+                    "INSERT INTO runs (id, config, created_at, sequential, seed, credentials)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (run.id, run.config, run.created_at, int(run.sequential), str(run.seed),
+                     int(run.credentials)),
                 ),
                 _insert_policy(first_policy),
             ]
@@ -325,10 +335,11 @@ class Store:
     def runs(self) -> list[RunRow]:
         """Live (not deleted) runs in creation order."""
         rows = self._read(
-            "SELECT id, config, created_at, sequential, seed, stopped FROM runs WHERE deleted = 0"
-            " ORDER BY created_at, id"
+            "SELECT id, config, created_at, sequential, seed, stopped, credentials FROM runs"
+            " WHERE deleted = 0 ORDER BY created_at, id"
         )
-        return [RunRow(r[0], r[1], r[2], bool(r[3]), int(r[4]), bool(r[5])) for r in rows]
+        return [RunRow(r[0], r[1], r[2], bool(r[3]), int(r[4]), bool(r[5]), bool(r[6]))
+                for r in rows]
 
     def stop_run(self, run_id: str) -> None:
         """Flag the run stopped (it takes no more claims or reports)."""

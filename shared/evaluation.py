@@ -25,7 +25,7 @@ class Evaluation:
 
     run_id: str
     regret: np.ndarray  # (episodes served,)
-    versions: np.ndarray  # policy version served per episode
+    versions: np.ndarray  # policy version served per reported episode
     policies: dict[int, np.ndarray]  # version -> actions (H, S)
 
     @property
@@ -38,7 +38,7 @@ class Evaluation:
         return float(self.regret[-episodes:].mean()) if self.regret.size else float("nan")
 
     def policy_of(self, episode: int) -> np.ndarray:
-        """The policy (H, S) served at `episode`."""
+        """The policy (H, S) served at the `episode`-th reported episode."""
         return self.policies[int(self.versions[episode])]
 
 
@@ -71,13 +71,12 @@ def version_regret(
 def regret_from_log(
     mdp: TabularMDP, log: PolicyLog, known: dict[int, float] | None = None
 ) -> Evaluation:
-    """Exact per-episode regret for every reported episode (each version evaluated once;
-    `known`: a cache of versions already evaluated in `mdp`, updated in place)."""
+    """Exact per-episode regret for every reported episode, in episode order (each version
+    evaluated once; `known`: a cache of versions already evaluated in `mdp`, updated in place).
+    `log` is the whole log (every page)."""
     policies = {int(v): np.asarray(a, dtype=np.int64) for v, a in log.versions.items()}
-    served = np.asarray(log.episodes, dtype=np.int64)
-    if log.outcomes:  # expired claims are not part of the run's episodes
-        served = served[np.asarray([o == "reported" for o in log.outcomes], dtype=bool)]
-    missing = sorted(set(served.tolist()) - set(policies))
+    served = np.asarray(log.reported_versions(), dtype=np.int64)  # expired claims are not part
+    missing = sorted(set(log.served) - set(policies))  # of the run's episodes
     if missing:
         raise ValueError(f"the policy log serves versions {missing[:5]} that it does not list")
     if not policies:

@@ -102,6 +102,27 @@ class RunInfo(Strict):
     sequential: bool = Field(
         False, description="at most one outstanding claim at a time (strictly sequential episodes)"
     )
+    credentials: bool = Field(
+        False,
+        description="claims need a user credential issued by the admin (`Authorization: Bearer"
+        " <credential>`; `privrl runs credentials RUN`)",
+    )
+
+
+CREDENTIAL_PREFIX = "privrl-cred-v1"  # a user credential: PREFIX.<run id>.<credential id>.<tag>
+
+
+def credential_run(token: str) -> str | None:
+    """The run a user credential names (None: not of a credential's form)."""
+    parts = token.split(".")
+    return parts[1] if len(parts) == 4 and parts[0] == CREDENTIAL_PREFIX else None
+
+
+class CredentialList(Strict):
+    """User credentials the admin issued for a run (bearer tokens for its claims)."""
+
+    run_id: str
+    credentials: list[str]
 
 
 class RunList(Strict):
@@ -389,11 +410,23 @@ class LedgerView(Strict):
         )
 
 
-EpisodeOutcome = Literal["reported", "outstanding", "expired"]
+class VersionServed(Strict):
+    """The episodes one policy version was served to: a contiguous range of episode indices
+    (versions are served in order), and how many of them were reported or lapsed."""
+
+    first_episode: int = Field(ge=0, description="the first episode index served this version")
+    claimed: int = Field(ge=0, description="episodes served it: first_episode .. + claimed - 1")
+    reported: int = Field(ge=0, description="of them, episodes whose report was counted")
+    expired: int = Field(
+        ge=0,
+        description="of them, claims that lapsed unreported (not part of the run's K episodes);"
+        " the rest are still outstanding",
+    )
 
 
 class PolicyLog(Strict):
-    """The public policy log: every policy version and which version each episode was served."""
+    """The public policy log, one page of versions: each version's policy and the episodes it
+    was served to (O(versions), whatever the number of claims)."""
 
     run_id: str
     versions: dict[IntKey, list[list[int]]]
@@ -401,12 +434,35 @@ class PolicyLog(Strict):
         default_factory=dict,
         description="each version's other policy-message arrays (when the algorithm has any)",
     )
-    episodes: list[int] = Field(description="policy version served at claim, per episode index")
-    outcomes: list[EpisodeOutcome] = Field(
-        default_factory=list,
-        description="per episode index: its report was counted, is still awaited, or the claim"
-        " expired unreported (an expired episode is not part of the run's K episodes)",
+    served: dict[IntKey, VersionServed] = Field(
+        default_factory=dict, description="per version: the episodes it was served to"
     )
+    next_after: int | None = Field(
+        None,
+        description="more versions follow: ask again with ?after= this version (None: the last"
+        " page)",
+    )
+
+    def merged(self, page: PolicyLog) -> PolicyLog:
+        """This log followed by the next page."""
+        return PolicyLog(
+            run_id=self.run_id,
+            versions={**self.versions, **page.versions},
+            arrays={**self.arrays, **page.arrays},
+            served={**self.served, **page.served},
+            next_after=page.next_after,
+        )
+
+    def reported_versions(self) -> list[int]:
+        """The version served to each reported episode, in episode order."""
+        return [v for v in sorted(self.served) for _ in range(self.served[v].reported)]
+
+    def version_of(self, episode: int) -> int:
+        """The version served to episode index `episode` (KeyError: not in this log)."""
+        for v, s in self.served.items():
+            if s.first_episode <= episode < s.first_episode + s.claimed:
+                return v
+        raise KeyError(f"episode {episode} was not served a version of this log")
 
 
 class RegretView(Strict):

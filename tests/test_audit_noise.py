@@ -180,9 +180,10 @@ def test_in_process_audit_flags_an_exact_billboard(apps, monkeypatch) -> None:
     client = apps()
     cfg = spec("jdp", episodes=30, seed=None)
     run_id = create(client, cfg)
-    play(client, run_id, cfg, 10)
+    play(client, run_id, cfg, 9)
     monkeypatch.setattr(Run, "billboard", lambda self: self.algorithm.postprocess(
         {name: tree.exact.copy() for name, tree in self.privatizer.trees.items()}))
+    play(client, run_id, cfg, 1)  # public reads answer from the snapshot of the last change
     api = ServerAPI("http://testserver")
     api.http = client  # the TestClient is an httpx.Client bound to the app
     audit = ServerAudit(api, [run_id], polls=1, rng=generator(1, "audit"))

@@ -29,6 +29,7 @@ from privrl.protocol import (
     RunStatus,
     Ticket,
     TrajectoryReport,
+    VersionServed,
 )
 from privrl.run import Run, user_episode
 from privrl.stats import tabular_counts
@@ -208,15 +209,49 @@ def test_expired_claim_is_counted_and_the_swarm_goes_on() -> None:
 
 
 def test_regret_from_policy_log() -> None:
+    """Versions serve contiguous episode ranges; only reported episodes have a regret, in
+    episode order (an expired claim is not one of the run's episodes)."""
     rng = np.random.default_rng(0)
     pols = {v: rng.integers(0, MDP.A, size=(MDP.H, MDP.S)) for v in (1, 2, 5)}
-    served = [1, 1, 2, 5, 5, 2]
-    log = PolicyLog(run_id="r", versions={v: p.tolist() for v, p in pols.items()},
-                    episodes=served)
+    served = {1: VersionServed(first_episode=0, claimed=3, reported=2, expired=1),
+              2: VersionServed(first_episode=3, claimed=1, reported=1, expired=0),
+              5: VersionServed(first_episode=4, claimed=3, reported=2, expired=0)}
+    log = PolicyLog(run_id="r", versions={v: p.tolist() for v, p in pols.items()}, served=served)
     ev = regret_from_log(MDP, log)
-    expected = [float(episode_regret(MDP, pols[v])) for v in served]
+    expected = [float(episode_regret(MDP, pols[v])) for v in (1, 1, 2, 5, 5)]
     np.testing.assert_allclose(ev.regret, expected, rtol=0, atol=1e-12)
     np.testing.assert_array_equal(ev.policy_of(3), pols[5])
-    bad = PolicyLog(run_id="r", versions={1: pols[1].tolist()}, episodes=[1, 7])
+    assert [log.version_of(k) for k in range(7)] == [1, 1, 1, 2, 5, 5, 5]
+    bad = PolicyLog(run_id="r", versions={1: pols[1].tolist()},
+                    served={7: VersionServed(first_episode=0, claimed=1, reported=1, expired=0)})
     with pytest.raises(ValueError, match="does not list"):
         regret_from_log(MDP, bad)
+
+
+def test_claims_present_the_runs_credentials_in_turn() -> None:
+    config = make_config("jdp", "laplace", episodes=4)
+    fake = FakeServer(config, claim_script=[], report_script=[])
+    seen: list[str | None] = []
+    info = run_info(config).model_copy(update={"credentials": True})
+
+    async def server(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.001)  # both users get their turn
+        if request.method == "GET":
+            return httpx.Response(200, json=info.model_dump(mode="json"))
+        if request.url.path.endswith("/claims"):
+            seen.append(request.headers.get("Authorization"))
+        else:
+            assert "Authorization" not in request.headers  # a report needs only its ticket
+        return fake(request)
+
+    mine = [f"privrl-cred-v1.run-1.{i}.tag" for i in ("a", "b")]
+    other = "privrl-cred-v1.run-2.c.tag"
+    result = asyncio.run(run_users("http://fake", "run-1", None, 2, 5, MDP, backoff=FAST,
+                                   progress=False, transport=httpx.MockTransport(server),
+                                   credentials=[other, *mine]))
+    assert result.finished and result.reported == 4
+    assert set(seen) <= {f"Bearer {c}" for c in mine} and len(set(seen)) == 2
+    with pytest.raises(UserError, match="requires user credentials"):
+        asyncio.run(run_users("http://fake", "run-1", None, 1, 5, MDP, backoff=FAST,
+                              progress=False, transport=httpx.MockTransport(server),
+                              credentials=[other]))

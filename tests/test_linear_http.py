@@ -91,7 +91,7 @@ def test_sequential_http_run_matches_in_process(server, privacy: str) -> None:
     with ServerAPI(server.url) as api:
         board, ledger, log = api.billboard(run_id), api.ledger(run_id), api.policies(run_id)
     for k in range(K):  # the public log serves exactly the in-process messages
-        version = log.episodes[k]
+        version = log.version_of(k)
         np.testing.assert_array_equal(np.asarray(log.versions[version]), messages[k]["actions"])
         np.testing.assert_array_equal(log.arrays[version]["values"].to_array(),
                                       messages[k]["values"])
@@ -125,11 +125,11 @@ def test_linopt_over_http_matches_in_process(server, algo: str, privacy: str) ->
     with ServerAPI(server.url) as api:
         log = api.policies(run_id)
     for k in range(30):
-        for name, arr in log.arrays[log.episodes[k]].items():
+        for name, arr in log.arrays[log.version_of(k)].items():
             np.testing.assert_array_equal(arr.to_array(), messages[k][name])
     np.testing.assert_allclose(ev.regret, in_process.regret[0], rtol=0, atol=1e-12)
     if algo == "linopt-po":
-        assert "probs" in log.arrays[log.episodes[-1]]
+        assert "probs" in log.arrays[log.version_of(29)]
 
 
 def _ldp_run(apps) -> tuple[Any, str, RunConfig, dict[str, Any]]:

@@ -84,7 +84,7 @@ def test_sequential_http_run_matches_in_process_and_hides_the_history(server, al
     with ServerAPI(server.url) as api:
         board, ledger, log = api.billboard(run_id), api.ledger(run_id), api.policies(run_id)
     for k in range(K):  # the public log serves exactly the in-process tables
-        np.testing.assert_array_equal(np.asarray(log.versions[log.episodes[k]]),
+        np.testing.assert_array_equal(np.asarray(log.versions[log.version_of(k)]),
                                       ref.policies[k])
     d = CUBE.d
     assert board.shapes == {"gram": [CUBE.H, d, d], "w": [CUBE.H, d]}

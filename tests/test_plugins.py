@@ -16,6 +16,7 @@ from privrl import algorithms
 from privrl.client.cli import main as cli_main
 from privrl.client.users import run_users
 from privrl.config import RunConfig
+from privrl.protocol import PolicyLog
 from privrl.run import Run, run_in_process
 from privrl.worlds import riverswim
 from pydantic import ValidationError
@@ -77,7 +78,8 @@ def test_toy_over_http_serves_the_in_process_policies(tmp_path: Path) -> None:
     for _ in range(config.episodes):
         served.append(reference.policy()[0].tolist())
         reference.ingest_trajectories(*fake_trajectory(reference))
-    assert [log["versions"][str(v)] for v in log["episodes"]] == served
+    versions = PolicyLog.model_validate(log).reported_versions()
+    assert [log["versions"][str(v)] for v in versions] == served
 
 
 def fake_trajectory(run: Run):

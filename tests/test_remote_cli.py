@@ -95,6 +95,30 @@ def test_runs_lifecycle_through_the_cli(server, tmp_path: Path) -> None:
     assert_clear_error(run_cli("runs", "show", run_id, "--server", server.url), run_id)
 
 
+def test_runs_that_require_credentials_through_the_cli(server, tmp_path: Path) -> None:
+    """`runs create --credentials`, `runs credentials RUN --out FILE`, `users --credentials`."""
+    env = {"PRIVRL_ADMIN_TOKEN": TOKEN}
+    done = run_cli("runs", "create", "--server", server.url, "--privacy", "jdp", "--mechanism",
+                   "laplace", "--episodes", "8", "--credentials", env=env)
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip().splitlines()[-1]
+    shown = json.loads(run_cli("runs", "show", run_id, "--server", server.url, "--json").stdout)
+    assert shown["credentials"] is True
+    keys = tmp_path / "credentials"
+    done = run_cli("runs", "credentials", run_id, "--count", "3", "--out", str(keys),
+                   "--server", server.url, env=env)
+    assert done.returncode == 0, done.stderr
+    tokens = keys.read_text().split()
+    assert len(set(tokens)) == 3 and all(run_id in t for t in tokens)
+    assert_clear_error(run_cli("runs", "credentials", run_id, "--server", server.url),
+                       "PRIVRL_ADMIN_TOKEN")
+    done = run_cli("users", "--server", server.url, "--run", run_id, "--quiet")
+    assert_clear_error(done, "requires user credentials")
+    done = run_cli("users", "--server", server.url, "--run", run_id, "--credentials", str(keys),
+                   "--concurrency", "3", "--seed", "2", "--quiet")
+    assert done.returncode == 0 and "8 episodes reported" in done.stdout, done.stderr
+
+
 def test_users_world_must_match_the_run(server) -> None:
     run_id = create_run(server, config_for("jdp", "laplace", episodes=5))
     done = run_cli("users", "--server", server.url, "--run", run_id, "--horizon", "10",

@@ -52,8 +52,11 @@ def test_the_window_halves_on_late_reports_and_widens_on_timely_ones() -> None:
     assert 1 <= int(refusal.headers["Retry-After"]) <= 10
 
 
-def test_a_run_narrows_its_window_when_claims_lapse(apps: Apps) -> None:
-    client = apps(claim_timeout=0.2, min_outstanding=2, max_outstanding=8)
+def test_lapsed_claims_narrow_their_source_not_the_run(apps: Apps) -> None:
+    """A claim that lapses unreported halves its source's limit; the run's window, which every
+    other client shares, stays as it was (a hoarder cannot shrink it for everyone)."""
+    client = apps(claim_timeout=0.2, min_outstanding=2, max_outstanding=8,
+                  max_claims_per_address=16)
     run_id = create(client, spec("jdp", episodes=50))
     hosted = client.app.state.registry.get(run_id)
     hosted.admission.window = 8.0
@@ -61,7 +64,8 @@ def test_a_run_narrows_its_window_when_claims_lapse(apps: Apps) -> None:
         claim(client, run_id)  # never reported
     time.sleep(0.25)
     assert client.get(f"/v1/runs/{run_id}").json()["status"]["outstanding"] == 0
-    assert hosted.admission.limit(time.time()) == 4  # lapsed: halved once
+    assert hosted.admission.limit(time.time()) == 8
+    assert hosted.sources.cap("address:testclient") == 13  # one less per lapse
 
 
 def test_in_flight_bound_gives_reports_twice_the_room() -> None:

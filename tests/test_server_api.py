@@ -292,7 +292,8 @@ def test_full_cycle(client: TestClient, privacy: str) -> None:
         assert snap["ledger"]["epsilon"] == pytest.approx(1.0)
         assert snap["ledger"]["delta"] == 0.0 and snap["ledger"]["charges"]
     log = PolicyLog.model_validate(snap["policies"])
-    assert len(log.episodes) == 6 and log.outcomes == ["reported"] * 6
+    assert sum(s.reported for s in log.served.values()) == 6 and log.next_after is None
+    assert sum(s.claimed for s in log.served.values()) == 6
     assert max(log.versions) == snap["policy"]["version"] == snap["status"]["policy_version"]
     assert log.versions[snap["policy"]["version"]] == snap["policy"]["actions"]
 
@@ -576,8 +577,9 @@ def test_expired_claims_free_their_slots_and_the_run_completes(
     resp = client2.post(url, json=user_report(tickets[2], config, mdp))
     assert resp.status_code == 410 and "finished" in resp.json()["detail"]
     assert resp.json()["code"] == "finished"
-    log = client2.get(f"/v1/runs/{run_id}/policies").json()
-    assert log["outcomes"] == ["reported", "expired", "expired", "reported", "reported"]
+    log = PolicyLog.model_validate(client2.get(f"/v1/runs/{run_id}/policies").json())
+    counts = [(s.claimed, s.reported, s.expired) for s in log.served.values()]
+    assert tuple(map(sum, zip(*counts, strict=True))) == (5, 3, 2)
 
 
 def test_sequential_runs_have_one_outstanding_claim(apps: ClientFactory) -> None:

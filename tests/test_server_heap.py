@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import gc
 import re
-import sys
-import time
 
 import pytest
-from privrl import accel
-from privrl.server import heap
 from privrl.server.heap import GcPauses
 from support.server import AUTH, Apps
 
@@ -40,43 +36,6 @@ def test_the_heap_is_frozen_after_start_and_after_a_new_run(apps: Apps) -> None:
         assert _pauses(client.get("/metrics").text, 2) > full
     finally:
         gc.unfreeze()  # the test process's heap is not a server's
-
-
-def _frozen(obj: object) -> bool:
-    """Whether `obj` is in the collector's frozen generation: gc.get_objects() lists every
-    tracked object but those. (Counting frozen objects depended on what else the process had
-    loaded before: a worker that had the kernels already added only 20.)"""
-    return gc.is_tracked(obj) and all(other is not obj for other in gc.get_objects())
-
-
-def test_kernels_ready_after_start_are_loaded_and_frozen(
-    apps: Apps, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A server started while its kernels still compile (a cold machine) loads them once they
-    are ready and settles again, instead of leaving numba's objects outside the frozen heap."""
-    ready: list[bool] = []
-    loads: list[float] = []
-    real_load = heap.load_kernels
-    monkeypatch.setattr(accel, "available", lambda: True)
-    monkeypatch.setattr(accel, "enabled", lambda: bool(ready))
-    monkeypatch.setattr(heap, "KERNEL_POLL_SECONDS", 0.02)
-    monkeypatch.setattr(heap, "load_kernels", lambda: (real_load(), loads.append(time.time())))
-    gc.unfreeze()
-    try:
-        apps(freeze_heap=True)
-        time.sleep(0.3)
-        assert loads == []  # not ready: nothing loaded
-        marker = [None]  # alive and tracked (a bare object() is not): the next settle freezes it
-        assert not _frozen(marker)
-        ready.append(True)
-        deadline = time.monotonic() + 60
-        while not (loads and _frozen(marker)):
-            assert time.monotonic() < deadline, (loads, gc.get_freeze_count())
-            time.sleep(0.05)
-        assert len(loads) == 1
-        assert {"privrl.accel.planning", "privrl.accel.tree_noise"} <= set(sys.modules)
-    finally:
-        gc.unfreeze()
 
 
 def test_freezing_is_a_setting(apps: Apps) -> None:

@@ -75,7 +75,8 @@ def test_sigkill_mid_run_loses_nothing_and_the_run_completes(tmp_path: Path) -> 
             final = snapshot(http.get, run_id)
             assert final["status"]["finished"] is True
             assert final["ledger"]["epsilon"] == pytest.approx(1.0)
-            assert final["policies"]["outcomes"] == ["reported"] * 40
+            served = final["policies"]["served"].values()
+            assert sum(s["reported"] for s in served) == sum(s["claimed"] for s in served) == 40
             resp = http.post(f"/v1/runs/{run_id}/claims")
             assert resp.status_code == 410
     finally:
@@ -312,9 +313,10 @@ def test_concurrent_users_with_abandoned_claims_and_retries(tmp_path: Path) -> N
             status = before["status"]
             assert status["finished"] and status["reported"] == 120 and not status["outstanding"]
             log = before["policies"]
-            assert log["outcomes"].count("reported") == 120
-            assert log["outcomes"].count("expired") >= 4
-            assert status["claimed"] == len(log["episodes"]) >= 120
+            served = log["served"].values()
+            assert sum(s["reported"] for s in served) == 120
+            assert sum(s["expired"] for s in served) >= 4
+            assert status["claimed"] == sum(s["claimed"] for s in served) >= 120
             metrics = http.get("/metrics").text
             assert f'privrl_reports_accepted_total{{run="{run_id}"}} 120.0' in metrics
     with LiveServer(tmp_path / "db.sqlite", tmp_path / "log2") as server, httpx.Client(
@@ -343,3 +345,46 @@ def test_idle_connection_outlives_the_clients_keepalive(tmp_path: Path) -> None:
             sockets.append(conn.sock)
         conn.close()
         assert sockets[0] is sockets[1]  # the same connection both times
+
+
+@pytest.mark.slow
+def test_a_client_gone_mid_body_is_a_refused_report_without_a_traceback(tmp_path: Path) -> None:
+    """Headers announcing 1,000 bytes, 60 sent, then the socket closes: the server counts a
+    malformed report (a 400 nobody reads) and logs no traceback."""
+    import socket
+
+    server = LiveServer(tmp_path / "db.sqlite", tmp_path / "log")
+    with server, httpx.Client(base_url=server.url, timeout=10) as http:
+        run_id = http.post("/v1/runs", json=spec("jdp"), headers=AUTH).json()["id"]
+        http.post(f"/v1/runs/{run_id}/claims").raise_for_status()
+        head = (f"POST /v1/runs/{run_id}/reports HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n").encode()
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(head + b'{"kind": "trajectory", "ticket": "' + b"x" * 25 + b'"')
+        refused = 'privrl_reports_refused_total{reason="malformed"} 1.0'
+        deadline = time.monotonic() + 20
+        while refused not in http.get("/metrics").text:
+            assert time.monotonic() < deadline, http.get("/metrics").text
+            time.sleep(0.1)
+        assert http.get(f"/v1/runs/{run_id}").json()["status"]["reported"] == 0
+    assert "Traceback" not in server.log(), server.log()
+
+
+@pytest.mark.slow
+def test_a_hoarding_address_is_capped_while_another_still_claims(tmp_path: Path) -> None:
+    """Over real sockets: a client at 127.0.0.2 holding claims it never reports gets 429
+    (`code` "source", with Retry-After) beyond its address's cap; 127.0.0.1 still claims."""
+    env = {"PRIVRL_MAX_CLAIMS_PER_ADDRESS": "3"}
+    server = LiveServer(tmp_path / "db.sqlite", tmp_path / "log", env=env)
+    hoarder = httpx.HTTPTransport(local_address="127.0.0.2")
+    with server, httpx.Client(base_url=server.url, timeout=10) as http, httpx.Client(
+            base_url=server.url, timeout=10, transport=hoarder) as other:
+        config = spec("jdp", episodes=20)
+        run_id = http.post("/v1/runs", json=config, headers=AUTH).json()["id"]
+        url = f"/v1/runs/{run_id}/claims"
+        assert [other.post(url).status_code for _ in range(3)] == [200] * 3
+        refused = other.post(url)
+        assert refused.status_code == 429 and refused.json()["code"] == "source"
+        assert 1 <= int(refused.headers["Retry-After"]) <= 30
+        cycle(http, run_id, config, world(config))  # another address plays on
+        assert http.get(f"/v1/runs/{run_id}").json()["status"]["outstanding"] == 3

@@ -35,11 +35,17 @@ def test_an_oversized_world_is_refused_before_it_is_built(apps: Apps) -> None:
 
 def test_a_world_of_another_shape_is_refused_and_not_kept(apps: Apps) -> None:
     client = apps()
-    run_id = create(client, spec())  # S = 4, A = 2, H = 5
+    run_id = create(client, spec(horizon=7))  # S = 4, A = 2, H = 7 (no other test's world)
     resp = client.get(f"/v1/runs/{run_id}/regret", params={"world": "riverswim"})  # S = 6
     assert resp.status_code == 422 and resp.json()["code"] == "world", resp.text
     assert "(6, 2)" in resp.json()["detail"]
-    assert ("riverswim", 5) not in evaluation._WORLDS  # (other tests' worlds may come and go)
+    assert ("riverswim", 7) not in evaluation._WORLDS
+    other = create(client, spec(n_states=6))  # the world kept for a run of its shape ...
+    assert client.get(f"/v1/runs/{other}/regret", params={"world": "riverswim"}).is_success
+    assert ("riverswim", 5) in evaluation._WORLDS
+    resp = client.get(f"/v1/runs/{create(client, spec())}/regret",  # ... is refused to this one
+                      params={"world": "riverswim"})
+    assert resp.status_code == 422 and "(6, 2)" in resp.json()["detail"], resp.text
 
 
 def test_the_matching_world_is_built_once_and_answers(apps: Apps) -> None:

@@ -134,7 +134,7 @@ def test_ldp_nothing_raw_reaches_the_server(tmp_path_factory, mechanism: str) ->
         assert not keys & {"states", "actions", "rewards", "trajectory", "return", "seed"}
     # the policy log is public: the test reads the served policies from it
     for k in range(K):
-        np.testing.assert_array_equal(np.asarray(log.versions[log.episodes[k]]),
+        np.testing.assert_array_equal(np.asarray(log.versions[log.version_of(k)]),
                                       ref.policies[k])
 
     # forbidden material: raw sequences as text, raw count arrays as JSON text and as bytes

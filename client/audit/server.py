@@ -375,15 +375,29 @@ class ServerAudit:
                 return None
         return Poll(time.time(), int(board.get("reported", 0)), arrays)
 
+    def _reported_episodes(self, view: RunView) -> list[int] | None:
+        """The episode indices the billboard sums, from every page of the public policy log;
+        None while a version's episodes are not all reported (the log counts lapsed and
+        outstanding claims per version, it does not name them)."""
+        path = f"/v1/runs/{quote(view.run_id, safe='')}/policies?after="
+        done: list[int] = []
+        after: int | None = 0
+        while after is not None:
+            log = self.reader.json(f"{path}{after}", f"policy log of run {view.run_id!r}")
+            for served in log.get("served", {}).values():
+                if served["reported"] != served["claimed"]:
+                    return None
+                done += range(served["first_episode"], served["first_episode"] + served["claimed"])
+            after = log.get("next_after")
+        return sorted(done)
+
     def _ldp_snapshot(self, view: RunView, attempts: int = 10) -> None:
         """A billboard and the episodes it sums, read without a report landing in between."""
-        path = f"/v1/runs/{quote(view.run_id, safe='')}/policies"
         for _ in range(attempts):
             poll = self._read_board(view)
-            log = self.reader.json(path, f"policy log of run {view.run_id!r}")
-            done = [k for k, o in enumerate(log.get("outcomes", [])) if o == "reported"]
-            if poll is None or len(done) == poll.reported:
-                view.snapshot, view.episodes_reported = poll, done
+            done = self._reported_episodes(view)
+            if poll is None or (done is not None and len(done) == poll.reported):
+                view.snapshot, view.episodes_reported = poll, done or []
                 return
             time.sleep(0.05)
 

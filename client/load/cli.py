@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,7 @@ def _remaining(server: str, run_id: str) -> tuple[int, bool]:
 
 
 def swarm_command(args: argparse.Namespace, server: str, run_id: str, seed: int | None,
-                  mdp: Any, backoff: Backoff) -> int:
+                  mdp: Any, backoff: Backoff, credentials: Sequence[str] = ()) -> int:
     """`privrl users` over several processes: live progress, one-line summary, JSON, PNG."""
     from privrl.client.load.report import one_line, plot_report, swarm_report
     from privrl.client.load.swarm import run_swarm, shares
@@ -59,7 +60,8 @@ def swarm_command(args: argparse.Namespace, server: str, run_id: str, seed: int 
                        " to play; create a new run with `privrl runs create`")
     seed = secret_seed() if seed is None else seed
     parts = shares(server, run_id, args.users, args.concurrency, args.processes,
-                   args.connections, seed, mdp, backoff, args.duration)
+                   args.connections, seed, mdp, backoff, args.duration,
+                   credentials=tuple(credentials))
     total = remaining if args.users is None else min(args.users, remaining)
     try:
         results = run_swarm(parts, f"users {run_id}", total, progress=not args.quiet,

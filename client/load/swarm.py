@@ -45,6 +45,7 @@ class Share:
     backoff: Backoff
     duration: float | None  # seconds from the common start after which no episode starts
     mode: str = "episodes"  # or "healthz": GET /healthz in a loop for `duration` (the ceiling)
+    credentials: tuple[str, ...] = ()  # user credentials its users present (runs needing them)
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -54,12 +55,16 @@ def split(total: int, parts: int) -> list[int]:
 
 def shares(server: str, run_id: str, users: int | None, concurrency: int, processes: int,
            connections: int, seed: int, mdp: Any, backoff: Backoff,
-           duration: float | None, mode: str = "episodes") -> list[Share]:
+           duration: float | None, mode: str = "episodes",
+           credentials: tuple[str, ...] = ()) -> list[Share]:
     """The P shares of a swarm (never more processes than concurrent users)."""
     processes = min(processes, concurrency, users or concurrency)
     users_of = split(users, processes) if users is not None else [None] * processes
+    def dealt(i: int) -> tuple[str, ...]:  # each process its own credentials, when enough
+        return credentials[i::processes] if len(credentials) >= processes else credentials
+
     return [Share(i, server, run_id, n, c, min(connections, c), seed, mdp, backoff, duration,
-                  mode)
+                  mode, dealt(i))
             for i, (n, c) in enumerate(zip(users_of, split(concurrency, processes),
                                            strict=True))]
 
@@ -97,6 +102,7 @@ async def play_share(share: Share, live: MutableSequence[int] | None = None) -> 
             share.server, share.run_id, share.users, share.concurrency, share.seed, share.mdp,
             backoff=share.backoff, progress=False, transport=transport, stop_at=stop_at,
             jitter_seed=derived_seed(share.seed, "process", share.index),
+            credentials=share.credentials,
         )
         summary = result.summary()
     return {"summary": summary, "meter": meter.arrays(), "errors": dict(meter.errors),

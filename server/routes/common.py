@@ -1,31 +1,31 @@
-"""What every route needs: the registry, the metrics, a locked call into one hosted run, and the
-grouped commit of what it changed (`record`, then `durable` after the lock is released)."""
+"""What every route needs: the registry, the metrics, a locked call into one hosted run, the
+grouped commit of what it changed (`record`, then `durable` after the lock is released) and the
+run's published snapshot that public reads answer from without the lock (`snapshot_of`)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from asyncio import Future
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from typing import Any, TypeVar
 
 import anyio.to_thread
-from fastapi import APIRouter, Request, Response
-from fastapi.dependencies.models import Dependant
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute
 from privrl.server.errors import Refusal
 from privrl.server.hosted import HostedRun
 from privrl.server.metrics import Metrics
 from privrl.server.registry import Registry
 from privrl.server.settings import Settings
+from privrl.server.snapshot import Snapshot
 from privrl.server.store import Statement
 from privrl.server.writer import Writer
 from pydantic import BaseModel
 
 T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def registry_of(request: Request) -> Registry:
@@ -105,11 +105,33 @@ async def fresh(hosted: HostedRun) -> None:
                       " retry") from exc
 
 
-def record(request: Request, hosted: HostedRun, rows: list[Statement]) -> Future[None] | None:
-    """Under the run's lock: queue the rows of its change; the future of its newest write."""
+def changed(hosted: HostedRun, change: Callable[..., tuple[T, list[Statement]]], *args: object
+            ) -> tuple[T, list[Statement], Snapshot | None]:
+    """Under the run's lock: make a change (a claim, a report) and capture the public snapshot
+    after it (None when nothing changed: no rows)."""
+    result, rows = change(*args)
+    return result, rows, hosted.capture(time.time()) if rows else None
+
+
+def record(request: Request, hosted: HostedRun, rows: list[Statement],
+           snapshot: Snapshot | None = None) -> Future[None] | None:
+    """Under the run's lock: queue the rows of its change; the future of its newest write.
+    `snapshot` (the run after the change) is published once they are committed."""
     if rows:
-        hosted.durable = writer_of(request).submit(rows, hosted.mark_stale, hosted.published())
+        future = writer_of(request).submit(rows, hosted.mark_stale, hosted.published())
+        hosted.durable = future
+        if snapshot is not None:
+            def publish(done: Future[None]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    hosted.publish(snapshot)
+
+            future.add_done_callback(publish)
     return hosted.durable
+
+
+def snapshot_of(request: Request, run_id: str) -> Snapshot:
+    """The published public state of a run (no lock: a reader never waits for the run)."""
+    return registry_of(request).get(run_id).readable(time.time())
 
 
 async def durable(future: Future[None] | None) -> None:
@@ -123,84 +145,48 @@ async def durable(future: Future[None] | None) -> None:
                       " counted, retry") from exc
 
 
-async def locked(hosted: HostedRun, fn: Callable[..., T], *args: object) -> T:
-    """Call `fn(*args)` in a worker thread while holding the run's lock (one writer per run);
-    answer only once every change it may show is committed."""
-    async with hosted.lock:
-        await fresh(hosted)
-        result = await in_thread(fn, *args)
-        barrier = hosted.durable
-    await durable(barrier)
-    return result
+def _documented_query(app: Any, path: str, method: str) -> frozenset[str]:
+    """The query parameter names the OpenAPI documents for one operation."""
+    operation = app.openapi()["paths"].get(path, {}).get(method.lower(), {})
+    return frozenset(p["name"] for p in operation.get("parameters", ()) if p.get("in") == "query")
 
 
-def _declared_query(dependant: Dependant) -> frozenset[str]:
-    """The query parameter names a route (and its dependencies) declares."""
-    names = {param.alias for param in dependant.query_params}
-    for sub in dependant.dependencies:
-        names |= _declared_query(sub)
-    return frozenset(names)
+async def refuse_unknown_query(request: Request) -> None:
+    """Refuse a query parameter the route does not take, as unknown body fields are: a typo
+    (?wiat=5) is a 422, never silently ignored. The route's names are what its OpenAPI
+    documents (FastAPI's public schema of the route), computed once per operation."""
+    if not request.scope.get("query_string"):
+        return
+    route = request.scope["route"]
+    key = (route.path_format, request.method)
+    known = _KNOWN_QUERY.get(key)
+    if known is None:
+        known = _KNOWN_QUERY[key] = _documented_query(request.app, *key)
+    unknown = [name for name in request.query_params if name not in known]
+    if unknown:
+        raise RequestValidationError(
+            [{"type": "extra_forbidden", "loc": ("query", name),
+              "msg": "Extra inputs are not permitted (this route takes no such query"
+              " parameter)"} for name in unknown]
+        )
 
 
-DirectArgs = Callable[[Request], Awaitable[dict[str, Any] | None]]
+_KNOWN_QUERY: dict[tuple[str, str], frozenset[str]] = {}
 
 
-def direct(args: DirectArgs) -> Callable[[F], F]:
-    """Give a hot endpoint a direct path: `args(request)` returns its keyword arguments for the
-    common, well-formed request, or None to let FastAPI solve them (every unusual or invalid
-    request: FastAPI's own parsing and errors, unchanged). The route is declared as usual, so
-    the OpenAPI is FastAPI's; only the per-request work of solving it is skipped. Such a route
-    may not have dependencies (they would be skipped too): declaring one raises TypeError."""
-
-    def mark(endpoint: F) -> F:
-        endpoint.direct_args = args  # type: ignore[attr-defined]
-        return endpoint
-
-    return mark
+async def read_slot(request: Request) -> AsyncIterator[None]:
+    """Hold one of the client address's public-read slots while the read is answered."""
+    address = request.client.host if request.client is not None else "unknown"
+    async with request.app.state.read_slots.held(address):
+        yield
 
 
-class StrictQueryRoute(APIRoute):
-    """A route that refuses query parameters it does not declare, as unknown body fields are: a
-    typo (?wiat=5) is a 422, never silently ignored. The names are computed once per route and
-    checked before FastAPI solves the parameters (as a dependency, the check cost a dependency
-    resolution on every request of the hot claim and report routes). An endpoint marked with
-    `direct` is called with its own arguments when they apply."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        """FastAPI's handler, behind the query check (and the endpoint's direct path)."""
-        handler = super().get_route_handler()
-        known = _declared_query(self.dependant)
-        args: DirectArgs | None = getattr(self.endpoint, "direct_args", None)
-        if args is not None and self.dependant.dependencies:  # e.g. an admin check: the direct
-            raise TypeError(  # path would skip it, so such a route cannot have one
-                f"{self.path}: an endpoint with a direct path cannot have dependencies"
-            )
-        endpoint = self.endpoint
-
-        async def checked(request: Request) -> Response:
-            if request.scope.get("query_string"):
-                unknown = [name for name in request.query_params if name not in known]
-                if unknown:
-                    raise RequestValidationError(
-                        [{"type": "extra_forbidden", "loc": ("query", name),
-                          "msg": "Extra inputs are not permitted (this route takes no such query"
-                          " parameter)"} for name in unknown]
-                    )
-            if args is not None:
-                values = await args(request)
-                if values is not None:
-                    return await endpoint(**values)
-            return await handler(request)
-
-        return checked
-
-
-def json_body_of(request: Request) -> bool:
-    """Whether the request declares a plain JSON body (`application/json`, as FastAPI parses)."""
-    kind = request.headers.get("content-type", "")
-    return kind == "application/json" or kind.startswith("application/json;")
+def public_router() -> APIRouter:
+    """A router of the v1 public views: unknown query refused, reads bounded per address."""
+    return APIRouter(prefix="/v1/runs", tags=["public"], dependencies=[
+        Depends(refuse_unknown_query), Depends(read_slot)])
 
 
 def v1_router(tags: list[str | Enum]) -> APIRouter:
     """A router of the v1 run API (/v1/runs/...): its routes refuse unknown query parameters."""
-    return APIRouter(prefix="/v1/runs", tags=tags, route_class=StrictQueryRoute)
+    return APIRouter(prefix="/v1/runs", tags=tags, dependencies=[Depends(refuse_unknown_query)])

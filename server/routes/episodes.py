@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from asyncio import Future
-from typing import Any
+from typing import Annotated
 
-from fastapi import Query, Request, Response
+from fastapi import Depends, Query, Request, Response
 from privrl.protocol import Ack, Report, Ticket
+from privrl.server.auth import claim_source
 from privrl.server.errors import Refusal, error_responses
 from privrl.server.hosted import HostedRun
 from privrl.server.routes.common import (
-    direct,
+    changed,
     durable,
     fresh,
     in_flight,
     json_answer,
-    json_body_of,
     metrics_of,
     on_run,
     record,
@@ -26,47 +25,19 @@ from privrl.server.routes.common import (
     settings_of,
     v1_router,
 )
-from pydantic import TypeAdapter, ValidationError
 
 router = v1_router(["episodes"])
 
 RETRYABLE = ("busy", "full", "admission")  # refusals a claim may wait out (?wait=)
 WAIT_LIMIT = 600.0  # largest ?wait= of a claim (above: 422); PRIVRL_MAX_CLAIM_WAIT caps it further
-PLAIN_WAIT = re.compile(rb"wait=(\d{1,3}(\.\d*)?)")  # what clients send; the rest: FastAPI parses
-REPORT = TypeAdapter(Report)
-
-
-async def claim_args(request: Request) -> dict[str, Any] | None:
-    """A claim's arguments when its query is empty or a plain `wait=` in range (None: FastAPI
-    parses it, with its 422 for a bad one)."""
-    query = request.scope.get("query_string", b"")
-    wait = 0.0
-    if query:
-        plain = PLAIN_WAIT.fullmatch(query)
-        if plain is None or (wait := float(plain[1])) > WAIT_LIMIT:
-            return None
-    return {"run_id": request.path_params["run_id"], "request": request, "wait": wait}
-
-
-async def report_args(request: Request) -> dict[str, Any] | None:
-    """A report's arguments when its body is UTF-8 JSON that validates against the Report
-    schema; None for anything else, which FastAPI then parses and refuses with its own 400 /
-    422. pydantic's JSON parser reads what `json.loads` reads, into the same values (a test
-    holds the two to it), in one pass and without Python objects in between; a body nested too
-    deep is a ValidationError to it, where `json.loads` raised RecursionError (a 500)."""
-    if not json_body_of(request):
-        return None
-    try:
-        report = REPORT.validate_json(await request.body())
-    except ValidationError:
-        return None
-    return {"run_id": request.path_params["run_id"], "report": report, "request": request}
 
 
 @router.post(
     "/{run_id}/claims",
     response_model=Ticket,
     responses=error_responses(
+        401,
+        403,
         404,
         409,
         410,
@@ -74,16 +45,26 @@ async def report_args(request: Request) -> dict[str, Any] | None:
         429,
         503,
         described={
+            401: "The run requires a user credential and none was sent (`code`"
+            " \"no_credential\")",
+            403: "The credential is forged or was issued for another run (`code`"
+            " \"bad_credential\")",
+            429: "Too many claims outstanding: the run's admission window (`code`"
+            " \"admission\") or this client's own limit (`code` \"source\": per credential, or"
+            " per address in a run without credentials; one less for each claim it let lapse)."
+            " With `Retry-After`.",
             422: "Invalid query (`code` \"schema\"): `wait` is not a number in [0, 600], or a"
             " query parameter this route does not take"
         },
     ),
     summary="Claim the next episode: index, single-use ticket, current policy",
+    # a credential is needed only in runs created with ?credentials=true: optional security
+    openapi_extra={"security": [{}]},
 )
-@direct(claim_args)
 async def claim(
     run_id: str,
     request: Request,
+    source: Annotated[str, Depends(claim_source)],
     wait: float = Query(
         0.0,
         ge=0,
@@ -102,13 +83,18 @@ async def claim(
     finished.
     """
     hosted = registry_of(request).get(run_id)
+    try:  # a client at its own limit is refused before it waits for the run's lock
+        hosted.sources.check(source, time.time())
+    except Refusal as exc:
+        metrics_of(request).claims_refused.labels(exc.reason).inc()
+        raise
     with in_flight(request, report=False):
-        ticket, barrier = await _claim(request, hosted, wait)
+        ticket, barrier = await _claim(request, hosted, wait, source)
         await durable(barrier)
     return json_answer(ticket)
 
 
-async def _claim(request: Request, hosted: HostedRun, wait: float
+async def _claim(request: Request, hosted: HostedRun, wait: float, source: str
                  ) -> tuple[Ticket, Future[None] | None]:
     """Admit a claim (waiting for a slot up to `wait` s, bounded per run) and hand it out.
 
@@ -122,8 +108,9 @@ async def _claim(request: Request, hosted: HostedRun, wait: float
             await fresh(hosted)
             now = time.time()
             try:
-                hosted.admit(now)
-                ticket, rows = await on_run(hosted, hosted.claim, now)
+                hosted.admit(now, source)
+                ticket, rows, snapshot = await on_run(hosted, changed, hosted, hosted.claim, now,
+                                                      source)
                 break
             except Refusal as exc:
                 remaining = deadline - time.monotonic()
@@ -142,7 +129,7 @@ async def _claim(request: Request, hosted: HostedRun, wait: float
                     admission.waiting -= 1
         if admission.waiting and not hosted.sequential:
             hosted.slot_freed.notify(1)
-        barrier = record(request, hosted, rows)
+        barrier = record(request, hosted, rows, snapshot)
         metrics.of_run(hosted.id).claims.inc()
     return ticket, barrier
 
@@ -169,7 +156,6 @@ async def _claim(request: Request, hosted: HostedRun, wait: float
     ),
     summary="Report one episode's statistics with its ticket",
 )
-@direct(report_args)
 async def report(run_id: str, report: Report, request: Request) -> Response:
     """Validate and count one report; a retry with the same ticket and body gets the stored Ack.
 
@@ -182,8 +168,9 @@ async def report(run_id: str, report: Report, request: Request) -> Response:
     with in_flight(request, report=True):
         async with hosted.slot_freed:
             await fresh(hosted)
-            ack, rows = await on_run(hosted, hosted.report, report, arrived)
-            barrier = record(request, hosted, rows)
+            ack, rows, snapshot = await on_run(hosted, changed, hosted, hosted.report, report,
+                                               arrived)
+            barrier = record(request, hosted, rows, snapshot)
             counters = metrics.of_run(hosted.id)
             if ack.duplicate:
                 counters.reports_duplicate.inc()

@@ -20,12 +20,12 @@ from privrl.evaluation import regret_from_log
 from privrl.protocol import PolicyLog, RegretView
 from privrl.server.cache import ByteCache
 from privrl.server.errors import Refusal, error_responses
-from privrl.server.routes.common import in_thread, locked, registry_of, settings_of, v1_router
+from privrl.server.routes.common import in_thread, public_router, registry_of, settings_of
 from privrl.worlds import optimal_return, uniform_random_return
 from privrl.worlds.registry import list_worlds, make
 from privrl.worlds.tabular import TabularMDP, WorldError
 
-router = v1_router(["public"])
+router = public_router()
 WORLD_CACHE_BYTES = 64 * 2**20  # worlds kept between calls (their arrays' bytes)
 REGRET_CACHE_BYTES = 16 * 2**20  # per-version regrets kept between calls (estimated bytes)
 PROBE_HORIZONS = (1, 2)  # a world's (S, A) is read from its build at the first it accepts
@@ -85,10 +85,7 @@ def _world(run_id: str, name: str, horizon: int, states: int, actions: int,
             f" ({max_cells}, PRIVRL_MAX_CELLS); run {run_id} is for {(states, actions)}",
         )
 
-    def build() -> World:
-        mdp = make(name, horizon)
-        if not isinstance(mdp, TabularMDP):
-            raise WorldError(f"it is a {type(mdp).__name__}, not an MDP: it has no regret")
+    def check(mdp: TabularMDP) -> None:
         if (mdp.S, mdp.A) != (states, actions):
             raise Refusal(
                 422,
@@ -96,12 +93,20 @@ def _world(run_id: str, name: str, horizon: int, states: int, actions: int,
                 f"the public world {name!r} has (S, A) = {(mdp.S, mdp.A)} but run {run_id} is"
                 f" for {(states, actions)}: name the world its users live in",
             )
+
+    def build() -> World:
+        mdp = make(name, horizon)
+        if not isinstance(mdp, TabularMDP):
+            raise WorldError(f"it is a {type(mdp).__name__}, not an MDP: it has no regret")
+        check(mdp)  # refused before it is kept
         return mdp, optimal_return(mdp), uniform_random_return(mdp)
 
     try:
-        return _WORLDS.get((name, horizon), build)
+        world = _WORLDS.get((name, horizon), build)
     except WorldError as exc:
         raise Refusal(422, "world", f"world {name!r}: {exc}") from None
+    check(world[0])  # kept for another run of that shape
+    return world
 
 
 def run_regret(run_id: str, created_at: float, world: str, horizon: int, states: int,
@@ -155,7 +160,7 @@ async def regret(
     if world not in public_worlds():
         raise Refusal(422, "schema", f"world {world!r} is not a public named world: use one of"
                       f" {', '.join(public_worlds())}")
-    log = await locked(hosted, hosted.policy_log, time.time())
+    log = await in_thread(hosted.readable(time.time()).policy_log)  # the snapshot's: no lock
     cfg = hosted.config
     return await in_thread(run_regret, hosted.id, hosted.row.created_at, world, cfg.horizon,
                            cfg.n_states, cfg.n_actions, log, settings_of(request).max_cells)

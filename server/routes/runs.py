@@ -7,17 +7,19 @@ import sqlite3
 import time
 
 from fastapi import Depends, Query, Request, Response
-from privrl.protocol import Recovery, RunInfo, RunList, RunRequest
+from privrl.protocol import CredentialList, Recovery, RunInfo, RunList, RunRequest
 from privrl.server.auth import require_admin
+from privrl.server.credentials import MAX_ISSUED, credential_key, issue
 from privrl.server.errors import UNKNOWN_QUERY, Refusal, error_responses
 from privrl.server.heap import settle
 from privrl.server.routes.common import (
     ensure_alive,
     in_thread,
-    locked,
     metrics_of,
+    read_slot,
     registry_of,
     settings_of,
+    snapshot_of,
     v1_router,
 )
 
@@ -55,6 +57,12 @@ async def create_run(
         description="at most one outstanding claim at a time; default: the server's"
         " --sequential setting (PRIVRL_SEQUENTIAL)",
     ),
+    credentials: bool = Query(
+        False,
+        description="claims need a user credential issued by the admin (POST"
+        " /v1/runs/{id}/credentials), each with its own limit of outstanding claims; without,"
+        " the limit applies per client address",
+    ),
 ) -> RunInfo:
     """Create a run; the learner plans policy version 1 before any report.
 
@@ -62,34 +70,64 @@ async def create_run(
     """
     registry = registry_of(request)
     seq = settings_of(request).sequential if sequential is None else sequential
-    hosted = await in_thread(registry.create, body.public(), seq, body.seed)
+    hosted = await in_thread(registry.create, body.public(), seq, body.seed, credentials)
     if settings_of(request).freeze_heap:  # the new run (and kernels it loaded), frozen too
         await in_thread(settle)
     return hosted.info(time.time())
 
 
+@router.post(
+    "/{run_id}/credentials",
+    response_model=CredentialList,
+    status_code=201,
+    dependencies=[Depends(require_admin)],
+    responses=error_responses(
+        401, 403, 404, 409, 422, 503,
+        described={409: "The run does not require credentials (`code` \"open_run\")",
+                   422: "`count` out of range, or a query parameter this route does not take"},
+    ),
+    summary="Issue user credentials of a run that requires them (admin)",
+)
+async def issue_credentials(
+    run_id: str,
+    request: Request,
+    count: int = Query(1, ge=1, le=MAX_ISSUED, description="how many credentials to issue"),
+) -> CredentialList:
+    """New bearer tokens for the run's claims (HMAC of the run id and a random credential id
+    under the server's credential key; nothing is stored, and none is ever shown again)."""
+    hosted = registry_of(request).get(run_id)
+    if not hosted.row.credentials:
+        raise Refusal(409, "open_run", f"run {run_id} does not require credentials (create it"
+                      " with ?credentials=true)")
+    key = credential_key(settings_of(request))
+    if key is None:  # pragma: no cover - require_admin already needs the admin token
+        raise Refusal(503, "no_credential_key", "this server has no credential key")
+    return CredentialList(run_id=run_id, credentials=issue(key, run_id, count))
+
+
 @router.get(
     "",
     response_model=RunList,
+    dependencies=[Depends(read_slot)],
     responses=error_responses(422, 503, described={422: UNKNOWN_QUERY}),
     summary="List runs",
 )
 async def list_runs(request: Request) -> RunList:
     """Every live run with its status."""
     now = time.time()
-    return RunList(runs=[h.info(now) for h in registry_of(request).live()])
+    return RunList(runs=[h.readable(now).info for h in registry_of(request).live()])
 
 
 @router.get(
     "/{run_id}",
     response_model=RunInfo,
+    dependencies=[Depends(read_slot)],
     responses=error_responses(404, 422, 503, described={422: UNKNOWN_QUERY}),
     summary="Show one run",
 )
-async def show_run(run_id: str, request: Request) -> RunInfo:
+async def show_run(run_id: str, request: Request) -> Response:
     """The run's spec and status (episodes claimed, outstanding, reported; finished or not)."""
-    hosted = registry_of(request).get(run_id)
-    return await locked(hosted, hosted.info, time.time())
+    return Response(snapshot_of(request, run_id).json("info"), media_type="application/json")
 
 
 @router.delete(

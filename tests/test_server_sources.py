@@ -1,0 +1,126 @@
+"""One client cannot hoard a run: outstanding claims are capped per source (a user credential,
+or the client's address), and claims a source lets lapse lower its own cap, not the run's."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+from privrl.protocol import CredentialList, RunInfo
+from support.server import AUTH, Apps, create, spec, user_report, world
+
+
+def credentials(client: TestClient, run_id: str, count: int) -> list[str]:
+    """`count` credentials of a run (admin)."""
+    resp = client.post(f"/v1/runs/{run_id}/credentials", params={"count": count}, headers=AUTH)
+    assert resp.status_code == 201, resp.text
+    issued = CredentialList.model_validate(resp.json())
+    assert issued.run_id == run_id and len(set(issued.credentials)) == count
+    return issued.credentials
+
+
+def claim_as(client: TestClient, run_id: str, token: str | None) -> object:
+    """A claim with a user credential (or none)."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    return client.post(f"/v1/runs/{run_id}/claims", headers=headers)
+
+
+def test_a_run_that_requires_credentials_refuses_claims_without_a_valid_one(apps: Apps) -> None:
+    client = apps()
+    config = spec("jdp", episodes=20)
+    run_id = create(client, config, "?credentials=true")
+    other = create(client, config, "?credentials=true")
+    info = RunInfo.model_validate(client.get(f"/v1/runs/{run_id}").json())
+    assert info.credentials is True
+    [good] = credentials(client, run_id, 1)
+    [foreign] = credentials(client, other, 1)
+    resp = claim_as(client, run_id, None)
+    assert resp.status_code == 401 and resp.json()["code"] == "no_credential"
+    forged = good[: good.rindex(".") + 1] + ("A" if good[-1] != "A" else "B") * 43
+    renamed = good.replace(run_id, other)  # the tag no longer matches
+    for bad in (forged, renamed, "nonsense", foreign, AUTH["Authorization"].split()[1]):
+        resp = claim_as(client, run_id, bad)
+        assert resp.status_code == 403 and resp.json()["code"] == "bad_credential", bad
+    assert "another run" in claim_as(client, run_id, foreign).json()["detail"]
+    assert client.get(f"/v1/runs/{run_id}").json()["status"]["claimed"] == 0
+    resp = claim_as(client, run_id, good)
+    assert resp.status_code == 200, resp.text
+    body = user_report(resp.json(), config, world(config))  # reports need only the ticket
+    assert client.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200
+    client = apps.reopen(client)  # credentials and the requirement survive a restart
+    assert claim_as(client, run_id, None).status_code == 401
+    assert claim_as(client, run_id, good).status_code == 200
+
+
+def test_outstanding_claims_are_capped_per_credential(apps: Apps) -> None:
+    client = apps(max_claims_per_credential=2)
+    config = spec("jdp", episodes=50)
+    run_id = create(client, config, "?credentials=true")
+    alice, bob = credentials(client, run_id, 2)
+    held = [claim_as(client, run_id, alice) for _ in range(2)]
+    assert all(r.status_code == 200 for r in held)
+    refused = claim_as(client, run_id, alice)
+    assert refused.status_code == 429 and refused.json()["code"] == "source"
+    assert 1 <= int(refused.headers["Retry-After"]) <= 30
+    refused = client.post(f"/v1/runs/{run_id}/claims?wait=5",
+                          headers={"Authorization": f"Bearer {alice}"})
+    assert refused.status_code == 429  # its own limit is not waited out
+    assert claim_as(client, run_id, bob).status_code == 200  # another source still claims
+    body = user_report(held[0].json(), config, world(config))
+    assert client.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200
+    assert claim_as(client, run_id, alice).status_code == 200  # a report frees its slot
+    metrics = client.get("/metrics").text
+    assert 'privrl_claims_refused_total{reason="source"} 2.0' in metrics
+
+
+def test_lapsed_claims_count_against_their_source_not_the_run(apps: Apps) -> None:
+    client = apps(claim_timeout=0.2, max_claims_per_credential=4, min_outstanding=2,
+                  max_outstanding=8)
+    run_id = create(client, spec("jdp", episodes=50), "?credentials=true")
+    hoarder, honest = credentials(client, run_id, 2)
+    hosted = client.app.state.registry.get(run_id)
+    assert all(claim_as(client, run_id, hoarder).status_code == 200 for _ in range(4))
+    time.sleep(0.25)  # all four lapse unreported
+    assert claim_as(client, run_id, hoarder).status_code == 200  # sweeps them: cap 4 -> 1
+    refused = claim_as(client, run_id, hoarder)
+    assert refused.status_code == 429 and refused.json()["code"] == "source"
+    assert hosted.admission.limit(time.time()) == 8  # the run's window is untouched
+    assert all(claim_as(client, run_id, honest).status_code == 200 for _ in range(4))
+
+
+def test_without_credentials_the_cap_is_per_address(apps: Apps) -> None:
+    client = apps(max_claims_per_address=3)
+    run_id = create(client, spec("jdp", episodes=50))
+    assert client.get(f"/v1/runs/{run_id}").json()["credentials"] is False
+    assert all(claim_as(client, run_id, None).status_code == 200 for _ in range(3))
+    refused = claim_as(client, run_id, None)
+    assert refused.status_code == 429 and refused.json()["code"] == "source"
+    assert claim_as(client, run_id, "anything").status_code == 429  # a token changes nothing
+
+
+def test_issuing_credentials(apps: Apps) -> None:
+    client = apps()
+    open_run = create(client, spec("jdp"))
+    resp = client.post(f"/v1/runs/{open_run}/credentials", headers=AUTH)
+    assert resp.status_code == 409 and resp.json()["code"] == "open_run"
+    run_id = create(client, spec("jdp"), "?credentials=true")
+    assert client.post(f"/v1/runs/{run_id}/credentials").status_code == 401
+    for count in (0, 10_001):
+        resp = client.post(f"/v1/runs/{run_id}/credentials", params={"count": count},
+                           headers=AUTH)
+        assert resp.status_code == 422
+    assert client.post("/v1/runs/nope/credentials", headers=AUTH).status_code == 404
+    tokens = credentials(client, run_id, 3)
+    assert all(t.split(".")[1] == run_id for t in tokens)
+
+
+@pytest.mark.parametrize("key", [None, "a-separate-credential-key"])
+def test_the_key_signs_credentials(apps: Apps, key: str | None) -> None:
+    """Credentials of one key are refused under another (rotating the key revokes them)."""
+    client = apps(credential_key=key)
+    run_id = create(client, spec("jdp"), "?credentials=true")
+    [token] = credentials(client, run_id, 1)
+    assert claim_as(client, run_id, token).status_code == 200
+    client = apps.reopen(client, credential_key="rotated")
+    assert claim_as(client, run_id, token).status_code == 403
