@@ -270,10 +270,14 @@ def test_non_private_regret_is_sublinear() -> None:
 
 @pytest.mark.slow  # statistical: mean regret of 5 seeds, private vs not
 def test_privacy_costs_utility() -> None:
-    """Property 12: regret at eps = inf is not larger than at eps = 0.5 with theory constants."""
-    inf = run_in_process(cfg(privacy="none", preset="faithful", episodes=300), HARD, range(5))
-    priv = run_in_process(cfg(privacy="jdp", preset="faithful", episodes=300, epsilon=0.5,
-                              delta=0.1), HARD, range(5))
+    """Property 12: regret at eps = inf is not larger than at eps = 0.5. With the practical
+    preset, where the non-private run learns within K = 300 (the theory constants learn nothing
+    there: both runs stay near the uniform policy, and their order is a coin flip of the
+    noise draws)."""
+    inf = run_in_process(cfg(privacy="none", episodes=300), HARD, range(5))
+    priv = run_in_process(cfg(privacy="jdp", episodes=300, epsilon=0.5, delta=0.1), HARD,
+                          range(5))
+    assert inf.regret[:, -50:].mean() < 0.5 * priv.regret[:, -50:].mean()  # it learned
     assert inf.regret.sum(1).mean() <= priv.regret.sum(1).mean()
 
 
