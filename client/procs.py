@@ -19,8 +19,6 @@ from typing import IO
 
 import httpx
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that is free on `host` right now (the OS picks it)."""
@@ -30,10 +28,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """This process's environment plus the repo root on PYTHONPATH (works without installing)."""
+    """This process's environment for a child (unbuffered output), plus `extra`: the child
+    imports the installed privrl, as this process does."""
     env = dict(os.environ)
-    parts = [str(REPO_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
     env.setdefault("PYTHONUNBUFFERED", "1")
     if extra:
         env.update(extra)
@@ -122,7 +119,7 @@ class ServerProcess:
         self._log = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115
         out = self._log if self._log is not None else subprocess.DEVNULL
         self.proc = subprocess.Popen(
-            module_cmd("privrl.server", *self.args), env=env, cwd=REPO_ROOT, stdout=out, stderr=out,
+            module_cmd("privrl.server", *self.args), env=env, stdout=out, stderr=out,
             stdin=subprocess.DEVNULL,
         )
         try:
@@ -166,7 +163,7 @@ def spawn(
     out: IO[bytes] | int = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     try:
         return subprocess.Popen(
-            list(cmd), env=child_env(env), cwd=REPO_ROOT, stdout=out, stderr=out,
+            list(cmd), env=child_env(env), stdout=out, stderr=out,
             stdin=subprocess.DEVNULL,
         )
     finally:

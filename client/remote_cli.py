@@ -32,7 +32,7 @@ from privrl.client.cli_common import (
     world_from_args,
 )
 from privrl.client.load.cli import add_swarm_options
-from privrl.client.procs import REPO_ROOT, child_env, module_cmd, server_args
+from privrl.client.procs import child_env, module_cmd, server_args
 from privrl.protocol import LedgerView, RunInfo
 
 if TYPE_CHECKING:
@@ -82,15 +82,12 @@ def _seed(value: int | None, env: str) -> int | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """privrl serve: replace this process with `python -m privrl.server` and the same flags.
-
-    The database path is made absolute first: the server starts in the package root.
-    """
+    """privrl serve: replace this process with `python -m privrl.server` and the same flags,
+    in the same working directory (the database path is made absolute all the same)."""
     db = Path(args.db).expanduser().resolve()
     flags = server_args(args.host, args.port, db, args.claim_timeout, args.sequential,
                         args.access_log, args.log_level)
     cmd = module_cmd("privrl.server", *flags)
-    os.chdir(REPO_ROOT)
     os.execve(cmd[0], cmd, child_env())
     return 0  # pragma: no cover (execve does not return)
 

@@ -24,8 +24,8 @@ import jsonschema
 import pytest
 import yaml
 from privrl.client.api import ServerAPI
-from privrl.client.procs import REPO_ROOT, child_env, free_port, stop_process
-from support.vendored import COMPOSE_SCHEMA
+from privrl.client.procs import child_env, free_port, stop_process
+from support.vendored import COMPOSE_SCHEMA, REPO_ROOT
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from privrl.client.procs import REPO_ROOT
-from support.vendored import COMPOSE_SCHEMA
+from support.vendored import COMPOSE_SCHEMA, REPO_ROOT
 
 TESTS = REPO_ROOT / "tests"
 DATA = TESTS / "data"

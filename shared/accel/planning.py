@@ -13,11 +13,10 @@ import math
 
 import numba
 import numpy as np
+from privrl.ties import TIE_TOL
 
 from . import streams  # noqa: F401  (loaded with the planner: seeding then uses it too)
 from .arrays import START
-
-TIE_TOL = 1e-9
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")

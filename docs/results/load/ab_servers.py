@@ -28,11 +28,13 @@ from typing import Any
 
 from privrl.client.api import ServerAPI
 from privrl.client.load.bench import bench_config, phase
-from privrl.client.procs import REPO_ROOT, free_port, module_cmd, stop_process, wait_ready
+from privrl.client.procs import free_port, module_cmd, stop_process, wait_ready
 from privrl.seeding import secret_seed
 
 MODES = (("healthz", None), ("episodes", "jdp"), ("episodes", "ldp"))
 
+
+REPO_ROOT = Path(__file__).resolve().parents[3]  # this checkout: the "after" version
 
 def start(tmp: Path, name: str, pythonpath: str, token: str
           ) -> tuple[str, subprocess.Popen[bytes]]:

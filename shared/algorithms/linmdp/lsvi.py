@@ -19,8 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...privacy.psd import cholesky_solve, inverse_norms
-
-TIE_TOL = 1e-9  # scores this close (relative) are ties
+from ...ties import TIE_TOL
 
 
 def optimistic_scores(features: np.ndarray, w: np.ndarray, inv_chol: np.ndarray, beta: float

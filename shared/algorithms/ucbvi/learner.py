@@ -17,9 +17,9 @@ from ...config import RunConfig
 from ...privacy.postprocess import project_counts
 from ...seeding import generator
 from ...stats import Stats
+from ...ties import TIE_TOL
 from .knobs import UCBVIKnobs
 
-TIE_TOL = 1e-9
 # plan_replicas' kept-model arrays, empty: the learner rebuilds the model at every plan
 NO_KEPT_MODEL = (np.empty((0, 1, 1, 1, 1)), np.empty((0, 1, 1, 1)), np.empty((0, 1, 1, 1)),
                  np.empty((0, 1, 1, 1, 1)), np.empty((0, 1, 1)), np.empty((0, 1, 1, 1), np.bool_))
