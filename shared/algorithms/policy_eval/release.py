@@ -8,7 +8,7 @@ the noise scale sigma_X stay inside (spec §3.4: sigma_X is a function of the pr
 
 Return sums are kept in fixed point (integers of 2^-k, k <= 40 chosen so that m F_max 2^k < 2^62):
 integer addition does not depend on the order of the reports, so concurrent users reporting in
-any order give bit for bit the sums (and theta) of the in-process run with the same seeds. Each
+any order give exactly the sums (and theta) of the in-process run with the same seeds. Each
 return is rounded to the grid once (a per-user function of the report, still in [0, F_max]).
 
 Under integer noise theta_X is randomized-rounded to the public grid 2^-30 (from the seeded stream
