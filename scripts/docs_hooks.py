@@ -71,6 +71,11 @@ def schema_name(schema: dict[str, Any]) -> str:
     return schema.get("type", "object")
 
 
+def prose(text: str) -> str:
+    """A docstring as Markdown: brackets that are not a link's (`actions[h][s]`) stay literal."""
+    return re.sub(r"\[([^\]]*)\](?!\()", r"\\[\1\\]", text.strip())
+
+
 def http_reference() -> str:
     """Every route of the OpenAPI document: what it does, its parameters, body and answers."""
     doc = openapi()
@@ -81,7 +86,7 @@ def http_reference() -> str:
             if op.get("summary"):
                 out.append(f"**{op['summary']}**\n")
             if op.get("description"):
-                out.append(op["description"].strip() + "\n")
+                out.append(prose(op["description"]) + "\n")
             params = op.get("parameters", [])
             if params:
                 out.append("| parameter | in | type | required | what |\n|---|---|---|---|---|")
