@@ -147,3 +147,18 @@ def test_the_licence_is_mit_and_the_package_says_so() -> None:
     assert licence.startswith("MIT License") and "the privrl authors" in licence
     assert re.search(r'^license = (\{text = )?"MIT"', (REPO_ROOT / "pyproject.toml").read_text(),
                      re.M)
+
+
+# the story of a development machine, and changelog wording, belong in git and CHANGELOG.md
+STORY = re.compile(r"development machine|other engineers|installed here|on this machine|this "
+                   r"branch|\bas before\b|the old (?:fixed )?bound|\bissue \d+|^#+ Later\b",
+                   re.I | re.M)
+
+
+def test_the_readme_is_short_and_the_docs_tell_no_story_of_a_machine() -> None:
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
+    hits = [f"{p.relative_to(REPO_ROOT)}: {m.group(0)!r}" for p in pages
+            for m in STORY.finditer(p.read_text())]
+    assert not hits, "\n".join(hits)
