@@ -1,7 +1,7 @@
 """Learning metrics of saved runs: `python scripts/linear/metrics.py DIR [DIR ...]`.
 
 For every configuration in each DIR/summary.json: cumulative regret (mean ± std over seeds), the
-spec's sublinearity checks (mean per-episode regret of the last 20% of episodes over the first
+tests' sublinearity checks (mean per-episode regret of the last 20% of episodes over the first
 20%; log-log slope of the median cumulative regret over k in [K/10, K]), the last-10% per-episode
 regret as a share of the uniformly random policy's, whether that is <= 25% (the issue's "learns"
 criterion) and the epsilon the ledger spent.
