@@ -199,7 +199,8 @@ def policy_eval_table() -> str:
                 row["rmse"]["mean"])
     ms = sorted({m for by_m in cells.values() for m in by_m})
     shown = [m for m in ms if float(m).is_integer() and str(m).rstrip("0") == "1"]
-    head = "| estimator, features | " + " | ".join(f"m = {m:.0e}" for m in shown) + " |"
+    head = ("| estimator, features | " + " | ".join(f"m = 10<sup>{len(str(m)) - 1}</sup>"
+                                                     for m in shown) + " |")
     rows = [head, "|---" * (len(shown) + 1) + "|"]
     for (estimator, features), by_m in cells.items():
         values = " | ".join(f"{by_m[m]:.3g}" if m in by_m else "—" for m in shown)
@@ -211,6 +212,17 @@ def policy_eval_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def attacker_outcome(counts: dict[str, Any]) -> Iterator[str]:
+    """`{"claims": 256, "refused": {"429": 200}}` as "256 claims", "200 × 429"."""
+    for key, value in counts.items():
+        if isinstance(value, dict):
+            yield from (f"{n} × {status}" for status, n in value.items())
+        elif key.isdigit():
+            yield f"{value} answers ({key})"
+        elif value:
+            yield f"{value} {key}"
+
+
 def takeover_table() -> str:
     """An anonymous client trying to take a run over: the honest users' rate beside it."""
     data = load("takeover.json")
@@ -218,7 +230,7 @@ def takeover_table() -> str:
             " what the attacker got |", "|---|---|---|---|---|"]
     for measurement in data["measurements"]:
         for r in measurement["result"]["runs"]:
-            got = ", ".join(f"{k}: {v}" for k, v in r["attacker"].items())
+            got = ", ".join(attacker_outcome(r["attacker"]))
             rows.append(f"| {r['attack']} ({measurement['label']}) |"
                         f" {'yes' if r['credentials'] else 'no'} |"
                         f" {r['alone_eps']:.1f} → {r['beside_eps']:.1f} → {r['after_eps']:.1f} |"
