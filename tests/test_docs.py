@@ -132,6 +132,14 @@ def test_every_generated_marker_in_the_docs_is_known() -> None:
     assert used == set(hooks.RENDERERS)  # none unknown, none unused
 
 
+def test_every_link_of_the_readme_resolves() -> None:
+    """The README is read on a forge, outside the site: its relative links must exist."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
+    assert len(targets) >= 20
+    assert [t for t in targets if not (REPO_ROOT / t).exists()] == []
+
+
 def test_every_page_is_in_the_navigation() -> None:
     nav = (REPO_ROOT / "mkdocs.yml").read_text()
     pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}

@@ -126,7 +126,8 @@ def test_a_test_not_marked_slow_that_starts_a_process_fails(
 # authors and year instead, and the design is docs/explanation/architecture.md
 OUTSIDE = re.compile(r"\.\./shared|shared/tools/|/work/|shared/spec|\b(?:linear-luyo|linear-mdp-ngo"
                      r"|linear-mixture-zhou|policy-evaluation-balle|tabular-dp-ucbvi)\.md\b"
-                     r"|\b[Ss]pecs?\b[^.\n]{0,3}§|\bspecs?'(?:s\b)?|ARCHITECTURE|\bpapers/|the design's")
+                     r"|\b[Ss]pecs?\b[^.\n]{0,3}§|\bspecs?'(?:s\b)?"
+                     r"|ARCHITECTURE|\bpapers/|the design's")
 
 
 def test_nothing_in_the_repository_refers_to_files_outside_it() -> None:
