@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -76,14 +77,24 @@ class Parser(argparse.ArgumentParser):
         self.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
 
 
-def mark_parsers(parser: argparse.ArgumentParser) -> None:
-    """Record in every (sub)parser's defaults which parser it is (`args.parser`), recursively,
-    so that errors found after parsing name the subcommand they belong to."""
-    parser.set_defaults(parser=parser)
+def all_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """`parser` and every subcommand's parser below it, depth first, each once (aliases share
+    one); the CLI reference of the docs is generated from these."""
+    yield parser
+    seen: set[int] = set()
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for child in action.choices.values():
-                mark_parsers(child)
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    yield from all_parsers(child)
+
+
+def mark_parsers(parser: argparse.ArgumentParser) -> None:
+    """Record in every (sub)parser's defaults which parser it is (`args.parser`), so that errors
+    found after parsing name the subcommand they belong to."""
+    for each in all_parsers(parser):
+        each.set_defaults(parser=each)
 
 
 class CliError(Exception):

@@ -280,7 +280,7 @@ def story(results: list[dict[str, Any]]) -> str:
         f" ({OUTCOME[verdict(ell)]})." + more +
         " The JDP server adds noise once to sums over all users (tree counters); every LDP user"
         " noises its own report, so the noise in the LDP billboard grows with the number of"
-        " users. docs/results/README.md: over 50,000 episodes JDP (pooled) learns from eps ="
+        " users. docs/results/index.md: over 50,000 episodes JDP (pooled) learns from eps ="
         " 0.5, LDP (pooled) needs eps = 20."
     )
 

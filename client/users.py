@@ -155,8 +155,8 @@ def check_randomizer(params: RandomizerParams | None, calibration: Calibration) 
 
 def encode_noisy(ticket: str, noisy: Stats, families: Sequence[str]) -> bytes:
     """The LDP report body: fixed key order and every array packed (`privrl.wire.pack_floats`:
-    base64 of its float64 bytes, lossless), so its size never depends on the trajectory (spec
-    §8.2). Only the noisy arrays and the ticket are in it."""
+    base64 of its float64 bytes, lossless), so its size never depends on the trajectory
+    (docs/how-to/audit.md, fixed-size reports). Only the noisy arrays and the ticket are in it."""
     parts = []
     for name in families:
         arr = np.asarray(noisy[name], dtype=np.float64).ravel()

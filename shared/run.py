@@ -1,4 +1,5 @@
-"""A run = learner + privatizer/aggregator + billboard + ledger (the design's §3 episode life).
+"""A run = learner + privatizer/aggregator + billboard + ledger: the life of one episode
+(docs/explanation/architecture.md).
 
 `Run` executes the life of an episode without HTTP: the server wraps one `Run` (one replica) and
 the in-process runner drives several replicas at once. Same seeds, same numbers either way.

@@ -117,7 +117,7 @@ def test_rho_to_epsilon_rejects_bad_input(bad: tuple[float, float]) -> None:
 
 
 def test_classical_conversion_golden_values() -> None:
-    """Spec linear-mdp-ngo §2.3 golden values for the classical conversion and its inverse."""
+    """Reference values (Ngo et al. 2022's setting) for the classical conversion and its inverse."""
     assert epsilon_to_rho_classical(1.0, 1e-5) == pytest.approx(0.020819938, rel=1e-7)
     assert rho_to_epsilon_classical(1.0, 1e-5) == pytest.approx(7.78614, rel=1e-6)
     for eps in [0.1, 1.0, 10.0]:

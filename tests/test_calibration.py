@@ -1,4 +1,4 @@
-"""Noise calibration, radii and the ledger's honesty (spec §4.2-4.3, §5, §9.1-9.2, E3)."""
+"""Noise calibration, radii and the ledger's honesty (Qiao & Wang; errata E2, E3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The chain MRP of Balle et al. (spec §5.2): exact values, first-visit returns, the per-user
+"""The chain MRP of Balle et al. 2016: exact values, first-visit returns, the per-user
 simulator and the fast sufficient-statistics simulator."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def test_invalid_parameters_are_refused() -> None:
 
 
 def test_first_visit_returns_of_the_worked_example() -> None:
-    """Spec §3.5: x1 revisits state 0 (ignored), x2 visits only state 1."""
+    """The worked example: x1 revisits state 0 (ignored), x2 visits only state 1."""
     x1 = first_visit_returns([0, 1, 0, 2], [0, 1, 0, 1], 0.9, 3)
     x2 = first_visit_returns([1, 1], [0.5, 0.5], 0.9, 3)
     np.testing.assert_allclose(x1.returns[0], [1.629, 1.81, 1.0], rtol=1e-12)

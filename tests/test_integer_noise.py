@@ -1,5 +1,5 @@
 """Integer noise on public grids: the samplers, randomized rounding, integer trees, and releases
-that are integers times the grid step for every family (the design's contract 7)."""
+that are integers times the grid step for every family (architecture, contract 7)."""
 
 from __future__ import annotations
 

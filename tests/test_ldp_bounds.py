@@ -44,7 +44,7 @@ def test_laplace_bound_is_b_log_n_over_p() -> None:
 
 
 def demo_config(mechanism: str) -> RunConfig:
-    """The README's figures: RiverSwim (S = 6, A = 2, H = 20), LDP at eps = 1."""
+    """The figures of docs/explanation/dp-ucbvi.md: RiverSwim (S = 6, A = 2, H = 20), LDP, eps 1."""
     delta = 1e-5 if mechanism == "gaussian" else 0.0
     return RunConfig(n_states=6, n_actions=2, horizon=20, episodes=2000, privacy="ldp",
                      epsilon=1.0, mechanism=mechanism, delta=delta)
@@ -52,7 +52,7 @@ def demo_config(mechanism: str) -> RunConfig:
 
 @pytest.mark.parametrize(("mechanism", "shift"), [("laplace", 28.87), ("gaussian", 7.35)])
 def test_one_dishonest_user_moves_an_entry_by_a_few_noise_scales(mechanism, shift) -> None:
-    """The README's figures under integer noise (28.16 / 7.23 with float noise: the discrete
+    """Those figures under integer noise (28.16 / 7.23 with float noise: the discrete
     Laplace tail and the grid step widen the margin a little)."""
     cal = calibrate(demo_config(mechanism))
     assert cal.report_entries() == 20 * 6 * 2 * 6 + 20 * 6 * 2

@@ -1,4 +1,4 @@
-"""Linear-MDP worlds: the specs' verified values, the linear structure, norm assumptions, files."""
+"""Linear-MDP worlds: the papers' values, the linear structure, norm assumptions, files."""
 
 from __future__ import annotations
 

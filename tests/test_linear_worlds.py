@@ -1,4 +1,4 @@
-"""Linear-mixture worlds: the spec's verified values, norm assumptions, structure, files."""
+"""Linear-mixture worlds: the papers' values, norm assumptions, structure, files."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def _vertex_norm(mdp: LinearMixtureMDP) -> float:
 
 
 def test_lm_hard_verified_values() -> None:
-    """Spec §8.1: d=4, H=5, Delta=0.05 gives V*_1 = 2.4744 and 1.6384 for the uniform policy."""
+    """Luyo et al. 2021's LM-Hard: d=4, H=5, Delta=0.05 gives V*_1 = 2.4744 and 1.6384 for
+    the uniform policy."""
     mdp = make("lm-hard")
     assert (mdp.H, mdp.S, mdp.A, mdp.model.d) == (5, 7, 8, 4)
     assert optimal_return(mdp) == pytest.approx(2.47436875, abs=1e-12)

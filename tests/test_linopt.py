@@ -1,4 +1,4 @@
-"""Private LinOpt-VI / LinOpt-PO (Zhou Alg. 1, 2): the spec's golden numbers (§5.6), mechanics
+"""Private LinOpt-VI / LinOpt-PO (Zhou Alg. 1, 2): reference numbers, mechanics
 (§9), mirror descent, eps -> inf, honest ledger, stochastic policies, learning."""
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ def config(world, algo: str, episodes: int, privacy: str = "none", epsilon: floa
 
 
 def test_luyo_batched_reference_values() -> None:
-    """Luyo spec §11: A2 at d=5, H=5, K=1000, eps=0.5, delta=p=0.1 (and K=1e5, non-private)."""
+    """Luyo et al.'s reference: A2 at d=5, H=5, K=1000, eps=0.5, delta=p=0.1 (and K=1e5,
+    non-private)."""
     c = batched_constants(1000, 5, 5, 0.5, 0.1, 0.1)
     assert (c.batches, c.tree_depth, c.batch_length, c.policies) == (4, 3, 250, 4)
     for got, want in [(c.sigma_gram, 192887.5529), (c.sigma_target, 556818.4031),
@@ -62,7 +63,7 @@ def test_luyo_batched_reference_values() -> None:
                    beta=52882.1773)),
 ])
 def test_ngo_golden_values(calibration: str, want: dict[str, float]) -> None:
-    """Ngo spec §8.1: K=10000, H=5, d=8, rho=1, p=0.05, rel. tol 1e-6."""
+    """Ngo et al.'s reference values: K=10000, H=5, d=8, rho=1, p=0.05, rel. tol 1e-6."""
     c = switching_constants(10_000, 5, 8, 1.0, 0.05, calibration)  # type: ignore[arg-type]
     for key, value in want.items():
         assert getattr(c, key) == pytest.approx(value, rel=1e-6), key

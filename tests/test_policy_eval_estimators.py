@@ -1,4 +1,4 @@
-"""LSW / LSL and their smoothed sensitivities (spec §2-§3, testable properties §7.1-§7.7)."""
+"""LSW / LSL and their smoothed sensitivities (Balle et al. 2016) and their properties."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from privrl.seeding import generator
 from privrl.worlds.chain import ChainMRP
 from support.policy_eval import golden_data, neighbours, random_data, sums
 
-REL = 1e-6  # the spec's golden values are given to 1e-6 relative accuracy
+REL = 1e-6  # the reference values are given to 1e-6 relative accuracy
 
 
 def test_constants_of_lemma_1() -> None:
@@ -41,7 +41,7 @@ def test_appendix_constants_are_more_conservative_and_checked() -> None:
 
 
 def test_golden_values_of_the_worked_example() -> None:
-    """Spec §3.5: returns, (n, g), theta, phi_k, psi and sigma of both algorithms."""
+    """The worked example: returns, (n, g), theta, phi_k, psi and sigma of both algorithms."""
     n, g = sums(golden_data())
     np.testing.assert_allclose(n, [1, 2, 1])
     np.testing.assert_allclose(g, [1.629, 2.76, 1.0], rtol=REL)
@@ -63,7 +63,7 @@ def test_golden_values_of_the_worked_example() -> None:
 
 
 def test_expected_magnitudes_of_section_5_7() -> None:
-    """sigma at the expected counts m p_s of the chain reproduces the spec's table (F_max = 1)."""
+    """sigma at the expected counts m p_s of the chain reproduces the expected table (F_max = 1)."""
     p = ChainMRP().visit_probabilities()
     table = {10**3: (579, 318, 208, 2.34), 10**4: (192, 99, 96, 0.234),
              10**5: (58, 21.5, 50, 0.0234), 10**6: (0.071, 0.0043, 26.7, 0.0023),
@@ -145,7 +145,7 @@ def test_smooth_bounds_equal_brute_force_maxima(beta: float) -> None:
 
 @pytest.mark.parametrize("beta", [0.7, 0.0417])
 def test_smooth_bounds_are_beta_smooth_over_every_neighbouring_signature(beta: float) -> None:
-    """Spec §7.5: |ln psi(v) - ln psi(v')| <= beta for every v' with ||v - v'||_inf <= 1,
+    """Smoothness: |ln psi(v) - ln psi(v')| <= beta for every v' with ||v - v'||_inf <= 1,
     coordinates clipped to [0, m]."""
     rng = generator(4, "smooth")
     m, n_states = 6, 4
@@ -195,7 +195,7 @@ def test_sensitivity_is_covered_by_the_noise_scale(features: str) -> None:
 
 
 def test_limits_and_monotonicity() -> None:
-    """Spec §7.7."""
+    """The smoothed bound dominates the local sensitivity."""
     rng = generator(6, "limits")
     n = rng.integers(0, 50, size=8).astype(float)
     lsw, lsl = LSW(np.eye(8)), LSL(np.eye(8), 10.0)

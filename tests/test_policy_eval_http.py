@@ -110,7 +110,7 @@ def test_bad_reports_get_a_clear_4xx_and_change_nothing(server, visits, status, 
 
 
 def test_a_return_above_f_max_is_clipped_not_refused(server) -> None:
-    """F_max = 0.5 < a legitimate return of 0.98: the server clips it to 0.5 (spec §3.3)."""
+    """F_max = 0.5 < a legitimate return of 0.98: the server clips it to 0.5 (Balle et al. 2016)."""
     config = round_config(CHAIN, "lsw", "tabular", 1, 0.1, 0.1, 0.5)
     run_id = create_run(server, config, seed=SERVER_SEED)
     with httpx.Client(base_url=server.url, timeout=30) as http:

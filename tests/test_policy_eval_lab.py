@@ -79,7 +79,7 @@ def test_the_ledger_of_a_batch_lists_every_release_made_from_it() -> None:
 
 @pytest.mark.slow
 def test_utility_trends_of_the_chain() -> None:
-    """Spec §7.9 at reduced scale: DP-LSW's mean RMSE falls from 10^4 to 10^6, non-private
+    """At reduced scale: DP-LSW's mean RMSE falls from 10^4 to 10^6, non-private
     tabular LSW improves with m, and the pairs' noise is below the tabular one."""
     spec = pe.SweepSpec(estimators=("lsw", "dp-lsw"), features=("tabular", "agg2"),
                         trajectories=(10**4, 10**5, 10**6), runs=4, lambda_at=())
@@ -95,7 +95,7 @@ def test_utility_trends_of_the_chain() -> None:
 
 @pytest.mark.slow
 def test_dp_lsw_with_pairs_is_close_to_lsw_at_a_million_trajectories() -> None:
-    """Spec §7.9's slow test: 20 runs, pairs, F_max = 1, m = 10^6: DP-LSW <= 1.3 x LSW."""
+    """The full-scale check: 20 runs, pairs, F_max = 1, m = 10^6: DP-LSW <= 1.3 x LSW."""
     spec = pe.SweepSpec(estimators=("lsw", "dp-lsw"), features=("agg2",),
                         trajectories=(10**6,), runs=20, lambda_at=())
     summary = pe.sweep(spec, workers=2, progress=False)

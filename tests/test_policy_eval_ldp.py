@@ -1,4 +1,4 @@
-"""The local-DP extension of policy evaluation (spec §6, not in the paper): users noise their visit
+"""The local-DP extension of policy evaluation (not in the paper): users noise their visit
 indicators and scaled returns; the estimate is post-processing of the noisy sums; nothing raw
 reaches the server."""
 
@@ -49,7 +49,7 @@ def ldp_run(algo: str, replicas: int, m: int, n_states: int, epsilon: float = 0.
 def test_the_local_randomizer_is_calibrated_and_charged_once() -> None:
     """sigma_L^2 = (l2 of both families)^2 / (2 rho) = 2N / (2 rho), rho = rho(eps, delta) with
     the tight zCDP conversion (plus, under integer noise, the returns' rounding slack to the
-    2^-16 grid); never above the spec's classical Gaussian (eps < 1)."""
+    2^-16 grid); never above the classical Gaussian (eps < 1)."""
     run = ldp_run("dp-lsw", 1, 10, 40)
     cal = run.calibration
     rho = epsilon_to_rho(0.5, 1e-5)

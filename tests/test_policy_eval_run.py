@@ -1,5 +1,5 @@
 """DP-LSW / DP-LSL as plug-ins: the release through `privrl.run.Run`, its ledger, what is (never)
-released, the noise law on fixed data, restarts, and the spec's privacy audit (§7.8-§7.11)."""
+released, the noise law on fixed data, restarts, and a privacy audit."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def standard_normal(seed: int, d: int) -> np.ndarray:
     ("dp-lsl", {"lam": 6.0}, [0.40725, 0.552, 0.25], 116.945122),
 ])
 def test_golden_release_through_the_run(algo, knobs, theta, sigma) -> None:
-    """Spec §3.5 end to end: theta_hat = theta + sigma z, z the seed's standard normals (float
+    """Worked example end to end: theta_hat = theta + sigma z, z the seed's standard normals (float
     noise); with the default integer noise theta is rounded to the public grid 2^-30 and gets
     discrete Gaussian noise of the same sigma: the release lies on the grid."""
     run = Run(pe_config(algo, "jdp", 2, 3, epsilon=1.0, delta=0.1, noise="float",
@@ -119,7 +119,7 @@ def test_ledger_records_the_release_at_its_true_cost_once(algo: str) -> None:
 
 @pytest.mark.parametrize("privacy", ["none", "jdp"])
 def test_only_theta_and_its_value_are_released(privacy: str) -> None:
-    """Spec §3.4 / §7.11: never n, g, Fbar, psi or sigma; nothing before the m-th report."""
+    """Never n, g, Fbar, psi or sigma; nothing before the m-th report."""
     run = Run(pe_config("dp-lsw", privacy, 3, 4), [1])
     data = random_data(generator(2), 3, 4, 1.0)
     feed(run, FirstVisits(data.visited[:2], data.returns[:2]))
@@ -134,7 +134,7 @@ def test_only_theta_and_its_value_are_released(privacy: str) -> None:
 
 @pytest.mark.slow  # statistical: 10^4 replicas of two estimators, chi-square bounds
 def test_noise_law_on_fixed_data_matches_the_formula() -> None:
-    """Spec §7.8 through the deployed release: 10^4 replicas, one fixed data set. The sample
+    """The noise law through the deployed release: 10^4 replicas, one fixed data set. The sample
     mean is theta_X, each coordinate's sample variance is sigma_X^2 (chi-square bounds), the
     mean squared norm is d sigma^2, and the mean excess risks match Lemmas 22 and 29."""
     replicas = 10_000
@@ -214,7 +214,7 @@ def test_uncalibratable_runs_are_refused(changes, match) -> None:
         type(pe_config("dp-lsl", "jdp", 10, 4)).model_validate({**base, **changes}).algorithm()
 
 
-# -- privacy audit (spec §7.10) -------------------------------------------------------------------
+# -- privacy audit ---------------------------------------------------------------------------------
 
 
 def test_white_box_hockey_stick_matches_the_gaussian_closed_form() -> None:
@@ -247,7 +247,7 @@ def test_white_box_audit_at_the_worst_case_lemma_1_allows(eps, delta, d) -> None
 
 
 def test_the_smoothed_gaussian_is_conservative_at_lemma_1s_worst_case() -> None:
-    """Spec §7.10 [computed]: at (eps, delta, d) = (1, 1e-5, 40) the tight epsilon of the worst
+    """Computed: at (eps, delta, d) = (1, 1e-5, 40) the tight epsilon of the worst
     case Lemma 1 allows is about 0.13-0.17; at (0.1, 0.1, 40) the divergence is about 0."""
     alpha, beta = smoothing_constants(1.0, 1e-5, 40)
     tight = max(

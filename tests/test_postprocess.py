@@ -1,4 +1,4 @@
-"""Tests for the post-processing of noisy counts (spec §4.4, §9 item 4, erratum E6)."""
+"""Tests for the post-processing of noisy counts (Qiao & Wang, Lemma 5.4; erratum E6)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def _scale(noisy_sas: np.ndarray, noisy_sa: float, radius: float) -> float:
 
 
 def _linprog_optimum(noisy_sas: np.ndarray, noisy_sa: float, radius: float, force_zero: bool):
-    """Solve spec eq. 6 with HiGHS; variables (x_1..x_S, t). Returns the scipy result."""
+    """Solve the paper's LP (6) with HiGHS; variables (x_1..x_S, t). Returns the scipy result."""
     s = noisy_sas.size
     c = np.zeros(s + 1)
     c[-1] = 1.0
@@ -64,7 +64,7 @@ def _random_instance(rng: np.random.Generator) -> tuple[np.ndarray, float, float
 
 
 def _reference_cell(noisy: np.ndarray, noisy_sa: float, radius: float):
-    """Spec §4.4 solver written literally for one cell (bisection for t2 and lambda)."""
+    """The closed-form solver written literally for one cell (bisection for t2 and lambda)."""
     s = noisy.size
     lo_sum, hi_sum = noisy_sa - radius / 4, noisy_sa + radius / 4
     if hi_sum < 0:
@@ -216,7 +216,7 @@ def test_zero_radius_exact_inputs_are_returned_unchanged() -> None:
 
 
 def test_all_zero_noisy_counts_give_half_radius() -> None:
-    # Spec §3.8 item 1: post-processing all-zero counts gives N~(s,a) = E/2.
+    # Erratum E4: post-processing all-zero counts gives N~(s,a) = E/2.
     proj = project_counts(np.zeros((3, 4)), np.zeros(3), 6.0)
     np.testing.assert_allclose(proj.sas, 6.0 / 8)
     np.testing.assert_allclose(proj.sa, 3.0)

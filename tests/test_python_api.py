@@ -1,4 +1,5 @@
-"""The Python API: the README's example runs as written, and its objects keep their promises."""
+"""The Python API: the examples of the README and of the tutorial run as written, and their objects
+keep their promises."""
 
 from __future__ import annotations
 
@@ -10,20 +11,29 @@ import privrl
 import pytest
 from matplotlib.figure import Figure
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+TUTORIAL = ROOT / "docs" / "tutorials" / "first-sweep.md"
 
 
-def readme_example() -> str:
-    """The first python block after '## Python API' in the README."""
-    text = README.read_text()
-    section = text[text.index("## Python API"):]
+def example(path: Path, heading: str) -> str:
+    """The first python block after `heading` in the Markdown file `path`."""
+    text = path.read_text()
+    section = text[text.index(heading):]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
-def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    scope: dict = {}
+    exec(compile(example(ROOT / "README.md", "## From Python"), "README.md", "exec"), scope)  # noqa: S102
+    shape, spent = capsys.readouterr().out.splitlines()[:2]
+    assert shape == "(2, 300)" and spent == "eps 1, delta 1e-05"  # what its comments say it prints
+    assert isinstance(scope["fig"], Figure)
+
+
+def test_the_tutorial_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     scope: dict = {}
-    exec(compile(readme_example(), "README.md", "exec"), scope)  # noqa: S102
+    exec(compile(example(TUTORIAL, "## Python API"), str(TUTORIAL), "exec"), scope)  # noqa: S102
     res, again = scope["res"], scope["again"]
     assert res.regret.shape == (3, 2_000)
     assert isinstance(scope["fig"], Figure)

@@ -121,16 +121,20 @@ def test_a_test_not_marked_slow_that_starts_a_process_fails(
     assert all("mark this test slow" in ln for ln in failed), failed
 
 
-# a path out of the repository, or a spec file that lives beside it (not in it): the papers are
-# cited by title, authors and year instead
+# a path out of the repository, or a spec file that lives beside it (not in it), or a section of
+# such a file or of a design document outside the repository: the papers are cited by title,
+# authors and year instead, and the design is docs/explanation/architecture.md
 OUTSIDE = re.compile(r"\.\./shared|shared/tools/|/work/|shared/spec|\b(?:linear-luyo|linear-mdp-ngo"
-                     r"|linear-mixture-zhou|policy-evaluation-balle|tabular-dp-ucbvi)\.md\b")
+                     r"|linear-mixture-zhou|policy-evaluation-balle|tabular-dp-ucbvi)\.md\b"
+                     r"|\b[Ss]pecs?\b[^.\n]{0,3}§|\bspecs?'(?:s\b)?"
+                     r"|ARCHITECTURE|\bpapers/|the design's")
 
 
 def test_nothing_in_the_repository_refers_to_files_outside_it() -> None:
     texts = [REPO_ROOT / name for name in ("README.md", "CONTRIBUTING.md", "CHANGELOG.md",
-                                           "Dockerfile", "docker-compose.yml")]
-    texts += [p for p in (REPO_ROOT / "scripts").iterdir() if p.is_file()]
+                                           "Dockerfile", "docker-compose.yml", "mkdocs.yml")]
+    texts += [p for p in (REPO_ROOT / "scripts").rglob("*") if p.is_file()
+              and "__pycache__" not in p.parts]
     texts += sorted((REPO_ROOT / "docs").rglob("*.md"))
     for folder in ("shared", "server", "client", "tests", ".ci"):
         texts += [p for p in (REPO_ROOT / folder).rglob("*") if p.suffix in {".py", ""}
@@ -147,3 +151,18 @@ def test_the_licence_is_mit_and_the_package_says_so() -> None:
     assert licence.startswith("MIT License") and "the privrl authors" in licence
     assert re.search(r'^license = (\{text = )?"MIT"', (REPO_ROOT / "pyproject.toml").read_text(),
                      re.M)
+
+
+# the story of a development machine, and changelog wording, belong in git and CHANGELOG.md
+STORY = re.compile(r"development machine|other engineers|installed here|on this machine|this "
+                   r"branch|\bas before\b|the old (?:fixed )?bound|\bissue \d+|^#+ Later\b",
+                   re.I | re.M)
+
+
+def test_the_readme_is_short_and_the_docs_tell_no_story_of_a_machine() -> None:
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
+    hits = [f"{p.relative_to(REPO_ROOT)}: {m.group(0)!r}" for p in pages
+            for m in STORY.finditer(p.read_text())]
+    assert not hits, "\n".join(hits)

@@ -16,7 +16,7 @@ from privrl.privacy.tree import (
 
 
 def test_levels_match_spec():
-    assert tree_levels(50_000) == 16  # floor(log2 50000) + 1 (spec Appendix A)
+    assert tree_levels(50_000) == 16  # floor(log2 50000) + 1 (erratum E2)
     assert tree_levels(1) == 1 and tree_levels(2) == 2 and tree_levels(3) == 2
     assert [levels_released(t) for t in range(6)] == [0, 1, 2, 2, 3, 3]
 

@@ -133,7 +133,7 @@ def test_huge_finite_epsilon_is_close_to_non_private():
 
 
 def test_faithful_jdp_satisfies_the_count_contract_every_episode():
-    """Spec §3.3 on the good event: N <= N~(s,a) <= N + E, |N~(s,a,s') - N(s,a,s')| <= E."""
+    """Lemma 5.4 on the good event: N <= N~(s,a) <= N + E, |N~(s,a,s') - N(s,a,s')| <= E."""
     world = garnet(3, 2, 3, seed=1)
     c = RunConfig(
         n_states=3,
@@ -191,7 +191,7 @@ def test_non_private_learns_riverswim_sublinearly():
 
 
 def test_faithful_constants_do_not_learn_in_short_runs():
-    """Spec §7.5: with the paper's constants the policy stays near random."""
+    """Erratum E11: with the paper's constants the policy stays near random."""
     res = run_in_process(cfg(episodes=300, privacy="none", preset="faithful"), RIVER, [0])
     random_regret = optimal_return(RIVER) - uniform_random_return(RIVER)
     assert res.regret[:, -100:].mean() > 0.8 * random_regret

@@ -1,4 +1,4 @@
-"""Private UCRL-VTR (Luyo Alg. 1): the spec's reference constants, sensitivities by brute force,
+"""Private UCRL-VTR (Luyo Alg. 1): reference constants, sensitivities by brute force,
 noise where claimed, PD shifts, eps -> inf, honest ledger, learning."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def cfg(mdp=HARD, **kw) -> RunConfig:
 
 
 def test_reference_constants() -> None:
-    """Spec §11: d=4, H=5, K=1000, eps=0.5, delta=p=0.1, C_w=1.1 (relative tolerance 1e-9)."""
+    """Reference: d=4, H=5, K=1000, eps=0.5, delta=p=0.1, C_w=1.1 (relative tolerance 1e-9)."""
     H, K, d, eps, delta, p, c_w = 5, 1000, 4, 0.5, 0.1, 0.1, 1.1
     assert luyo.tree_depth(K) == 11
     hoeff = luyo.hoeffding_term(H, K, d, p)
@@ -256,7 +256,7 @@ def test_ledger_is_honest(privacy: str) -> None:
 
 @pytest.mark.slow  # statistical: regret's shape over K = 3000 episodes, 5 seeds
 def test_non_private_regret_is_sublinear() -> None:
-    """Spec property 11 on LM-Hard easy (d=4, H=5, Delta=0.05, K=3000, 5 seeds)."""
+    """Sublinear regret on LM-Hard easy (d=4, H=5, Delta=0.05, K=3000, 5 seeds)."""
     k = 3000
     res = run_in_process(cfg(privacy="none", episodes=k), HARD, list(range(5)))
     first, last = res.regret[:, : k // 5].mean(), res.regret[:, -k // 5:].mean()

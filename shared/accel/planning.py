@@ -1,8 +1,8 @@
 """Compiled DP-UCBVI planning: projection, bonus and optimistic backward induction in one pass.
 
 One kernel call plans every replica from the billboard. Per step h it projects the noisy counts
-of that step's cells (spec §4.4, the canonical LP solution of `privrl.privacy.postprocess`),
-builds the model and the Bernstein-type bonus (spec §3.5) and backs the values up (spec §3.6),
+of that step's cells (Lemma 5.4, the canonical LP solution of `privrl.privacy.postprocess`),
+builds the model and the Bernstein-type bonus and backs the values up (Qiao & Wang, Alg. 1),
 so no (H, S, A, S) temporary is ever allocated: scratch is O(S^2 A) per step. Arithmetic follows
 `privrl.algorithms.ucbvi.learner`'s numpy path operation by operation.
 """

@@ -2,13 +2,13 @@
 
 `sweep(spec)` runs, for every run r and batch size m, one batch of m trajectories from the fast
 simulator (only its sufficient statistics (n, g) are drawn) and evaluates every estimator x
-feature map on that same batch (spec §5.1: all algorithms process the same batch). Estimates,
+feature map on that same batch (all algorithms process the same batch). Estimates,
 noise scales and the lambda schedule come from the registered plug-ins (`dp-lsw`, `dp-lsl`), so
 the figure measures exactly the code a server runs. Each DP release draws its own noise
 N(0, sigma_X^2 I) once from `generator(seed, "policy-eval-sweep", "noise", r, m, estimator,
 features[, lambda])`; batches come from `generator(seed, "policy-eval-sweep", "batch", r, m)`.
 
-Metrics (spec §5.3): RMSE over all N states against the exact values, mean and standard error
+Metrics: RMSE over all N states against the exact values, mean and standard error
 over the runs; for DP releases also the excess empirical risk (eta^T Phi^T W Phi eta for DP-LSW,
 eta^T (Phi^T Gamma_X Phi + lambda/(2m) I) eta for DP-LSL). Runs execute in parallel processes.
 
@@ -52,7 +52,7 @@ from ..worlds.chain import ChainMRP
 
 KIND = "policy-eval"
 ESTIMATORS = ("lsw", "lsl", "dp-lsw", "dp-lsl")
-LOCAL_ESTIMATORS = ("ldp-lsw", "ldp-lsl")  # the spec's local-DP extension (not in the paper)
+LOCAL_ESTIMATORS = ("ldp-lsw", "ldp-lsl")  # a local-DP extension (not in the paper)
 ALL_ESTIMATORS = ESTIMATORS + LOCAL_ESTIMATORS
 FEATURE_SETS = ("tabular", "agg2", "agg4", "agg8")
 HALF_DECADES = tuple(int(round(10 ** (2 + k / 2))) for k in range(11))  # 10^2 .. 10^7
@@ -112,7 +112,7 @@ def round_in_process(config: RunConfig, world: ChainMRP, server_seed: int, users
 
 
 def rmse(values: np.ndarray, phi: np.ndarray, theta: np.ndarray) -> float:
-    """sqrt(mean_s (phi_s^T theta - V(s))^2) over all states (spec §5.3)."""
+    """sqrt(mean_s (phi_s^T theta - V(s))^2) over all states."""
     return float(np.sqrt(np.mean((phi @ theta - values) ** 2)))
 
 
@@ -252,7 +252,7 @@ def _local_estimate(spec: SweepSpec, algo: PolicyEvaluation, n: np.ndarray, g: n
 
 
 def _excess(algo: PolicyEvaluation, eta: np.ndarray, n: np.ndarray, m: int) -> float:
-    """The exact excess empirical risk of one noisy release (spec §5.3)."""
+    """The exact excess empirical risk of one noisy release."""
     est = getattr(algo, "lsw", None) or algo.lsl  # type: ignore[attr-defined]
     return float(est.excess_risk(eta, n, m))
 

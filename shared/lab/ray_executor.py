@@ -2,7 +2,7 @@
 its worker dies; results stream back as tasks complete (`ray.wait`).
 
 Workers import privrl: on a local instance they share this environment; on a remote cluster
-privrl must be installed on every node (or shipped with `runtime_env`, see the README).
+privrl must be installed on every node (or shipped with `runtime_env`, see docs/how-to/ray.md).
 """
 
 from __future__ import annotations

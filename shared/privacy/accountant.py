@@ -1,7 +1,7 @@
 """Privacy accounting: zCDP <-> (epsilon, delta) conversions and the per-run ledger.
 
 A run's `Ledger` records every privacy-spending release with the cost computed from the
-calibration actually in use (ARCHITECTURE §5.3). It describes the worst-case privacy loss of ONE
+calibration actually in use (docs: "The ledger"). It describes the worst-case privacy loss of ONE
 user under the replace-one-user neighbouring relation, so composition is plain addition: pure
 epsilons add (basic composition), zCDP rhos add (Bun & Steinke 2016, Lemma 2.3, also adaptively).
 The total is reported as `epsilon_pure + eps(rho, delta)` with the tight zCDP conversion below.
@@ -17,7 +17,7 @@ rho * alpha, which implies (epsilon, delta)-DP with
                                            / (alpha - 1).
 
 It is never larger than the classical `rho + 2 sqrt(rho ln(1/delta))` (Bun & Steinke, Prop. 1.3),
-which `rho_to_epsilon_classical` keeps available (the specs' golden values use it).
+which `rho_to_epsilon_classical` keeps available (the papers' reference values use it).
 """
 
 from __future__ import annotations

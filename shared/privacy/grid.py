@@ -1,4 +1,4 @@
-"""Public integer grids for released statistics (the design's contract 7).
+"""Public integer grids for released statistics (docs/explanation/architecture.md, contract 7).
 
 With an integer noise backend every released family lives on a public grid of step g (1 for
 counts; 2^-b for feature statistics): a release is (integer + integer noise) * g, so its low bits

@@ -156,7 +156,7 @@ class Laplace:
         return cls(scale=_ratio(l1_sensitivity, epsilon))
 
     def tail_bound(self, m: int, delta: float) -> float:
-        """Bound on |sum of m iid draws| holding w.p. >= 1 - delta (spec §4.3, Chernoff)."""
+        """Bound on |sum of m iid draws| holding w.p. >= 1 - delta (Chernoff)."""
         m, delta = _check_count(m), _check_delta(delta)
         if m == 0 or self.scale == 0.0:
             return 0.0

@@ -1,14 +1,14 @@
-"""Post-processing of noisy counts into valid private counts (spec §4.4, Lemma 5.4).
+"""Post-processing of noisy counts into valid private counts (Qiao & Wang, Lemma 5.4).
 
 For every cell `(h, s, a)` the noisy transition counts `N^(s')` (may be negative or fractional)
-and the noisy pair count `n^` are mapped to an optimal solution `x*` of the LP (spec eq. 4/6)
+and the noisy pair count `n^` are mapped to an optimal solution `x*` of the paper's LP (eq. 4/6)
 
     minimise t  s.t.  |x_{s'} - N^(s')| <= t,  x >= 0,  |sum x - n^| <= E/4,
 
 and then shifted by the never-under-count offset: `N~(s,a,s') = x* + E/(2S)`,
 `N~(s,a) = sum_{s'} N~(s,a,s') (= sum x* + E/2)`.
 
-The LP has many optimal `x`; we return the spec's *canonical* one (§4.4 [REC], erratum E6),
+The LP has many optimal `x`; we return a *canonical* one (erratum E6),
 computed in closed form and fully vectorised over any number of leading batch dimensions (no
 per-cell loop, no bisection): both `t2` and the shift `lambda` are "water levels" of a
 piecewise-linear monotone function, obtained exactly from one sort and prefix sums each.
@@ -62,11 +62,11 @@ def _prepare(
 
 
 def project_counts(noisy_sas: ArrayLike, noisy_sa: ArrayLike, radius: ArrayLike) -> Projection:
-    """Map noisy counts to private counts satisfying the contract of spec §3.3 (Lemma 5.4).
+    """Map noisy counts to private counts satisfying the contract of Qiao & Wang's Lemma 5.4.
 
     `noisy_sas` has shape `(..., S)`, `noisy_sa` shape `(...)`, `radius` (the error radius `E`,
     `E >= 0`) is a scalar or broadcastable to `(...)`. Implements the canonical closed-form
-    solver of spec §4.4 exactly:
+    closed-form solver exactly:
 
         t* = max(t0, t1, t2),  x* = clip(max(N^, 0) + lambda, max(0, N^ - t*), N^ + t*)
 
@@ -162,7 +162,7 @@ def lp_objective(
     x: ArrayLike,
     tol: float = 1e-9,
 ) -> np.ndarray:
-    """LP (spec eq. 6) objective `max_{s'} |x - N^|` of a candidate `x`, `+inf` if infeasible.
+    """LP (paper's eq. 6) objective `max_{s'} |x - N^|` of a candidate `x`, `+inf` if infeasible.
 
     Feasibility (`x >= 0`, `|sum x - n^| <= E/4`) is checked with the absolute tolerance
     `tol * (1 + max|N^| + |n^| + E)` per cell. Meant for tests and diagnostics.

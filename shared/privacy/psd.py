@@ -8,7 +8,7 @@ never changes the privacy of what it is given:
 * `SymmetricNoise` wraps a mechanism so that its draws on the last two axes are such matrices;
 * the tail bounds of Luyo's Claims 26/27 and Zhou's Lemmas B.4/B.5 size the PSD shifts;
 * `regularize` turns a noisy Gram release into lambda I + shift I + release, symmetrized, with
-  the eigenvalues of every matrix floored at `floor` when the noise made one smaller (the spec's
+  the eigenvalues of every matrix floored at `floor` when the noise made one smaller (the
   "bad noise event", counted, never hidden);
 * `cholesky_solve` gives ridge estimates and `||x||_{A^{-1}}` without forming an inverse.
 """
@@ -101,8 +101,8 @@ class Regularized:
 
 
 def regularize(release: np.ndarray, diagonal: np.ndarray | float, floor: float) -> Regularized:
-    """diagonal * I + sym(release), with eigenvalues below `floor` raised to `floor` (spec §10
-    PD fallback / Zhou §5.7): a pure function of the release and public numbers."""
+    """diagonal * I + sym(release), with eigenvalues below `floor` raised to `floor` (the
+    PD fallback of Zhou 2022): a pure function of the release and public numbers."""
     sym = 0.5 * (release + np.swapaxes(release, -1, -2))
     d = sym.shape[-1]
     diag = np.asarray(diagonal, dtype=np.float64)

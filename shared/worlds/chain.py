@@ -1,8 +1,8 @@
-"""The chain Markov reward process of Balle, Gomrokchi & Precup 2016 §6 (spec §5.1-§5.2).
+"""The chain Markov reward process of Balle, Gomrokchi & Precup 2016 §6.
 
 States 0..N-1; state N-1 is the absorbing goal and belongs to S. From s < N-1 the (single-action)
 policy stays with probability p, else moves to s+1; a trajectory ends when the goal is reached.
-The paper leaves the details open (spec §5.5, E6); the defaults follow spec §5.2 and the
+The paper leaves the details open; the defaults are ours (see the docs) and the
 alternatives are flags:
 
 * `reward="goal"` (reading (b), default): the step in the goal is recorded as the last triple
@@ -16,7 +16,7 @@ alternatives are flags:
 
 Dwell times in each state are Geometric(1-p) on {1, 2, ...}, drawn as floor(E / -ln p) + 1 with
 E ~ Exp(1) (exact: P(floor(E/c) + 1 > k) = e^(-kc) = p^k). `first_visits` simulates one user per
-generator (the users' path); `statistics` is the fast simulator of spec §5.2: it draws only the
+generator (the users' path); `statistics` is the fast simulator: it draws only the
 sufficient statistics (n, g) of m trajectories, in chunks, which reaches m = 10^7.
 """
 

@@ -1,4 +1,4 @@
-"""Exact values of tabular MDPs by backward induction (spec §1.2): V*, V^pi, expected regret.
+"""Exact values of tabular MDPs by backward induction: V*, V^pi, expected regret.
 
 The evaluator uses these on the true world and the public policy log; nothing here is random.
 Policies are deterministic int arrays `pi[..., h, s] -> a` with any leading batch dims, or

@@ -1,4 +1,4 @@
-"""First-visit discounted returns (Balle et al. 2016, spec §1.2): what a policy-evaluation user
+"""First-visit discounted returns (Balle et al. 2016): what a policy-evaluation user
 computes from its own trajectory.
 
 For a trajectory x = ((s_1, r_1), ..., (s_T, r_T)) and a state s it visits first at step i,
@@ -67,7 +67,7 @@ def first_visit_returns(
     states: Sequence[int], rewards: Sequence[float], gamma: float, n_states: int
 ) -> FirstVisits:
     """One trajectory's first-visit returns: a backward pass G_t = r_t + gamma G_{t+1}, then a
-    forward scan keeping G_t at each state's first occurrence (spec §1.2)."""
+    forward scan keeping G_t at each state's first occurrence (Balle et al. 2016)."""
     s = np.asarray(states, dtype=np.int64)
     r = np.asarray(rewards, dtype=np.float64)
     if s.shape != r.shape or s.ndim != 1:

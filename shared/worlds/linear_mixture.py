@@ -1,6 +1,6 @@
 """Linear-mixture MDPs: p_h(s'|s,a) = <phi(s'|s,a), theta_h> with public features phi.
 
-Two parts with two owners (ARCHITECTURE §2):
+Two parts with two owners (docs/explanation/architecture.md, parties):
 
 * `LinearMixtureModel` is **public**: the feature map phi(s'|s,a) in R^d, either the known mean
   rewards r_h(s,a) (Luyo: rewards known) or public reward features varphi(s,a) in R^{d2} (Zhou:

@@ -137,7 +137,7 @@ BUILTINS: dict[str, _Builtin] = {
     "lm-hard": _Builtin(
         lm_hard,
         "linear mixture, Zhou et al.'s lower-bound instance (Luyo §8.1): actions {-1,+1}^(d-1), "
-        "secret signs mu_h from `seed`, |A| = 2^(d-1), S = H+2; gap 0.05 is the spec's easy one",
+        "secret signs mu_h from `seed`, |A| = 2^(d-1), S = H+2; gap 0.05 is the easy one",
         horizon=5,
     ),
     "lm-mix": _Builtin(

@@ -1,7 +1,7 @@
-"""Finite-horizon tabular MDPs (spec §1.1): validated arrays, RiverSwim, Garnet, npz loading.
+"""Finite-horizon tabular MDPs: validated arrays, RiverSwim, Garnet, npz loading.
 
 Arrays are 0-indexed: `P[h, s, a, s']`, `R[h, s, a]`, `d1[s]` with `h = 0..H-1` standing for the
-spec's steps `1..H`. Every MDP owns read-only float64 copies of its arrays, so cached derived
+paper's steps `1..H`. Every MDP owns read-only float64 copies of its arrays, so cached derived
 quantities (cumulative rows for sampling) stay valid for its whole life.
 """
 
@@ -138,7 +138,7 @@ _R_AXES = ("h", "s", "a")
 
 @dataclass(frozen=True, eq=False)
 class TabularMDP:
-    """A validated finite-horizon tabular MDP with stage-dependent P_h, r_h (spec §1.1)."""
+    """A validated finite-horizon tabular MDP with stage-dependent P_h, r_h."""
 
     P: np.ndarray  # (H, S, A, S) float64, rows sum to 1
     R: np.ndarray  # (H, S, A) mean rewards in [0, 1]
@@ -311,7 +311,7 @@ def _check_shapes(
 
 
 def riverswim(horizon: int = 20, n_states: int = 6) -> TabularMDP:
-    """RiverSwim exactly as spec §7.4 (Chowdhury & Zhou's make_riverSwim): 0=left, 1=right, s1=0."""
+    """RiverSwim as in Chowdhury & Zhou's make_riverSwim: 0=left, 1=right, s1=0."""
     if n_states < 2:
         raise WorldError(f"riverswim needs n_states >= 2, got {n_states}")
     if horizon < 1:

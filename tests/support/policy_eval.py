@@ -1,6 +1,6 @@
-"""Helpers of the policy-evaluation tests: the spec's worked example, random data sets and their
-adversarial neighbours (spec §7.6), run configurations, and the exact hockey-stick divergence of
-two isotropic Gaussians (spec §7.10)."""
+"""Helpers of the policy-evaluation tests: a worked example, random data sets and their
+adversarial neighbours, run configurations, and the exact hockey-stick divergence of
+two isotropic Gaussians."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from privrl.config import RunConfig
 from privrl.worlds.first_visit import FirstVisits, first_visit_returns
 from scipy import stats
 
-# Spec §3.5: N = 3, Phi = I, gamma = 0.9, F_max = 10 (R_max = 1), eps = 1, delta = 0.1, m = 2.
+# Worked example: N = 3, Phi = I, gamma = 0.9, F_max = 10 (R_max = 1), eps = 1, delta = 0.1, m = 2.
 GOLDEN_KNOBS = {"gamma": 0.9, "f_max": 10.0}
 
 
@@ -46,7 +46,7 @@ def random_data(rng: np.random.Generator, m: int, n_states: int, f_max: float,
 
 
 def neighbours(data: FirstVisits, f_max: float) -> Iterator[tuple[str, FirstVisits, FirstVisits]]:
-    """(name, X, X'): the adversarial replacements of the last trajectory of spec §7.6."""
+    """(name, X, X'): the adversarial replacements of the last trajectory."""
     vis, ret = data.visited.copy(), data.returns.copy()
     last = vis[-1]
 

@@ -43,7 +43,7 @@ def public(config: dict[str, Any]) -> RunConfig:
 
 
 def world(config: dict[str, Any]) -> TabularMDP:
-    """The users' private world matching a spec (RiverSwim of the spec's size)."""
+    """The users' private world matching a spec (RiverSwim of the config's size)."""
     return riverswim(horizon=config["horizon"], n_states=config["n_states"])
 
 

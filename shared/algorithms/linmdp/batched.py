@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 class BatchedKnobs(LSVIKnobs):
-    """Public knobs of batched LSVI-UCB (spec §10); beta = None: App. E.1's theory value."""
+    """Public knobs of batched LSVI-UCB (Luyo et al. 2021); beta = None: App. E.1's theory value."""
 
     calibration: Literal["paper", "zcdp"] = Field(
         "paper", description="noise scales: App. E.1's closed forms (spend less than claimed; the"

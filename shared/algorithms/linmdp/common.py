@@ -6,7 +6,7 @@ its release rule: when a Gram leaf closes (`leaf_closes`) and when a round of ta
 (`release_due`, a function of released values and public numbers only).
 
 Sensitivities (replace one user, every step h; Luyo App. E.2, Ngo Lemma 14 with erratum E6):
-||phi phi^T - phi' phi'^T||_F <= 2 per step (the specs' bound; sqrt(2) is tighter) and
+||phi phi^T - phi' phi'^T||_F <= 2 per step (the papers' bound; sqrt(2) is tighter) and
 ||phi (r + V) - phi' (r' + V')|| <= 2 (H + 1) (r in [0,1], V clipped to [0, H]). Over the H steps
 the l2 sensitivities add in squares.
 """

@@ -1,12 +1,12 @@
 """The public constants of the two private LSVI-UCB algorithms, as pure functions of public numbers.
 
 * `batched_constants`: Luyo et al. 2021, Alg. 2 / App. E.1, with the
-  spec's batch-schedule edge cases (§12.11): B = min(B, K), eps = inf -> B = K, L = ceil(K/B),
-  N_K = ceil(K/L), no update after the final batch. Reproduces §11's reference values.
-* `switching_constants`: Ngo, Vietri & Wu, Alg. 1 (ICML 2022): the spec's
+  batch schedule's edge cases (erratum 11): B = min(B, K), eps = inf -> B = K, L = ceil(K/B),
+  N_K = ceil(K/L), no update after the final batch. Reproduces the paper's reference values.
+* `switching_constants`: Ngo, Vietri & Wu, Alg. 1 (ICML 2022): a
   *sound* calibration (errata E3-E6: tree-node variance 4 L H / rho, target variance
   H N_max (2(H+1))^2 / rho) or the paper's literal one (which under-spends the budget it claims:
-  the ledger charges what its scales actually spend, spec §4.3). Reproduces §8.1's golden table.
+  the ledger charges what its scales actually spend). Reproduces the paper's reference table.
 
 Natural logs throughout; the tree depth L of the switching counter is bit_length(K) (E16).
 """
@@ -94,7 +94,7 @@ Calibration = Literal["sound", "paper"]
 
 @dataclass(frozen=True)
 class SwitchingConstants:
-    """Ngo's Alg. 1 constants (spec §3.2) for one (K, H, d, rho, p) and calibration."""
+    """Ngo's Alg. 1 constants for one (K, H, d, rho, p) and calibration."""
 
     levels: int  # L = bit_length(K): nodes of the Gram tree a leaf enters
     sigma_node2: float  # per-entry variance of each Gram tree node

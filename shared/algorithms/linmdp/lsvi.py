@@ -1,6 +1,6 @@
 """Least-squares value iteration with UCB bonuses over a finite world with public features.
 
-What both private LSVI-UCB algorithms share (Jin et al. 2020, with the specs' Pi_[0,H] clip):
+What both private LSVI-UCB algorithms share (Jin et al. 2020, with a Pi_[0,H] clip):
 
     Q_h(s,a) = Pi_[0,H]( <phi(s,a), w_h> + beta ||phi(s,a)||_{G_h^{-1}} ),   V_h(s) = max_a Q_h(s,a)
     w_h      = G_h^{-1} ( sum_i phi_{i,h} (r_{i,h} + V_{h+1}(s_{i,h+1})) + noise_h )

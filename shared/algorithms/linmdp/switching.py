@@ -8,9 +8,9 @@ the *released*, noisy matrices only) and the switch counter is below the hard ca
 switch re-solves LSVI over all stored episodes with fresh noise N(0, sigma_y^2 I) on each step's
 targets (§3.5). Every tree level and every switch is charged.
 
-Calibration "sound" (the default) is the spec's corrected one (errata E3-E6): it spends exactly
+Calibration "sound" (the default) is a corrected one (errata E3-E6): it spends exactly
 the budget, rho/2 on the Gram tree and rho/(2 N_max) per switch. "paper" keeps the paper's
-lam_t and sigma_y (a reference only): its scales spend about 48.6 rho in the spec's golden
+lam_t and sigma_y (a reference only): its scales spend about 48.6 rho in a reference
 configuration, and the ledger says so. rho comes from the run's (epsilon, delta) by the tight
 zCDP conversion. Errata also followed: Q clipped to [0, H] (E6), the counter moves once per
 switch (E7), the initial policy is w = 0 against 2 lam_t I (E8), no extra ridge beyond
@@ -36,11 +36,11 @@ if TYPE_CHECKING:
 
 
 class SwitchingKnobs(LSVIKnobs):
-    """Public knobs of private LSVI-UCB with adaptive switching (spec §3.8); beta = None:
+    """Public knobs of private LSVI-UCB with adaptive switching (Ngo et al. 2022); beta = None:
     Theorem 16's theory value."""
 
     calibration: Literal["sound", "paper"] = Field(
-        "sound", description="noise scales: the spec's sound calibration (spends exactly the"
+        "sound", description="noise scales: the sound calibration (spends exactly the"
         " budget) or the paper's literal constants (a reference: the ledger shows they spend far"
         " more than claimed)")
     ridge: float = Field(1.0, gt=0, description="min_shift: the Gram shift is max(2 lam_t,"

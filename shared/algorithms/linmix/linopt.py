@@ -11,7 +11,7 @@ paper gives no LDP constants), exact sums without privacy. The learner forms
                          + beta_r ||varphi||_{Lambda_r^-1} )
 
 and plays greedily (VI, ties to the lowest index, erratum 13) or a softmax policy updated by
-mirror descent pi^{k+1} = softmax(eta sum_{j<=k} Q^j) (PO). Errata followed (spec §10): Lambda^1 =
+mirror descent pi^{k+1} = softmax(eta sum_{j<=k} Q^j) (PO). Errata followed: Lambda^1 =
 Z^1 (1), features of the episode of collection (2), Q truncated at H-h+1 (4), m = max(1,
 ceil(log2 K)) (5), Sigma_p with sqrt(d1) (8), lowest-index ties (13), eigenvalue floor (17), LDP
 as a labelled extension (18). Our one addition: the private regularizer also carries the

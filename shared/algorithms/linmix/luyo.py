@@ -1,6 +1,6 @@
 """Luyo et al.'s calibration of private UCRL-VTR (Luyo et al. 2021).
 
-Pure functions of public numbers, reproducing the spec's reference values exactly (natural logs).
+Pure functions of public numbers, reproducing the reference values exactly (natural logs).
 The Gaussian mechanism here is the paper's (F.3): sigma = Delta sqrt(2 ln(2/delta)) / eps with
 `ln(2/delta)` (not the textbook 1.25), composed with advanced composition (F.6); the ledger
 never trusts this chain: it charges what the resulting sigma spends under zCDP.

@@ -9,10 +9,11 @@ optimistic backward pass
 
     Q~_h(s,a) = Pi_[0,H]( r_h(s,a) + <phi_V(s,a), w~_h> + beta ||phi_V(s,a)||_{Lambda~_h^{-1}} ),
 
-with V = V~_{h+1} (spec §3.1; Pi_[0,H] per erratum 4). The policy message carries the greedy
-actions and the value tables V~_{1..H+1}, from which each user computes its own X and y.
+with V = V~_{h+1} (Luyo et al. 2021, Alg. 1; Pi_[0,H] per erratum 4). The policy message
+carries the greedy actions and the value tables V~_{1..H+1}, from which each user computes its
+own X and y.
 
-Errata followed (spec §12): symmetric noise = upper triangle i.i.d., mirrored (1); the JDP shift
+Errata followed: symmetric noise = upper triangle i.i.d., mirrored (1); the JDP shift
 2 Ups I is included (2); release v carries tree prefix v and v local noises (3); Pi_[0,H] (4);
 version 0 is lambda I without shift (5); Gaussian mechanism with max sensitivity and ln(2/delta)
 (15); the corollary's beta or Thm. 7's minimal one (16, `beta_mode`); ties by the unclipped score,
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
 
 class UCRLVTRKnobs(BaseModel):
-    """Public, data-independent knobs of private UCRL-VTR (spec §10)."""
+    """Public, data-independent knobs of private UCRL-VTR."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -1,6 +1,6 @@
 """Zhou's calibration of Private-LinOpt-VI / -PO (Zhou 2022).
 
-Pure functions of public numbers, reproducing the spec's golden numbers (§5.6). Noise scales come
+Pure functions of public numbers, reproducing Zhou's reference numbers. Noise scales come
 from Zhou's zCDP argument with add/remove sensitivities (§5.4); the ledger recomputes what they
 actually spend with this run's replace-one sensitivities (erratum 6).
 """
@@ -65,7 +65,7 @@ def eta(n_actions: int, horizon: int, episodes: int) -> float:
 
 @dataclass(frozen=True)
 class Golden:
-    """Zhou's constants for one configuration (what the spec's §5.6 tabulates)."""
+    """Zhou's constants for one configuration (the reference numbers the tests check)."""
 
     m: int
     sigma_p1: float

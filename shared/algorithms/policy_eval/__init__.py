@@ -6,7 +6,7 @@ trajectory per user (Balle, Gomrokchi & Precup, ICML 2016). The privacy mode pic
   none  LSW / LSL, the non-private baselines (released once, after the m reports)
   jdp   DP-LSW / DP-LSL (Algorithms 1 and 2): a trusted server accumulates (n, g) and releases
         theta_hat = theta_X + N(0, sigma_X^2 I) once, sigma_X from the smoothed sensitivity
-  ldp   the spec's local-DP extension (§6, not in the paper): each user noises its visit
+  ldp   a local-DP extension (not in the paper): each user noises its visit
         indicators and scaled returns with the generic Gaussian/Laplace local randomizer; the
         estimate is post-processing of the noisy sums
 
@@ -124,7 +124,7 @@ class PolicyEvaluation(Algorithm):
 
     def families(self) -> tuple[Family, ...]:
         """LDP: visit indicators and returns / F_max, both in [0, 1]^N; a replaced user changes
-        each in up to N entries by up to 1 (l1 = N, l2 = sqrt(N); together sqrt(2N), spec §6).
+        each in up to N entries by up to 1 (l1 = N, l2 = sqrt(N); together sqrt(2N)).
         Otherwise none: the release is this plug-in's own (`privatizer`)."""
         if self.config.privacy != "ldp":
             return ()
@@ -239,7 +239,7 @@ class DPLSWAlgorithm(PolicyEvaluation):
         return self.lsw.sigma(n, cfg.epsilon, cfg.delta, self.f_max, self.knobs.constants)
 
     def ldp_estimate(self, n_noisy: np.ndarray, g_noisy: np.ndarray) -> np.ndarray:
-        """Eq. 8 on the clipped plug-in means g~ / max(n~, tau) (spec §6)."""
+        """Eq. 8 on the clipped plug-in means g~ / max(n~, tau) (the LDP extension)."""
         return self.lsw.theta_from_means(ldp_means(n_noisy, g_noisy, self.knobs.ldp_tau,
                                                    self.f_max))
 
@@ -283,5 +283,5 @@ class DPLSLAlgorithm(PolicyEvaluation):
         return self.lsl.sigma(m, n, cfg.epsilon, cfg.delta, self.f_max, self.knobs.constants)
 
     def ldp_estimate(self, n_noisy: np.ndarray, g_noisy: np.ndarray) -> np.ndarray:
-        """LSL is linear in (n, g): eq. 11 with the noisy sums, counts floored at 0 (spec §6)."""
+        """LSL is linear in (n, g): eq. 11 with the noisy sums, floored at 0 (LDP extension)."""
         return self.lsl.theta(np.maximum(n_noisy, 0.0), g_noisy)

@@ -1,6 +1,6 @@
 """First-visit least squares (Balle, Gomrokchi & Precup 2016) and their smoothed sensitivities.
 
-Everything here is a function of the sufficient statistics (m, n, g) of spec §1.3: n_s the number
+Everything here is a function of the sufficient statistics (m, n, g): n_s the number
 of trajectories visiting s, g_s the sum of their first-visit returns. Arrays of statistics may
 carry leading axes (replicas, runs): every method maps the last axis.
 
@@ -17,7 +17,7 @@ from the paper's own Lemma 14 (`mode="appendix"`, more conservative; needs eps <
 
 The suprema over k are computed exactly but not over all k: both phi_k are bounded by their
 value for large k (sum_s w_s, resp. phi at k = m - min n), so once e^{-k beta} times that bound
-falls below the best value found, no larger k can win (the scan stops there, spec E11 intact).
+falls below the best value found, no larger k can win (the scan stops there, exact).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def smoothing_constants(
     if mode == "nrs":
         if epsilon > 5 and not math.isinf(epsilon):
             warnings.warn(
-                f"eps = {epsilon:g} > 5: Lemma 1 states no range for eps (spec E10); the"
+                f"eps = {epsilon:g} > 5: Lemma 1 states no range for eps; the"
                 " white-box audit of privrl's tests covers the default settings only",
                 stacklevel=2,
             )
@@ -134,7 +134,7 @@ class LSW(_Features):
     _solve: np.ndarray = field(init=False, repr=False)  # (d, N): theta = _solve @ Fbar
 
     def __post_init__(self) -> None:
-        """Validate Phi and w >= 0, and require Phi^T W Phi invertible (spec §3.4)."""
+        """Validate Phi and w >= 0, and require Phi^T W Phi invertible (Balle et al. 2016)."""
         phi = np.array(self.phi, dtype=np.float64)
         if phi.ndim != 2 or min(phi.shape) < 1 or not np.isfinite(phi).all():
             raise ValueError(f"Phi must be a finite N x d matrix with d >= 1, got {phi.shape}")
@@ -313,7 +313,7 @@ def _check_fmax(f_max: float) -> None:
 
 
 def ldp_means(n_noisy: np.ndarray, g_noisy: np.ndarray, tau: float, f_max: float) -> np.ndarray:
-    """The LDP plug-in means: clip(g~ / max(n~, tau), 0, F_max) (spec §6, post-processing)."""
+    """The LDP plug-in means: clip(g~ / max(n~, tau), 0, F_max) (post-processing)."""
     if not tau > 0:
         raise ValueError(f"the LDP count threshold tau must be > 0, got {tau!r}")
     return np.clip(np.asarray(g_noisy) / np.maximum(n_noisy, tau), 0.0, f_max)

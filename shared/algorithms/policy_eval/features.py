@@ -3,7 +3,7 @@
 `tabular` is the identity (d = N). `aggK` groups K adjacent states, {0..K-1}, {K..2K-1}, ...
 (the last group is smaller when K does not divide N): the paper's "function approximation" is
 `agg2` (pairs, d = 20 on the 40-state chain, Phi = kron(I, [1; 1]), ||Phi|| = sqrt 2); `agg4` and
-`agg8` are the coarser maps of panel 4 (spec §5.2, not in the paper). `aggKn` is the same
+`agg8` are the coarser maps of panel 4 (ours, not in the paper). `aggKn` is the same
 partition with unit-norm columns (phi_s = e_group / sqrt(K), ||Phi|| = 1): the same function
 class, but DP-LSL's lambda floor ||Phi||^2 and noise factor ||Phi|| no longer grow with K (the
 paper does not say how its aggregated features were scaled).

@@ -1,13 +1,13 @@
 """The public evaluation task of DP-LSW / DP-LSL: features, weights, lambda, return bound.
 
-These knobs are the estimator's public parameters (spec §2.4: Phi, w or rho, lambda, gamma,
+These knobs are the estimator's public parameters (Balle et al. 2016: Phi, w or rho, lambda, gamma,
 F_max, the constants): the calibration is *derived* from them, exactly as the paper's
 Algorithms 1 and 2 state, and none of them may depend on the private data. They never scale a
 derived noise down.
 
 Presets: `faithful` takes the paper's return bound F_max = R_max / (1 - gamma) (100 at
 gamma = 0.99); `practical` takes F_max = 1, the tighter public bound of the chain world (every
-return is at most 1, spec §3.3 and §5.6's main setting). Returns are clipped to [0, F_max] either
+return is at most 1: the main setting here). Returns are clipped to [0, F_max] either
 way, so a bound that is too small costs accuracy, never privacy.
 """
 
@@ -39,7 +39,7 @@ class PolicyEvalKnobs(BaseModel):
     )
     weights: list[float] | None = Field(
         None, description="public per-state weights: w (DP-LSW, >= 0) or rho (DP-LSL, in"
-        " [0, 1]); None: all 1 (spec §5.2). Never estimated from the data"
+        " [0, 1]); None: all 1. Never estimated from the data"
     )
     lam: float | None = Field(
         None, gt=0, description="DP-LSL's lambda; None: max(lam_c sqrt(m), 2 ||Phi||^2"

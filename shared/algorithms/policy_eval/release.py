@@ -2,9 +2,9 @@
 
 Non-private and JDP runs of DP-LSW / DP-LSL use this privatizer instead of the generic tree
 counters: the smoothed-sensitivity release is one Gaussian draw whose scale depends on the data,
-after exactly m reports (spec §6). Until then nothing is published; afterwards only theta_hat
-(the algorithm's post-processing adds V_hat = Phi theta_hat). The counts n, the return sums g and
-the noise scale sigma_X stay inside (spec §3.4: sigma_X is a function of the private signature).
+after exactly m reports (Balle et al. 2016). Until then nothing is published; afterwards only
+theta_hat (the algorithm's post-processing adds V_hat = Phi theta_hat). The counts n, the return
+sums g and the noise scale sigma_X stay inside (sigma_X is a function of the private signature).
 
 Return sums are kept in fixed point (integers of 2^-k, k <= 40 chosen so that m F_max 2^k < 2^62):
 integer addition does not depend on the order of the reports, so concurrent users reporting in

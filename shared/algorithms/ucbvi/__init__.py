@@ -32,7 +32,8 @@ def sensitivities(horizon: int, pooled: bool) -> tuple[float, float]:
 
 
 def union_radius(calibration: Calibration, algorithm: DPUCBVIAlgorithm) -> float:
-    """The paper's radius E (spec §4.3 / §5.3): a union bound over every released counter."""
+    """The paper's radius E with explicit constants (erratum E1): a union bound over every
+    released counter."""
     mech, cfg = calibration.mechanism, algorithm.config
     if mech is None or not calibration.noise_scale:
         return 0.0
@@ -43,7 +44,7 @@ def union_radius(calibration: Calibration, algorithm: DPUCBVIAlgorithm) -> float
 
 
 class UCBVILearner(Learner):
-    """Optimistic value iteration from the billboard at every new report (spec §3.6, §7.5)."""
+    """Optimistic value iteration from the billboard at every new report (Qiao & Wang, Alg. 1)."""
 
     def __init__(self, algorithm: DPUCBVIAlgorithm, calibration: Calibration, seeds: list[int]):
         self.algorithm, self.calibration = algorithm, calibration
@@ -52,7 +53,7 @@ class UCBVILearner(Learner):
         self.union = union_radius(calibration, algorithm)
 
     def radius(self, reported: int) -> float:
-        """E after `reported` reports (spec E1, E7): the union bound, or c_E x release std."""
+        """E after `reported` reports (errata E1, E7): the union bound, or c_E x release std."""
         return self._radius_of(self.calibration.release_std(reported))
 
     def pair_std(self, reported: int) -> float:

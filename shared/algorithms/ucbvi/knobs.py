@@ -1,4 +1,4 @@
-"""DP-UCBVI's public knobs and presets (spec §7.5). Faithful values are the paper's constants.
+"""DP-UCBVI's public knobs and presets. Faithful values are the paper's constants.
 
 No knob ever changes the noise: they shape the bonus, the confidence radius E and which
 statistics are released (and so how the budget is split), never the calibration of a family.

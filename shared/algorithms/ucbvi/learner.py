@@ -1,8 +1,8 @@
 """DP-UCBVI (Qiao & Wang): optimistic value iteration on private counts, vectorized over replicas.
 
 The learner is a function of the billboard only (noisy prefix sums + the public radius E): it
-post-processes the noisy counts into valid private counts (spec §4.4), builds the Bernstein-type
-private bonus (§3.5) and runs optimistic value iteration (§3.6). Edge cases follow spec §3.8.
+post-processes the noisy counts into valid private counts (Lemma 5.4), builds the Bernstein-type
+private bonus and runs optimistic value iteration (Qiao & Wang, Alg. 1). Edge cases: errata E4, E5.
 """
 
 from __future__ import annotations

@@ -1,0 +1,69 @@
+"""Per-episode cost of the LSVI-UCB plug-ins against the episode index k, at d in {5, 10, 20} and
+H in {5, 20}: `python scripts/lsvi/cost.py [--episodes 4000]`.
+
+World: lin-mix (S = 20, A = 4) with the given d and H. One replica (a server's shape), in
+process: each episode is the server's whole work for one user (plan the message, the user's
+rollout, ingest: history update, Gram leaf, and the release round when one is due), timed with
+perf_counter. Three configurations: LSVI-UCB re-solved every episode (lsvi-ucb-batched without
+noise, B = K: the worst case, a least-squares pass over the whole history every episode),
+batched JDP eps = 10 and switching JDP eps = 10 (practical preset). The table gives the median
+and the mean milliseconds per episode over the first and the last 10% of episodes, and the
+ratio of the medians: a cost that grew linearly in k would give a ratio near 19 (mean k of the
+last tenth over the first's). On a shared machine, compare ratios, not absolute numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from privrl.config import RunConfig
+from privrl.run import Run, user_episode
+from privrl.worlds import make
+from privrl.worlds.linear_mixture import model_spec_of
+
+CASES = (("every-episode LSVI-UCB", "lsvi-ucb-batched", "none", float("inf")),
+         ("batched JDP eps=10", "lsvi-ucb-batched", "jdp", 10.0),
+         ("switching JDP eps=10", "lsvi-ucb-switching", "jdp", 10.0))
+
+
+def episode_times(config: RunConfig, world) -> np.ndarray:
+    """Seconds of every episode of one replica, in order."""
+    run = Run(config, [0])
+    times = np.empty(config.episodes)
+    for k in range(config.episodes):
+        start = time.perf_counter()
+        message = run.message()
+        traj, _ = user_episode(world, message, [0], k, run.algorithm, run.calibration)
+        run.ingest_trajectories(traj, message)
+        times[k] = time.perf_counter() - start
+    return times
+
+
+def main() -> None:
+    """Print the markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=4000, help="K per configuration")
+    args = parser.parse_args()
+    print("| configuration | d | H | first 10%: median (mean) ms/ep | last 10%: median (mean)"
+          " | last / first (medians) |")
+    print("|---|---|---|---|---|---|")
+    for d in (5, 10, 20):
+        for horizon in (5, 20):
+            world = make("lin-mix", horizon=horizon, d=d, n_states=20)
+            for label, algo, privacy, eps in CASES:
+                config = RunConfig(algo=algo, n_states=world.S, n_actions=world.A,
+                                   horizon=world.H, model=model_spec_of(world),
+                                   episodes=args.episodes, privacy=privacy, epsilon=eps,
+                                   delta=1e-5 if privacy == "jdp" else 0.0, mechanism="gaussian")
+                times = 1e3 * episode_times(config, world)
+                tenth = max(args.episodes // 10, 1)
+                first, last = times[:tenth], times[-tenth:]
+                print(f"| {label} | {d} | {horizon} | {np.median(first):.3f}"
+                      f" ({first.mean():.3f}) | {np.median(last):.3f} ({last.mean():.3f}) |"
+                      f" {np.median(last) / np.median(first):.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""The documentation site: every `privrl` command in the docs and the README parses with the real
+command-line parser, the generated pages render from the code and the measured data, and (slow)
+`mkdocs build --strict` passes: no broken link, no missing page."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import support.toy_algorithm  # noqa: F401  (registers toy-random, which the plug-in guide runs)
+from privrl.client.cli import build_parser
+from privrl.client.cli_common import all_parsers
+from support.vendored import REPO_ROOT
+
+DOCS = REPO_ROOT / "docs"
+PAGES = sorted(DOCS.rglob("*.md")) + [REPO_ROOT / "README.md"]
+BLOCK = re.compile(r"^```(bash|sh|console|)\n(.*?)^```", re.S | re.M)
+LOOP = re.compile(r"for (\w+) in (\S+)")
+REDIRECT = re.compile(r"\s(?:\d?>>?|<)\s*\S+|\s\d>&\d")
+ENV_VAR = re.compile(r"\$\{?[A-Za-z_]+\}?")
+
+
+def load_hooks():
+    spec = importlib.util.spec_from_file_location("docs_hooks", REPO_ROOT / "scripts" /
+                                                  "docs_hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def shell_lines(block: str, shell: bool) -> list[str]:
+    """The block's command lines, continuations joined, comments removed, a loop's variable set
+    to its first value. In a block of output (no language) only prompted lines (`$ `) count."""
+    text = re.sub(r"\\\n\s*", " ", block)
+    loops = dict(LOOP.findall(text))
+    lines = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("$ "):
+            line = line[2:]
+        elif not shell:
+            continue
+        for name, value in loops.items():
+            line = re.sub(rf"\${name}\b", value, line)
+        if line and not line.startswith("#"):
+            lines.append(REDIRECT.sub("", line))
+    return lines
+
+
+def privrl_commands(line: str) -> list[list[str]]:
+    """Every `privrl ...` invocation in a shell line: plain, after `&&`/`;`/`|`, or in `$(...)`."""
+    inner = re.findall(r"\$\((privrl [^)]*)\)", line)
+    outer = re.sub(r"\s+#.*$", "", re.sub(r"\$\((privrl [^)]*)\)", "X", line))
+    commands = []
+    for text in [*inner, outer]:
+        for part in re.split(r"&&|\|\||;|\||&(?!\S)", text):
+            part = part.strip()
+            if part.startswith("privrl ") or re.match(r"^[A-Z_]+=\S* privrl ", part):
+                commands.append(part[part.index("privrl "):])
+    parsed = []
+    for command in commands:
+        command = ENV_VAR.sub("1", command)
+        words = shlex.split(command)
+        if words[:1] == ["privrl"]:
+            parsed.append(words[1:])
+    return parsed
+
+
+def documented_commands() -> list[tuple[str, list[str]]]:
+    found = []
+    for page in PAGES:
+        for language, block in BLOCK.findall(page.read_text()):
+            for line in shell_lines(block, shell=language != ""):
+                if "..." in line or "…" in line:  # an elided example, not a command
+                    continue
+                for argv in privrl_commands(line):
+                    found.append((f"{page.relative_to(REPO_ROOT)}: privrl {shlex.join(argv)}",
+                                  argv))
+    return found
+
+
+COMMANDS = documented_commands()
+
+
+def test_the_docs_show_the_main_commands() -> None:
+    """The extraction sees the commands (a broken pattern would make the next test vacuous)."""
+    subcommands = {argv[0] for _, argv in COMMANDS if argv}
+    assert {"demo", "run", "plot", "serve", "runs", "users", "evaluate", "ledger", "audit",
+            "policy-eval", "bench"} <= subcommands, subcommands
+    assert len(COMMANDS) >= 40
+
+
+@pytest.mark.parametrize("where,argv", COMMANDS, ids=[w for w, _ in COMMANDS])
+def test_every_documented_command_parses(where: str, argv: list[str],
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The real parser accepts it: known subcommand, known flags, valid values."""
+    parser = build_parser()
+    try:
+        args, extra = parser.parse_known_args(argv)
+    except SystemExit as exc:
+        pytest.fail(f"{where}: refused (exit {exc.code}): {capsys.readouterr().err.strip()}")
+    assert not extra, f"{where}: unknown arguments {extra}"
+    assert callable(args.handler)
+
+
+def test_generated_pages_render_from_the_code_and_the_data() -> None:
+    hooks = load_hooks()
+    cli = hooks.render("<!-- generated: cli -->")
+    progs = [p.prog for p in all_parsers(build_parser())]
+    assert {"privrl", "privrl run", "privrl audit server", "privrl runs create"} <= set(progs)
+    for prog in progs:  # every command and subcommand: a heading and its usage
+        assert f"`{prog}`\n\n```text\nusage: {prog}" in cli, prog
+    http = hooks.render("<!-- generated: http-api -->")
+    assert "## `POST /v1/runs/{run_id}/claims`" in http and "| 429 |" in http
+    settings = hooks.render("<!-- generated: settings -->")
+    assert "`PRIVRL_CLAIM_TIMEOUT` | `30.0`" in settings
+    for name in ("speed", "http", "swarm", "takeover", "policy-eval"):
+        table = hooks.render(f"<!-- generated: results-{name} -->")
+        assert table.count("\n|") >= 3, name  # a header, a rule and rows
+    with pytest.raises(KeyError, match="unknown generated section"):
+        hooks.render("<!-- generated: nothing-by-this-name -->")
+
+
+def test_every_generated_marker_in_the_docs_is_known() -> None:
+    hooks = load_hooks()
+    used = {m for page in PAGES for m in hooks.MARKER.findall(page.read_text())}
+    assert used == set(hooks.RENDERERS)  # none unknown, none unused
+
+
+def test_every_link_of_the_readme_resolves() -> None:
+    """The README is read on a forge, outside the site: its relative links must exist."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
+    assert len(targets) >= 20
+    assert [t for t in targets if not (REPO_ROOT / t).exists()] == []
+
+
+def test_every_docs_path_the_code_names_exists() -> None:
+    """A docs page or data file named in code, scripts or tests (`docs/explanation/ledger.md`)
+    exists: pages move, and a dangling name points a user nowhere."""
+    named = set()
+    for folder in ("shared", "server", "client", "scripts", "tests"):
+        for path in (REPO_ROOT / folder).rglob("*.py"):
+            named |= set(re.findall(r"\bdocs/[\w./-]+\.(?:md|png|json)\b", path.read_text()))
+    assert "docs/results/index.md" in named  # the demo names it
+    assert sorted(n for n in named if not (REPO_ROOT / n).exists()) == []
+
+
+HOW_TO_PYTHON = [(f"{page.name}:{i}", code) for page in sorted((DOCS / "how-to").glob("*.md"))
+                 for i, code in enumerate(re.findall(r"^```python\n(.*?)^```", page.read_text(),
+                                                     re.S | re.M))
+                 if "--8<--" not in code]  # an included file is tested where it lives
+
+
+@pytest.mark.parametrize("where,code", HOW_TO_PYTHON, ids=[w for w, _ in HOW_TO_PYTHON])
+def test_the_how_to_python_examples_run(where: str, code: str, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, where, "exec"), {})  # noqa: S102
+
+
+def test_the_npz_example_is_the_world_the_guide_runs(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guide's ring.npz loads as a valid world of its stated shape."""
+    from privrl.worlds.registry import make
+
+    monkeypatch.chdir(tmp_path)
+    ring = next(code for where, code in HOW_TO_PYTHON if "ring.npz" in code)
+    exec(compile(ring, "worlds.md", "exec"), {})  # noqa: S102
+    mdp = make(str(tmp_path / "ring.npz"), horizon=10)
+    assert (mdp.S, mdp.A, mdp.H) == (3, 2, 10)
+
+
+def test_every_page_is_in_the_navigation() -> None:
+    nav = (REPO_ROOT / "mkdocs.yml").read_text()
+    pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+    assert {p for p in pages if p not in nav} == set()
+
+
+@pytest.mark.slow  # runs mkdocs as a process
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    """`mkdocs build --strict`: a broken link, a missing page or anchor, a docstring that does
+    not render, or a generated section that fails is an error."""
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                           str(tmp_path / "site")], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert (tmp_path / "site" / "reference" / "cli" / "index.html").is_file()
