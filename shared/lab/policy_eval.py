@@ -353,12 +353,15 @@ def load(path: Path) -> dict[str, Any] | None:
 # -- figures ---------------------------------------------------------------------------------------
 
 
-def style(estimator: str) -> dict[str, Any]:
-    """Colour of its privacy mode (the palette of every figure); LSW solid with circles, LSL
-    dashed with squares."""
-    lsw = estimator.endswith("lsw")
-    return {"color": privacy_color(estimator_run(estimator)[1]), "ls": "-" if lsw else "--",
-            "marker": "o" if lsw else "s"}
+FEATURE_MARKERS = {"tabular": "o", "agg2": "^", "agg4": "s", "agg8": "D"}
+
+
+def style(estimator: str, features: str = "tabular") -> dict[str, Any]:
+    """The colour of its privacy mode (the palette of every figure), LSW solid and LSL dashed, a
+    marker per feature map."""
+    return {"color": privacy_color(estimator_run(estimator)[1]),
+            "ls": "-" if estimator.endswith("lsw") else "--",
+            "marker": FEATURE_MARKERS.get(features, "v")}
 
 
 LABEL = {"lsw": "LSW", "lsl": "LSL", "dp-lsw": "DP-LSW", "dp-lsl": "DP-LSL",
@@ -381,18 +384,18 @@ def _series(rows: list[dict], estimator: str, features: str, metric: str = "rmse
 
 def _errorbar(ax: Any, x: np.ndarray, mean: np.ndarray, se: np.ndarray, **kw: Any) -> None:
     if x.size:
-        ax.errorbar(x, mean, yerr=se, capsize=2, ms=3, **{"marker": "o", **kw})
+        ax.errorbar(x, mean, yerr=se, capsize=2, ms=4, **kw)
 
 
 def panel_1(ax: Any, summary: dict[str, Any]) -> None:
     """Non-private LSW vs LSL, tabular and aggregated (pairs), RMSE against m."""
     rows = summary["rows"]
-    for features, ls in (("tabular", "-"), ("agg2", ":")):
+    for features in ("tabular", "agg2"):
         for est in ("lsw", "lsl"):
             x, m, se = _series(rows, est, features, lambda_fixed=False, in_sweep=True)
-            _errorbar(ax, x, m, se, **{**style(est), "ls": ls}, label=f"{LABEL[est]} {features}")
+            _errorbar(ax, x, m, se, **style(est, features), label=f"{LABEL[est]} {features}")
     ax.set(xscale="log", yscale="log", xlabel="batch size m", ylabel="RMSE",
-           title="1: non-private LSW vs LSL")
+           title="1: non-private LSW (solid) vs LSL (dashed)")
 
 
 def panel_2(ax: Any, summary: dict[str, Any]) -> None:
@@ -423,7 +426,7 @@ def panel_3(ax: Any, summary: dict[str, Any]) -> None:
     features = "agg2" if any(r["features"] == "agg2" for r in rows) else rows[0]["features"]
     for est in ALL_ESTIMATORS:
         x, m, se = _series(rows, est, features, lambda_fixed=False, in_sweep=True)
-        _errorbar(ax, x, m, se, **style(est), label=LABEL[est])
+        _errorbar(ax, x, m, se, **style(est, features), label=LABEL[est])
     ax.set(xscale="log", yscale="log", xlabel="batch size m", ylabel="RMSE",
            title=f"3: {features} features, RMSE vs m")
 
@@ -432,12 +435,13 @@ def panel_4(ax: Any, summary: dict[str, Any]) -> None:
     """Excess empirical risk of DP-LSW and DP-LSL against m for every feature map (every d)."""
     rows = summary["rows"]
     feats = sorted({r["features"] for r in rows}, key=lambda f: -feature_dim(rows, f))
-    for j, features in enumerate(feats):
+    for features in feats:
+        d = feature_dim(rows, features)
         for est in ("dp-lsw", "dp-lsl"):
             x, m, se = _series(rows, est, features, metric="excess_risk", lambda_fixed=False,
                                in_sweep=True)
-            _errorbar(ax, x, m, se, **{**style(est), "marker": "osD^vPX*"[j % 8]},
-                      label=f"{LABEL[est]} {features} (d={feature_dim(rows, features)})")
+            _errorbar(ax, x, m, se, **style(est, features),
+                      label=f"{LABEL[est]} {features} (d={d})")
     ax.set(xscale="log", yscale="log", xlabel="batch size m", ylabel="excess empirical risk",
            title="4: excess risk vs m, several d (DP-LSW solid, DP-LSL dashed)")
 
@@ -480,8 +484,8 @@ def figure(summary: dict[str, Any]) -> Figure:
         _finish(ax)
     spec = summary["spec"]
     fig.suptitle(f"{spec['chain']}: eps = {spec['epsilon']:g}, delta = {spec['delta']:g},"
-                 f" F_max = {spec['f_max']:g}, {spec['runs']} runs (mean ± s.e.); colour:"
-                 " green non-private, blue JDP, red LDP")
+                 f" F_max = {spec['f_max']:g}, {spec['runs']} runs (mean ± s.e.)\ncolour:"
+                 " green non-private, blue JDP, red LDP; marker: the feature map")
     fig.tight_layout()
     return fig
 
