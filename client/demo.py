@@ -111,7 +111,7 @@ def start_swarm(
         swarm.outputs.append(tmp / f"users-{info.id}-{i}.json")
         swarm.logs.append(tmp / f"users-{info.id}-{i}.log")
         cmd = module_cmd(
-            "client", "users", "--server", url, "--run", info.id, "--users", str(n),
+            "privrl.client", "users", "--server", url, "--run", info.id, "--users", str(n),
             "--concurrency", str(args.concurrency),
             "--horizon", str(config.horizon), "--quiet", "--json-out", str(swarm.outputs[-1]),
         )

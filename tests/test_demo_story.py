@@ -177,8 +177,9 @@ def test_the_demo_names_its_dashboard_and_keeps_serving_until_ctrl_c(tmp_path: P
     cmd = module_cmd("privrl.client", "demo", "--episodes", "20", "--users-processes", "1",
                      "--concurrency", "2", "--seed", "3", "--keep-serving",
                      "--out", str(tmp_path / "demo"))
+    # started outside the repository: its children must not depend on the working directory
     proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, cwd=tmp_path)
     try:
         lines = []
         deadline = time.monotonic() + 240
