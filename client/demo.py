@@ -328,7 +328,7 @@ def story(results: list[dict[str, Any]]) -> str:
     episodes = jdp["config"]["episodes"]
     more = "" if jv == "yes" else (
         f" {episodes} episodes were not enough for JDP to learn steadily at this budget: give it"
-        " more episodes (RiverSwim, eps = 10, pooled: about 3,000) or a larger eps.")
+        " more episodes (--episodes) or a larger budget (--epsilon).")
     return (
         f"Same budget, eps = {eps_txt} and delta = {delta:g} per user in both private runs: over"
         f" the last 10% of episodes JDP is at {j:.0f}% of random ({outcome(jv, jspread)}), LDP"
