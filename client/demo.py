@@ -14,6 +14,7 @@ import argparse
 import json
 import math
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -43,7 +44,8 @@ from privrl.worlds.tabular import TabularMDP
 from pydantic import ValidationError
 
 DEMO_OUTPUTS = ("summary.json", "regret.png")  # what the demo writes to --out
-DEMO_TAIL = 100  # the table's "last-100/ep" column
+TAIL_SHARE = 10  # the verdict reads the last K // TAIL_SHARE episodes (10%)
+WINDOWS = 5  # ... cut into this many windows to show how steady it is
 USERS_TIMEOUT = 900.0  # seconds the user processes may take before the demo gives up
 PROGRESS_EVERY = 10.0  # seconds between progress lines
 
@@ -70,6 +72,11 @@ def demo_seeds(seed: int | None, run: str) -> tuple[int, int]:
     if seed is None:
         return secret_seed(), secret_seed()
     return derived_seed(seed, "demo", run, "server"), derived_seed(seed, "demo", run, "users")
+
+
+def verdict_tail(episodes: int) -> int:
+    """The episodes a run's verdict averages: its last 10% (at least one)."""
+    return max(1, episodes // TAIL_SHARE)
 
 
 def _tail(path: Path, lines: int = 8) -> str:
@@ -104,7 +111,7 @@ def start_swarm(
         swarm.outputs.append(tmp / f"users-{info.id}-{i}.json")
         swarm.logs.append(tmp / f"users-{info.id}-{i}.log")
         cmd = module_cmd(
-            "client", "users", "--server", url, "--run", info.id, "--users", str(n),
+            "privrl.client", "users", "--server", url, "--run", info.id, "--users", str(n),
             "--concurrency", str(args.concurrency),
             "--horizon", str(config.horizon), "--quiet", "--json-out", str(swarm.outputs[-1]),
         )
@@ -165,7 +172,8 @@ def collect(config: RunConfig, played: dict[str, Any], api: ServerAPI, url: str,
         "label": config_label(config),
         "config": config.model_dump(mode="json"),
         "run_id": run_id,
-        "regret": regret_summary(ev.regret[None, :], mdp, tail=DEMO_TAIL),
+        "world": {"name": "riverswim", "horizon": mdp.H, "params": {}},
+        "regret": regret_summary(ev.regret[None, :], mdp, tail=verdict_tail(ev.regret.size)),
         "ledger": led.model_dump(mode="json", exclude={"charges"}),
         "policy_versions": len(ev.policies),
         "http": {
@@ -185,6 +193,21 @@ def collect(config: RunConfig, played: dict[str, Any], api: ServerAPI, url: str,
 
 LEARNED, NOT_LEARNED = 25.0, 75.0  # % of random: at or below learned, at or above did not
 OUTCOME = {"yes": "learned", "partly": "partly learned", "no": "did not learn"}
+TERMS = {
+    "pooled": "the learner pools its statistics over the steps h of an episode (RiverSwim is the"
+    " same at every step)",
+    "eps spent, delta": "the privacy loss each run's ledger charged every user (both private"
+    " runs have the same budget; 0 = non-private)",
+    "claim / report p50/p99 ms": "median and 99th-percentile time of a user's request to claim"
+    " an episode (and get the policy) / to report it",
+    "ep/s": "episodes reported per second",
+    "report bytes": "median size of one report",
+}
+
+
+def print_terms(*names: str) -> None:
+    """What the named terms of the tables mean, on one line."""
+    print("; ".join(f"{name}: {TERMS[name]}" for name in names) + ".")
 
 
 def percent_of_random(result: dict[str, Any]) -> float:
@@ -193,9 +216,28 @@ def percent_of_random(result: dict[str, Any]) -> float:
     return 100 * reg["tail_per_episode_mean"] / reg["random_policy_per_episode"]
 
 
+def window_percents(result: dict[str, Any], windows: int = WINDOWS) -> np.ndarray:
+    """The verdict's tail (the last `tail_episodes`) cut into up to `windows` consecutive
+    windows: each one's mean regret as a % of random (mean over seeds)."""
+    reg = result["regret"]
+    per = np.asarray(reg["per_episode"], dtype=np.float64).mean(axis=0)
+    tail = per[per.size - reg["tail_episodes"]:]
+    parts = np.array_split(tail, min(windows, tail.size))
+    return np.array([100 * p.mean() / reg["random_policy_per_episode"] for p in parts])
+
+
 def verdict(pct: float) -> str:
     """'yes' at or below 25% of random, 'no' at or above 75%, else 'partly'."""
     return "yes" if pct <= LEARNED else ("no" if pct >= NOT_LEARNED else "partly")
+
+
+def steady_verdict(result: dict[str, Any]) -> tuple[str, str]:
+    """(verdict of the last 10%, the windows' range of % of random) as table cells: the verdict
+    is 'yes', 'partly' or 'no' only when every window of the tail agrees, else 'unsteady'."""
+    pcts = window_percents(result)
+    verdicts = {verdict(p) for p in pcts}
+    text = verdicts.pop() if len(verdicts) == 1 else "unsteady"
+    return text, f"{pcts.min():.0f}-{pcts.max():.0f}%"
 
 
 def spend_text(record: dict[str, Any]) -> tuple[str, str]:
@@ -207,18 +249,22 @@ def spend_text(record: dict[str, Any]) -> tuple[str, str]:
     return (eps if isinstance(eps, str) else f"{eps:.4g}"), f"{led['delta']:.0e}"
 
 
+def _tail_episodes(results: list[dict[str, Any]]) -> int:
+    return results[0]["regret"]["tail_episodes"] if results else 1
+
+
 def print_table(results: list[dict[str, Any]]) -> None:
-    """What each configuration learned and spent, then its HTTP figures."""
-    tail = results[0]["regret"]["tail_episodes"] if results else DEMO_TAIL
+    """What each configuration learned and spent, then its HTTP figures, then the terms."""
+    tail = _tail_episodes(results)
     print(f"{'configuration':<27} {'cum. regret':>11} {f'last-{tail}/ep':>11} {'% of random':>11}"
-          f" {'learned':>7} {'eps spent':>9} {'delta':>7}")
+          f" {'learned':>8} {'windows':>9} {'eps spent':>9} {'delta':>7}")
     for r in results:
         reg = r["regret"]
         eps_txt, delta_txt = spend_text(r)
-        pct = percent_of_random(r)
+        learned, spread = steady_verdict(r)
         print(f"{r['label']:<27} {reg['final_cumulative_mean']:>11.1f} "
-              f"{reg['tail_per_episode_mean']:>11.4f} {pct:>10.1f}% {verdict(pct):>7} "
-              f"{eps_txt:>9} {delta_txt:>7}")
+              f"{reg['tail_per_episode_mean']:>11.4f} {percent_of_random(r):>10.1f}% "
+              f"{learned:>8} {spread:>9} {eps_txt:>9} {delta_txt:>7}")
     print_legend(results, tail)
     print()
     print(f"{'configuration':<27} {'episodes':>8} {'ep/s':>6} {'claim p50/p99 ms':>17} "
@@ -229,36 +275,44 @@ def print_table(results: list[dict[str, Any]]) -> None:
               f"{http['claim_ms_p50']:>8.2f}/{http['claim_ms_p99']:<8.2f} "
               f"{http['report_ms_p50']:>9.2f}/{http['report_ms_p99']:<8.2f} "
               f"{http['report_bytes']:>12}")
+    print_terms(*TERMS)
 
 
-
-def print_legend(results: list[dict[str, Any]], tail: int, extra: str = "") -> None:
+def print_legend(results: list[dict[str, Any]], tail: int) -> None:
     """What the columns of a results table mean (nothing when there are no results)."""
     if not results:
         return
     rnd = results[0]["regret"]["random_policy_per_episode"]
-    print(f"% of random: the last {tail} episodes' mean regret divided by a uniformly random"
-          f" policy's ({rnd:.4f} per episode): 0% = optimal, 100% = no better than random;"
-          f" learned: yes <= {LEARNED:g}%, no >= {NOT_LEARNED:g}%. eps and delta: what each"
-          f" run's ledger spent per user.{extra}")
+    windows = min(WINDOWS, tail)
+    print(f"% of random: the last {tail} episodes' (10%) mean regret divided by a uniformly random"
+          f" policy's ({rnd:.4f} per episode): 0% = optimal, 100% = no better than random."
+          f" learned: yes <= {LEARNED:g}%, no >= {NOT_LEARNED:g}%, when all {windows} windows of"
+          f" those episodes agree, else unsteady; windows: their lowest and highest % of random.")
     for note in policy_never_changed_notes(results):
         print(note)
 
 
 def print_comparison(results: list[dict[str, Any]]) -> None:
     """The runs side by side: regret, % of random, what each spent, how fast it was played."""
-    tail = results[0]["regret"]["tail_episodes"] if results else DEMO_TAIL
+    tail = _tail_episodes(results)
     print(f"{'configuration':<27} {'episodes':>8} {'cum. regret':>11} {f'last-{tail}/ep':>11}"
-          f" {'% of random':>11} {'learned':>7} {'eps spent':>9} {'delta':>7} {'ep/s':>6}")
+          f" {'% of random':>11} {'learned':>8} {'windows':>9} {'eps spent':>9} {'delta':>7}"
+          f" {'ep/s':>6}")
     for r in results:
         reg = r["regret"]
         eps_txt, delta_txt = spend_text(r)
-        pct = percent_of_random(r)
+        learned, spread = steady_verdict(r)
         rate = r["http"]["episodes_per_second"]
         print(f"{r['label']:<27} {r['http']['episodes']:>8} {reg['final_cumulative_mean']:>11.1f}"
-              f" {reg['tail_per_episode_mean']:>11.4f} {pct:>10.1f}% {verdict(pct):>7}"
-              f" {eps_txt:>9} {delta_txt:>7} {rate:>6.0f}")
-    print_legend(results, tail, " ep/s: episodes reported per second while it ran.")
+              f" {reg['tail_per_episode_mean']:>11.4f} {percent_of_random(r):>10.1f}%"
+              f" {learned:>8} {spread:>9} {eps_txt:>9} {delta_txt:>7} {rate:>6.0f}")
+    print_legend(results, tail)
+    print_terms("pooled", "eps spent, delta", "ep/s")
+
+
+def outcome(steady: str, spread: str) -> str:
+    """A steady verdict in words ('learned'; 'unsteady, windows 3-96%')."""
+    return f"unsteady, windows {spread}" if steady == "unsteady" else OUTCOME[steady]
 
 
 def story(results: list[dict[str, Any]]) -> str:
@@ -270,14 +324,15 @@ def story(results: list[dict[str, Any]]) -> str:
     eps, delta = jdp["ledger"]["epsilon"], jdp["ledger"]["delta"]
     eps_txt = eps if isinstance(eps, str) else f"{eps:.3g}"
     j, ell = percent_of_random(jdp), percent_of_random(ldp)
+    (jv, jspread), (lv, lspread) = steady_verdict(jdp), steady_verdict(ldp)
     episodes = jdp["config"]["episodes"]
-    more = "" if verdict(j) == "yes" else (
-        f" {episodes} episodes were not enough for JDP at this budget: give it more episodes"
-        " (RiverSwim, eps = 10, pooled: about 3,000) or a larger eps.")
+    more = "" if jv == "yes" else (
+        f" {episodes} episodes were not enough for JDP to learn steadily at this budget: give it"
+        " more episodes (--episodes) or a larger budget (--epsilon).")
     return (
-        f"Same budget, eps = {eps_txt} and delta = {delta:g} per user in both private runs: JDP"
-        f" ends at {j:.0f}% of random ({OUTCOME[verdict(j)]}), LDP at {ell:.0f}%"
-        f" ({OUTCOME[verdict(ell)]})." + more +
+        f"Same budget, eps = {eps_txt} and delta = {delta:g} per user in both private runs: over"
+        f" the last 10% of episodes JDP is at {j:.0f}% of random ({outcome(jv, jspread)}), LDP"
+        f" at {ell:.0f}% ({outcome(lv, lspread)})." + more +
         " The JDP server adds noise once to sums over all users (tree counters); every LDP user"
         " noises its own report, so the noise in the LDP billboard grows with the number of"
         " users. docs/results/index.md: over 50,000 episodes JDP (pooled) learns from eps ="
@@ -285,8 +340,46 @@ def story(results: list[dict[str, Any]]) -> str:
     )
 
 
+def report(results: list[dict[str, Any]], args: argparse.Namespace, out: Path) -> None:
+    """Write summary.json and regret.png to `out`; print the tables, the story and the files."""
+    seeds = ("derived from --seed" if args.seed is not None else "drawn from the OS CSPRNG")
+    (out / "summary.json").write_text(json.dumps({"results": results, "seeds": seeds}))
+    plot = plot_learning(results, out / "regret.png",
+                         title=f"RiverSwim (H = {args.horizon}) over HTTP, K = {args.episodes} "
+                         "per run: exact regret of every episode's policy")
+    print_table(results)
+    text = story(results)
+    if text:
+        print(text)
+    if args.seed is None:
+        print("seeds: drawn from the OS CSPRNG, so a rerun gives other numbers; --seed N"
+              " --sequential repeats a demo exactly (concurrent users report in a varying order).")
+    elif not args.sequential:
+        print("seeds: derived from --seed; the users report concurrently, in a varying order, so"
+              " a rerun still differs: add --sequential to repeat it exactly.")
+    print(f"plot: {plot}")
+    print(f"results: {out / 'summary.json'}", flush=True)
+
+
+def keep_serving(server: ServerProcess) -> None:
+    """Leave the server (and its dashboard) up until Ctrl-C, or until it stops by itself."""
+    print(f"dashboard: {server.url}/ (the server keeps serving these runs until Ctrl-C)",
+          flush=True)
+    proc = server.proc
+    try:
+        while proc is not None and proc.poll() is None:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        print("stopping the server", file=sys.stderr)
+        return
+    # a terminal's Ctrl-C reaches the server too, which may stop first: that is a clean end
+    if proc is not None and proc.returncode not in (0, -signal.SIGINT, -signal.SIGTERM):
+        raise CliError(f"the server exited with code {proc.returncode}: {server.log_tail(3)}")
+
+
 def run_demo(args: argparse.Namespace) -> int:
-    """Run the demo end to end; every child process is stopped whatever happens."""
+    """Run the demo end to end (with --keep-serving, then serve until Ctrl-C); every child
+    process is stopped whatever happens."""
     out = Path(args.out)
     refuse_overwrite(out, DEMO_OUTPUTS, args.force)
     out.mkdir(parents=True, exist_ok=True)
@@ -307,9 +400,13 @@ def run_demo(args: argparse.Namespace) -> int:
                 server.start()
             except RuntimeError as exc:
                 raise CliError(f"{exc}: {server.log_tail(3)}") from None
+            after = ("kept after the end: --keep-serving" if args.keep_serving else
+                     "until the demo ends; --keep-serving keeps it up")
             print(f"server at {server.url} (pid {server.proc.pid if server.proc else '?'}); "
                   f"{mdp!r}, K = {args.episodes}, {args.users_processes} user process(es) x "
-                  f"{args.concurrency} concurrent users", file=sys.stderr)
+                  f"{args.concurrency} concurrent users\n"
+                  f"dashboard: {server.url}/ (live charts of the runs, {after})",
+                  file=sys.stderr, flush=True)
             with ServerAPI(server.url, token=token) as api:
                 swarms = [start_swarm(api, server.url, c, args, tmp, children) for c in configs]
                 print("runs side by side: " + ", ".join(
@@ -317,27 +414,13 @@ def run_demo(args: argparse.Namespace) -> int:
                 wait_swarms(api, swarms)
                 for swarm in swarms:
                     results.append(collect(swarm.config, played(swarm), api, server.url, mdp))
+            report(results, args, out)
+            if args.keep_serving:
+                keep_serving(server)
         except ApiError as exc:
             raise CliError(f"{exc}; server log: {server.log_tail(3)}") from None
         finally:
             for proc in children:
                 stop_process(proc)
             server.stop()
-    seeds = ("derived from --seed" if args.seed is not None else "drawn from the OS CSPRNG")
-    (out / "summary.json").write_text(json.dumps({"results": results, "seeds": seeds}))
-    plot = plot_learning(results, out / "regret.png",
-                         title=f"RiverSwim (H = {args.horizon}) over HTTP, K = {args.episodes} "
-                         "per run: exact regret of every episode's policy")
-    print_table(results)
-    text = story(results)
-    if text:
-        print(text)
-    if args.seed is None:
-        print("seeds: drawn from the OS CSPRNG, so a rerun gives other numbers; --seed N"
-              " --sequential repeats a demo exactly (concurrent users report in a varying order).")
-    elif not args.sequential:
-        print("seeds: derived from --seed; the users report concurrently, in a varying order, so"
-              " a rerun still differs: add --sequential to repeat it exactly.")
-    print(f"plot: {plot}")
-    print(f"results: {out / 'summary.json'}")
     return 0

@@ -496,7 +496,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """privrl compare: create the demo's runs side by side (or read their ids), wait until they
     have finished, and print them side by side: exact regret, % of random, eps and delta spent,
     episodes per second."""
-    from privrl.client.demo import demo_configs, print_comparison, story
+    from privrl.client.demo import demo_configs, print_comparison, story, verdict_tail
     from privrl.client.evaluator import evaluate
     from privrl.lab.experiments import label as config_label
     from privrl.lab.experiments import regret_summary
@@ -536,7 +536,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     "label": config_label(info.config),
                     "config": info.config.model_dump(mode="json"),
                     "run_id": run_id,
-                    "regret": regret_summary(ev.regret[None, :], mdp, tail=100),
+                    "regret": regret_summary(ev.regret[None, :], mdp,
+                                             tail=verdict_tail(ev.regret.size)),
                     "ledger": led.model_dump(mode="json", exclude={"charges"}),
                     "http": {"episodes": int(ev.regret.size),
                              "episodes_per_second": rates[run_id]},
@@ -736,8 +737,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="server + user processes: non-private, JDP and LDP",
                        description="A real server and user processes on loopback play RiverSwim"
                        " three times side by side: non-private, JDP and LDP at the same epsilon"
-                       " and delta; prints what each learned and spent, writes regret.png and"
-                       " summary.json to --out.")
+                       " and delta; prints what each learned (over its last 10% of episodes) and"
+                       " spent, writes regret.png and summary.json to --out. The dashboard's URL"
+                       " is printed at the start: open it to watch the runs live.")
     p.add_argument("--episodes", type=positive_int, default=3000,
                    help="K per run (about 2 minutes for the three runs on 2 cores)")
     p.add_argument("--users-processes", type=positive_int, default=2,
@@ -763,4 +765,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="results/demo", help="output directory")
     p.add_argument("--force", action="store_true",
                    help="overwrite the results already in --out (refused otherwise)")
+    p.add_argument("--keep-serving", action="store_true",
+                   help="after the tables, keep the server and its dashboard up until Ctrl-C")
     p.set_defaults(handler=cmd_demo)

@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from privrl.config import RunConfig
 from privrl.evaluation import regret_from_log
 from privrl.privacy.calibration import calibrate
 from privrl.protocol import LedgerView, PolicyLog, RegretView
@@ -114,3 +115,38 @@ def test_billboard_states_its_public_noise_std(apps, privacy) -> None:
     assert board["noise_std"] == pytest.approx(expected) and (expected > 0) == (privacy != "none")
 
 
+
+
+def test_the_runs_route_gives_the_labels_public_fields_and_never_a_seed(apps) -> None:
+    """The dashboard labels a run by algorithm, privacy mode, epsilon and a short id: all of it
+    from GET /v1/runs, whose entries carry the public config only (no seed, whatever was set)."""
+    client = apps()
+    config = spec("jdp", epsilon=10.0, mechanism="gaussian", delta=1e-5, seed=987654321)
+    run_id = create(client, config)
+    listed = client.get("/v1/runs")
+    assert listed.status_code == 200 and "987654321" not in listed.text
+    (run,) = listed.json()["runs"]
+    assert run["id"] == run_id
+    assert (run["config"]["algo"], run["config"]["privacy"], run["config"]["epsilon"]) == (
+        "dp-ucbvi", "jdp", 10.0)
+
+    def keys(x):  # noqa: ANN001, ANN202
+        if isinstance(x, dict):
+            return set(x) | {k for v in x.values() for k in keys(v)}
+        return {k for v in x for k in keys(v)} if isinstance(x, list) else set()
+
+    assert not [k for k in keys(listed.json()) if "seed" in k.lower()]
+    js = (DASHBOARD / "app.js").read_text()
+    used = {n for pair in re.findall(r"\bc\.(\w+)|run\.config\.(\w+)", js) for n in pair if n}
+    assert {"algo", "privacy", "epsilon", "mechanism"} <= used <= set(RunConfig.model_fields)
+
+
+def test_the_dashboard_colours_privacy_modes_as_every_figure_does() -> None:
+    """One palette: the script's colours per privacy mode are privrl.lab.plots' (its home)."""
+    from privrl.lab.plots import PRIVACY_COLORS
+
+    js = (DASHBOARD / "app.js").read_text()
+    found = re.search(r"const PRIVACY_COLORS = \{([^}]*)\}", js)
+    assert found, "no PRIVACY_COLORS in app.js"
+    pairs = dict(re.findall(r"(\w+): \"(#[0-9a-f]{6})\"", found.group(1)))
+    assert pairs == PRIVACY_COLORS

@@ -1,6 +1,8 @@
 """The dashboard in a real browser: headless Chromium (Debian's `chromium` + `chromium-driver`,
 driven by Selenium) renders the charts from live runs played by real user processes, updates
-them as episodes arrive, and reads nothing but this server's public GET routes.
+them as episodes arrive, and reads nothing but this server's public GET routes. Runs are labelled
+by algorithm, privacy mode, epsilon and a short id, coloured by privacy mode as in every figure;
+heat-maps have colour bars; no axis label is clipped.
 
 The screenshot it takes is the README's (`PRIVRL_SCREENSHOT=docs/dashboard.png` writes it there;
 `PRIVRL_SCREENSHOT_EPISODES` sets K for a longer run). Without Chromium the test is skipped.
@@ -20,6 +22,7 @@ import pytest
 from privrl.client.api import ServerAPI
 from privrl.client.procs import ServerProcess
 from privrl.config import RunConfig
+from privrl.lab.plots import PRIVACY_COLORS
 from support.client import MDP, TOKEN, run_cli, start_server
 
 pytestmark = pytest.mark.slow  # every test here starts a real server and a headless Chromium
@@ -85,6 +88,39 @@ def wait_for(driver, script: str, timeout: float = 60.0):  # noqa: ANN001, ANN20
     raise AssertionError(f"the page never satisfied: {script}")
 
 
+# every <text> of the charts and heat-maps that sticks out of its <svg> (in screen pixels)
+CLIPPED = """
+const bad = [];
+for (const svg of document.querySelectorAll(arguments[0])) {
+  const box = svg.getBoundingClientRect();
+  for (const t of svg.querySelectorAll('text')) {
+    const r = t.getBoundingClientRect();
+    if (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5
+        || r.bottom > box.bottom + 0.5) {
+      bad.push(`${svg.id || svg.className.baseVal}: ${t.textContent}`);
+    }
+  }
+}
+return bad;
+"""
+
+
+def assert_nothing_clipped(driver) -> None:  # noqa: ANN001
+    """No label of the drawn charts and heat-maps, nor of a chart with 5-digit episode numbers
+    (the widest last x label: K = 30000), is cut off at its SVG's edge."""
+    assert driver.execute_script(CLIPPED, "svg.chart, svg.heatmap") == []
+    wide = driver.execute_script("""
+        const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+        svg.setAttribute("class", "chart probe");
+        document.body.append(svg);
+        lineChart(svg, [{ id: "p", color: "#000", dash: "", points: [[1, 1e5], [30000, 2e5]] }],
+                  { xmax: 30000, ylabel: "cumulative regret" });
+        return svg.querySelectorAll("text").length;""")
+    assert wide >= 10
+    assert driver.execute_script(CLIPPED, "svg.probe") == []
+    driver.execute_script("document.querySelector('svg.probe').remove()")
+
+
 def test_dashboard_renders_live_runs_and_updates(server: ServerProcess, tmp_path: Path) -> None:
     driver = browser()
     episodes = int(os.environ.get("PRIVRL_SCREENSHOT_EPISODES", "300"))
@@ -115,13 +151,42 @@ def test_dashboard_renders_live_runs_and_updates(server: ServerProcess, tmp_path
         Select(driver.find_element("id", "detail-run")).select_by_value(ids[1])
         wait_for(driver, f"{cells} === {2 * MDP.S * MDP.A}")  # JDP: counts and counts / std
         assert "noise of std" in driver.find_element("id", "detail-text").text
+        # every heat-map has its colour bar: a graded scale with three labelled ticks
+        bars = driver.execute_script(
+            "return [...document.querySelectorAll('#heatmaps svg.heatmap')].map(s => ["
+            "s.querySelectorAll('g.colorbar rect').length,"
+            "[...s.querySelectorAll('g.colorbar text')].map(t => t.textContent)])")
+        assert len(bars) == 2
+        for rects, ticks in bars:
+            assert rects > 10 and len(ticks) == 3 and all(ticks), bars
+        # runs are labelled by algorithm, privacy mode, epsilon and a short id
+        rows = driver.execute_script(
+            "return [...document.querySelectorAll('#runs tbody tr')].map(tr => "
+            "[tr.dataset.run, tr.querySelector('td.run').textContent,"
+            " tr.querySelector('td.algo').textContent,"
+            " tr.querySelector('td.privacy').textContent])")
+        assert [r[0] for r in rows] == ids
+        for (run_id, short, algo, privacy), mode in zip(rows, ("none", "jdp", "ldp"), strict=True):
+            assert short == run_id[:6] and algo == "dp-ucbvi", rows
+            assert privacy == {"none": "non-private pooled", "jdp": "JDP ε=10 gaussian pooled",
+                               "ldp": "LDP ε=10 gaussian pooled"}[mode]
         text = driver.find_element("id", "runs").text
-        assert f"{first} / {episodes}" in text and "ldp ε=10 gaussian pooled" in text
-        assert "%" in text and "100" in text
-        dashes = driver.execute_script(
+        assert f"{first} / {episodes}" in text and "%" in text and "100" in text
+        legend = driver.find_element("id", "legend").text
+        assert f"dp-ucbvi · JDP ε=10 gaussian pooled · {ids[1][:6]}" in legend, legend
+        options = driver.execute_script(
+            "return [...document.querySelectorAll('#detail-run option')].map(o => o.textContent)")
+        assert options[2] == f"dp-ucbvi · LDP ε=10 gaussian pooled · {ids[2][:6]}", options
+        # one colour per privacy mode, the figures' palette; every curve in its own style
+        strokes = driver.execute_script(
             "return [...document.querySelectorAll('#chart-cumulative path.series')]"
-            ".map(p => p.getAttribute('stroke') + '|' + p.getAttribute('stroke-dasharray'))")
-        assert len(set(dashes)) == 3  # every curve in its own style
+            ".map(p => [p.dataset.run, p.getAttribute('stroke'),"
+            " p.getAttribute('stroke-dasharray')])")
+        colour = {run_id: stroke for run_id, stroke, _ in strokes}
+        assert colour == {i: PRIVACY_COLORS[m] for i, m in zip(ids, ("none", "jdp", "ldp"),
+                                                               strict=True)}
+        assert len({(c, d) for _, c, d in strokes}) == 3
+        assert_nothing_clipped(driver)
 
         # more episodes arrive: the page follows by itself (polling)
         for proc in [play(server, run_id, None) for run_id in ids]:

@@ -1,17 +1,32 @@
 """`privrl demo` tells the JDP-vs-LDP story: its defaults make JDP learn and LDP not at the same
-epsilon, the table states epsilon, delta and what "% of random" means, every curve of the plot is
-drawn in its own style with a band, and a seeded sequential demo repeats exactly."""
+epsilon, the table states epsilon, delta and what "% of random" means, explains its terms, judges
+each run on its last 10% and says when that verdict is unsteady, every curve of the plot is drawn
+in its own style with a band, a seeded sequential demo repeats exactly, and the demo names its
+dashboard and keeps serving it with --keep-serving until Ctrl-C."""
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 from matplotlib.collections import PolyCollection
 from privrl.client.cli import build_parser
-from privrl.client.demo import demo_configs, percent_of_random, story, verdict
+from privrl.client.demo import (
+    demo_configs,
+    percent_of_random,
+    steady_verdict,
+    story,
+    verdict,
+    verdict_tail,
+    window_percents,
+)
+from privrl.client.procs import child_env, module_cmd
 from privrl.lab.experiments import WorldSpec, run_many
 from privrl.lab.plots import learning_figure, moving
 from privrl.worlds import riverswim
@@ -41,14 +56,19 @@ def test_the_default_demo_runs_tell_the_story_in_process(seed: int) -> None:
     world = WorldSpec("riverswim", args.horizon)
     configs = demo_configs(args, world.build())
     results = run_many(configs, world, [seed], workers=1, show_progress=False)
+    tail = verdict_tail(args.episodes)
+    assert tail == args.episodes // 10
     for r in results:
         per = np.asarray(r["regret"]["per_episode"])
-        r["regret"]["tail_per_episode_mean"] = float(per[:, -100:].mean())
+        r["regret"]["tail_per_episode_mean"] = float(per[:, -tail:].mean())
+        r["regret"]["tail_episodes"] = tail
     pct = {r["config"]["privacy"]: percent_of_random(r) for r in results}
     assert pct["none"] < 5 and pct["jdp"] <= 25 and pct["ldp"] >= 75, pct
+    steady = {r["config"]["privacy"]: steady_verdict(r)[0] for r in results}
+    assert steady == {"none": "yes", "jdp": "yes", "ldp": "no"}, steady
     assert results[1]["ledger"]["epsilon"] == pytest.approx(args.epsilon, rel=1e-6)
     assert results[2]["ledger"]["epsilon"] == pytest.approx(args.epsilon, rel=1e-6)
-    assert "JDP ends at" in story(results) and "(learned)" in story(results)
+    assert "of episodes JDP is at" in story(results) and "(learned)" in story(results)
 
 
 def fake(label: str, privacy: str, per: np.ndarray) -> dict:
@@ -87,6 +107,37 @@ def test_moving_mean_and_std() -> None:
         assert std[0, k] == pytest.approx(window.std(), abs=1e-9)
 
 
+def swinging(tail_pcts: list[float], episodes: int = 1000) -> dict:
+    """A record whose last 10% sits at the given % of random, window after window (random = 2)."""
+    per = np.full(episodes, 2.0)
+    tail = verdict_tail(episodes)
+    per[-tail:] = np.repeat(np.array(tail_pcts) / 50.0, tail // len(tail_pcts))
+    return {"regret": {"per_episode": [per.tolist()], "random_policy_per_episode": 2.0,
+                       "tail_episodes": tail, "tail_per_episode_mean": per[-tail:].mean()}}
+
+
+def test_a_curve_that_still_swings_is_unsteady_not_learned() -> None:
+    """Mean 20% of random is 'yes' by itself; windows at 0% and at 100% make it unsteady."""
+    swing = swinging([0, 0, 0, 0, 100])
+    assert percent_of_random(swing) == pytest.approx(20) and verdict(20) == "yes"
+    np.testing.assert_allclose(window_percents(swing), [0, 0, 0, 0, 100])
+    assert steady_verdict(swing) == ("unsteady", "0-100%")
+    assert steady_verdict(swinging([3, 10, 5, 8, 1])) == ("yes", "1-10%")
+    assert steady_verdict(swinging([90, 80, 100, 95, 120])) == ("no", "80-120%")
+
+
+def test_the_story_calls_an_unsteady_jdp_run_so() -> None:
+    def rec(privacy: str, pcts: list[float]) -> dict:
+        r = swinging(pcts)
+        r.update(config={"privacy": privacy, "episodes": 1000},
+                 ledger={"epsilon": 10.0, "delta": 1e-5})
+        return r
+
+    text = story([rec("none", [0] * 5), rec("jdp", [0, 0, 0, 0, 100]), rec("ldp", [100] * 5)])
+    assert "JDP is at 20% of random (unsteady, windows 0-100%)" in text
+    assert "LDP at 100% (did not learn)" in text and "not enough for JDP to learn steadily" in text
+
+
 def test_verdicts() -> None:
     assert [verdict(p) for p in (0, 25, 26, 74.9, 75, 101)] == [
         "yes", "yes", "partly", "partly", "no", "no"]
@@ -108,7 +159,53 @@ def test_seeded_sequential_demo_repeats_and_the_table_explains_itself(tmp_path: 
     out = outs[0]
     header = out.splitlines()[0]
     assert "% of random" in header and "eps spent" in header and "delta" in header
-    assert "% of random: the last 25 episodes' mean regret divided by a uniformly random" in out
+    assert "% of random: the last 2 episodes' (10%) mean regret divided by a uniformly" in out
+    assert "when all 2 windows of those episodes agree, else unsteady" in out
+    for term in ("pooled: ", "eps spent, delta: ", "claim / report p50/p99 ms: median and"
+                 " 99th-percentile", "report bytes: "):
+        assert term in out, term
+    assert "windows" in header and "learned" in header
     jdp = next(ln for ln in out.splitlines() if ln.startswith("jdp eps=10 gaussian pooled"))
     assert jdp.split()[-2:] == ["10", "1e-05"]  # eps and delta spent, from the ledger
     assert "Same budget, eps = 10 and delta = 1e-05 per user" in out
+
+
+@pytest.mark.slow
+def test_the_demo_names_its_dashboard_and_keeps_serving_until_ctrl_c(tmp_path: Path) -> None:
+    """--keep-serving: the tables, then the dashboard's URL; the page and /healthz answer until
+    SIGINT, which ends the demo cleanly (exit 0, the server stopped)."""
+    cmd = module_cmd("privrl.client", "demo", "--episodes", "20", "--users-processes", "1",
+                     "--concurrency", "2", "--seed", "3", "--keep-serving",
+                     "--out", str(tmp_path / "demo"))
+    # started outside the repository: its children must not depend on the working directory
+    proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path)
+    try:
+        lines = []
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line, f"the demo ended early: {proc.wait(timeout=30)} {proc.stderr.read()}"
+            lines.append(line)
+            if line.startswith("dashboard: "):
+                break
+        url = lines[-1].split()[1].rstrip("/")
+        assert url.startswith("http://127.0.0.1:") and "until Ctrl-C" in lines[-1]
+        assert any(ln.startswith("% of random: ") for ln in lines)  # the tables came first
+        page = httpx.get(url + "/", timeout=10)
+        assert page.status_code == 200 and "privrl dashboard" in page.text
+        assert httpx.get(url + "/healthz", timeout=10).status_code == 200
+        runs = httpx.get(url + "/v1/runs", timeout=10).json()["runs"]
+        assert len(runs) == 3 and all(r["status"]["finished"] for r in runs)
+        time.sleep(1.0)
+        assert proc.poll() is None  # still serving
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        err = proc.stderr.read()
+        assert "Traceback" not in err and "dashboard: " + url + "/" in err
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(url + "/healthz", timeout=3)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

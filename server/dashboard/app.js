@@ -3,9 +3,12 @@
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
-const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-  "#17becf"];
+// one colour per privacy mode, as in every figure privrl draws (privrl.lab.plots.PRIVACY_COLORS);
+// runs of one mode differ by dash pattern
+const PRIVACY_COLORS = { none: "#2ca02c", jdp: "#1f77b4", ldp: "#d62728" };
+const PRIVACY_NAMES = { none: "non-private", jdp: "JDP", ldp: "LDP" };
 const DASHES = ["", "7 3", "2 2", "9 3 2 3", "4 4", "12 3"];
+const SHORT_ID = 6;  // characters of a run id shown in labels (the full id is in the tooltip)
 const WINDOW = 100;  // episodes of the moving mean (the table's "last 100" too)
 const MAX_POINTS = 500;  // points per drawn curve (longer series are thinned)
 
@@ -59,14 +62,25 @@ function fmt(x, digits = 3) {
 
 function styleOf(id) {
   const i = Math.max(0, state.order.indexOf(id));
-  return { color: COLORS[i % COLORS.length], dash: DASHES[i % DASHES.length] };
+  const run = state.runs.get(id);
+  const color = (run && PRIVACY_COLORS[run.config.privacy]) || "#555";
+  return { color, dash: DASHES[i % DASHES.length] };
 }
 
-function label(run) {
+function shortId(id) {
+  return id.slice(0, SHORT_ID);
+}
+
+function privacyLabel(run) {
   const c = run.config;
   const pooled = c.knobs && c.knobs.pooled ? " pooled" : "";
   if (c.privacy === "none") return `non-private${pooled}`;
-  return `${c.privacy} ε=${fmt(c.epsilon)} ${c.mechanism}${pooled}`;
+  return `${PRIVACY_NAMES[c.privacy] || c.privacy} ε=${fmt(c.epsilon)} ${c.mechanism}${pooled}`;
+}
+
+function label(run) {
+  // algorithm, privacy mode, epsilon and a short id: "dp-ucbvi · JDP ε=10 gaussian · 3f9a1c"
+  return `${run.config.algo} · ${privacyLabel(run)} · ${shortId(run.id)}`;
 }
 
 // ---------------------------------------------------------------- polling
@@ -143,7 +157,7 @@ async function readBillboard() {
   if (!state.detail || !state.runs.has(state.detail)) state.detail = ids[0] || null;
   if (select.options.length !== ids.length || [...select.options].some((o, i) => o.value !== ids[i])) {
     select.replaceChildren(...ids.map((id) => el("option", { value: id },
-      `${id} (${label(state.runs.get(id))})`)));
+      label(state.runs.get(id)))));
   }
   select.value = state.detail || "";
   if (!state.detail) { state.billboard = null; return; }
@@ -210,13 +224,14 @@ function renderTable() {
     });
     const show = el("td");
     show.append(box);
-    const name = el("td", { class: "run text", title: "show its billboard" });
+    const name = el("td", { class: "run text", title: `run ${id}: show its billboard` });
     const swatch = el("span", { class: "swatch" });
     swatch.style.borderTopColor = style.color;
     swatch.style.borderTopStyle = style.dash ? "dashed" : "solid";
-    name.append(swatch, document.createTextNode(id));
+    name.append(swatch, document.createTextNode(shortId(id)));
     name.addEventListener("click", () => { state.detail = id; refresh(); });
-    const privacy = el("td", { class: "text" }, label(run));
+    const algo = el("td", { class: "text algo" }, c.algo);
+    const privacy = el("td", { class: "text privacy" }, privacyLabel(run));
     const budget = el("td", {}, c.privacy === "none" ? "–" : `${fmt(c.epsilon)} / ${fmt(c.delta)}`);
     const spent = el("td", { class: "spent" },
       c.privacy === "none" ? "0 (non-private)"
@@ -229,7 +244,7 @@ function renderTable() {
     progress.append(bar, document.createTextNode(
       `${st.reported} / ${st.episodes}${st.finished ? " ✓" : ""}`));
     const rate = state.rate.get(id);
-    const cells = [show, name, privacy, budget, spent, progress,
+    const cells = [show, name, algo, privacy, budget, spent, progress,
       el("td", {}, st.outstanding),
       el("td", { class: "rate" }, rate && rate.value !== null ? fmt(rate.value, 3) : "…"),
       el("td", {}, st.policy_version)];
@@ -301,7 +316,7 @@ function renderCharts() {
     const swatch = el("span", { class: "swatch" });
     swatch.style.borderTopColor = style.color;
     swatch.style.borderTopStyle = style.dash ? "dashed" : "solid";
-    item.append(swatch, document.createTextNode(`${label(state.runs.get(id))} (${id})`));
+    item.append(swatch, document.createTextNode(label(state.runs.get(id))));
     return item;
   }));
 }
@@ -309,7 +324,7 @@ function renderCharts() {
 function lineChart(svg, series, opts) {
   const W = 432;
   const H = 272;
-  const m = { l: 52, r: 10, t: 10, b: 30 };
+  const m = { l: 52, r: 26, t: 10, b: 30 };  // r: room for the last x label (centred)
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   const xmax = Math.max(1, opts.xmax || 1);
   let ymax = opts.ymax;
@@ -419,8 +434,11 @@ function heatmap(title, rows, rowNames, colNames, kind) {
   const ch = Math.max(8, Math.min(22, Math.floor(300 / Math.max(1, rows.length))));
   const left = 40;
   const top = 14;
-  const W = left + cell * colNames.length + 4;
-  const H = top + ch * rows.length + 4;
+  const gridW = cell * colNames.length;
+  const gridH = Math.max(ch * rows.length, 60);  // the colour bar needs some height
+  const bar = { x: left + gridW + 12, w: 12, steps: 24 };
+  const W = bar.x + bar.w + 52;  // room for the bar's labels
+  const H = top + gridH + 8;
   let lo = Infinity;
   let hi = -Infinity;
   for (const r of rows) for (const v of r) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
@@ -441,9 +459,30 @@ function heatmap(title, rows, rowNames, colNames, kind) {
     colNames.forEach((name, j) => svg.append(el("svg:text", { x: left + cell * j + cell / 2, y: 10,
       "text-anchor": "middle" }, name)));
   }
+  svg.append(colorBar(bar, top, gridH, lo, hi));
   const fig = el("figure");
   fig.append(el("figcaption", {}, `${title} (${fmt(lo, 3)} … ${fmt(hi, 3)})`), svg);
   return fig;
+}
+
+function colorBar(bar, top, height, lo, hi) {
+  // the scale of the cells' colours: hi at the top, lo at the bottom, three labelled ticks
+  const g = el("svg:g", { class: "colorbar" });
+  const step = height / bar.steps;
+  for (let k = 0; k < bar.steps; k++) {
+    g.append(el("svg:rect", { x: bar.x, y: top + height - (k + 1) * step, width: bar.w,
+      height: step + 0.5, fill: shade((k + 0.5) / bar.steps) }));
+  }
+  g.append(el("svg:rect", { x: bar.x, y: top, width: bar.w, height, fill: "none",
+    stroke: "#999", class: "frame" }));
+  for (const f of [0, 0.5, 1]) {
+    const y = top + height - f * height;
+    g.append(el("svg:line", { x1: bar.x + bar.w, x2: bar.x + bar.w + 3, y1: y, y2: y,
+      stroke: "#999" }));
+    g.append(el("svg:text", { x: bar.x + bar.w + 5, y: y + 3, class: "tick" },
+      fmt(lo + f * (hi - lo), 3)));
+  }
+  return g;
 }
 
 function shade(t) {

@@ -13,16 +13,26 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-# Each configuration gets its own colour, line style and marker, so curves that lie on top of
-# each other (two learners that both fail, a learner at the random policy's level) stay visible.
+# One colour per privacy mode in every figure (the dashboard's script mirrors this palette):
+# green non-private, blue JDP, red LDP. Curves of one mode differ by line style and marker, so
+# curves that lie on top of each other (two learners that both fail, a learner at the random
+# policy's level) stay visible.
+PRIVACY_COLORS = {"none": "#2ca02c", "jdp": "#1f77b4", "ldp": "#d62728"}
+PRIVACY_NAMES = {"none": "non-private", "jdp": "JDP", "ldp": "LDP"}
 LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1)), (0, (3, 1, 1, 1, 1, 1)))
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
-def line_style(i: int, episodes: int) -> dict[str, Any]:
-    """Matplotlib keywords of the i-th curve: colour, dash pattern, sparse markers, width."""
+def privacy_color(privacy: str) -> str:
+    """The colour of a privacy mode ('none', 'jdp' or 'ldp') in every figure."""
+    return PRIVACY_COLORS[privacy]
+
+
+def line_style(i: int, episodes: int, privacy: str) -> dict[str, Any]:
+    """Matplotlib keywords of the i-th curve: its mode's colour, the i-th dash pattern and
+    marker (sparse), width."""
     return {
-        "color": f"C{i % 10}",
+        "color": privacy_color(privacy),
         "linestyle": LINESTYLES[i % len(LINESTYLES)],
         "marker": MARKERS[i % len(MARKERS)],
         "markevery": max(1, episodes // 8) if episodes > 1 else None,
@@ -31,14 +41,40 @@ def line_style(i: int, episodes: int) -> dict[str, Any]:
     }
 
 
+def setting(res: dict[str, Any]) -> str:
+    """The algorithm and world of a result: 'dp-ucbvi on riverswim H=20' (what is recorded)."""
+    cfg = res.get("config", {})
+    world = res.get("world") or {}
+    where = world.get("name", "")
+    if where and "horizon" in cfg:
+        where += f" H={cfg['horizon']}"
+    where += "".join(f" {k}={v}" for k, v in sorted((world.get("params") or {}).items()))
+    algo = cfg.get("algo", "")
+    return f"{algo} on {where}" if algo and where else algo or where
+
+
 def legend_label(res: dict[str, Any]) -> str:
-    """The result's label, with the (epsilon, delta) its ledger spent when it is private."""
+    """'ALGO on WORLD: LABEL', with the (epsilon, delta) its ledger spent when it is private."""
     cfg, led = res.get("config", {}), res.get("ledger") or {}
+    head = setting(res)
+    text = f"{head}: {res['label']}" if head else res["label"]
     if cfg.get("privacy", "none") == "none" or "epsilon" not in led:
-        return res["label"]
+        return text
     eps = led["epsilon"]
     eps_txt = eps if isinstance(eps, str) else f"{eps:.3g}"
-    return f"{res['label']} (spent ε = {eps_txt}, δ = {led.get('delta', 0):g})"
+    return f"{text} (spent ε = {eps_txt}, δ = {led.get('delta', 0):g})"
+
+
+def legend_below(fig: Figure, handles: list, labels: list[str], top: float = 1.0) -> None:
+    """The figure's legend under its axes, in two columns when there are many entries and two
+    fit in the figure's width (about 4.5 points a character at 8 points), with room made for it."""
+    column = (0.6 + 4.5 * max((len(t) for t in labels), default=0) / 72)  # inches
+    ncol = 2 if len(labels) > 4 and 2 * column < fig.get_figwidth() else 1
+    rows = -(-len(labels) // ncol)
+    height = fig.get_figheight()
+    fig.set_figheight(height + 0.18 * rows)
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, (0.18 * rows + 0.1) / fig.get_figheight(), 1, top))
 
 
 def _cumulative(ax: Any, results: list[dict[str, Any]], reference: bool) -> None:
@@ -50,7 +86,7 @@ def _cumulative(ax: Any, results: list[dict[str, Any]], reference: bool) -> None
         mean, std = cum.mean(axis=0), cum.std(axis=0)
         x = np.arange(1, cum.shape[1] + 1)
         episodes = max(episodes, cum.shape[1])
-        style = line_style(i, cum.shape[1])
+        style = line_style(i, cum.shape[1], res["config"]["privacy"])
         ax.plot(x, mean, label=legend_label(res), zorder=3 + i, **style)
         if cum.shape[0] > 1:
             ax.fill_between(x, mean - std, mean + std, color=style["color"], alpha=0.2, lw=0)
@@ -73,8 +109,7 @@ def cumulative_figure(
     ax = fig.add_subplot()
     _cumulative(ax, results, reference)
     ax.set_title(title or "Cumulative regret (mean ± 1 std over seeds)")
-    ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
+    legend_below(fig, *ax.get_legend_handles_labels())
     return fig
 
 
@@ -110,7 +145,7 @@ def learning_figure(results: list[dict[str, Any]], title: str = "", window: int 
         band = mean_rows.std(axis=0) if per.shape[0] > 1 else std_rows[0]
         x = np.arange(1, per.shape[1] + 1)
         episodes = max(episodes, per.shape[1])
-        style = line_style(i, per.shape[1])
+        style = line_style(i, per.shape[1], res["config"]["privacy"])
         right.plot(x, mean, label=legend_label(res), zorder=3 + i, **style)
         right.fill_between(x, np.maximum(mean - band, 0), mean + band, color=style["color"],
                            alpha=0.15, lw=0)
@@ -127,10 +162,9 @@ def learning_figure(results: list[dict[str, Any]], title: str = "", window: int 
         if text.startswith("optimal"):
             handles.append(handle)
             labels.append(text)
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
     if title:
         fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    legend_below(fig, handles, labels)
     return fig
 
 
@@ -149,41 +183,48 @@ def plot_cumulative(results: list[dict[str, Any]], path: Path, title: str = "") 
 
 
 def frontier_figure(results: list[dict[str, Any]]) -> Figure:
-    """Final per-episode regret (last episodes) vs epsilon for JDP and LDP (log-x)."""
+    """Final per-episode regret (last episodes) vs epsilon for JDP and LDP (log-x), one line per
+    algorithm, world and mechanism, in its privacy mode's colour."""
     fig = Figure(figsize=(7, 4.5))
     ax = fig.add_subplot()
-    groups: dict[str, list[tuple[float, float, float]]] = {}
-    random_level = None
+    groups: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    random_levels: dict[str, float] = {}
     for res in results:
         cfg, reg = res["config"], res["regret"]
-        random_level = reg["random_policy_per_episode"]
+        head = setting(res)
+        random_levels[head] = reg["random_policy_per_episode"]
+        where = f"{head}: " if head else ""
         if cfg["privacy"] == "none":
-            ax.axhline(reg["tail_per_episode_mean"], color="k", ls="--", label="non-private")
+            ax.axhline(reg["tail_per_episode_mean"], color=privacy_color("none"), ls="--",
+                       label=f"{where}non-private")
             continue
         pooled_h = cfg.get("pooled") or (cfg.get("knobs") or {}).get("pooled")
         pooled = ", pooled over h" if pooled_h else ""
-        key = f"{cfg['privacy'].upper()} ({cfg['mechanism']}{pooled})"
+        key = f"{where}{PRIVACY_NAMES[cfg['privacy']]} ({cfg['mechanism']}{pooled})"
         eps = float(cfg["epsilon"])
         if not np.isfinite(eps):  # no privacy: the non-private line stands for it
             continue
-        groups.setdefault(key, []).append(
+        groups.setdefault((key, cfg["privacy"]), []).append(
             (eps, reg["tail_per_episode_mean"], reg["tail_per_episode_std"])
         )
-    for key, pts in sorted(groups.items()):
+    for i, ((key, privacy), pts) in enumerate(sorted(groups.items())):
         pts.sort()
         e, m, s = (np.array(v) for v in zip(*pts, strict=True))
-        ax.errorbar(e, m, yerr=s, marker="o", capsize=3, label=key)
-    if random_level is not None:
-        ax.axhline(random_level, color="grey", ls=":", label="uniformly random policy")
-        ax.axhline(0.25 * random_level, color="grey", ls="-.", lw=0.8, label="25% of random")
+        ax.errorbar(e, m, yerr=s, capsize=3, label=key, color=privacy_color(privacy),
+                    ls=LINESTYLES[i % len(LINESTYLES)], marker=MARKERS[i % len(MARKERS)])
+    for j, (head, level) in enumerate(random_levels.items()):
+        of = f" ({head})" if len(random_levels) > 1 and head else ""
+        ls = LINESTYLES[(j + 3) % len(LINESTYLES)]
+        ax.axhline(level, color="grey", ls=":" if not of else ls,
+                   label=f"uniformly random policy{of}")
+        ax.axhline(0.25 * level, color="grey", ls="-.", lw=0.8, label=f"25% of random{of}")
     if groups:
         ax.set_xscale("log")
     ax.set_xlabel("ε (per user)")
     ax.set_ylabel("per-episode regret, last episodes")
     ax.set_title("Privacy–utility frontier")
-    ax.legend(fontsize=8, loc="upper right")
     ax.grid(alpha=0.3, which="both")
-    fig.tight_layout()
+    legend_below(fig, *ax.get_legend_handles_labels())
     return fig
 
 
@@ -191,6 +232,16 @@ def plot_frontier(results: list[dict[str, Any]], path: Path) -> Path:
     """`frontier_figure`, saved as a PNG at `path`."""
     frontier_figure(results).savefig(path, dpi=120)
     return path
+
+
+def family(res: dict[str, Any]) -> str:
+    """The configuration family of a result in the switches figure: 'algo[ B=..] on WORLD: LABEL'
+    (the same configuration at every K)."""
+    cfg = res["config"]
+    knobs = cfg.get("knobs") or {}
+    extra = f" B={knobs['batches']}" if "batches" in knobs else ""
+    where = (res.get("world") or {}).get("name")
+    return f"{cfg['algo']}{extra}{f' on {where}' if where else ''}: {res['label']}"
 
 
 def switch_points(results: list[dict[str, Any]]) -> dict[str, list[tuple[int, float, float]]]:
@@ -201,11 +252,8 @@ def switch_points(results: list[dict[str, Any]]) -> dict[str, list[tuple[int, fl
         changes = res.get("policy_changes")
         if not changes:
             continue
-        cfg = res["config"]
-        knobs = cfg.get("knobs") or {}
-        extra = f" B={knobs['batches']}" if "batches" in knobs else ""
-        key = f"{cfg['algo']}{extra} {res['label']}"
-        groups.setdefault(key, {}).setdefault(int(cfg["episodes"]), []).extend(changes)
+        episodes = int(res["config"]["episodes"])
+        groups.setdefault(family(res), {}).setdefault(episodes, []).extend(changes)
     return {
         key: [(k, float(np.mean(v)), float(np.std(v))) for k, v in sorted(by_k.items())]
         for key, by_k in sorted(groups.items())
@@ -219,11 +267,12 @@ def switches_figure(results: list[dict[str, Any]]) -> Figure:
     fig = Figure(figsize=(7, 4.5))
     ax = fig.add_subplot()
     points = switch_points(results)
+    privacy = {family(res): res["config"]["privacy"] for res in results}
     low, top = np.inf, 2
     for i, (key, pts) in enumerate(points.items()):
         k, m, s = (np.array(v) for v in zip(*pts, strict=True))
         low, top = min(low, int(k.min())), max(top, int(k.max()))
-        style = line_style(i, len(k))
+        style = line_style(i, len(k), privacy[key])
         style["markevery"] = None
         ax.errorbar(k, np.maximum(m, 0.5), yerr=s, capsize=3, label=key, **style)
     ks = np.geomspace(max(min(low, top), 2), top, 50)
@@ -233,9 +282,8 @@ def switches_figure(results: list[dict[str, Any]]) -> Figure:
     ax.set_xlabel("episodes K")
     ax.set_ylabel("policy switches (mean over seeds; 0 drawn at 0.5)")
     ax.set_title("Policy switches vs K")
-    ax.legend(fontsize=7, loc="upper left")
     ax.grid(alpha=0.3, which="both")
-    fig.tight_layout()
+    legend_below(fig, *ax.get_legend_handles_labels())
     return fig
 
 

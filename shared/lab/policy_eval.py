@@ -49,6 +49,7 @@ from ..protocol import LedgerView
 from ..run import Run
 from ..seeding import generator
 from ..worlds.chain import ChainMRP
+from .plots import privacy_color
 
 KIND = "policy-eval"
 ESTIMATORS = ("lsw", "lsl", "dp-lsw", "dp-lsl")
@@ -351,8 +352,18 @@ def load(path: Path) -> dict[str, Any] | None:
 
 # -- figures ---------------------------------------------------------------------------------------
 
-STYLE = {"lsw": ("C0", "-"), "lsl": ("C1", "-"), "dp-lsw": ("C0", "--"), "dp-lsl": ("C1", "--"),
-         "ldp-lsw": ("C0", ":"), "ldp-lsl": ("C1", ":")}
+
+FEATURE_MARKERS = {"tabular": "o", "agg2": "^", "agg4": "s", "agg8": "D"}
+
+
+def style(estimator: str, features: str = "tabular") -> dict[str, Any]:
+    """The colour of its privacy mode (the palette of every figure), LSW solid and LSL dashed, a
+    marker per feature map."""
+    return {"color": privacy_color(estimator_run(estimator)[1]),
+            "ls": "-" if estimator.endswith("lsw") else "--",
+            "marker": FEATURE_MARKERS.get(features, "v")}
+
+
 LABEL = {"lsw": "LSW", "lsl": "LSL", "dp-lsw": "DP-LSW", "dp-lsl": "DP-LSL",
          "ldp-lsw": "LDP-LSW", "ldp-lsl": "LDP-LSL"}
 
@@ -373,18 +384,18 @@ def _series(rows: list[dict], estimator: str, features: str, metric: str = "rmse
 
 def _errorbar(ax: Any, x: np.ndarray, mean: np.ndarray, se: np.ndarray, **kw: Any) -> None:
     if x.size:
-        ax.errorbar(x, mean, yerr=se, capsize=2, marker="o", ms=3, **kw)
+        ax.errorbar(x, mean, yerr=se, capsize=2, ms=4, **kw)
 
 
 def panel_1(ax: Any, summary: dict[str, Any]) -> None:
     """Non-private LSW vs LSL, tabular and aggregated (pairs), RMSE against m."""
     rows = summary["rows"]
-    for features, ls in (("tabular", "-"), ("agg2", ":")):
+    for features in ("tabular", "agg2"):
         for est in ("lsw", "lsl"):
             x, m, se = _series(rows, est, features, lambda_fixed=False, in_sweep=True)
-            _errorbar(ax, x, m, se, color=STYLE[est][0], ls=ls, label=f"{LABEL[est]} {features}")
+            _errorbar(ax, x, m, se, **style(est, features), label=f"{LABEL[est]} {features}")
     ax.set(xscale="log", yscale="log", xlabel="batch size m", ylabel="RMSE",
-           title="1: non-private LSW vs LSL")
+           title="1: non-private LSW (solid) vs LSL (dashed)")
 
 
 def panel_2(ax: Any, summary: dict[str, Any]) -> None:
@@ -396,15 +407,15 @@ def panel_2(ax: Any, summary: dict[str, Any]) -> None:
         for est in ("lsl", "dp-lsl"):
             x, mean, se = _series(rows, est, "tabular", by="lambda", m=m, lambda_fixed=True)
             if x.size:
-                ax.errorbar(x, mean, yerr=se, capsize=2, marker=marker, ms=3,
-                            color=STYLE[est][0], ls=STYLE[est][1], label=f"{LABEL[est]} m={m:g}")
+                _errorbar(ax, x, mean, se, **{**style(est), "marker": marker},
+                          label=f"{LABEL[est]} m={m:g}")
         for est in ("lsw", "dp-lsw"):
             flat = [r for r in rows if r["estimator"] == est and r["features"] == "tabular"
                     and r["m"] == m]
             if flat:
                 level = flat[0]["rmse"]["mean"]
-                ax.plot(lambdas, np.full(lambdas.size, level), color=STYLE[est][0],
-                        ls=STYLE[est][1], marker=marker, ms=3, label=f"{LABEL[est]} m={m:g}")
+                ax.plot(lambdas, np.full(lambdas.size, level), **{**style(est), "marker": marker},
+                        ms=3, label=f"{LABEL[est]} m={m:g}")
     ax.set(xscale="log", yscale="log", xlabel="λ", ylabel="RMSE",
            title="2: tabular, RMSE vs λ")
 
@@ -415,7 +426,7 @@ def panel_3(ax: Any, summary: dict[str, Any]) -> None:
     features = "agg2" if any(r["features"] == "agg2" for r in rows) else rows[0]["features"]
     for est in ALL_ESTIMATORS:
         x, m, se = _series(rows, est, features, lambda_fixed=False, in_sweep=True)
-        _errorbar(ax, x, m, se, color=STYLE[est][0], ls=STYLE[est][1], label=LABEL[est])
+        _errorbar(ax, x, m, se, **style(est, features), label=LABEL[est])
     ax.set(xscale="log", yscale="log", xlabel="batch size m", ylabel="RMSE",
            title=f"3: {features} features, RMSE vs m")
 
@@ -424,12 +435,13 @@ def panel_4(ax: Any, summary: dict[str, Any]) -> None:
     """Excess empirical risk of DP-LSW and DP-LSL against m for every feature map (every d)."""
     rows = summary["rows"]
     feats = sorted({r["features"] for r in rows}, key=lambda f: -feature_dim(rows, f))
-    for j, features in enumerate(feats):
+    for features in feats:
+        d = feature_dim(rows, features)
         for est in ("dp-lsw", "dp-lsl"):
             x, m, se = _series(rows, est, features, metric="excess_risk", lambda_fixed=False,
                                in_sweep=True)
-            _errorbar(ax, x, m, se, color=f"C{j + 2}", ls="-" if est == "dp-lsw" else "--",
-                      label=f"{LABEL[est]} {features} (d={feature_dim(rows, features)})")
+            _errorbar(ax, x, m, se, **style(est, features),
+                      label=f"{LABEL[est]} {features} (d={d})")
     ax.set(xscale="log", yscale="log", xlabel="batch size m", ylabel="excess empirical risk",
            title="4: excess risk vs m, several d (DP-LSW solid, DP-LSL dashed)")
 
@@ -442,34 +454,52 @@ def feature_dim(rows: list[dict], features: str) -> int:
 PANELS = (panel_1, panel_2, panel_3, panel_4)
 
 
-def figure(summary: dict[str, Any]) -> Figure:
-    """The four panels of Figure 1 in one 2 x 2 figure."""
-    fig = Figure(figsize=(13, 10))
+def drawn(summary: dict[str, Any]) -> list[int]:
+    """The indices of the panels the summary has data for (a sweep without fixed lambdas has no
+    panel 2: no empty panel is drawn)."""
+    keep = []
     for i, panel in enumerate(PANELS):
-        ax = fig.add_subplot(2, 2, i + 1)
+        ax = Figure().add_subplot()
         panel(ax, summary)
-        ax.grid(alpha=0.3, which="both")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+        if ax.lines or ax.containers:
+            keep.append(i)
+    return keep
+
+
+def _finish(ax: Any) -> None:
+    ax.grid(alpha=0.3, which="both")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+
+
+def figure(summary: dict[str, Any]) -> Figure:
+    """Figure 1's panels that have data, in one figure (2 x 2 when all four do, else a row)."""
+    keep = drawn(summary)
+    cols = 2 if len(keep) == 4 else max(1, len(keep))
+    rows = -(-len(keep) // cols)
+    fig = Figure(figsize=(6.5 * cols, 5 * rows))
+    for j, i in enumerate(keep):
+        ax = fig.add_subplot(rows, cols, j + 1)
+        PANELS[i](ax, summary)
+        _finish(ax)
     spec = summary["spec"]
     fig.suptitle(f"{spec['chain']}: eps = {spec['epsilon']:g}, delta = {spec['delta']:g},"
-                 f" F_max = {spec['f_max']:g}, {spec['runs']} runs (mean ± s.e.)")
+                 f" F_max = {spec['f_max']:g}, {spec['runs']} runs (mean ± s.e.)\ncolour:"
+                 " green non-private, blue JDP, red LDP; marker: the feature map")
     fig.tight_layout()
     return fig
 
 
 def plot(summary: dict[str, Any], out: Path) -> list[Path]:
-    """figure1.png (all panels) and panel1..4.png in `out`."""
+    """figure1.png (every panel with data) and panelN.png of each of them in `out`."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "figure1.png"]
     figure(summary).savefig(paths[0], dpi=110)
-    for i, panel in enumerate(PANELS):
+    for i in drawn(summary):
         fig = Figure(figsize=(6.5, 5))
         ax = fig.add_subplot()
-        panel(ax, summary)
-        ax.grid(alpha=0.3, which="both")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+        PANELS[i](ax, summary)
+        _finish(ax)
         fig.tight_layout()
         paths.append(out / f"panel{i + 1}.png")
         fig.savefig(paths[-1], dpi=110)
@@ -480,7 +510,9 @@ def table(summary: dict[str, Any], estimators: Sequence[str] = ALL_ESTIMATORS) -
     """RMSE mean ± s.e. per estimator / features (rows) and m (columns), schedule cells only."""
     rows = [r for r in summary["rows"] if not r["lambda_fixed"]]
     ms = sorted(summary["spec"]["trajectories"])
-    lines = [f"{'estimator':<8} {'features':<8} " + " ".join(f"{m:>17.0e}" for m in ms)]
+    lines = [f"RMSE against the exact values (mean ± s.e. over {summary['spec']['runs']} runs),"
+             " by batch size m:",
+             f"{'estimator':<8} {'features':<8} " + " ".join(f"{f'm={m:.0e}':>17}" for m in ms)]
     for features in summary["spec"]["features"]:
         for est in estimators:
             cells = {r["m"]: r["rmse"] for r in rows
