@@ -13,8 +13,10 @@ from privrl.algorithms.linmdp.constants import (
     rounds_cap,
     switching_constants,
 )
+from privrl.budget import OverspendingPlan, planned_totals
 from privrl.config import RunConfig
 from privrl.privacy.accountant import rho_to_epsilon
+from privrl.privacy.calibration import calibrate
 from privrl.run import Run, run_in_process, user_episode
 from privrl.seeding import user_generator
 from privrl.worlds import make
@@ -77,12 +79,17 @@ def test_the_ledger_charges_the_true_spend(calibration: str, gram: float, target
     rho, delta = 1.0, 1e-5
     cfg = config(world, "lsvi-ucb-switching", 10_000, "jdp", rho_to_epsilon(rho, delta),
                  knobs={"calibration": calibration}, beta=0.05)
-    run = Run(cfg, [1])
-    algo = run.algorithm
+    algo = cfg.algorithm()
+    calibration = calibrate(cfg, algo.families())
     assert algo.rho == pytest.approx(rho, rel=1e-9)
     c = algo.constants
-    assert run.calibration.family("gram").cost * c.levels == pytest.approx(gram, rel=1e-5)
-    assert run.calibration.family("target").cost * c.n_max == pytest.approx(target, rel=1e-5)
+    assert calibration.family("gram").cost * c.levels == pytest.approx(gram, rel=1e-5)
+    assert calibration.family("target").cost * c.n_max == pytest.approx(target, rel=1e-5)
+    if gram + target > rho:  # the paper's scales overspend: refused at creation (issue 31)
+        with pytest.raises(OverspendingPlan, match="would spend epsilon = "):
+            Run(cfg, [1])
+    else:
+        assert Run(cfg, [1]).ledger.budget is not None
 
 
 # -- batched schedule ------------------------------------------------------------------------
@@ -324,12 +331,15 @@ def test_switches_depend_only_on_released_grams_and_respect_the_cap() -> None:
 
 
 def test_paper_calibration_reports_more_than_it_claims() -> None:
-    """The paper's constants under-spend by design: the ledger states the true, larger spend."""
+    """The paper's constants overspend at every epsilon: the run is refused at creation, and the
+    refusal states the true spend of its release plan (issue 31)."""
     world = make("latent-levels")
     cfg = config(world, "lsvi-ucb-switching", 2000, "jdp", 1.0,
                  knobs={"calibration": "paper", "trigger": "always"})
-    result = run_in_process(cfg, world, [2])
-    assert result.ledger.totals(cfg.delta).epsilon > 5 * cfg.epsilon
+    spend = planned_totals(cfg).epsilon
+    assert spend > 5 * cfg.epsilon
+    with pytest.raises(OverspendingPlan, match=f"would spend epsilon = {spend:.6g} "):
+        run_in_process(cfg, world, [2])
     sound = run_in_process(config(world, "lsvi-ucb-switching", 2000, "jdp", 1.0,
                                   knobs={"trigger": "always"}), world, [2])
     assert sound.ledger.totals(cfg.delta).epsilon <= cfg.epsilon * (1 + 1e-9)

@@ -173,6 +173,18 @@ class LSVIAlgorithm(Algorithm):
         """How many leaves the Gram tree counter can take."""
 
     @abstractmethod
+    def planned_leaves(self) -> int:
+        """How many Gram leaves close over the whole run (the tree levels the plan charges)."""
+
+    @abstractmethod
+    def planned_rounds(self) -> int:
+        """The most release rounds of targets the whole run can have (what the plan charges)."""
+
+    @abstractmethod
+    def may_release(self, items: int, rounds: np.ndarray) -> bool:
+        """Whether a release round can happen after `items` episodes (public numbers only)."""
+
+    @abstractmethod
     def leaf_closes(self, items: int) -> bool:
         """Whether the Gram items received so far close a tree leaf after `items` episodes."""
 

@@ -92,6 +92,18 @@ class SwitchingLSVI(LSVIAlgorithm):
         """Every episode's Gram is released (paper line 22)."""
         return True
 
+    def planned_leaves(self) -> int:
+        """One leaf per episode."""
+        return self.config.episodes
+
+    def planned_rounds(self) -> int:
+        """The cap ceil(N_max) - 1, and at most one round before each episode 2..K."""
+        return int(min(self.max_rounds, self.config.episodes - 1))
+
+    def may_release(self, items: int, rounds: np.ndarray) -> bool:
+        """Before episode items+1 <= K, while some replica is under the cap."""
+        return items < self.config.episodes and bool(np.any(rounds < self.max_rounds))
+
     def release_due(self, items: int, current: np.ndarray, snapshot: np.ndarray,
                     rounds: np.ndarray) -> np.ndarray:
         """Before episode items+1 <= K: the trigger on released Grams, under the cap."""
