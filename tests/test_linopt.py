@@ -111,7 +111,7 @@ def _play(run: Run, mdp, k: int, seed: int = 0) -> None:
 def test_mechanics(algo: str) -> None:
     """Properties 12-16: 0 <= Q <= H-h+1, V_{H+1} = 0, greedy with low-index ties (VI), uniform
     pi^1 and pi^{k+1} = softmax(eta sum_{j<=k} Q^j) (PO), Lambda^1 = shift I, theta^1 = 0."""
-    run = Run(cfg(algo, privacy="none", preset="faithful"), [0, 1])
+    run = Run(cfg(algo, privacy="none", preset="faithful", knobs={"tie_break": "first"}), [0, 1])
     learner = run.learner
     qs = []
     for _ in range(6):
@@ -133,6 +133,21 @@ def test_mechanics(algo: str) -> None:
         qs.append(q.copy())
         _play(run, E2, 1, seed=len(qs))
     assert learner.eta == pytest.approx(math.sqrt(2 * math.log(3) / (16 * 200)))
+
+
+def test_vi_breaks_ties_at_random_from_the_server_seed() -> None:
+    """The default: version 0's Q saturates at H-h+1 everywhere, so every action ties; each
+    replica picks maximisers drawn from its own seed (not all action 0), the same ones again
+    for the same seed and release."""
+    seeds = [0, 1, 2, 3]
+    run = Run(cfg("linopt-vi", privacy="none", preset="faithful"), seeds)
+    actions, q = run.message()["actions"], run.learner.q
+    assert q is not None and np.all(q == q.max(-1, keepdims=True))  # every action ties
+    chosen = np.take_along_axis(q, actions[..., None], axis=-1)[..., 0]
+    np.testing.assert_array_equal(chosen, q.max(-1))
+    assert len(np.unique(actions)) == E2.A and not np.array_equal(actions[0], actions[1])
+    again = Run(cfg("linopt-vi", privacy="none", preset="faithful"), seeds)
+    np.testing.assert_array_equal(again.message()["actions"], actions)
 
 
 def test_po_next_policy_ignores_the_last_episode() -> None:

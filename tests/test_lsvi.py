@@ -191,7 +191,8 @@ def test_batched_at_infinite_epsilon_is_lsvi_ucb(name: str, every: int) -> None:
     greedy tables in every episode, same final weights (1e-9), against the loop version."""
     world = make(name)
     K, beta = 120, 1.5
-    knobs = {"beta": beta, "ridge": 2.0} | ({"batches": K // every} if every > 1 else {})
+    knobs = ({"beta": beta, "ridge": 2.0, "tie_break": "first"}
+             | ({"batches": K // every} if every > 1 else {}))
     cfg = config(world, "lsvi-ucb-batched", K, "jdp", INF, knobs=knobs)
     tables, w = reference_lsvi(world, K, 2.0, beta, every, client_seed=5)
     run = Run(cfg, [5])

@@ -13,7 +13,6 @@ the l2 sensitivities add in squares.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from abc import abstractmethod
 from typing import TYPE_CHECKING, Literal
@@ -22,8 +21,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...privacy.grid import FEATURE_GRID
-from ...seeding import generator
 from ...stats import Stats
+from ...ties import tie_priorities
 from ...worlds.linear_mdp import LinearMDPModel, linear_mdp_model
 from ...worlds.rollout import Trajectories
 from ..base import Algorithm, Family, Learner, PolicyMessage, check_model_sizes
@@ -60,19 +59,9 @@ class LSVIKnobs(BaseModel):
                                " paper's theory value)")
     beta_scale: float = Field(1.0, gt=0, description="multiplies beta (post-processing)")
     tie_break: Literal["first", "random"] = Field(
-        "first", description="actions whose optimistic scores tie: the lowest index, or one"
-        " drawn uniformly from the server's secret seed and the release (post-processing)")
-
-
-def tie_priorities(seeds: list[int], gram: np.ndarray, w: np.ndarray, shape: tuple[int, ...]
-                   ) -> np.ndarray:
-    """Uniform priorities (R, *shape) for random tie-breaking: replica r's come from its secret
-    seed and a digest of its own release, so a replay (or an HTTP run) draws the same ones."""
-    rows = []
-    for r, seed in enumerate(seeds):
-        digest = hashlib.sha256(gram[r].tobytes() + w[r].tobytes()).hexdigest()[:16]
-        rows.append(generator(seed, "lsvi", "ties", digest).random(shape))
-    return np.stack(rows)
+        "random", description="actions whose optimistic scores tie: one drawn uniformly from the"
+        " server's secret seed and the release (the spec's default, Ngo §3.6), or the lowest"
+        " index (post-processing either way)")
 
 
 class LSVILearner(Learner):
@@ -93,7 +82,7 @@ class LSVILearner(Learner):
             priority = None
             if self.random_ties:
                 n_s, n_a, _ = self.features.shape
-                priority = tie_priorities(self.seeds, gram, w, (w.shape[1], n_s, n_a))
+                priority = tie_priorities(self.seeds, "lsvi", [gram, w], (w.shape[1], n_s, n_a))
             cached = (gram, w, greedy_actions(self.features, gram, w, self.beta, priority))
             self._cache = cached
         return {"actions": cached[2].copy()}

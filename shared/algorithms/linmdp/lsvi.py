@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...privacy.psd import cholesky_solve, inverse_norms
-from ...ties import TIE_TOL
+from ...ties import best_action
 
 
 def optimistic_scores(features: np.ndarray, w: np.ndarray, inv_chol: np.ndarray, beta: float
@@ -37,17 +37,6 @@ def optimistic_scores(features: np.ndarray, w: np.ndarray, inv_chol: np.ndarray,
 def inverse_cholesky(grams: np.ndarray) -> np.ndarray:
     """L^{-1} for positive definite G = L L^T (batched)."""
     return np.linalg.inv(np.linalg.cholesky(grams))
-
-
-def best_action(scores: np.ndarray, priority: np.ndarray | None = None) -> np.ndarray:
-    """The action of highest `priority` (default: the lowest index) among those whose score is
-    within TIE_TOL (relative) of the maximum on the last axis: ties in exact arithmetic
-    (symmetric features) must not be broken by round-off."""
-    best = scores.max(axis=-1, keepdims=True)
-    ties = scores >= best - TIE_TOL * (1.0 + np.abs(best))
-    if priority is None:
-        return np.argmax(ties, axis=-1)
-    return np.argmax(np.where(ties, priority, -1.0), axis=-1)
 
 
 def greedy_actions(features: np.ndarray, grams: np.ndarray, w: np.ndarray, beta: float,

@@ -14,8 +14,8 @@ lam_t and sigma_y (a reference only): its scales spend about 48.6 rho in the spe
 configuration, and the ledger says so. rho comes from the run's (epsilon, delta) by the tight
 zCDP conversion. Errata also followed: Q clipped to [0, H] (E6), the counter moves once per
 switch (E7), the initial policy is w = 0 against 2 lam_t I (E8), no extra ridge beyond
-`ridge` = min_shift (E12), symmetric noise (E19). Ties (§3.6): the lowest action index by
-default (`tie_break=first`), or uniformly at random from the server's seed (`random`).
+`ridge` = min_shift (E12), symmetric noise (E19). Ties (§3.6): uniformly at random from the
+server's seed by default (`tie_break=random`), or the lowest action index (`first`).
 """
 
 from __future__ import annotations

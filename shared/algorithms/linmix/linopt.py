@@ -10,14 +10,15 @@ paper gives no LDP constants), exact sums without privacy. The learner forms
     Q_h = Pi_[0, H-h+1]( <varphi, theta_r> + <phi_V, theta_p> + beta_p ||phi_V||_{Lambda_p^-1}
                          + beta_r ||varphi||_{Lambda_r^-1} )
 
-and plays greedily (VI, ties to the lowest index, erratum 13) or a softmax policy updated by
-mirror descent pi^{k+1} = softmax(eta sum_{j<=k} Q^j) (PO). Errata followed (spec §10): Lambda^1 =
-Z^1 (1), features of the episode of collection (2), Q truncated at H-h+1 (4), m = max(1,
-ceil(log2 K)) (5), Sigma_p with sqrt(d1) (8), lowest-index ties (13), eigenvalue floor (17), LDP
-as a labelled extension (18). Our one addition: the private regularizer also carries the
-non-private ridge lambda (default 1), so that eps -> inf reduces to the non-private algorithm
-exactly (the paper's private Z = N + 2 Sigma I is singular at sigma = 0); it only makes
-lambda_min, lambda_max larger by lambda and is post-processing.
+and plays greedily (VI, ties uniformly at random from the server's seed; `tie_break=first`: the
+lowest index) or a softmax policy updated by mirror descent pi^{k+1} = softmax(eta sum_{j<=k}
+Q^j) (PO). Errata followed (spec §10): Lambda^1 = Z^1 (1), features of the episode of collection
+(2), Q truncated at H-h+1 (4), m = max(1, ceil(log2 K)) (5), Sigma_p with sqrt(d1) (8),
+lowest-index ties (13) as the `first` option only (a saturated Q ties everywhere: issue 31),
+eigenvalue floor (17), LDP as a labelled extension (18). Our one addition: the private
+regularizer also carries the non-private ridge lambda (default 1), so that eps -> inf reduces to
+the non-private algorithm exactly (the paper's private Z = N + 2 Sigma I is singular at
+sigma = 0); it only makes lambda_min, lambda_max larger by lambda and is post-processing.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...privacy.grid import FEATURE_GRID
 from ...privacy.psd import cholesky_solve, inverse_norms, regularize
 from ...stats import Stats
+from ...ties import best_action, tie_priorities
 from ...worlds.rollout import Trajectories
 from ..base import Algorithm, Family, Learner, PolicyMessage
 from ..registry import register
@@ -66,6 +68,10 @@ class LinOptKnobs(BaseModel):
     shift_scale: float = Field(1.0, ge=0, description="the shift is 2 shift_scale Sigma")
     ridge: float = Field(1.0, gt=0, description="lambda: the non-private regularizer (§3.5),"
                          " also added to the private one")
+    tie_break: Literal["first", "random"] = Field(
+        "random", description="VI's actions whose clipped Q tie (every Q saturates at H-h+1"
+        " early on): one drawn uniformly from the server's secret seed and the release, or the"
+        " lowest index (the spec's erratum 13; post-processing either way)")
 
 
 PRESETS: dict[str, LinOptKnobs] = {
@@ -81,6 +87,7 @@ class LinOptLearner(Learner):
                  seeds: list[int]) -> None:
         self.algorithm, self.calibration = algorithm, calibration
         self.model, self.knobs = algorithm.model, algorithm.knobs
+        self.seeds = [int(s) for s in seeds]
         cfg = algorithm.config
         self.horizon, self.episodes = cfg.horizon, cfg.episodes
         self.private = calibration.mechanism is not None
@@ -152,8 +159,18 @@ class LinOptLearner(Learner):
             values[:, h] = (probs[:, h] * q).sum(-1) if probs is not None else q.max(-1)
         self.q, self.planned_at = q_all, reported
         if probs is None:
-            return {"actions": np.argmax(q_all, axis=-1), "values": values}
+            return {"actions": self._greedy(q_all, billboard, reported), "values": values}
         return {"actions": np.argmax(probs, axis=-1), "probs": probs, "values": values}
+
+
+    def _greedy(self, q_all: np.ndarray, billboard: Stats, reported: int) -> np.ndarray:
+        """VI's greedy actions (R, H, S): ties to the lowest index, or (`tie_break=random`) to
+        priorities drawn from the server's seed and this release."""
+        if self.knobs.tie_break == "first":
+            return np.argmax(q_all, axis=-1)
+        release = [billboard[name] for name in FAMILIES]
+        release.append(np.full((q_all.shape[0], 1), reported, dtype=np.int64))
+        return best_action(q_all, tie_priorities(self.seeds, "linopt", release, q_all.shape[1:]))
 
 
 class LinOptAlgorithm(Algorithm):
