@@ -10,9 +10,13 @@ import numpy as np
 import pytest
 from privrl.algorithms.linmdp.constants import (
     batched_constants,
+    gram_sensitivity2,
     rounds_cap,
     switching_constants,
+    target_sensitivity2,
+    zcdp_batched_sigmas,
 )
+from privrl.algorithms.linmdp.lsvi import History, backward_pass
 from privrl.budget import OverspendingPlan, planned_totals
 from privrl.config import RunConfig
 from privrl.privacy.accountant import rho_to_epsilon
@@ -64,17 +68,21 @@ def test_luyo_batched_reference_values() -> None:
                    beta=52882.1773)),
 ])
 def test_ngo_golden_values(calibration: str, want: dict[str, float]) -> None:
-    """Ngo spec §8.1: K=10000, H=5, d=8, rho=1, p=0.05, rel. tol 1e-6."""
-    c = switching_constants(10_000, 5, 8, 1.0, 0.05, calibration)  # type: ignore[arg-type]
+    """Ngo spec §8.1: K=10000, H=5, d=8, rho=1, p=0.05, rel. tol 1e-6 (at the spec's
+    sensitivities: Gram 2 per step, targets 2 (H+1))."""
+    c = switching_constants(10_000, 5, 8, 1.0, 0.05, calibration,  # type: ignore[arg-type]
+                            sensitivities2=(4.0 * 5, 4.0 * 5 * 6**2))
     for key, value in want.items():
         assert getattr(c, key) == pytest.approx(value, rel=1e-6), key
 
 
 @pytest.mark.parametrize(("calibration", "gram", "target"),
-                         [("sound", 0.5, 0.5), ("paper", 46.2099, 2.4)])
+                         [("sound", 0.5, 0.5), ("paper", 46.2099 / 2, 2.4 * 11 / 36)])
 def test_the_ledger_charges_the_true_spend(calibration: str, gram: float, target: float) -> None:
     """Ngo §8.1 last row and §4.3: what the scales in use spend (the paper's constants claim rho
-    but spend 48.6 rho): a full Gram tree plus N_max rounds, from the run's calibration."""
+    but spend 48.6 rho at the spec's sensitivities, 23.8 rho at the tight ones: the Gram's half,
+    the targets' (2H+1) / (6(H+1)) = 11/36): a full Gram tree plus N_max rounds, from the run's
+    calibration."""
     world = make("river-chain", horizon=5)  # d = 8
     rho, delta = 1.0, 1e-5
     cfg = config(world, "lsvi-ucb-switching", 10_000, "jdp", rho_to_epsilon(rho, delta),
@@ -144,7 +152,7 @@ def first_within(scores: np.ndarray, tol: float = 1e-9) -> np.ndarray:
 
 def reference_lsvi(world, episodes: int, lam: float, beta: float, every: int, client_seed: int
                    ) -> tuple[list[np.ndarray], np.ndarray]:
-    """LSVI-UCB (Jin et al. 2020, with Q clipped to [0, H]) updated after every `every`
+    """LSVI-UCB (Jin et al. 2020, with Q_h clipped to [0, H - h + 1]) updated after every `every`
     episodes, written from the definition: loops over stored episodes, explicit inverses."""
     phi = world.model.features
     n_s, n_a, d = phi.shape
@@ -180,7 +188,7 @@ def reference_lsvi(world, episodes: int, lam: float, beta: float, every: int, cl
                 target += x * (r[h] + v_next[s2[h]])
             inv[h] = np.linalg.inv(gram)
             w[h] = inv[h] @ target
-            v_next = np.clip(scores(h).max(axis=1), 0.0, H)
+            v_next = np.clip(scores(h).max(axis=1), 0.0, H - h)
     return tables, w
 
 
@@ -433,3 +441,70 @@ def test_privrl_plot_draws_switches_vs_k_from_saved_results(tmp_path) -> None:
     assert (out / "switches.png").stat().st_size > 0
     assert "policy switches" in done.stdout and "K=240" in done.stdout
     assert "lsvi-ucb-switching non-private" in done.stdout
+
+
+# -- tight sensitivities (issue 31) --------------------------------------------------------------
+
+
+def test_the_gram_sensitivity_is_sqrt2_per_step_by_brute_force() -> None:
+    """||phi phi^T - phi' phi'^T|| <= sqrt(2) for ||phi||, ||phi'|| <= 1, in Frobenius norm and
+    on the upper-triangle coordinates the symmetric noise is drawn on; orthogonal unit features
+    attain it. The closed form ||D||_F^2 = |phi|^4 + |phi'|^4 - 2 (phi.phi')^2 holds."""
+    rng = np.random.default_rng(0)
+    d = 6
+    upper = np.triu_indices(d)
+    worst = 0.0
+    for _ in range(2000):
+        phi, other = rng.normal(size=(2, d))
+        phi *= rng.random() ** 0.1 / np.linalg.norm(phi)
+        other *= rng.random() ** 0.1 / np.linalg.norm(other)
+        diff = np.outer(phi, phi) - np.outer(other, other)
+        frob2 = float((diff**2).sum())
+        closed = np.linalg.norm(phi) ** 4 + np.linalg.norm(other) ** 4 - 2 * (phi @ other) ** 2
+        assert frob2 == pytest.approx(closed, rel=1e-9, abs=1e-12)
+        assert float((diff[upper] ** 2).sum()) <= frob2 + 1e-12
+        worst = max(worst, frob2)
+    assert worst <= 2.0
+    e = np.eye(d)
+    diff = np.outer(e[0], e[0]) - np.outer(e[1], e[1])
+    assert float((diff[upper] ** 2).sum()) == 2.0
+    assert gram_sensitivity2(5) == 2.0 * 5
+
+
+def test_the_target_sensitivity_follows_the_value_caps() -> None:
+    """sum_h (2 (H-h+1))^2 in closed form, and backward_pass really clips V_{h+1} at H - h: with
+    a huge bonus every value saturates, and one user's target at step h is at most H - h + 1."""
+    for horizon in (1, 2, 5, 20):
+        assert target_sensitivity2(horizon) == pytest.approx(
+            sum((2.0 * (horizon - h)) ** 2 for h in range(horizon)), rel=1e-12)
+    assert math.sqrt(4 * 5 * 6**2 / target_sensitivity2(5)) == pytest.approx(1.809, abs=1e-3)
+    world = make("lin-cube")
+    H, (n_s, n_a, d) = world.H, world.model.features.shape
+    history = History(1, H, d, n_s)
+    rng = np.random.default_rng(1)
+    states, actions = rng.integers(n_s, size=H + 1), rng.integers(n_a, size=H)
+    history.add(world.model.features[states[:-1], actions][None], np.ones((1, H)),
+                states[1:][None])
+    seen: dict[int, float] = {}
+
+    def record(h: int, target: np.ndarray) -> np.ndarray:
+        seen[h] = float(np.linalg.norm(target))
+        return target
+
+    grams = np.broadcast_to(np.eye(d), (1, H, d, d)).copy()
+    backward_pass(world.model.features, history, grams, 1e6, record)
+    for h in range(H):  # 0-based: the target r + V_{h+1} <= 1 + (H - h - 1)
+        assert seen[h] <= (H - h) * (1 + 1e-12)
+    assert seen[0] == pytest.approx(H * np.linalg.norm(world.model.features[states[0],
+                                                                             actions[0]]))
+
+
+def test_the_sound_calibration_uses_the_tight_sensitivities() -> None:
+    """Closed forms of the sound scales: Gram node variance L 2H / rho, target variance
+    N_max (2/3) H (H+1) (2H+1) / rho, and zCDP batched sigmas alike."""
+    c = switching_constants(10_000, 5, 8, 1.0, 0.05)
+    assert c.sigma_node2 == pytest.approx(14 * 2 * 5 / 1.0, rel=1e-12)
+    assert c.sigma_y2 == pytest.approx(c.n_max * (2 / 3) * 5 * 6 * 11, rel=1e-12)
+    gram, target = zcdp_batched_sigmas(5, 12, 0.5)
+    assert gram**2 == pytest.approx(2 * 5 * 4 / 0.5) and target**2 == pytest.approx(
+        (2 / 3) * 5 * 6 * 11 * 12 / 0.5)

@@ -5,10 +5,10 @@ A subclass fixes the public constants (`beta`, the Gram shift and floor, the noi
 its release rule: when a Gram leaf closes (`leaf_closes`) and when a round of targets is released
 (`release_due`, a function of released values and public numbers only).
 
-Sensitivities (replace one user, every step h; Luyo App. E.2, Ngo Lemma 14 with erratum E6):
-||phi phi^T - phi' phi'^T||_F <= 2 per step (the specs' bound; sqrt(2) is tighter) and
-||phi (r + V) - phi' (r' + V')|| <= 2 (H + 1) (r in [0,1], V clipped to [0, H]). Over the H steps
-the l2 sensitivities add in squares.
+Sensitivities (replace one user, every step h; Luyo App. E.2, Ngo Lemma 14 with erratum E6,
+tightened as `constants` proves): ||phi phi^T - phi' phi'^T||_F <= sqrt(2) per step (the specs
+say 2) and ||phi (r + V) - phi' (r' + V')|| <= 2 (H - h + 1) (r in [0,1], V_{h+1} clipped to
+[0, H - h]; the specs clip at H). Over the H steps the l2 sensitivities add in squares.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ...ties import tie_priorities
 from ...worlds.linear_mdp import LinearMDPModel, linear_mdp_model
 from ...worlds.rollout import Trajectories
 from ..base import Algorithm, Family, Learner, PolicyMessage, check_model_sizes
+from .constants import gram_sensitivity2, target_sensitivity2
 from .lsvi import greedy_actions
 from .privatizer import TrustedLSVI
 
@@ -128,16 +129,16 @@ class LSVIAlgorithm(Algorithm):
     def families(self) -> tuple[Family, ...]:
         """The Gram matrices (symmetric, per tree node) and the targets (per release round)."""
         horizon, d = self.config.horizon, self.model.d
-        root_h = math.sqrt(horizon)
-        target = 2.0 * (horizon + 1)
         jdp = self.config.privacy == "jdp"
         return (
-            Family("gram", (horizon, d, d), l1=horizon * (d + 1.0), l2=2.0 * root_h,
-                   clean_max=1.0, clean_min=-1.0, symmetric=True,
-                   scale=self.gram_sigma if jdp else None, grid=FEATURE_GRID, rounded=True),
-            Family("target", (horizon, d), l1=horizon * target * math.sqrt(d),
-                   l2=target * root_h, clean_max=horizon + 1.0, clean_min=-(horizon + 1.0),
-                   scale=self.target_sigma if jdp else None, grid=FEATURE_GRID, rounded=True),
+            Family("gram", (horizon, d, d), l1=horizon * (d + 1.0),
+                   l2=math.sqrt(gram_sensitivity2(horizon)), clean_max=1.0, clean_min=-1.0,
+                   symmetric=True, scale=self.gram_sigma if jdp else None, grid=FEATURE_GRID,
+                   rounded=True),
+            Family("target", (horizon, d), l1=horizon * (horizon + 1.0) * math.sqrt(d),
+                   l2=math.sqrt(target_sensitivity2(horizon)), clean_max=float(horizon),
+                   clean_min=-float(horizon), scale=self.target_sigma if jdp else None,
+                   grid=FEATURE_GRID, rounded=True),
         )
 
     def user_statistics(self, trajectories: Trajectories, message: PolicyMessage) -> Stats:

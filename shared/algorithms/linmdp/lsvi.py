@@ -1,8 +1,10 @@
 """Least-squares value iteration with UCB bonuses over a finite world with public features.
 
-What both private LSVI-UCB algorithms share (Jin et al. 2020, with the specs' Pi_[0,H] clip):
+What both private LSVI-UCB algorithms share (Jin et al. 2020, clipped at the value cap of each
+step, H - h + 1, where the specs clip at H: the targets' sensitivity shrinks with it):
 
-    Q_h(s,a) = Pi_[0,H]( <phi(s,a), w_h> + beta ||phi(s,a)||_{G_h^{-1}} ),   V_h(s) = max_a Q_h(s,a)
+    Q_h(s,a) = Pi_[0,H-h+1]( <phi(s,a), w_h> + beta ||phi(s,a)||_{G_h^{-1}} ),
+    V_h(s) = max_a Q_h(s,a)
     w_h      = G_h^{-1} ( sum_i phi_{i,h} (r_{i,h} + V_{h+1}(s_{i,h+1})) + noise_h )
 
 where G_h is the released (shifted, noisy) Gram matrix. The targets are re-evaluated with the
@@ -77,7 +79,8 @@ def backward_pass(features: np.ndarray, history: History, grams: np.ndarray, bet
                   ) -> np.ndarray:
     """w (R, H, d) by LSVI from h = H down to 1 against the released Grams (R, H, d, d), each
     step's targets (R, d) passed through `release(h, targets)` (the central privatizer's noisy
-    release of them) when given."""
+    release of them) when given; V_h is clipped to [0, H - h + 1] (1-based h), which bounds the
+    targets' sensitivity (`constants.target_sensitivity2`)."""
     n_rep, horizon, d = grams.shape[0], grams.shape[1], features.shape[-1]
     v_next = np.zeros((n_rep, features.shape[0]))
     w = np.zeros((n_rep, horizon, d))
@@ -87,5 +90,5 @@ def backward_pass(features: np.ndarray, history: History, grams: np.ndarray, bet
             target = release(h, target)
         w[:, h], inv = cholesky_solve(grams[:, h], target)
         scores = optimistic_scores(features, w[:, h], inv, beta)
-        v_next = np.clip(scores.max(axis=-1), 0.0, float(horizon))
+        v_next = np.clip(scores.max(axis=-1), 0.0, float(horizon - h))  # V_h <= H - h + 1
     return w

@@ -9,11 +9,12 @@ switch re-solves LSVI over all stored episodes with fresh noise N(0, sigma_y^2 I
 targets (§3.5). Every tree level and every switch is charged.
 
 Calibration "sound" (the default) is the spec's corrected one (errata E3-E6): it spends exactly
-the budget, rho/2 on the Gram tree and rho/(2 N_max) per switch. "paper" keeps the paper's
-lam_t and sigma_y (a reference only): its scales spend about 48.6 rho in the spec's golden
-configuration, and the ledger says so. rho comes from the run's (epsilon, delta) by the tight
-zCDP conversion. Errata also followed: Q clipped to [0, H] (E6), the counter moves once per
-switch (E7), the initial policy is w = 0 against 2 lam_t I (E8), no extra ridge beyond
+the budget, rho/2 on the Gram tree and rho/(2 N_max) per switch, at the tight sensitivities of
+`constants` (Gram sqrt(2) per step, targets 2 (H - h + 1)). "paper" keeps the paper's lam_t and
+sigma_y (a reference only): its scales spend far more than rho (23.8 rho in the spec's golden
+configuration; the run is refused at creation). rho comes from the run's (epsilon, delta) by the
+tight zCDP conversion. Errata also followed: Q clipped (E6; at H - h + 1), the counter moves once
+per switch (E7), the initial policy is w = 0 against 2 lam_t I (E8), no extra ridge beyond
 `ridge` = min_shift (E12), symmetric noise (E19). Ties (§3.6): uniformly at random from the
 server's seed by default (`tie_break=random`), or the lowest action index (`first`).
 """
