@@ -29,8 +29,11 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...privacy.accountant import epsilon_to_rho
+from ...privacy.calibration import sensitivity_split
 from ...privacy.grid import FEATURE_GRID
 from ...privacy.psd import cholesky_solve, inverse_norms, regularize
+from ...privacy.tree import tree_levels
 from ...stats import Stats
 from ...ties import best_action, tie_priorities
 from ...worlds.rollout import Trajectories
@@ -60,7 +63,8 @@ class LinOptKnobs(BaseModel):
 
     calibration: Literal["paper", "zcdp"] = Field(
         "paper", description="noise scales: Zhou's sigma_p1, sigma_p2, sigma_r (Thm. 6.4; LDP:"
-        " m = 1, §5.8) or one sigma spending exactly (epsilon, delta) under zCDP")
+        " m = 1, §5.8) or per-family sigmas spending exactly (epsilon, delta) under zCDP, split"
+        " with sigma_f^2 proportional to the family's sensitivity (Gaussian; Laplace: one scale)")
     beta_scale: float = Field(1.0, ge=0, description="multiplies beta_p and beta_r (§7.3)")
     shift: Literal["paper", "release"] = Field(
         "paper", description="Sigma from sqrt(m) sigma (JDP) / sqrt(K) sigma (LDP), or from the"
@@ -209,6 +213,12 @@ class LinOptAlgorithm(Algorithm):
                       "target_p": zhou.paper_sigma(math.sqrt(d1) * h**2, *args),
                       "gram_r": zhou.paper_sigma(1.0, *args),
                       "target_r": zhou.paper_sigma(1.0, *args)}
+        elif (self.knobs.calibration == "zcdp" and cfg.privacy != "none"
+              and cfg.mechanism == "gaussian" and not math.isinf(cfg.epsilon)):
+            levels = tree_levels(cfg.episodes) if cfg.privacy == "jdp" else 1
+            l2 = [p["gram_l2"], p["target_l2"], r["gram_l2"], r["target_l2"]]
+            split = sensitivity_split(l2, levels, epsilon_to_rho(cfg.epsilon, cfg.delta))
+            scales = dict(zip(FAMILIES, split, strict=True))
         x_top = float(x_caps.max(initial=0.0))
         y_max = float((x_caps * self.caps[1:]).max(initial=0.0))
         return (
