@@ -69,20 +69,21 @@ def test_luyo_batched_reference_values() -> None:
 ])
 def test_ngo_golden_values(calibration: str, want: dict[str, float]) -> None:
     """Ngo spec §8.1: K=10000, H=5, d=8, rho=1, p=0.05, rel. tol 1e-6 (at the spec's
-    sensitivities: Gram 2 per step, targets 2 (H+1))."""
+    sensitivities, Gram 2 per step and targets 2 (H+1), and N_max rounds)."""
     c = switching_constants(10_000, 5, 8, 1.0, 0.05, calibration,  # type: ignore[arg-type]
-                            sensitivities2=(4.0 * 5, 4.0 * 5 * 6**2))
+                            tight=False)
     for key, value in want.items():
         assert getattr(c, key) == pytest.approx(value, rel=1e-6), key
 
 
 @pytest.mark.parametrize(("calibration", "gram", "target"),
-                         [("sound", 0.5, 0.5), ("paper", 46.2099 / 2, 2.4 * 11 / 36)])
+                         [("sound", 0.5, 0.5),
+                          ("paper", 46.2099 / 2, 2.4 * 11 / 36 * 93 / 93.026514)])
 def test_the_ledger_charges_the_true_spend(calibration: str, gram: float, target: float) -> None:
     """Ngo §8.1 last row and §4.3: what the scales in use spend (the paper's constants claim rho
     but spend 48.6 rho at the spec's sensitivities, 23.8 rho at the tight ones: the Gram's half,
-    the targets' (2H+1) / (6(H+1)) = 11/36): a full Gram tree plus N_max rounds, from the run's
-    calibration."""
+    the targets' (2H+1) / (6(H+1)) = 11/36): a full Gram tree plus the ceil(N_max) - 1 rounds
+    that can occur, from the run's calibration."""
     world = make("river-chain", horizon=5)  # d = 8
     rho, delta = 1.0, 1e-5
     cfg = config(world, "lsvi-ucb-switching", 10_000, "jdp", rho_to_epsilon(rho, delta),
@@ -92,7 +93,8 @@ def test_the_ledger_charges_the_true_spend(calibration: str, gram: float, target
     assert algo.rho == pytest.approx(rho, rel=1e-9)
     c = algo.constants
     assert calibration.family("gram").cost * c.levels == pytest.approx(gram, rel=1e-5)
-    assert calibration.family("target").cost * c.n_max == pytest.approx(target, rel=1e-5)
+    assert calibration.family("target").cost * rounds_cap(c.n_max) == pytest.approx(target,
+                                                                                 rel=1e-5)
     if gram + target > rho:  # the paper's scales overspend: refused at creation (issue 31)
         with pytest.raises(OverspendingPlan, match="would spend epsilon = "):
             Run(cfg, [1])
@@ -301,7 +303,7 @@ def test_switches_depend_only_on_released_grams_and_respect_the_cap() -> None:
     """Same feature stream, different rewards and next states: the same switch episodes (the
     trigger reads only the released Grams); rounds <= ceil(N_max) - 1 even when triggered every
     episode; after a switch the billboard's Gram is that episode's release; every round is
-    charged rho / (2 N_max) and the total stays within rho."""
+    charged rho / (2 (ceil(N_max) - 1)): the cap's rounds spend rho in all, exactly."""
     world = make("river-chain", horizon=3)
     K = 600
     rng = np.random.default_rng(0)
@@ -335,8 +337,9 @@ def test_switches_depend_only_on_released_grams_and_respect_the_cap() -> None:
     targets = [e for e in always.ledger.entries if e.mechanism == "release:target"]
     assert len(targets) == cap
     for e in targets:
-        assert e.rho == pytest.approx(algo.rho / (2 * algo.constants.n_max), rel=1e-12)
+        assert e.rho == pytest.approx(algo.rho / (2 * cap), rel=1e-12)
     assert always.ledger.rho <= algo.rho * (1 + 1e-12)
+    assert always.ledger.rho == pytest.approx(algo.rho, rel=1e-9)
 
 
 def test_paper_calibration_reports_more_than_it_claims() -> None:
@@ -501,10 +504,12 @@ def test_the_target_sensitivity_follows_the_value_caps() -> None:
 
 def test_the_sound_calibration_uses_the_tight_sensitivities() -> None:
     """Closed forms of the sound scales: Gram node variance L 2H / rho, target variance
-    N_max (2/3) H (H+1) (2H+1) / rho, and zCDP batched sigmas alike."""
+    (ceil(N_max) - 1) (2/3) H (H+1) (2H+1) / rho (the rounds that can occur), and zCDP batched
+    sigmas alike."""
     c = switching_constants(10_000, 5, 8, 1.0, 0.05)
     assert c.sigma_node2 == pytest.approx(14 * 2 * 5 / 1.0, rel=1e-12)
-    assert c.sigma_y2 == pytest.approx(c.n_max * (2 / 3) * 5 * 6 * 11, rel=1e-12)
+    assert math.ceil(c.n_max) - 1 == rounds_cap(c.n_max) >= 1
+    assert c.sigma_y2 == pytest.approx(rounds_cap(c.n_max) * (2 / 3) * 5 * 6 * 11, rel=1e-12)
     gram, target = zcdp_batched_sigmas(5, 12, 0.5)
     assert gram**2 == pytest.approx(2 * 5 * 4 / 0.5) and target**2 == pytest.approx(
         (2 / 3) * 5 * 6 * 11 * 12 / 0.5)

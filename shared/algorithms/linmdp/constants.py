@@ -3,11 +3,12 @@
 * `batched_constants`: Luyo et al. 2021, Alg. 2 / App. E.1, with the
   spec's batch-schedule edge cases (§12.11): B = min(B, K), eps = inf -> B = K, L = ceil(K/B),
   N_K = ceil(K/L), no update after the final batch. Reproduces §11's reference values.
-* `switching_constants`: Ngo, Vietri & Wu, Alg. 1 (ICML 2022): the spec's
-  *sound* calibration (errata E3-E6: tree-node variance L Delta_G^2 / rho, target variance
-  N_max Delta_y^2 / rho) or the paper's literal one (which under-spends the budget it claims:
-  the ledger charges what its scales actually spend, spec §4.3). With the spec's sensitivities
-  (Delta_G^2 = 4H, Delta_y^2 = 4H (H+1)^2) it reproduces §8.1's golden table.
+* `switching_constants`: Ngo, Vietri & Wu, Alg. 1 (ICML 2022): the spec's *sound* calibration
+  (errata E3-E6: tree-node variance L Delta_G^2 / rho, target variance
+  (ceil(N_max) - 1) Delta_y^2 / rho, the rounds that can occur, where the spec says N_max) or the
+  paper's literal one (which under-spends the budget it claims: the ledger charges what its
+  scales actually spend, spec §4.3). With the spec's sensitivities (Delta_G^2 = 4H,
+  Delta_y^2 = 4H (H+1)^2) and N_max it reproduces §8.1's golden table.
 
 Sensitivities (replace one user's trajectory; `gram_sensitivity2`, `target_sensitivity2`): at
 each step the Gram item changes by D = phi phi^T - phi' phi'^T, with
@@ -131,12 +132,12 @@ class SwitchingConstants:
 
 def switching_constants(episodes: int, horizon: int, d: int, rho: float, p: float,
                         calibration: Calibration = "sound", ridge: float = 1.0,
-                        sensitivities2: tuple[float, float] | None = None
-                        ) -> SwitchingConstants:
+                        tight: bool = True) -> SwitchingConstants:
     """The sound (default) or the paper-literal constants; rho = inf is the non-private limit
-    (no noise, lam_t = 0, no cap), where U_K and beta use `ridge` in place of lam_t. The sound
-    scales use the squared sensitivities (Gram, targets) `sensitivities2` (default: the ones
-    above; the spec's golden table: (4H, 4H (H+1)^2))."""
+    (no noise, lam_t = 0, no cap), where U_K and beta use `ridge` in place of lam_t. `tight`:
+    the sound scales at the sensitivities above, with the target noise sized for the
+    ceil(N_max) - 1 rounds that can occur (`rounds_cap`); False: the spec's (Gram 4H, targets
+    4H (H+1)^2, N_max rounds), which reproduce its golden table."""
     K, H = episodes, horizon
     L = int(K).bit_length()
     log_3khp = math.log(3.0 * K * H / p)
@@ -144,11 +145,13 @@ def switching_constants(episodes: int, horizon: int, d: int, rho: float, p: floa
         node2 = lam_t = sig_y2 = lam_y = 0.0
         n_max = math.inf
     elif calibration == "sound":
-        gram2, target2 = sensitivities2 or (gram_sensitivity2(H), target_sensitivity2(H))
+        gram2, target2 = ((gram_sensitivity2(H), target_sensitivity2(H)) if tight
+                          else (4.0 * H, 4.0 * H * (H + 1) ** 2))
         node2 = L * gram2 / rho
         lam_t = math.sqrt(L * node2) * (4.0 * math.sqrt(d) + 2.0 * log_3khp)
         n_max = (d * H / math.log(2.0)) * math.log1p(K / (lam_t * d))
-        sig_y2 = target2 * n_max / rho
+        rounds = max(rounds_cap(n_max), 1.0) if tight else n_max
+        sig_y2 = target2 * rounds / rho
         lam_y = math.sqrt(sig_y2) * (math.sqrt(d) + 2.0 * math.sqrt(log_3khp))
     elif calibration == "paper":
         lam_t = math.log(K) * (6.0 * math.sqrt(d + 1) + 2.0 * log_3khp) / math.sqrt(2.0 * rho)

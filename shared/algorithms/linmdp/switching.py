@@ -9,7 +9,8 @@ switch re-solves LSVI over all stored episodes with fresh noise N(0, sigma_y^2 I
 targets (§3.5). Every tree level and every switch is charged.
 
 Calibration "sound" (the default) is the spec's corrected one (errata E3-E6): it spends exactly
-the budget, rho/2 on the Gram tree and rho/(2 N_max) per switch, at the tight sensitivities of
+the budget, rho/2 on the Gram tree and rho / (2 (ceil(N_max) - 1)) on each of the switches that
+can occur (the spec sizes them for N_max), at the tight sensitivities of
 `constants` (Gram sqrt(2) per step, targets 2 (H - h + 1)). "paper" keeps the paper's lam_t and
 sigma_y (a reference only): its scales spend far more than rho (23.8 rho in the spec's golden
 configuration; the run is refused at creation). rho comes from the run's (epsilon, delta) by the
