@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from privrl import algorithms
+from privrl.budget import OverspendingPlan, check_budget
 from privrl.client.cli_common import (
     CliError,
     add_learning_options,
@@ -70,6 +71,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             " regret; evaluate a fixed policy with `privrl policy-eval`"
         )
     configs = sweep_configs(args, mdp)
+    for config in configs:  # an overspending calibration is refused before anything runs
+        try:
+            check_budget(config)
+        except OverspendingPlan as exc:
+            raise CliError(str(exc)) from None
     print(
         f"world {mdp!r}; {len(configs)} configuration(s) x {args.seeds} seed(s) x "
         f"{args.episodes} episodes",

@@ -353,7 +353,8 @@ def _report_swarm(result: SwarmResult) -> None:
           f"{summary['episodes_per_second']:.1f} episodes/s; claim p50/p99 "
           f"{summary['claim_ms_p50']:.2f}/{summary['claim_ms_p99']:.2f} ms, report p50/p99 "
           f"{summary['report_ms_p50']:.2f}/{summary['report_ms_p99']:.2f} ms, report "
-          f"{summary['report_bytes_max']} bytes" + (", run finished" if result.finished else ""))
+          f"{summary['report_bytes_max']} bytes" + (", run finished" if result.finished else "")
+          + (f"; the run ended early: {result.ended}" if result.ended else ""))
 
 
 def cmd_users(args: argparse.Namespace) -> int:
@@ -397,15 +398,18 @@ def cmd_users(args: argparse.Namespace) -> int:
     finished = [r.run_id for r in results if r.already_finished]
     if len(finished) == len(results):
         which = f"run {finished[0]} has" if len(finished) == 1 else "every run has"
-        raise CliError(f"{which} already finished (every episode is reported): nothing to play;"
-                       " create a new run with `privrl runs create`")
+        why = next((f"; run {r.run_id} ended early: {r.ended}" for r in results if r.ended),
+                   " (every episode is reported)")
+        raise CliError(f"{which} already finished{why}: nothing to play; create a new run with"
+                       " `privrl runs create`")
     if args.json_out:
         summaries = [r.summary() for r in results]
         body = summaries[0] if len(summaries) == 1 else {"runs": summaries}
         Path(args.json_out).write_text(json.dumps(body))
     for result in results:
         if result.already_finished:
-            print(f"run {result.run_id}: already finished before the users started")
+            why = f" (it ended early: {result.ended})" if result.ended else ""
+            print(f"run {result.run_id}: already finished before the users started{why}")
         else:
             _report_swarm(result)
     for result in results:

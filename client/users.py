@@ -61,6 +61,21 @@ class UserError(Exception):
     """A permanent failure: the user refuses to go on (or cannot), with a one-line reason."""
 
 
+class BudgetExhaustedError(UserError):
+    """The run ended early: its privacy filter refused a release past its budget (409)."""
+
+
+def _exhausted(resp: httpx.Response) -> bool:
+    """Whether `resp` is the server's refusal of a run whose budget is exhausted."""
+    if resp.status_code != 409:
+        return False
+    try:
+        body = resp.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("code") == "budget_exhausted"
+
+
 class RunFinishedError(UserError):
     """The server answered 410: every episode of the run has been reported."""
 
@@ -290,6 +305,8 @@ class User:
                                  f"{self.backoff.patience:g}s ({error_detail(resp)})")
                 await asyncio.sleep(overload_delay(resp, self.jitter))
                 continue
+            if _exhausted(resp):  # the run has ended: no point waiting
+                return resp, time.perf_counter() - t0
             if resp.status_code == 409 and content is None:
                 if time.monotonic() - started > self.backoff.patience:
                     raise GaveUp(f"{what}: every episode stayed claimed for "
@@ -309,6 +326,8 @@ class User:
         """POST a claim; return the ticket and the successful request's latency."""
         path = f"{self.base}/claims?wait={self.backoff.claim_wait:g}"
         resp, seconds = await self._post(path, "claiming an episode", None)
+        if _exhausted(resp):
+            raise BudgetExhaustedError(error_detail(resp))
         if resp.status_code == 410:
             raise RunFinishedError(f"run {self.ctx.run_id} is finished ({error_detail(resp)})")
         if resp.status_code >= 400:
@@ -326,6 +345,8 @@ class User:
     async def report(self, body: bytes) -> tuple[Ack, float]:
         """POST the report (idempotent on the ticket, so retrying is safe)."""
         resp, seconds = await self._post(f"{self.base}/reports", "reporting", body)
+        if _exhausted(resp):
+            raise BudgetExhaustedError(error_detail(resp))
         if resp.status_code >= 400:  # 410 here: the claim expired (or the run just finished)
             raise ReportRefused(describe_status(resp, "the report was refused"))
         try:
@@ -359,6 +380,7 @@ class SwarmResult:
     refused: int = 0
     finished: bool = False
     already_finished: bool = False  # the run was finished before the first user started
+    ended: str | None = None  # why the run ended early (its privacy budget was exhausted)
     started_at: float = 0.0
     ended_at: float = 0.0
     claim_seconds: list[float] = field(default_factory=list)
@@ -392,6 +414,7 @@ class SwarmResult:
             "refused": self.refused,
             "finished": self.finished,
             "already_finished": self.already_finished,
+            "ended": self.ended,
             "started_at": self.started_at,
             "ended_at": self.ended_at,
             "seconds": self.seconds,
@@ -477,6 +500,7 @@ async def run_users(
         done = asyncio.Event()
         if info.status.finished:
             result.finished = result.already_finished = True
+            result.ended = info.status.budget_exhausted
             done.set()
 
         async def worker(index: int) -> None:
@@ -493,6 +517,10 @@ async def run_users(
                     out = await user.episode()
                 except RunFinishedError:
                     result.finished = True
+                    done.set()
+                    return
+                except BudgetExhaustedError as exc:
+                    result.finished, result.ended = True, str(exc)
                     done.set()
                     return
                 except ReportRefused as exc:

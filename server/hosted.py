@@ -48,6 +48,7 @@ from typing import TypeVar
 import numpy as np
 from privrl.algorithms.base import PolicyMessage
 from privrl.config import RunConfig
+from privrl.privacy.accountant import BudgetExhausted
 from privrl.privacy.calibration import Calibration
 from privrl.privacy.tree import NodeNoise, StoredNoiseError
 from privrl.protocol import (
@@ -363,6 +364,8 @@ class HostedRun:
         anything again) and refuse with 503."""
         try:
             return mutate()
+        except BudgetExhausted:  # the filter refuses before any change: nothing is stale
+            raise
         except Exception as exc:
             log.exception("run %s: could not record a %s; it will be rebuilt", self.id, what)
             self.mark_stale()
@@ -418,6 +421,7 @@ class HostedRun:
         outstanding = K), 429 over the admission limit."""
         k_total = self.config.episodes
         self._refuse_stopped()
+        self._refuse_exhausted()
         if self.run.finished:
             raise Refusal(410, "finished", f"run {self.id} has finished: all {k_total} episodes"
                           " are reported")
@@ -505,6 +509,7 @@ class HostedRun:
             if isinstance(claim, Ack):
                 return claim, []
         self._refuse_stopped()
+        self._refuse_exhausted()
         if self.run.finished:
             raise Refusal(410, "finished", f"run {self.id} has finished: all"
                           f" {self.config.episodes} episodes are reported")
@@ -541,7 +546,11 @@ class HostedRun:
             )
             return ack, Store.report_statements(row, self._drawn_noise())
 
-        ack, rows = self._atomically("report", mutate)
+        try:
+            ack, rows = self._atomically("report", mutate)
+        except BudgetExhausted:  # refused before anything changed: the run has ended
+            self._refuse_exhausted()
+            raise
         self.open.pop(claim.ticket, None)
         self._count(claim.policy_version, REPORTED)
         self.unsettled[claim.ticket] = (accepted.digest, ack)
@@ -563,6 +572,12 @@ class HostedRun:
         if self.stopped:
             raise Refusal(410, "stopped", f"run {self.id} was stopped by an admin after its"
                           f" store went back; it stays at {self.run.reported} reports")
+
+    def _refuse_exhausted(self) -> None:
+        """409 once the run's privacy filter refused a release (the run has ended)."""
+        if self.run.exhausted is not None:
+            raise Refusal(409, "budget_exhausted", f"run {self.id} has ended at"
+                          f" {self.run.reported} reports: {self.run.exhausted}")
 
     def _count(self, version: int, column: int) -> None:
         """One more episode of `version` claimed, reported or lapsed (the public log's counts)."""
@@ -609,8 +624,9 @@ class HostedRun:
             claimed=self.claimed,
             outstanding=self.n_outstanding(now),
             reported=self.run.reported,
-            finished=self.run.finished or self.stopped,
+            finished=self.run.finished or self.stopped or self.run.exhausted is not None,
             policy_version=self.version,
+            budget_exhausted=self.run.exhausted,
         )
 
     def info(self, now: float) -> RunInfo:
@@ -694,12 +710,14 @@ class HostedRun:
 
     def readable(self, now: float) -> Snapshot:
         """The published snapshot; captured again first when a claim of it has lapsed since
-        and the run is quiet (lock free, every write committed): status counts lapses too."""
+        and the run is quiet (lock free, every write committed): status counts lapses too, and
+        the end of a run whose privacy filter refused a release."""
         snap = self.snapshot
         assert snap is not None, "a hosted run publishes its first snapshot when it is built"
         quiet = not self.lock.locked() and not self.stale and (
             self.durable is None or self.durable.done())
-        if snap.stale(now) and quiet:
+        ended = snap.info.status.budget_exhausted != self.run.exhausted  # the filter refused
+        if (snap.stale(now) or ended) and quiet:
             self.publish(self.capture(now))
             snap = self.snapshot
         return snap

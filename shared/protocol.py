@@ -90,6 +90,9 @@ class RunStatus(Strict):
     reported: int
     finished: bool
     policy_version: int
+    budget_exhausted: str | None = Field(
+        None, description="why the run ended early: its privacy filter refused a release that"
+        " would pass its (epsilon, delta); claims and reports are then refused (409)")
 
 
 class RunInfo(Strict):

@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 from privrl import accel
 from privrl.algorithms.base import Algorithm, Learner, Played, PolicyMessage
+from privrl.budget import refuse_overspending, run_budget
 from privrl.config import RunConfig
-from privrl.privacy.accountant import Ledger
+from privrl.privacy.accountant import BudgetExhausted, Ledger
 from privrl.privacy.calibration import Calibration, calibrate
 from privrl.privacy.grid import bernoulli_rewards
 from privrl.privacy.privatizers import Privatizer, randomize_locally
@@ -67,14 +68,16 @@ class Run:
         self.seeds = [int(s) for s in seeds]
         self.algorithm: Algorithm = config.algorithm()
         self.calibration: Calibration = calibrate(config, self.algorithm.families())
-        self.ledger = Ledger()
-        self.learner: Learner = self.algorithm.learner(self.calibration, self.seeds)
         self.privatizer: Privatizer = self.algorithm.privatizer(
             self.calibration, self.seeds, config.episodes
         )
+        refuse_overspending(config, self.privatizer.plan())
+        self.ledger = Ledger(budget=run_budget(config))  # a privacy filter: the budget is a limit
+        self.learner: Learner = self.algorithm.learner(self.calibration, self.seeds)
         self._message: PolicyMessage | None = None
         self._planned_at = -1
         self.policy_version = 0
+        self.exhausted: str | None = None  # why the filter refused a release: the run has ended
 
     @property
     def reported(self) -> int:
@@ -124,14 +127,23 @@ class Run:
         if self.config.privacy == "ldp":
             raise ValueError("an LDP run accepts only locally randomized reports")
         self._check_open()
-        self.privatizer.ingest(self.algorithm.user_statistics(traj, message), self.ledger)
+        self._ingest(self.algorithm.user_statistics(traj, message))
 
     def ingest_noisy(self, stats: Stats) -> None:
         """LDP: locally randomized reports, one per replica."""
         if self.config.privacy != "ldp":
             raise ValueError("only an LDP run accepts locally randomized reports")
         self._check_open()
-        self.privatizer.ingest(stats, self.ledger)
+        self._ingest(stats)
+
+    def _ingest(self, stats: Stats) -> None:
+        """The privatizer takes one item; a release its filter refuses ends the run (nothing of
+        the item was counted or drawn)."""
+        try:
+            self.privatizer.ingest(stats, self.ledger)
+        except BudgetExhausted as exc:
+            self.exhausted = str(exc)
+            raise
 
     def play_and_ingest(self, world: TabularMDP | Any, client_seeds: Sequence[int],
                         episode: int, message: PolicyMessage | None = None) -> Played:
@@ -148,6 +160,8 @@ class Run:
         return played
 
     def _check_open(self) -> None:
+        if self.exhausted is not None:
+            raise BudgetExhausted(self.exhausted)
         if self.finished:
             raise RunFinished(f"all {self.config.episodes} episodes have been reported")
 

@@ -9,7 +9,10 @@ import math
 import numpy as np
 import pytest
 from privrl.algorithms.linmix import zhou
+from privrl.budget import plan_totals, release_plan
 from privrl.config import RunConfig
+from privrl.privacy.accountant import Ledger, epsilon_to_rho
+from privrl.privacy.tree import tree_levels
 from privrl.run import Run, run_in_process, user_episode
 from privrl.worlds import make
 from privrl.worlds.evaluation import episode_regret_stochastic, stochastic_policy_values
@@ -111,7 +114,7 @@ def _play(run: Run, mdp, k: int, seed: int = 0) -> None:
 def test_mechanics(algo: str) -> None:
     """Properties 12-16: 0 <= Q <= H-h+1, V_{H+1} = 0, greedy with low-index ties (VI), uniform
     pi^1 and pi^{k+1} = softmax(eta sum_{j<=k} Q^j) (PO), Lambda^1 = shift I, theta^1 = 0."""
-    run = Run(cfg(algo, privacy="none", preset="faithful"), [0, 1])
+    run = Run(cfg(algo, privacy="none", preset="faithful", knobs={"tie_break": "first"}), [0, 1])
     learner = run.learner
     qs = []
     for _ in range(6):
@@ -133,6 +136,21 @@ def test_mechanics(algo: str) -> None:
         qs.append(q.copy())
         _play(run, E2, 1, seed=len(qs))
     assert learner.eta == pytest.approx(math.sqrt(2 * math.log(3) / (16 * 200)))
+
+
+def test_vi_breaks_ties_at_random_from_the_server_seed() -> None:
+    """The default: version 0's Q saturates at H-h+1 everywhere, so every action ties; each
+    replica picks maximisers drawn from its own seed (not all action 0), the same ones again
+    for the same seed and release."""
+    seeds = [0, 1, 2, 3]
+    run = Run(cfg("linopt-vi", privacy="none", preset="faithful"), seeds)
+    actions, q = run.message()["actions"], run.learner.q
+    assert q is not None and np.all(q == q.max(-1, keepdims=True))  # every action ties
+    chosen = np.take_along_axis(q, actions[..., None], axis=-1)[..., 0]
+    np.testing.assert_array_equal(chosen, q.max(-1))
+    assert len(np.unique(actions)) == E2.A and not np.array_equal(actions[0], actions[1])
+    again = Run(cfg("linopt-vi", privacy="none", preset="faithful"), seeds)
+    np.testing.assert_array_equal(again.message()["actions"], actions)
 
 
 def test_po_next_policy_ignores_the_last_episode() -> None:
@@ -252,3 +270,26 @@ def test_refusals() -> None:
         cfg(mdp=make("lm-hard")).algorithm()
     with pytest.raises(ValueError, match="Gaussian"):
         cfg(preset="faithful", mechanism="laplace", delta=0.0).algorithm()
+
+
+@pytest.mark.parametrize("privacy", ["jdp", "ldp"])
+def test_zcdp_splits_the_budget_by_sensitivity(privacy: str) -> None:
+    """calibration=zcdp: sigma_f^2 = L Delta_f sum_g Delta_g / (2 rho) per family (closed form),
+    the plan spends exactly epsilon, and each family's share of the ledger is Delta_f / sum Delta
+    (the reward families get a far smaller sigma than the one-sigma split gave them)."""
+    config = cfg(privacy=privacy, epsilon=2.0, knobs={"calibration": "zcdp"}, episodes=300)
+    algo = config.algorithm()
+    fams = {f.name: f for f in algo.families()}
+    rho = epsilon_to_rho(2.0, config.delta)
+    levels = tree_levels(300) if privacy == "jdp" else 1
+    total = sum(f.l2 for f in fams.values())
+    for f in fams.values():
+        assert f.scale**2 == pytest.approx(levels * f.l2 * total / (2 * rho), rel=1e-12)
+    one_sigma2 = levels * sum(f.l2**2 for f in fams.values()) / (2 * rho)
+    assert fams["target_r"].scale ** 2 < one_sigma2 / 4
+    plan = release_plan(config)
+    assert plan_totals(plan, config.delta).epsilon == pytest.approx(2.0, rel=1e-9)
+    spent = Ledger(plan).by_mechanism()
+    for name, f in fams.items():
+        share = sum(v["rho"] for k, v in spent.items() if k.endswith(f":{name}")) / rho
+        assert share == pytest.approx(f.l2 / total, rel=1e-9)

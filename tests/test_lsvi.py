@@ -10,11 +10,17 @@ import numpy as np
 import pytest
 from privrl.algorithms.linmdp.constants import (
     batched_constants,
+    gram_sensitivity2,
     rounds_cap,
     switching_constants,
+    target_sensitivity2,
+    zcdp_batched_sigmas,
 )
+from privrl.algorithms.linmdp.lsvi import History, backward_pass
+from privrl.budget import OverspendingPlan, planned_totals
 from privrl.config import RunConfig
 from privrl.privacy.accountant import rho_to_epsilon
+from privrl.privacy.calibration import calibrate
 from privrl.run import Run, run_in_process, user_episode
 from privrl.seeding import user_generator
 from privrl.worlds import make
@@ -63,27 +69,38 @@ def test_luyo_batched_reference_values() -> None:
                    beta=52882.1773)),
 ])
 def test_ngo_golden_values(calibration: str, want: dict[str, float]) -> None:
-    """Ngo et al.'s reference values: K=10000, H=5, d=8, rho=1, p=0.05, rel. tol 1e-6."""
-    c = switching_constants(10_000, 5, 8, 1.0, 0.05, calibration)  # type: ignore[arg-type]
+    """Ngo et al.'s reference values: K=10000, H=5, d=8, rho=1, p=0.05, rel. tol 1e-6 (at the
+    papers' sensitivities, Gram 2 per step and targets 2 (H+1), and N_max rounds)."""
+    c = switching_constants(10_000, 5, 8, 1.0, 0.05, calibration,  # type: ignore[arg-type]
+                            tight=False)
     for key, value in want.items():
         assert getattr(c, key) == pytest.approx(value, rel=1e-6), key
 
 
 @pytest.mark.parametrize(("calibration", "gram", "target"),
-                         [("sound", 0.5, 0.5), ("paper", 46.2099, 2.4)])
+                         [("sound", 0.5, 0.5),
+                          ("paper", 46.2099 / 2, 2.4 * 11 / 36 * 93 / 93.026514)])
 def test_the_ledger_charges_the_true_spend(calibration: str, gram: float, target: float) -> None:
     """Ngo §8.1 last row and §4.3: what the scales in use spend (the paper's constants claim rho
-    but spend 48.6 rho): a full Gram tree plus N_max rounds, from the run's calibration."""
+    but spend 48.6 rho at the papers' sensitivities, 23.8 rho at the tight ones: the Gram's half,
+    the targets' (2H+1) / (6(H+1)) = 11/36): a full Gram tree plus the ceil(N_max) - 1 rounds
+    that can occur, from the run's calibration."""
     world = make("river-chain", horizon=5)  # d = 8
     rho, delta = 1.0, 1e-5
     cfg = config(world, "lsvi-ucb-switching", 10_000, "jdp", rho_to_epsilon(rho, delta),
                  knobs={"calibration": calibration}, beta=0.05)
-    run = Run(cfg, [1])
-    algo = run.algorithm
+    algo = cfg.algorithm()
+    calibration = calibrate(cfg, algo.families())
     assert algo.rho == pytest.approx(rho, rel=1e-9)
     c = algo.constants
-    assert run.calibration.family("gram").cost * c.levels == pytest.approx(gram, rel=1e-5)
-    assert run.calibration.family("target").cost * c.n_max == pytest.approx(target, rel=1e-5)
+    assert calibration.family("gram").cost * c.levels == pytest.approx(gram, rel=1e-5)
+    assert calibration.family("target").cost * rounds_cap(c.n_max) == pytest.approx(target,
+                                                                                 rel=1e-5)
+    if gram + target > rho:  # the paper's scales overspend: refused at creation (issue 31)
+        with pytest.raises(OverspendingPlan, match="would spend epsilon = "):
+            Run(cfg, [1])
+    else:
+        assert Run(cfg, [1]).ledger.budget is not None
 
 
 # -- batched schedule ------------------------------------------------------------------------
@@ -138,7 +155,7 @@ def first_within(scores: np.ndarray, tol: float = 1e-9) -> np.ndarray:
 
 def reference_lsvi(world, episodes: int, lam: float, beta: float, every: int, client_seed: int
                    ) -> tuple[list[np.ndarray], np.ndarray]:
-    """LSVI-UCB (Jin et al. 2020, with Q clipped to [0, H]) updated after every `every`
+    """LSVI-UCB (Jin et al. 2020, with Q_h clipped to [0, H - h + 1]) updated after every `every`
     episodes, written from the definition: loops over stored episodes, explicit inverses."""
     phi = world.model.features
     n_s, n_a, d = phi.shape
@@ -174,7 +191,7 @@ def reference_lsvi(world, episodes: int, lam: float, beta: float, every: int, cl
                 target += x * (r[h] + v_next[s2[h]])
             inv[h] = np.linalg.inv(gram)
             w[h] = inv[h] @ target
-            v_next = np.clip(scores(h).max(axis=1), 0.0, H)
+            v_next = np.clip(scores(h).max(axis=1), 0.0, H - h)
     return tables, w
 
 
@@ -185,7 +202,8 @@ def test_batched_at_infinite_epsilon_is_lsvi_ucb(name: str, every: int) -> None:
     greedy tables in every episode, same final weights (1e-9), against the loop version."""
     world = make(name)
     K, beta = 120, 1.5
-    knobs = {"beta": beta, "ridge": 2.0} | ({"batches": K // every} if every > 1 else {})
+    knobs = ({"beta": beta, "ridge": 2.0, "tie_break": "first"}
+             | ({"batches": K // every} if every > 1 else {}))
     cfg = config(world, "lsvi-ucb-batched", K, "jdp", INF, knobs=knobs)
     tables, w = reference_lsvi(world, K, 2.0, beta, every, client_seed=5)
     run = Run(cfg, [5])
@@ -286,7 +304,7 @@ def test_switches_depend_only_on_released_grams_and_respect_the_cap() -> None:
     """Same feature stream, different rewards and next states: the same switch episodes (the
     trigger reads only the released Grams); rounds <= ceil(N_max) - 1 even when triggered every
     episode; after a switch the billboard's Gram is that episode's release; every round is
-    charged rho / (2 N_max) and the total stays within rho."""
+    charged rho / (2 (ceil(N_max) - 1)): the cap's rounds spend rho in all, exactly."""
     world = make("river-chain", horizon=3)
     K = 600
     rng = np.random.default_rng(0)
@@ -320,17 +338,21 @@ def test_switches_depend_only_on_released_grams_and_respect_the_cap() -> None:
     targets = [e for e in always.ledger.entries if e.mechanism == "release:target"]
     assert len(targets) == cap
     for e in targets:
-        assert e.rho == pytest.approx(algo.rho / (2 * algo.constants.n_max), rel=1e-12)
+        assert e.rho == pytest.approx(algo.rho / (2 * cap), rel=1e-12)
     assert always.ledger.rho <= algo.rho * (1 + 1e-12)
+    assert always.ledger.rho == pytest.approx(algo.rho, rel=1e-9)
 
 
 def test_paper_calibration_reports_more_than_it_claims() -> None:
-    """The paper's constants under-spend by design: the ledger states the true, larger spend."""
+    """The paper's constants overspend at every epsilon: the run is refused at creation, and the
+    refusal states the true spend of its release plan (issue 31)."""
     world = make("latent-levels")
     cfg = config(world, "lsvi-ucb-switching", 2000, "jdp", 1.0,
                  knobs={"calibration": "paper", "trigger": "always"})
-    result = run_in_process(cfg, world, [2])
-    assert result.ledger.totals(cfg.delta).epsilon > 5 * cfg.epsilon
+    spend = planned_totals(cfg).epsilon
+    assert spend > 5 * cfg.epsilon
+    with pytest.raises(OverspendingPlan, match=f"would spend epsilon = {spend:.6g} "):
+        run_in_process(cfg, world, [2])
     sound = run_in_process(config(world, "lsvi-ucb-switching", 2000, "jdp", 1.0,
                                   knobs={"trigger": "always"}), world, [2])
     assert sound.ledger.totals(cfg.delta).epsilon <= cfg.epsilon * (1 + 1e-9)
@@ -423,3 +445,72 @@ def test_privrl_plot_draws_switches_vs_k_from_saved_results(tmp_path) -> None:
     assert (out / "switches.png").stat().st_size > 0
     assert "policy switches" in done.stdout and "K=240" in done.stdout
     assert "lsvi-ucb-switching non-private" in done.stdout
+
+
+# -- tight sensitivities (issue 31) --------------------------------------------------------------
+
+
+def test_the_gram_sensitivity_is_sqrt2_per_step_by_brute_force() -> None:
+    """||phi phi^T - phi' phi'^T|| <= sqrt(2) for ||phi||, ||phi'|| <= 1, in Frobenius norm and
+    on the upper-triangle coordinates the symmetric noise is drawn on; orthogonal unit features
+    attain it. The closed form ||D||_F^2 = |phi|^4 + |phi'|^4 - 2 (phi.phi')^2 holds."""
+    rng = np.random.default_rng(0)
+    d = 6
+    upper = np.triu_indices(d)
+    worst = 0.0
+    for _ in range(2000):
+        phi, other = rng.normal(size=(2, d))
+        phi *= rng.random() ** 0.1 / np.linalg.norm(phi)
+        other *= rng.random() ** 0.1 / np.linalg.norm(other)
+        diff = np.outer(phi, phi) - np.outer(other, other)
+        frob2 = float((diff**2).sum())
+        closed = np.linalg.norm(phi) ** 4 + np.linalg.norm(other) ** 4 - 2 * (phi @ other) ** 2
+        assert frob2 == pytest.approx(closed, rel=1e-9, abs=1e-12)
+        assert float((diff[upper] ** 2).sum()) <= frob2 + 1e-12
+        worst = max(worst, frob2)
+    assert worst <= 2.0
+    e = np.eye(d)
+    diff = np.outer(e[0], e[0]) - np.outer(e[1], e[1])
+    assert float((diff[upper] ** 2).sum()) == 2.0
+    assert gram_sensitivity2(5) == 2.0 * 5
+
+
+def test_the_target_sensitivity_follows_the_value_caps() -> None:
+    """sum_h (2 (H-h+1))^2 in closed form, and backward_pass really clips V_{h+1} at H - h: with
+    a huge bonus every value saturates, and one user's target at step h is at most H - h + 1."""
+    for horizon in (1, 2, 5, 20):
+        assert target_sensitivity2(horizon) == pytest.approx(
+            sum((2.0 * (horizon - h)) ** 2 for h in range(horizon)), rel=1e-12)
+    assert math.sqrt(4 * 5 * 6**2 / target_sensitivity2(5)) == pytest.approx(1.809, abs=1e-3)
+    world = make("lin-cube")
+    H, (n_s, n_a, d) = world.H, world.model.features.shape
+    history = History(1, H, d, n_s)
+    rng = np.random.default_rng(1)
+    states, actions = rng.integers(n_s, size=H + 1), rng.integers(n_a, size=H)
+    history.add(world.model.features[states[:-1], actions][None], np.ones((1, H)),
+                states[1:][None])
+    seen: dict[int, float] = {}
+
+    def record(h: int, target: np.ndarray) -> np.ndarray:
+        seen[h] = float(np.linalg.norm(target))
+        return target
+
+    grams = np.broadcast_to(np.eye(d), (1, H, d, d)).copy()
+    backward_pass(world.model.features, history, grams, 1e6, record)
+    for h in range(H):  # 0-based: the target r + V_{h+1} <= 1 + (H - h - 1)
+        assert seen[h] <= (H - h) * (1 + 1e-12)
+    assert seen[0] == pytest.approx(H * np.linalg.norm(world.model.features[states[0],
+                                                                             actions[0]]))
+
+
+def test_the_sound_calibration_uses_the_tight_sensitivities() -> None:
+    """Closed forms of the sound scales: Gram node variance L 2H / rho, target variance
+    (ceil(N_max) - 1) (2/3) H (H+1) (2H+1) / rho (the rounds that can occur), and zCDP batched
+    sigmas alike."""
+    c = switching_constants(10_000, 5, 8, 1.0, 0.05)
+    assert c.sigma_node2 == pytest.approx(14 * 2 * 5 / 1.0, rel=1e-12)
+    assert math.ceil(c.n_max) - 1 == rounds_cap(c.n_max) >= 1
+    assert c.sigma_y2 == pytest.approx(rounds_cap(c.n_max) * (2 / 3) * 5 * 6 * 11, rel=1e-12)
+    gram, target = zcdp_batched_sigmas(5, 12, 0.5)
+    assert gram**2 == pytest.approx(2 * 5 * 4 / 0.5) and target**2 == pytest.approx(
+        (2 / 3) * 5 * 6 * 11 * 12 / 0.5)

@@ -86,7 +86,7 @@ def test_create_list_show_delete(client: TestClient) -> None:
     assert "seed" not in resp.json()["config"]
     assert info.status.model_dump() == {
         "episodes": 10, "claimed": 0, "outstanding": 0, "reported": 0, "finished": False,
-        "policy_version": 1,
+        "policy_version": 1, "budget_exhausted": None,
     }
     assert info.sequential is False
     other = create(client, spec("none"))

@@ -23,7 +23,7 @@ which `rho_to_epsilon_classical` keeps available (the papers' reference values u
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -31,6 +31,8 @@ import numpy as np
 from privrl.privacy.mechanisms import check_nonneg
 
 __all__ = [
+    "Budget",
+    "BudgetExhausted",
     "Charge",
     "Ledger",
     "Totals",
@@ -164,6 +166,13 @@ def _decode(x: float | int | str) -> float:
     return value
 
 
+def _copy_sum(total: _ExactSum) -> _ExactSum:
+    """An independent copy of a running exact sum."""
+    out = _ExactSum()
+    out._partials, out._inf = list(total._partials), total._inf
+    return out
+
+
 class _ExactSum:
     """Running sum of non-negative floats, exact up to the final rounding (Shewchuk partials)."""
 
@@ -277,15 +286,56 @@ class Totals:
         return {k: _encode(v) for k, v in asdict(self).items()}
 
 
+# relative slack of the budget check: a calibration that spends exactly the budget lands within
+# a few ulps of it after the zCDP -> (epsilon, delta) conversion
+BUDGET_SLACK = 1e-9
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A run's privacy budget (epsilon, delta): the most its ledger may ever total."""
+
+    epsilon: float
+    delta: float
+
+    def admits(self, totals: Totals) -> bool:
+        """Whether `totals` stays within this budget (up to `BUDGET_SLACK` relative)."""
+        return (totals.epsilon <= self.epsilon * (1.0 + BUDGET_SLACK)
+                and totals.delta <= self.delta * (1.0 + BUDGET_SLACK))
+
+
+class BudgetExhausted(RuntimeError):
+    """A release refused by a ledger's privacy filter: it would take the ledger past the budget.
+    Raised before the release is recorded (and, by the privatizers, before its noise is drawn)."""
+
+    @classmethod
+    def refusing(cls, budget: Budget, totals: Totals, charges: Sequence[Charge]
+                 ) -> BudgetExhausted:
+        """The refusal of `charges`, which would take the ledger to `totals`."""
+        names = sorted({c.mechanism for c in charges})
+        at = next((c.at for c in charges if c.at is not None), None)
+        when = f" at item {at}" if at is not None else ""
+        return cls(
+            f"privacy budget exhausted: the release {', '.join(names)}{when} would take the ledger"
+            f" to (epsilon = {totals.epsilon:.6g}, delta = {totals.delta:.3g}), past the run's"
+            f" budget (epsilon = {budget.epsilon:.6g}, delta = {budget.delta:.3g}); it was"
+            " refused and the run releases nothing more"
+        )
+
+
 class Ledger:
     """Append-only record of every privacy-spending release of one run, for one user.
 
-    Totals are kept as exact running sums, so `epsilon_pure`, `rho`, `totals` and `by_mechanism`
-    cost O(1) (per mechanism name) however many charges a long run records.
+    With a `budget` it is also a privacy filter (as OpenDP's filters / Tumult's session budgets):
+    a charge that would take the totals past the budget raises `BudgetExhausted` and is not
+    recorded. Totals are kept as exact running sums, so `epsilon_pure`, `rho`, `totals` and
+    `by_mechanism` cost O(1) (per mechanism name) however many charges a long run records.
     """
 
-    def __init__(self, entries: Iterable[Charge] = ()) -> None:
-        """Start a ledger, optionally from existing charges (e.g. when restoring a run)."""
+    def __init__(self, entries: Iterable[Charge] = (), budget: Budget | None = None) -> None:
+        """Start a ledger, optionally from existing charges (e.g. when restoring a run) and with
+        a budget it refuses to exceed (existing entries are not checked)."""
+        self.budget = budget
         self._entries: list[Charge] = []
         self._epsilon = _ExactSum()
         self._rho = _ExactSum()
@@ -327,8 +377,8 @@ class Ledger:
         delta: float = 0.0,
     ) -> None:
         """Record one release: pure `epsilon` and/or zCDP `rho` spent by `mechanism`, or an
-        (`epsilon`, `delta`)-DP release when `delta` > 0."""
-        self._append(
+        (`epsilon`, `delta`)-DP release when `delta` > 0 (BudgetExhausted past the budget)."""
+        self.charge_all([
             Charge(
                 mechanism=mechanism,
                 epsilon=epsilon,
@@ -340,7 +390,37 @@ class Ledger:
                 noise=noise,
                 delta=delta,
             )
-        )
+        ])
+
+    def totals_with(self, charges: Sequence[Charge], delta: float) -> Totals:
+        """The totals at `delta` if `charges` were recorded too (the ledger is unchanged)."""
+        if not charges:
+            return self.totals(delta)
+        scratch = Ledger()
+        scratch._epsilon, scratch._rho = _copy_sum(self._epsilon), _copy_sum(self._rho)
+        scratch._approx = (_copy_sum(self._approx[0]), _copy_sum(self._approx[1]))
+        for c in charges:
+            if c.delta > 0.0:
+                scratch._approx[0].add(c.epsilon)
+                scratch._approx[1].add(c.delta)
+            else:
+                scratch._epsilon.add(c.epsilon)
+            scratch._rho.add(c.rho)
+        return scratch.totals(delta)
+
+    def admit(self, charges: Sequence[Charge]) -> None:
+        """Refuse (BudgetExhausted) `charges` if recording them all would pass the budget."""
+        if self.budget is None or not charges:
+            return
+        totals = self.totals_with(charges, self.budget.delta)
+        if not self.budget.admits(totals):
+            raise BudgetExhausted.refusing(self.budget, totals, charges)
+
+    def charge_all(self, charges: Sequence[Charge]) -> None:
+        """Record several charges as one release: all of them, or none past the budget."""
+        self.admit(charges)
+        for c in charges:
+            self._append(c)
 
     @property
     def entries(self) -> tuple[Charge, ...]:

@@ -12,6 +12,9 @@ Budget split:
     all families with sigma^2 = L * sum_f Delta_2f^2 / (2 rho) (JDP, L = 1 in LDP).
   Fixed scales (a paper's calibration, `Family.scale`): every family keeps its own scale and the
     ledger charges what it actually spends (often less than the paper's claim).
+  Split by sensitivity (`sensitivity_split`, an algorithm's choice through fixed scales):
+    sigma_f^2 = L Delta_2f sum_g Delta_2g / (2 rho), which spends exactly rho and minimises
+    sum_f sigma_f^2 at that spend; family f's share of the ledger is Delta_2f / sum_g Delta_2g.
 
 Symmetric families (Gram matrices) draw their noise on the upper triangle and mirror it
 (`privrl.privacy.psd.SymmetricNoise`); their sensitivities are stated on those coordinates.
@@ -243,6 +246,16 @@ def calibrate(config: RunConfig, families: Sequence[Family] | None = None) -> Ca
     scale = mech.sigma if isinstance(mech, Gaussian) else mech.scale
     fams = tuple(_calibrated(f, c, scale) for f, c in zip(families, costs, strict=True))
     return Calibration(config.privacy, mech, fams, levels, smooth)
+
+
+def sensitivity_split(l2: Sequence[float], levels: int, rho: float) -> list[float]:
+    """Gaussian scales of families with l2 sensitivities `l2`, each released in `levels` nodes,
+    spending exactly `rho` in all with sigma_f^2 proportional to Delta_f (the minimiser of
+    sum_f sigma_f^2 subject to sum_f L Delta_f^2 / (2 sigma_f^2) = rho, by Lagrange)."""
+    if any(x <= 0.0 for x in l2) or rho <= 0.0:
+        raise ValueError("a sensitivity split needs positive sensitivities and rho")
+    total = math.fsum(l2)
+    return [math.sqrt(levels * x * total / (2.0 * rho)) for x in l2]
 
 
 def _fixed_scales(

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 import numpy as np
-from privrl.privacy.accountant import Ledger
+from privrl.privacy.accountant import Charge, Ledger
 from privrl.privacy.calibration import Calibration, FamilyCalibration
 from privrl.privacy.grid import exact_units
 from privrl.privacy.noise import noise_label, sample_rows
@@ -34,25 +34,35 @@ from privrl.seeding import generator
 from privrl.stats import Stats
 
 
-def charge_families(ledger: Ledger, calibration: Calibration, mechanism: str, note: str, at: int,
-                    names: Iterable[str] | None = None) -> None:
-    """Record one node level / one local report / one release of every released family (or of
-    the families `names`), each at its own scale."""
+def family_charges(calibration: Calibration, mechanism: str, note: str, at: int,
+                   names: Iterable[str] | None = None) -> list[Charge]:
+    """The charges of one node level / one local report / one release of every released family
+    (or of the families `names`), each at its own scale."""
     wanted = None if names is None else set(names)
+    out = []
     for fam in calibration.families:
         if wanted is not None and fam.name not in wanted:
             continue
         cost = {"rho": fam.cost} if calibration.cost_kind == "zcdp" else {"epsilon": fam.cost}
         sens = fam.l2 if calibration.cost_kind == "zcdp" else fam.l1
-        ledger.charge(
-            f"{mechanism}:{fam.name}",
-            sensitivity=sens,
-            scale=fam.scale,
-            note=note,
-            at=at,
-            noise=noise_label(calibration.noise),
-            **cost,
-        )
+        out.append(Charge(f"{mechanism}:{fam.name}", sensitivity=sens, scale=fam.scale,
+                          note=note, at=at, noise=noise_label(calibration.noise), **cost))
+    return out
+
+
+def charge_families(ledger: Ledger, calibration: Calibration, mechanism: str, note: str, at: int,
+                    names: Iterable[str] | None = None) -> None:
+    """Record one node level / one local report / one release of every released family (or of
+    the families `names`) as one release: all of them, or none past the ledger's budget."""
+    ledger.charge_all(family_charges(calibration, mechanism, note, at, names))
+
+
+def tree_plan(calibration: Calibration, items: int, names: Iterable[str] | None = None
+              ) -> list[Charge]:
+    """The charges of every level a tree counter over `items` leaves ever releases."""
+    return [c for level in range(levels_released(items))
+            for c in family_charges(calibration, "tree", f"tree level {level} released",
+                                    2**level, names)]
 
 
 class NoServerNoise:
@@ -92,6 +102,10 @@ class Identity(NoServerNoise):
         """Count one ingested item (it spends nothing)."""
         self.items += 1
 
+    def plan(self) -> list[Charge]:
+        """Nothing is ever charged."""
+        return []
+
     def release(self) -> Stats:
         """The exact sums."""
         return dict(self.sums)
@@ -112,6 +126,7 @@ class Central:
             for f in calibration.families
         }
         self.items = 0
+        self.max_items = int(max_items)
         self.noise_epoch = 0
 
     def start_noise_epoch(self, epoch: int) -> None:
@@ -124,11 +139,12 @@ class Central:
 
     def ingest(self, stats: Stats, ledger: Ledger) -> None:
         """Add raw increments; charge each family's node cost when a new tree level opens.
-        Every family is converted before any is added: a refused item changes nothing."""
+        Every family is converted and the charge admitted (BudgetExhausted past the budget)
+        before any is added: a refused item changes nothing and draws no noise."""
         items = {name: self._items(name, stats[name]) for name in self.trees}
+        self.record(ledger)
         for name, tree in self.trees.items():
             tree.add(items[name])
-        self.record(ledger)
 
     def _items(self, name: str, values: np.ndarray) -> np.ndarray:
         """One item per replica as the tree adds it: grid units under integer noise."""
@@ -145,12 +161,18 @@ class Central:
         return generator(self.seeds[replica], "grid", fam.name, self.items)
 
     def record(self, ledger: Ledger) -> None:
-        """Count one ingested item; charge each family's node cost when a new level opens."""
-        self.items += 1
-        if self.noise_epoch == 0 and levels_released(self.items) > levels_released(self.items - 1):
-            level = levels_released(self.items) - 1
+        """Count one ingested item; charge each family's node cost when a new level opens
+        (first: a refused charge counts nothing)."""
+        item = self.items + 1
+        if self.noise_epoch == 0 and levels_released(item) > levels_released(item - 1):
+            level = levels_released(item) - 1
             charge_families(ledger, self.calibration, "tree", f"tree level {level} released",
-                            self.items)
+                            item)
+        self.items = item
+
+    def plan(self) -> list[Charge]:
+        """What the whole run charges: every tree level over `max_items` items."""
+        return tree_plan(self.calibration, self.max_items)
 
     def release(self) -> Stats:
         """Noisy prefix sums B(items) of every family (grid units times the grid step)."""
@@ -205,15 +227,20 @@ class Aggregator(NoServerNoise):
         reports = stats
         if self.calibration.integer:
             reports = {f.name: _on_grid(f, stats[f.name]) for f in self.calibration.families}
+        self.record(ledger)
         for name, total in self.sums.items():
             total += reports[name]
-        self.record(ledger)
 
     def record(self, ledger: Ledger) -> None:
-        """Count one ingested report; each user is charged once, at the first."""
+        """Count one ingested report; each user is charged once, at the first (first: a refused
+        charge counts nothing)."""
+        if self.items == 0:
+            ledger.charge_all(self.plan())
         self.items += 1
-        if self.items == 1:
-            charge_families(ledger, self.calibration, "local", "each user's one local report", 1)
+
+    def plan(self) -> list[Charge]:
+        """What the whole run charges: each user's one local report."""
+        return family_charges(self.calibration, "local", "each user's one local report", 1)
 
     def release(self) -> Stats:
         """The running noisy sums."""
@@ -237,6 +264,8 @@ class Privatizer(Protocol):
     items: int
 
     def ingest(self, stats: Stats, ledger: Ledger) -> None: ...
+
+    def plan(self) -> list[Charge]: ...
 
     def release(self) -> Stats: ...
 

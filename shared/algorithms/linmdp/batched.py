@@ -109,6 +109,18 @@ class BatchedLSVI(LSVIAlgorithm):
         """At the end of every batch but the last (nothing is released after it)."""
         return items % self.batch_length == 0 and items < self.config.episodes
 
+    def planned_leaves(self) -> int:
+        """A leaf at the end of batches 1..N_K-1."""
+        return self.constants.policies - 1
+
+    def planned_rounds(self) -> int:
+        """A round at the end of batches 1..N_K-1."""
+        return self.constants.policies - 1
+
+    def may_release(self, items: int, rounds: np.ndarray) -> bool:
+        """At the end of batches 1..N_K-1 only."""
+        return self.leaf_closes(items)
+
     def release_due(self, items: int, current: np.ndarray, snapshot: np.ndarray,
                     rounds: np.ndarray) -> np.ndarray:
         """Every replica at the end of batches 1..N_K-1: a data-independent schedule."""

@@ -5,15 +5,14 @@ A subclass fixes the public constants (`beta`, the Gram shift and floor, the noi
 its release rule: when a Gram leaf closes (`leaf_closes`) and when a round of targets is released
 (`release_due`, a function of released values and public numbers only).
 
-Sensitivities (replace one user, every step h; Luyo App. E.2, Ngo Lemma 14 with erratum E6):
-||phi phi^T - phi' phi'^T||_F <= 2 per step (the papers' bound; sqrt(2) is tighter) and
-||phi (r + V) - phi' (r' + V')|| <= 2 (H + 1) (r in [0,1], V clipped to [0, H]). Over the H steps
-the l2 sensitivities add in squares.
+Sensitivities (replace one user, every step h; Luyo App. E.2, Ngo Lemma 14 with erratum E6,
+tightened as `constants` proves): ||phi phi^T - phi' phi'^T||_F <= sqrt(2) per step (the papers
+say 2) and ||phi (r + V) - phi' (r' + V')|| <= 2 (H - h + 1) (r in [0,1], V_{h+1} clipped to
+[0, H - h]; the papers clip at H). Over the H steps the l2 sensitivities add in squares.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from abc import abstractmethod
 from typing import TYPE_CHECKING, Literal
@@ -22,11 +21,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...privacy.grid import FEATURE_GRID
-from ...seeding import generator
 from ...stats import Stats
+from ...ties import tie_priorities
 from ...worlds.linear_mdp import LinearMDPModel, linear_mdp_model
 from ...worlds.rollout import Trajectories
 from ..base import Algorithm, Family, Learner, PolicyMessage, check_model_sizes
+from .constants import gram_sensitivity2, target_sensitivity2
 from .lsvi import greedy_actions
 from .privatizer import TrustedLSVI
 
@@ -60,19 +60,9 @@ class LSVIKnobs(BaseModel):
                                " paper's theory value)")
     beta_scale: float = Field(1.0, gt=0, description="multiplies beta (post-processing)")
     tie_break: Literal["first", "random"] = Field(
-        "first", description="actions whose optimistic scores tie: the lowest index, or one"
-        " drawn uniformly from the server's secret seed and the release (post-processing)")
-
-
-def tie_priorities(seeds: list[int], gram: np.ndarray, w: np.ndarray, shape: tuple[int, ...]
-                   ) -> np.ndarray:
-    """Uniform priorities (R, *shape) for random tie-breaking: replica r's come from its secret
-    seed and a digest of its own release, so a replay (or an HTTP run) draws the same ones."""
-    rows = []
-    for r, seed in enumerate(seeds):
-        digest = hashlib.sha256(gram[r].tobytes() + w[r].tobytes()).hexdigest()[:16]
-        rows.append(generator(seed, "lsvi", "ties", digest).random(shape))
-    return np.stack(rows)
+        "random", description="actions whose optimistic scores tie: one drawn uniformly from the"
+        " server's secret seed and the release (the default, as Ngo et al. assume), or the lowest"
+        " index (post-processing either way)")
 
 
 class LSVILearner(Learner):
@@ -93,7 +83,7 @@ class LSVILearner(Learner):
             priority = None
             if self.random_ties:
                 n_s, n_a, _ = self.features.shape
-                priority = tie_priorities(self.seeds, gram, w, (w.shape[1], n_s, n_a))
+                priority = tie_priorities(self.seeds, "lsvi", [gram, w], (w.shape[1], n_s, n_a))
             cached = (gram, w, greedy_actions(self.features, gram, w, self.beta, priority))
             self._cache = cached
         return {"actions": cached[2].copy()}
@@ -139,16 +129,16 @@ class LSVIAlgorithm(Algorithm):
     def families(self) -> tuple[Family, ...]:
         """The Gram matrices (symmetric, per tree node) and the targets (per release round)."""
         horizon, d = self.config.horizon, self.model.d
-        root_h = math.sqrt(horizon)
-        target = 2.0 * (horizon + 1)
         jdp = self.config.privacy == "jdp"
         return (
-            Family("gram", (horizon, d, d), l1=horizon * (d + 1.0), l2=2.0 * root_h,
-                   clean_max=1.0, clean_min=-1.0, symmetric=True,
-                   scale=self.gram_sigma if jdp else None, grid=FEATURE_GRID, rounded=True),
-            Family("target", (horizon, d), l1=horizon * target * math.sqrt(d),
-                   l2=target * root_h, clean_max=horizon + 1.0, clean_min=-(horizon + 1.0),
-                   scale=self.target_sigma if jdp else None, grid=FEATURE_GRID, rounded=True),
+            Family("gram", (horizon, d, d), l1=horizon * (d + 1.0),
+                   l2=math.sqrt(gram_sensitivity2(horizon)), clean_max=1.0, clean_min=-1.0,
+                   symmetric=True, scale=self.gram_sigma if jdp else None, grid=FEATURE_GRID,
+                   rounded=True),
+            Family("target", (horizon, d), l1=horizon * (horizon + 1.0) * math.sqrt(d),
+                   l2=math.sqrt(target_sensitivity2(horizon)), clean_max=float(horizon),
+                   clean_min=-float(horizon), scale=self.target_sigma if jdp else None,
+                   grid=FEATURE_GRID, rounded=True),
         )
 
     def user_statistics(self, trajectories: Trajectories, message: PolicyMessage) -> Stats:
@@ -171,6 +161,18 @@ class LSVIAlgorithm(Algorithm):
     @abstractmethod
     def leaves(self) -> int:
         """How many leaves the Gram tree counter can take."""
+
+    @abstractmethod
+    def planned_leaves(self) -> int:
+        """How many Gram leaves close over the whole run (the tree levels the plan charges)."""
+
+    @abstractmethod
+    def planned_rounds(self) -> int:
+        """The most release rounds of targets the whole run can have (what the plan charges)."""
+
+    @abstractmethod
+    def may_release(self, items: int, rounds: np.ndarray) -> bool:
+        """Whether a release round can happen after `items` episodes (public numbers only)."""
 
     @abstractmethod
     def leaf_closes(self, items: int) -> bool:

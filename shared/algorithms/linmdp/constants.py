@@ -3,10 +3,22 @@
 * `batched_constants`: Luyo et al. 2021, Alg. 2 / App. E.1, with the
   batch schedule's edge cases (erratum 11): B = min(B, K), eps = inf -> B = K, L = ceil(K/B),
   N_K = ceil(K/L), no update after the final batch. Reproduces the paper's reference values.
-* `switching_constants`: Ngo, Vietri & Wu, Alg. 1 (ICML 2022): a
-  *sound* calibration (errata E3-E6: tree-node variance 4 L H / rho, target variance
-  H N_max (2(H+1))^2 / rho) or the paper's literal one (which under-spends the budget it claims:
-  the ledger charges what its scales actually spend). Reproduces the paper's reference table.
+* `switching_constants`: Ngo, Vietri & Wu, Alg. 1 (ICML 2022): a *sound* calibration
+  (errata E3-E6: tree-node variance L Delta_G^2 / rho, target variance
+  (ceil(N_max) - 1) Delta_y^2 / rho, the rounds that can occur, where the paper sizes for N_max)
+  or the paper's literal one (which under-spends the budget it claims: the ledger charges what its
+  scales actually spend). With the papers' sensitivities (Delta_G^2 = 4H,
+  Delta_y^2 = 4H (H+1)^2) and N_max it reproduces the paper's reference table (`tight=False`).
+
+Sensitivities (replace one user's trajectory; `gram_sensitivity2`, `target_sensitivity2`): at
+each step the Gram item changes by D = phi phi^T - phi' phi'^T, with
+||D||_F^2 = ||phi||^4 + ||phi'||^4 - 2 (phi^T phi')^2 <= 2 for ||phi||, ||phi'|| <= 1, attained
+by orthogonal unit features, so Delta_G^2 = 2H (the papers' 2 per step squares to 4H). The same
+bound holds on the upper-triangle coordinates the symmetric noise is drawn on, whose squared norm
+(||D||_F^2 + sum_i D_ii^2) / 2 is at most ||D||_F^2. The target of step h (1-based) is
+phi (r + V_{h+1}) with r in [0, 1] and V_{h+1} clipped to [0, H - h], so it changes by at most
+2 (H - h + 1): Delta_y^2 = sum_h 4 (H - h + 1)^2 = (2/3) H (H+1) (2H+1) (the papers clip V at H:
+4 H (H+1)^2, 1.8x the std at H = 5).
 
 Natural logs throughout; the tree depth L of the switching counter is bit_length(K) (E16).
 """
@@ -40,14 +52,25 @@ class BatchedConstants:
     beta: float
 
 
+def gram_sensitivity2(horizon: int) -> float:
+    """The squared replace-one l2 sensitivity of one user's H Gram items: 2 per step."""
+    return 2.0 * horizon
+
+
+def target_sensitivity2(horizon: int) -> float:
+    """The squared replace-one l2 sensitivity of one user's H targets, step h's value clipped
+    to [0, H - h]: sum_h (2 (H - h + 1))^2 = (2/3) H (H+1) (2H+1)."""
+    return 2.0 * horizon * (horizon + 1) * (2 * horizon + 1) / 3.0
+
+
 def zcdp_batched_sigmas(horizon: int, rounds: int, rho: float) -> tuple[float, float]:
     """The smallest (sigma_Lambda, sigma_u) that spend exactly rho (zCDP) on this schedule: rho/2
-    on the Gram tree over `rounds` leaves (each leaf in bit_length(rounds) nodes, l2 = 2 sqrt(H)),
-    rho/2 on `rounds` target releases (l2 = 2 (H+1) sqrt(H))."""
+    on the Gram tree over `rounds` leaves (each leaf in bit_length(rounds) nodes), rho/2 on
+    `rounds` target releases, at the sensitivities above."""
     rounds = max(rounds, 1)
     levels = rounds.bit_length()
-    return (math.sqrt(4.0 * horizon * levels / rho),
-            math.sqrt(4.0 * horizon * (horizon + 1) ** 2 * rounds / rho))
+    return (math.sqrt(gram_sensitivity2(horizon) * levels / rho),
+            math.sqrt(target_sensitivity2(horizon) * rounds / rho))
 
 
 def luyo_batches(episodes: int, horizon: int, d: int, eps: float) -> int:
@@ -108,10 +131,13 @@ class SwitchingConstants:
 
 
 def switching_constants(episodes: int, horizon: int, d: int, rho: float, p: float,
-                        calibration: Calibration = "sound", ridge: float = 1.0
-                        ) -> SwitchingConstants:
+                        calibration: Calibration = "sound", ridge: float = 1.0,
+                        tight: bool = True) -> SwitchingConstants:
     """The sound (default) or the paper-literal constants; rho = inf is the non-private limit
-    (no noise, lam_t = 0, no cap), where U_K and beta use `ridge` in place of lam_t."""
+    (no noise, lam_t = 0, no cap), where U_K and beta use `ridge` in place of lam_t. `tight`:
+    the sound scales at the sensitivities above, with the target noise sized for the
+    ceil(N_max) - 1 rounds that can occur (`rounds_cap`); False: the papers' (Gram 4H, targets
+    4H (H+1)^2, N_max rounds), which reproduce its golden table."""
     K, H = episodes, horizon
     L = int(K).bit_length()
     log_3khp = math.log(3.0 * K * H / p)
@@ -119,10 +145,13 @@ def switching_constants(episodes: int, horizon: int, d: int, rho: float, p: floa
         node2 = lam_t = sig_y2 = lam_y = 0.0
         n_max = math.inf
     elif calibration == "sound":
-        node2 = 4.0 * L * H / rho
+        gram2, target2 = ((gram_sensitivity2(H), target_sensitivity2(H)) if tight
+                          else (4.0 * H, 4.0 * H * (H + 1) ** 2))
+        node2 = L * gram2 / rho
         lam_t = math.sqrt(L * node2) * (4.0 * math.sqrt(d) + 2.0 * log_3khp)
         n_max = (d * H / math.log(2.0)) * math.log1p(K / (lam_t * d))
-        sig_y2 = 4.0 * H * (H + 1) ** 2 * n_max / rho
+        rounds = max(rounds_cap(n_max), 1.0) if tight else n_max
+        sig_y2 = target2 * rounds / rho
         lam_y = math.sqrt(sig_y2) * (math.sqrt(d) + 2.0 * math.sqrt(log_3khp))
     elif calibration == "paper":
         lam_t = math.log(K) * (6.0 * math.sqrt(d + 1) + 2.0 * log_3khp) / math.sqrt(2.0 * rho)

@@ -1,8 +1,10 @@
 """Least-squares value iteration with UCB bonuses over a finite world with public features.
 
-What both private LSVI-UCB algorithms share (Jin et al. 2020, with a Pi_[0,H] clip):
+What both private LSVI-UCB algorithms share (Jin et al. 2020, clipped at the value cap of each
+step, H - h + 1, where the papers clip at H: the targets' sensitivity shrinks with it):
 
-    Q_h(s,a) = Pi_[0,H]( <phi(s,a), w_h> + beta ||phi(s,a)||_{G_h^{-1}} ),   V_h(s) = max_a Q_h(s,a)
+    Q_h(s,a) = Pi_[0,H-h+1]( <phi(s,a), w_h> + beta ||phi(s,a)||_{G_h^{-1}} ),
+    V_h(s) = max_a Q_h(s,a)
     w_h      = G_h^{-1} ( sum_i phi_{i,h} (r_{i,h} + V_{h+1}(s_{i,h+1})) + noise_h )
 
 where G_h is the released (shifted, noisy) Gram matrix. The targets are re-evaluated with the
@@ -19,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...privacy.psd import cholesky_solve, inverse_norms
-from ...ties import TIE_TOL
+from ...ties import best_action
 
 
 def optimistic_scores(features: np.ndarray, w: np.ndarray, inv_chol: np.ndarray, beta: float
@@ -37,17 +39,6 @@ def optimistic_scores(features: np.ndarray, w: np.ndarray, inv_chol: np.ndarray,
 def inverse_cholesky(grams: np.ndarray) -> np.ndarray:
     """L^{-1} for positive definite G = L L^T (batched)."""
     return np.linalg.inv(np.linalg.cholesky(grams))
-
-
-def best_action(scores: np.ndarray, priority: np.ndarray | None = None) -> np.ndarray:
-    """The action of highest `priority` (default: the lowest index) among those whose score is
-    within TIE_TOL (relative) of the maximum on the last axis: ties in exact arithmetic
-    (symmetric features) must not be broken by round-off."""
-    best = scores.max(axis=-1, keepdims=True)
-    ties = scores >= best - TIE_TOL * (1.0 + np.abs(best))
-    if priority is None:
-        return np.argmax(ties, axis=-1)
-    return np.argmax(np.where(ties, priority, -1.0), axis=-1)
 
 
 def greedy_actions(features: np.ndarray, grams: np.ndarray, w: np.ndarray, beta: float,
@@ -88,7 +79,8 @@ def backward_pass(features: np.ndarray, history: History, grams: np.ndarray, bet
                   ) -> np.ndarray:
     """w (R, H, d) by LSVI from h = H down to 1 against the released Grams (R, H, d, d), each
     step's targets (R, d) passed through `release(h, targets)` (the central privatizer's noisy
-    release of them) when given."""
+    release of them) when given; V_h is clipped to [0, H - h + 1] (1-based h), which bounds the
+    targets' sensitivity (`constants.target_sensitivity2`)."""
     n_rep, horizon, d = grams.shape[0], grams.shape[1], features.shape[-1]
     v_next = np.zeros((n_rep, features.shape[0]))
     w = np.zeros((n_rep, horizon, d))
@@ -98,5 +90,5 @@ def backward_pass(features: np.ndarray, history: History, grams: np.ndarray, bet
             target = release(h, target)
         w[:, h], inv = cholesky_solve(grams[:, h], target)
         scores = optimistic_scores(features, w[:, h], inv, beta)
-        v_next = np.clip(scores.max(axis=-1), 0.0, float(horizon))
+        v_next = np.clip(scores.max(axis=-1), 0.0, float(horizon - h))  # V_h <= H - h + 1
     return w

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...privacy.accountant import Ledger
+from ...privacy.accountant import Charge, Ledger
 from ...privacy.calibration import Calibration
-from ...privacy.privatizers import NoServerNoise, charge_families
+from ...privacy.privatizers import NoServerNoise, charge_families, family_charges, tree_plan
 from ...privacy.psd import regularize
 from ...privacy.tree import TreeCounter, levels_released
 from ...seeding import generator
@@ -83,6 +83,7 @@ class TrustedLSVI(NoServerNoise):
         """Store one episode per replica; close a Gram leaf and run a release round when due."""
         if self.items >= self.max_items:
             raise ValueError(f"all {self.max_items} episodes of this run are in")
+        ledger.admit(self._worst_charges(self.items + 1))  # before anything changes or is drawn
         phi = stats["phi"]
         self.history.add(phi, stats["reward"], stats["next_state"].astype(np.int64))
         gram = np.einsum("rhi,rhj->rhij", phi, phi)
@@ -102,7 +103,38 @@ class TrustedLSVI(NoServerNoise):
         """The billboard: the Gram snapshot (R, H, d, d) the weights (R, H, d) were solved with."""
         return {"gram": self.snapshot.copy(), "w": self.w.copy()}
 
+    def plan(self) -> list[Charge]:
+        """What the whole run charges at most: every level of the Gram tree over the leaves that
+        ever close, and every release round the algorithm allows (`planned_rounds`)."""
+        if not self.private:
+            return []
+        algo = self.algorithm
+        rounds = algo.planned_rounds()
+        return [*tree_plan(self.calibration, algo.planned_leaves(), names=("gram",)),
+                *[c for n in range(1, rounds + 1) for c in self._round_charges(n, 0)]]
+
     # -- internals -------------------------------------------------------------------------------
+
+    def _round_charges(self, top: int, at: int) -> list[Charge]:
+        """The charges of release round `top` (every step's targets)."""
+        return family_charges(self.calibration, "release", f"targets of round {top}", at,
+                              names=("target",))
+
+    def _worst_charges(self, items: int) -> list[Charge]:
+        """The most that ingesting episode `items` can charge: a newly opened Gram tree level
+        and, when one may happen, a new release round (the filter admits these first)."""
+        if not self.private:
+            return []
+        out = []
+        if self.algorithm.leaf_closes(items):
+            leaves = self.leaves + 1
+            if levels_released(leaves) > levels_released(leaves - 1):
+                out += family_charges(self.calibration, "tree", "tree level", items,
+                                      names=("gram",))
+        top = int(self.rounds.max()) + 1
+        if top > self.charged_rounds and self.algorithm.may_release(items, self.rounds):
+            out += self._round_charges(top, items)
+        return out
 
     def _close_leaf(self, ledger: Ledger) -> None:
         """Add the pending Gram sum as one leaf; charge a newly opened tree level."""
@@ -167,5 +199,4 @@ class TrustedLSVI(NoServerNoise):
         top = int(self.rounds.max())
         if self.private and top > self.charged_rounds:
             self.charged_rounds = top
-            charge_families(ledger, self.calibration, "release", f"targets of round {top}",
-                            self.items, names=("target",))
+            ledger.charge_all(self._round_charges(top, self.items))

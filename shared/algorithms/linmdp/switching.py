@@ -8,14 +8,17 @@ the *released*, noisy matrices only) and the switch counter is below the hard ca
 switch re-solves LSVI over all stored episodes with fresh noise N(0, sigma_y^2 I) on each step's
 targets (§3.5). Every tree level and every switch is charged.
 
-Calibration "sound" (the default) is a corrected one (errata E3-E6): it spends exactly
-the budget, rho/2 on the Gram tree and rho/(2 N_max) per switch. "paper" keeps the paper's
-lam_t and sigma_y (a reference only): its scales spend about 48.6 rho in a reference
-configuration, and the ledger says so. rho comes from the run's (epsilon, delta) by the tight
-zCDP conversion. Errata also followed: Q clipped to [0, H] (E6), the counter moves once per
-switch (E7), the initial policy is w = 0 against 2 lam_t I (E8), no extra ridge beyond
-`ridge` = min_shift (E12), symmetric noise (E19). Ties (§3.6): the lowest action index by
-default (`tie_break=first`), or uniformly at random from the server's seed (`random`).
+Calibration "sound" (the default) is a corrected one (errata E3-E6): it spends exactly the
+budget, rho/2 on the Gram tree and rho / (2 (ceil(N_max) - 1)) on each of the switches that can
+occur (the paper sizes them for N_max), at the tight sensitivities of `constants` (Gram sqrt(2)
+per step, targets 2 (H - h + 1)). "paper" keeps the paper's lam_t and sigma_y (a reference
+only): its scales spend far more than rho (23.8 rho in the paper's reference configuration; the
+run is refused at creation). rho comes from the run's (epsilon, delta) by the tight zCDP
+conversion. Errata also followed: Q clipped (E6; at H - h + 1), the counter moves once per switch
+(E7), the initial policy is w = 0 against 2 lam_t I (E8), no extra ridge beyond `ridge` =
+min_shift (E12), symmetric noise (E19). Ties: uniformly at random from the server's seed by
+default (`tie_break=random`, as the paper's analysis assumes), or the lowest action index
+(`first`).
 """
 
 from __future__ import annotations
@@ -91,6 +94,18 @@ class SwitchingLSVI(LSVIAlgorithm):
     def leaf_closes(self, items: int) -> bool:
         """Every episode's Gram is released (paper line 22)."""
         return True
+
+    def planned_leaves(self) -> int:
+        """One leaf per episode."""
+        return self.config.episodes
+
+    def planned_rounds(self) -> int:
+        """The cap ceil(N_max) - 1, and at most one round before each episode 2..K."""
+        return int(min(self.max_rounds, self.config.episodes - 1))
+
+    def may_release(self, items: int, rounds: np.ndarray) -> bool:
+        """Before episode items+1 <= K, while some replica is under the cap."""
+        return items < self.config.episodes and bool(np.any(rounds < self.max_rounds))
 
     def release_due(self, items: int, current: np.ndarray, snapshot: np.ndarray,
                     rounds: np.ndarray) -> np.ndarray:

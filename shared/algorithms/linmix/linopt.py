@@ -10,13 +10,14 @@ paper gives no LDP constants), exact sums without privacy. The learner forms
     Q_h = Pi_[0, H-h+1]( <varphi, theta_r> + <phi_V, theta_p> + beta_p ||phi_V||_{Lambda_p^-1}
                          + beta_r ||varphi||_{Lambda_r^-1} )
 
-and plays greedily (VI, ties to the lowest index, erratum 13) or a softmax policy updated by
-mirror descent pi^{k+1} = softmax(eta sum_{j<=k} Q^j) (PO). Errata followed: Lambda^1 =
-Z^1 (1), features of the episode of collection (2), Q truncated at H-h+1 (4), m = max(1,
-ceil(log2 K)) (5), Sigma_p with sqrt(d1) (8), lowest-index ties (13), eigenvalue floor (17), LDP
-as a labelled extension (18). Our one addition: the private regularizer also carries the
-non-private ridge lambda (default 1), so that eps -> inf reduces to the non-private algorithm
-exactly (the paper's private Z = N + 2 Sigma I is singular at sigma = 0); it only makes
+and plays greedily (VI, ties uniformly at random from the server's seed; `tie_break=first`: the
+lowest index, erratum 13) or a softmax policy updated by mirror descent pi^{k+1} = softmax(eta
+sum_{j<=k} Q^j) (PO). Errata followed: Lambda^1 = Z^1 (1), features of the episode of collection
+(2), Q truncated at H-h+1 (4), m = max(1, ceil(log2 K)) (5), Sigma_p with sqrt(d1) (8),
+lowest-index ties (13) as the `first` option only (a saturated Q ties everywhere), eigenvalue
+floor (17), LDP as a labelled extension (18). Our one addition: the private regularizer also
+carries the non-private ridge lambda (default 1), so that eps -> inf reduces to the non-private
+algorithm exactly (the paper's private Z = N + 2 Sigma I is singular at sigma = 0); it only makes
 lambda_min, lambda_max larger by lambda and is post-processing.
 """
 
@@ -28,9 +29,13 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...privacy.accountant import epsilon_to_rho
+from ...privacy.calibration import sensitivity_split
 from ...privacy.grid import FEATURE_GRID
 from ...privacy.psd import cholesky_solve, inverse_norms, regularize
+from ...privacy.tree import tree_levels
 from ...stats import Stats
+from ...ties import best_action, tie_priorities
 from ...worlds.rollout import Trajectories
 from ..base import Algorithm, Family, Learner, PolicyMessage
 from ..registry import register
@@ -58,7 +63,8 @@ class LinOptKnobs(BaseModel):
 
     calibration: Literal["paper", "zcdp"] = Field(
         "paper", description="noise scales: Zhou's sigma_p1, sigma_p2, sigma_r (Thm. 6.4; LDP:"
-        " m = 1, §5.8) or one sigma spending exactly (epsilon, delta) under zCDP")
+        " m = 1, §5.8) or per-family sigmas spending exactly (epsilon, delta) under zCDP, split"
+        " with sigma_f^2 proportional to the family's sensitivity (Gaussian; Laplace: one scale)")
     beta_scale: float = Field(1.0, ge=0, description="multiplies beta_p and beta_r (§7.3)")
     shift: Literal["paper", "release"] = Field(
         "paper", description="Sigma from sqrt(m) sigma (JDP) / sqrt(K) sigma (LDP), or from the"
@@ -66,6 +72,10 @@ class LinOptKnobs(BaseModel):
     shift_scale: float = Field(1.0, ge=0, description="the shift is 2 shift_scale Sigma")
     ridge: float = Field(1.0, gt=0, description="lambda: the non-private regularizer (§3.5),"
                          " also added to the private one")
+    tie_break: Literal["first", "random"] = Field(
+        "random", description="VI's actions whose clipped Q tie (every Q saturates at H-h+1"
+        " early on): one drawn uniformly from the server's secret seed and the release, or the"
+        " lowest index (Zhou's erratum 13; post-processing either way)")
 
 
 PRESETS: dict[str, LinOptKnobs] = {
@@ -81,6 +91,7 @@ class LinOptLearner(Learner):
                  seeds: list[int]) -> None:
         self.algorithm, self.calibration = algorithm, calibration
         self.model, self.knobs = algorithm.model, algorithm.knobs
+        self.seeds = [int(s) for s in seeds]
         cfg = algorithm.config
         self.horizon, self.episodes = cfg.horizon, cfg.episodes
         self.private = calibration.mechanism is not None
@@ -152,8 +163,18 @@ class LinOptLearner(Learner):
             values[:, h] = (probs[:, h] * q).sum(-1) if probs is not None else q.max(-1)
         self.q, self.planned_at = q_all, reported
         if probs is None:
-            return {"actions": np.argmax(q_all, axis=-1), "values": values}
+            return {"actions": self._greedy(q_all, billboard, reported), "values": values}
         return {"actions": np.argmax(probs, axis=-1), "probs": probs, "values": values}
+
+
+    def _greedy(self, q_all: np.ndarray, billboard: Stats, reported: int) -> np.ndarray:
+        """VI's greedy actions (R, H, S): ties to the lowest index, or (`tie_break=random`) to
+        priorities drawn from the server's seed and this release."""
+        if self.knobs.tie_break == "first":
+            return np.argmax(q_all, axis=-1)
+        release = [billboard[name] for name in FAMILIES]
+        release.append(np.full((q_all.shape[0], 1), reported, dtype=np.int64))
+        return best_action(q_all, tie_priorities(self.seeds, "linopt", release, q_all.shape[1:]))
 
 
 class LinOptAlgorithm(Algorithm):
@@ -192,6 +213,12 @@ class LinOptAlgorithm(Algorithm):
                       "target_p": zhou.paper_sigma(math.sqrt(d1) * h**2, *args),
                       "gram_r": zhou.paper_sigma(1.0, *args),
                       "target_r": zhou.paper_sigma(1.0, *args)}
+        elif (self.knobs.calibration == "zcdp" and cfg.privacy != "none"
+              and cfg.mechanism == "gaussian" and not math.isinf(cfg.epsilon)):
+            levels = tree_levels(cfg.episodes) if cfg.privacy == "jdp" else 1
+            l2 = [p["gram_l2"], p["target_l2"], r["gram_l2"], r["target_l2"]]
+            split = sensitivity_split(l2, levels, epsilon_to_rho(cfg.epsilon, cfg.delta))
+            scales = dict(zip(FAMILIES, split, strict=True))
         x_top = float(x_caps.max(initial=0.0))
         y_max = float((x_caps * self.caps[1:]).max(initial=0.0))
         return (

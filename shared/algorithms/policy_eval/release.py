@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ...privacy.accountant import Ledger
+from ...privacy.accountant import Charge, Ledger
 from ...privacy.grid import randomized_round
 from ...privacy.mechanisms import Gaussian
 from ...privacy.noise import NoiseBackend, noise_label
@@ -85,11 +85,21 @@ class TrustedRelease:
         """Add one report per replica; the m-th report triggers the one release."""
         if self.items >= self.max_items:
             raise ValueError(f"all {self.max_items} reports of this round are in")
+        if self.items + 1 == self.max_items:  # the filter admits the release before any change
+            ledger.admit(self.plan())
         self.n += np.rint(stats["visits"]).astype(np.int64)
         self.g += np.rint(np.asarray(stats["returns"]) * self.scale).astype(np.int64)
         self.items += 1
         if self.items == self.max_items:
             self._release(ledger)
+
+    def plan(self) -> list[Charge]:
+        """What the whole round charges: the one release of theta (nothing without noise)."""
+        if self.noise_scale is None:
+            return []
+        scratch = Ledger()
+        self.charge(scratch, noise_label(self.backend.name))
+        return list(scratch.entries)
 
     def _release(self, ledger: Ledger) -> None:
         """theta_hat = theta_X + N(0, sigma_X^2 I) per replica, drawn once and charged once."""
