@@ -20,9 +20,9 @@ from privrl.privacy.grid import bernoulli_rewards
 from privrl.privacy.privatizers import Privatizer, randomize_locally
 from privrl.seeding import user_generator
 from privrl.stats import Stats
-from privrl.worlds.evaluation import episode_regret, episode_regret_stochastic
 from privrl.worlds.linear_mixture import model_spec_of
 from privrl.worlds.tabular import TabularMDP
+from privrl.worlds.values import episode_regret, episode_regret_stochastic
 
 # episodes between two looks, in the generic in-process loop, for kernels compiled in the
 # background meanwhile (`privrl.accel`): the compiled loop then runs the rest, same numbers

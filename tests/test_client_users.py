@@ -8,7 +8,6 @@ import json
 import httpx
 import numpy as np
 import pytest
-from privrl.client.evaluator import regret_from_log
 from privrl.client.users import (
     Backoff,
     UserContext,
@@ -31,6 +30,7 @@ from privrl.protocol import (
     TrajectoryReport,
     VersionServed,
 )
+from privrl.regret import regret_from_log
 from privrl.run import Run, user_episode
 from privrl.stats import tabular_counts
 from privrl.worlds import episode_regret, riverswim

@@ -8,9 +8,9 @@ import re
 
 import numpy as np
 import pytest
-from privrl.evaluation import regret_from_log
 from privrl.privacy.calibration import calibrate
 from privrl.protocol import LedgerView, PolicyLog, RegretView
+from privrl.regret import regret_from_log
 from privrl.server.routes.dashboard import DASHBOARD
 from privrl.worlds import optimal_return, riverswim, uniform_random_return
 from support.server import create, play, public, spec

@@ -1,13 +1,5 @@
-"""Worlds: tabular and linear-mixture MDPs, exact evaluation, seeded trajectory sampling."""
+"""Worlds: tabular and linear-mixture MDPs, their exact values, seeded trajectory sampling."""
 
-from privrl.worlds.evaluation import (
-    episode_regret,
-    expected_return,
-    optimal_q,
-    optimal_return,
-    policy_values,
-    uniform_random_return,
-)
 from privrl.worlds.rollout import (
     N_UNIFORMS,
     TabularEnv,
@@ -21,6 +13,14 @@ from privrl.worlds.tabular import (
     garnet,
     load_npz,
     riverswim,
+)
+from privrl.worlds.values import (
+    episode_regret,
+    expected_return,
+    optimal_q,
+    optimal_return,
+    policy_values,
+    uniform_random_return,
 )
 
 from .gym import as_gymnasium_env, from_gymnasium, gymnasium_table
