@@ -328,7 +328,7 @@ def test_http_run_reproduces_the_in_process_run(apps: ClientFactory, inline_entr
             else:
                 run.ingest_noisy(noisy)
         run_id = create(client, config)
-        assert client.app.state.registry.runs[run_id].inline == (inline_entries > 0)
+        assert client.app.state.run_table.runs[run_id].inline == (inline_entries > 0)
         for k in range(cfg.episodes):
             ticket = claim(client, run_id)
             assert ticket["episode"] == k

@@ -20,7 +20,7 @@ from privrl.protocol import PolicyLog, RegretView
 from privrl.regret import regret_from_log
 from privrl.server.cache import ByteCache
 from privrl.server.errors import Refusal, error_responses
-from privrl.server.routes.common import in_thread, public_router, registry_of, settings_of
+from privrl.server.routes.common import in_thread, public_router, run_table_of, settings_of
 from privrl.worlds import optimal_return, uniform_random_return
 from privrl.worlds.registry import list_worlds, make
 from privrl.worlds.tabular import TabularMDP, WorldError
@@ -156,7 +156,7 @@ async def regret(
     """Regret of every reported episode (V*_1 - V^pi_1 of the policy it was served), computed
     from the public policy log in the named world; nothing is fed back to the learner. A world
     whose H*S*A*S over the run's horizon exceeds PRIVRL_MAX_CELLS is refused unbuilt."""
-    hosted = registry_of(request).get(run_id)
+    hosted = run_table_of(request).get(run_id)
     if world not in public_worlds():
         raise Refusal(422, "schema", f"world {world!r} is not a public named world: use one of"
                       f" {', '.join(public_worlds())}")

@@ -37,7 +37,7 @@ class Held:
     reason: str
 
 
-class Registry:
+class RunTable:
     """Run id -> HostedRun, plus runs that could not be rebuilt (served as 503, deletable)."""
 
     def __init__(
