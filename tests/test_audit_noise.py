@@ -12,7 +12,7 @@ from privrl.client.audit.noise import (
     moments,
     release_coefficients,
 )
-from privrl.client.audit.server import (
+from privrl.client.audit.server_attack import (
     Document,
     ServerAudit,
     central_noise,

@@ -29,7 +29,7 @@ from typing import IO, Any
 import httpx
 import uvicorn
 from privrl.client.audit.findings import AuditReport, Finding
-from privrl.client.audit.server import raw_looking, secret_looking, walk
+from privrl.client.audit.server_attack import raw_looking, secret_looking, walk
 from privrl.config import RunConfig
 from privrl.lab.auditing import count_families
 from privrl.lab.float_leaks import MAX_ENTRIES, LeakReport, count_candidates, float_leaks

@@ -1,4 +1,4 @@
-"""`privrl audit server`: audit a privrl server from outside, with public routes only (no token).
+"""`privrl audit server`: attack a privrl server from outside, with public routes only (no token).
 
 1. Read everything a visitor can: the run list, each run's info, billboard, ledger, policy and
    policy log, /metrics, /healthz, /readyz, the OpenAPI document, and every other GET route the
