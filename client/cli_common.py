@@ -24,7 +24,7 @@ from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
 from privrl.privacy.noise import NOISE_NAMES, SIMULATION_ONLY
 from privrl.wire import error_text
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.registry import BUILTINS
 from privrl.worlds.tabular import TabularMDP
 from pydantic import ValidationError

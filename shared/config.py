@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from privrl.privacy.noise import NoiseName
 from privrl.wire import FloatOrInfinity, JsonInt
-from privrl.worlds.linear_mixture import ModelSpec
+from privrl.worlds.model_spec import ModelSpec
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from privrl.privacy.grid import bernoulli_rewards
 from privrl.privacy.privatizers import Privatizer, randomize_locally
 from privrl.seeding import user_generator
 from privrl.stats import Stats
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.tabular import TabularMDP
 from privrl.worlds.values import episode_regret, episode_regret_stochastic
 

@@ -30,7 +30,7 @@ from privrl.privacy.tree import TreeCounter, improve_integer, smoothed_variance
 from privrl.run import Run
 from privrl.seeding import generator
 from privrl.worlds import riverswim
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.registry import make
 from support.discrete import pmf_pvalue
 

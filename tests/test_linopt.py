@@ -12,7 +12,7 @@ from privrl.algorithms.linmix import zhou
 from privrl.config import RunConfig
 from privrl.run import Run, run_in_process, user_episode
 from privrl.worlds import make
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.rollout import Trajectories, draw_uniforms, rollout_stochastic
 from privrl.worlds.values import episode_regret_stochastic, stochastic_policy_values
 

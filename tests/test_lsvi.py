@@ -18,7 +18,7 @@ from privrl.privacy.accountant import rho_to_epsilon
 from privrl.run import Run, run_in_process, user_episode
 from privrl.seeding import user_generator
 from privrl.worlds import make
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.rollout import draw_uniforms, rollout
 from pydantic import ValidationError
 

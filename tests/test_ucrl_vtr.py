@@ -13,7 +13,7 @@ from privrl.config import RunConfig
 from privrl.privacy.psd import mirror_upper
 from privrl.run import Run, run_in_process, user_episode
 from privrl.worlds import make
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.rollout import Trajectories
 
 HARD = make("lm-hard")

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..stats import Stats
 from ..wire import error_text
 from ..worlds.first_visit import FirstVisits
+from ..worlds.model_spec import model_spec_of
 from ..worlds.rollout import Trajectories, draw_uniforms, rollout, rollout_stochastic
 
 if TYPE_CHECKING:
@@ -206,8 +207,6 @@ class Algorithm(ABC):
                 f"the users' world has (S, A, H) = {shape} but the run is for"
                 f" {(cfg.n_states, cfg.n_actions, cfg.horizon)}: pass matching world options"
             )
-        from ..worlds.linear_mixture import model_spec_of
-
         if cfg.model is not None and model_spec_of(world) != cfg.model:
             raise ValueError(
                 "the users' world has another public model than the run (its features or"

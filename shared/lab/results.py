@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 
 from ..config import RunConfig
 from ..protocol import LedgerView
-from ..worlds.linear_mixture import model_spec_of
+from ..worlds.model_spec import model_spec_of
 from .experiments import WorldSpec, load, run_exact, save
 from .plots import cumulative_figure
 

@@ -27,11 +27,11 @@ from .gym import as_gymnasium_env, from_gymnasium, gymnasium_table
 from .linear_mixture import (
     LinearMixtureMDP,
     LinearMixtureModel,
-    ModelSpec,
     load_linear_npz,
     public_model,
     save_linear_npz,
 )
+from .model_spec import ModelSpec
 from .registry import WorldInfo, list_worlds, make
 
 __all__ = [
