@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from privrl.algorithms.ucbvi.counts import tabular_counts
 from privrl.client.api import ServerAPI
 from privrl.client.audit.noise import (
     increment_coefficients,
@@ -29,7 +30,6 @@ from privrl.privacy.noise import FLOAT_NOISE
 from privrl.privacy.tree import TreeCounter, release_variance
 from privrl.run import Run, user_episode
 from privrl.seeding import generator
-from privrl.stats import tabular_counts
 from privrl.worlds import riverswim
 from support.server import create, play, spec
 

@@ -8,6 +8,7 @@ import json
 import httpx
 import numpy as np
 import pytest
+from privrl.algorithms.ucbvi.counts import tabular_counts
 from privrl.client.users import (
     Backoff,
     UserContext,
@@ -32,7 +33,6 @@ from privrl.protocol import (
 )
 from privrl.regret import regret_from_log
 from privrl.run import Run, user_episode
-from privrl.stats import tabular_counts
 from privrl.worlds import episode_regret, riverswim
 
 MDP = riverswim(20)

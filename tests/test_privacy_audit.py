@@ -10,10 +10,10 @@ import math
 
 import numpy as np
 import pytest
+from privrl.algorithms.ucbvi.counts import tabular_counts
 from privrl.config import RunConfig
 from privrl.privacy.calibration import calibrate
 from privrl.privacy.tree import tree_levels
-from privrl.stats import tabular_counts
 from privrl.worlds.rollout import Trajectories
 
 S, A, H = 4, 2, 5

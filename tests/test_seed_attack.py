@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from privrl.algorithms.ucbvi.counts import tabular_counts
 from privrl.client.users import run_users
 from privrl.config import RunConfig
 from privrl.privacy.accountant import Ledger
@@ -28,7 +29,6 @@ from privrl.privacy.calibration import calibrate
 from privrl.privacy.privatizers import Central
 from privrl.protocol import PolicyLog
 from privrl.run import user_episode
-from privrl.stats import tabular_counts
 from support.server import AUTH, LiveServer, public, spec, user_report, world
 
 pytestmark = pytest.mark.slow  # every test here starts a real server process

@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from privrl.algorithms.ucbvi.counts import family_shapes, tabular_counts
 from privrl.algorithms.ucbvi.learner import DPUCBVI, iota
 from privrl.config import RunConfig
 from privrl.privacy.postprocess import project_counts
 from privrl.run import Run, run_in_process, user_episode
-from privrl.stats import family_shapes, tabular_counts
 from privrl.worlds import (
     garnet,
     optimal_q,
