@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from privrl.algorithms import bind, check
 from privrl.config import RunConfig
 from privrl.seeding import secret_seed
 from privrl.server import noise_epochs
@@ -190,7 +191,7 @@ class RunTable:
         The size of a run is the entries of its largest released statistic family (for
         DP-UCBVI: N(s,a,s'), H*S*A*S), as its algorithm declares them.
         """
-        families = config.algorithm().families()
+        families = bind(config).families()
         largest = max(families, key=lambda f: math.prod(f.shape), default=None)
         cells = math.prod(largest.shape) if largest is not None else 0
         if cells > self.max_cells:
@@ -221,6 +222,10 @@ class RunTable:
         `seed` is the admin's seed for a reproducible experiment; without one the run's noise
         seed comes from the OS CSPRNG. Either way it is a secret: no route or log shows it.
         """
+        try:  # what the create schema states: the algorithm exists, with this mode and knobs
+            check(config)
+        except ValueError as exc:
+            raise Refusal(422, "schema", f"invalid request: {exc}") from None
         self._check_ready()
         try:
             self.check_size(config)

@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 from privrl import accel
 from privrl.algorithms.base import Algorithm, Learner, Played, PolicyMessage
+from privrl.algorithms.registry import bind
 from privrl.config import RunConfig
 from privrl.privacy.accountant import Ledger
-from privrl.privacy.calibration import Calibration, calibrate
+from privrl.privacy.calibration import Calibration
 from privrl.privacy.grid import bernoulli_rewards
 from privrl.privacy.privatizers import Privatizer, randomize_locally
 from privrl.seeding import user_generator
@@ -64,8 +65,8 @@ class Run:
             raise ValueError("a run needs one server seed per replica")
         self.config = config
         self.seeds = [int(s) for s in seeds]
-        self.algorithm: Algorithm = config.algorithm()
-        self.calibration: Calibration = calibrate(config, self.algorithm.families())
+        self.algorithm: Algorithm = bind(config)
+        self.calibration: Calibration = self.algorithm.calibration()
         self.ledger = Ledger()
         self.learner: Learner = self.algorithm.learner(self.calibration, self.seeds)
         self.privatizer: Privatizer = self.algorithm.privatizer(

@@ -8,6 +8,7 @@ import json
 import httpx
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.algorithms.ucbvi.counts import tabular_counts
 from privrl.client.users import (
     Backoff,
@@ -18,7 +19,6 @@ from privrl.client.users import (
     run_users,
 )
 from privrl.config import RunConfig
-from privrl.privacy.calibration import calibrate
 from privrl.protocol import (
     Ack,
     NoisyReport,
@@ -52,7 +52,7 @@ def run_info(config: RunConfig, reported: int = 0) -> RunInfo:
 
 
 def params_of(config: RunConfig, scale_factor: float = 1.0) -> RandomizerParams | None:
-    cal = calibrate(config)
+    cal = bind(config).calibration()
     if cal.mode != "ldp":
         return None
     return RandomizerParams(
@@ -108,7 +108,7 @@ def test_jdp_report_is_the_raw_trajectory() -> None:
 
 def test_weaker_or_different_randomizer_is_refused() -> None:
     config = make_config("ldp", "gaussian")
-    cal = calibrate(config)
+    cal = bind(config).calibration()
     check_randomizer(params_of(config), cal)
     check_randomizer(params_of(config, scale_factor=2.0), cal)  # more noise is fine
     with pytest.raises(UserError, match="weaker"):

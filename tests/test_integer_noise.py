@@ -8,8 +8,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.config import RunConfig
-from privrl.privacy.calibration import calibrate
 from privrl.privacy.discrete import (
     discrete_gaussian,
     discrete_gaussian_variance,
@@ -111,7 +111,8 @@ def _linear_config(**kw) -> RunConfig:
 
 
 def test_calibration_adds_the_rounding_slack_under_integer_noise_only() -> None:
-    ints, floats = calibrate(_linear_config()), calibrate(_linear_config(noise="float"))
+    ints = bind(_linear_config()).calibration()
+    floats = bind(_linear_config(noise="float")).calibration()
     for name in ("gram", "target"):
         i, f = ints.family(name), floats.family(name)
         assert i.rounded and i.grid == FEATURE_GRID

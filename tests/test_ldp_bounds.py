@@ -12,8 +12,9 @@ import math
 
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.config import RunConfig
-from privrl.privacy.calibration import FALSE_REFUSAL, calibrate
+from privrl.privacy.calibration import FALSE_REFUSAL
 from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.privacy.noise import FLOAT_NOISE as FLOAT
 from privrl.seeding import generator
@@ -54,7 +55,7 @@ def demo_config(mechanism: str) -> RunConfig:
 def test_one_dishonest_user_moves_an_entry_by_a_few_noise_scales(mechanism, shift) -> None:
     """The README's figures under integer noise (28.16 / 7.23 with float noise: the discrete
     Laplace tail and the grid step widen the margin a little)."""
-    cal = calibrate(demo_config(mechanism))
+    cal = bind(demo_config(mechanism)).calibration()
     assert cal.report_entries() == 20 * 6 * 2 * 6 + 20 * 6 * 2
     assert cal.max_shift() == pytest.approx(shift, abs=0.01)
 
@@ -66,7 +67,7 @@ def test_server_accepts_up_to_the_bound_and_refuses_beyond(apps: Apps, mechanism
     config = spec("ldp", episodes=8, epsilon=1.0, mechanism=mechanism, delta=delta)
     run_id = create(client, config)
     play(client, run_id, config, 3)  # honest reports pass
-    cal = calibrate(public(config))
+    cal = bind(public(config)).calibration()
     margin = cal.acceptance_margin()
     assert 0 < margin < 40 * cal.noise_scale
     shapes = {f.name: f.shape for f in cal.families}

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.algorithms.linmix import zhou
 from privrl.config import RunConfig
 from privrl.run import Run, run_in_process, user_episode
@@ -192,7 +193,7 @@ def test_ledger_is_honest(privacy: str) -> None:
 
 def test_sensitivities_by_brute_force() -> None:
     world = make("zhou-mix", 3, n_states=3, n_actions=2, d=3, reward_dim=2)
-    algo = cfg(mdp=world, episodes=8).algorithm()
+    algo = bind(cfg(mdp=world, episodes=8))
     fams = {f.name: f for f in algo.families()}
     rng = np.random.default_rng(1)
     paths = np.array(list(itertools.product(range(world.S), repeat=world.H + 1)))
@@ -249,6 +250,6 @@ def test_learning_with_the_practical_preset() -> None:
 
 def test_refusals() -> None:
     with pytest.raises(ValueError, match="reward features"):
-        cfg(mdp=make("lm-hard")).algorithm()
+        bind(cfg(mdp=make("lm-hard")))
     with pytest.raises(ValueError, match="Gaussian"):
-        cfg(preset="faithful", mechanism="laplace", delta=0.0).algorithm()
+        bind(cfg(preset="faithful", mechanism="laplace", delta=0.0))

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.algorithms.linmix import luyo
 from privrl.config import RunConfig
 from privrl.privacy.psd import mirror_upper
@@ -79,8 +80,8 @@ def _upper(x: np.ndarray) -> np.ndarray:
 def test_per_step_caps_shrink_the_sensitivity() -> None:
     """Practical clips Q~_h at H-h+1, so V~_{h+1} <= H-h bounds step h: sqrt(2 sum c^4) instead
     of sqrt(2 (H-1)) H^2 for the Gram family (both presets' last step carries no data)."""
-    practical = {f.name: f for f in cfg().algorithm().families()}
-    faithful = {f.name: f for f in cfg(preset="faithful").algorithm().families()}
+    practical = {f.name: f for f in bind(cfg()).families()}
+    faithful = {f.name: f for f in bind(cfg(preset="faithful")).families()}
     caps = np.array([4.0, 3.0, 2.0, 1.0])
     assert practical["gram"].l2 == pytest.approx(math.sqrt(2 * np.sum(caps**4)))
     assert practical["target"].l2 == pytest.approx(math.sqrt(np.sum((2 * caps**2) ** 2)))
@@ -94,7 +95,7 @@ def test_sensitivities_by_brute_force(preset: str) -> None:
     each family (on its released coordinates) stays within the declared l1 and l2."""
     world = make("lm-hard", 3, d=3, gap=0.1)  # S = 5, A = 4, H = 3
     config = cfg(world, episodes=8, preset=preset, privacy="none")
-    algo = config.algorithm()
+    algo = bind(config)
     fams = {f.name: f for f in algo.families()}
     rng = np.random.default_rng(0)
     paths = np.array(list(itertools.product(range(world.S), repeat=world.H + 1)))
@@ -128,7 +129,7 @@ def test_sensitivities_by_brute_force(preset: str) -> None:
 def test_statistics_clip_an_oversized_message() -> None:
     """A message with values outside [0, H] cannot push a user's statistics past the bounds."""
     config = cfg(episodes=4)
-    algo = config.algorithm()
+    algo = bind(config)
     bad = np.full((1, HARD.H + 1, HARD.S), 1e6)
     traj = Trajectories(np.zeros((1, HARD.H + 1), dtype=np.int64),
                         np.zeros((1, HARD.H), dtype=np.int64), np.zeros((1, HARD.H)))
@@ -283,15 +284,15 @@ def test_privacy_costs_utility() -> None:
 
 def test_refusals() -> None:
     with pytest.raises(ValueError, match="needs a public linear-mixture model"):
-        RunConfig(algo="ucrl-vtr", n_states=7, n_actions=8, horizon=5, episodes=10,
-                  privacy="none").algorithm()
+        bind(RunConfig(algo="ucrl-vtr", n_states=7, n_actions=8, horizon=5, episodes=10,
+                       privacy="none"))
     zhou = make("zhou-mix")
     with pytest.raises(ValueError, match="only reward features"):
-        cfg(zhou).algorithm()
+        bind(cfg(zhou))
     with pytest.raises(ValueError, match="Gaussian"):
-        cfg(preset="faithful", mechanism="laplace", delta=0.0).algorithm()
+        bind(cfg(preset="faithful", mechanism="laplace", delta=0.0))
     with pytest.raises(ValueError, match=r"\(S, A, H\)"):
-        cfg(n_states=6).algorithm()
+        bind(cfg(n_states=6))
     lap = run_in_process(cfg(mechanism="laplace", delta=0.0, episodes=20), HARD, [0])
     assert 0.5 < lap.ledger.epsilon_pure <= 1.0 + 1e-12  # Laplace: an extension, never over
 

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..privacy.calibration import calibrate
+from ..privacy.privatizers import make_privatizer
 from ..stats import Stats
 from ..wire import error_text
 from ..worlds.first_visit import FirstVisits
@@ -213,12 +215,14 @@ class Algorithm(ABC):
                 " rewards differ): pass the run's world and its options"
             )
 
+    def calibration(self) -> Calibration:
+        """The run's noise, calibrated from its budget and `families()`."""
+        return calibrate(self.config, self.families())
+
     def privatizer(self, calibration: Calibration, seeds: list[int], max_items: int
                    ) -> Privatizer:
         """The server-side privacy layer of a run. Default: the generic one of the privacy
         mode (exact sums, tree counters, or the LDP aggregator) over `families()`."""
-        from ..privacy.privatizers import make_privatizer
-
         return make_privatizer(calibration, seeds, max_items)
 
     def message_arrays(self) -> dict[str, tuple[int, ...]]:

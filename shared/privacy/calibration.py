@@ -202,15 +202,12 @@ class Calibration:
         )
 
 
-def calibrate(config: RunConfig, families: Sequence[Family] | None = None) -> Calibration:
+def calibrate(config: RunConfig, families: Sequence[Family]) -> Calibration:
     """Calibrate the run's noise from its budget and its algorithm's released families.
 
-    `families` defaults to what `config`'s algorithm declares. Every family is released with one
-    mechanism: its scale comes from the largest sensitivity (a family with a smaller one spends
-    less, and the ledger records what it actually spends).
+    Every family is released with one mechanism: its scale comes from the largest sensitivity
+    (a family with a smaller one spends less, and the ledger records what it actually spends).
     """
-    if families is None:
-        families = config.algorithm().families()
     families = tuple(families)
     if (config.privacy != "none" and not math.isinf(config.epsilon)
             and noise_backend(config.noise).integer):

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import numpy as np
 from fastapi.testclient import TestClient
+from privrl.algorithms import bind
 from privrl.client.procs import free_port
 from privrl.config import RunConfig
-from privrl.privacy.calibration import calibrate
 from privrl.protocol import PolicyPayload, RunInfo, RunRequest, Ticket
 from privrl.run import user_episode
 from privrl.server.app import create_app
@@ -54,7 +54,7 @@ def user_report(
     cfg = public(config)
     message = PolicyPayload.model_validate(ticket["policy"]).message()
     traj, noisy = user_episode(
-        mdp, message, [client_seed], ticket["episode"], cfg.algorithm(), calibrate(cfg)
+        mdp, message, [client_seed], ticket["episode"], bind(cfg), bind(cfg).calibration()
     )
     if noisy is None:
         return {
