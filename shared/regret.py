@@ -36,10 +36,6 @@ class RunRegret:
         """Mean per-episode regret over the last `episodes` episodes."""
         return float(self.regret[-episodes:].mean()) if self.regret.size else float("nan")
 
-    def policy_of(self, episode: int) -> np.ndarray:
-        """The policy (H, S) served at the `episode`-th reported episode."""
-        return self.policies[int(self.versions[episode])]
-
 
 def version_regret(
     mdp: TabularMDP,

@@ -220,7 +220,7 @@ def test_regret_from_policy_log() -> None:
     ev = regret_from_log(MDP, log)
     expected = [float(episode_regret(MDP, pols[v])) for v in (1, 1, 2, 5, 5)]
     np.testing.assert_allclose(ev.regret, expected, rtol=0, atol=1e-12)
-    np.testing.assert_array_equal(ev.policy_of(3), pols[5])
+    np.testing.assert_array_equal(ev.policies[int(ev.versions[3])], pols[5])
     assert [log.version_of(k) for k in range(7)] == [1, 1, 1, 2, 5, 5, 5]
     bad = PolicyLog(run_id="r", versions={1: pols[1].tolist()},
                     served={7: VersionServed(first_episode=0, claimed=1, reported=1, expired=0)})
