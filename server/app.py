@@ -18,7 +18,7 @@ from privrl import algorithms
 from privrl.protocol import API_VERSION
 from privrl.server.admission import InFlight, ReadSlots
 from privrl.server.errors import install_error_handlers
-from privrl.server.heap import GcPauses, settle
+from privrl.server.gc_pauses import GcPauses
 from privrl.server.highwater import HighWater
 from privrl.server.limits import BodySizeLimit
 from privrl.server.metrics import LatencyMiddleware, Metrics
@@ -104,10 +104,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings.admin_token is None:
             log.warning("PRIVRL_ADMIN_TOKEN is not set: admin routes answer 503")
         async def rebuild() -> None:
-            # the server's long-lived heap, out of the collector's way, before it says ready
-            then = settle if settings.freeze_heap else None
             try:
-                await anyio.to_thread.run_sync(table.rebuild_all, then)
+                await anyio.to_thread.run_sync(table.rebuild_all)
             except Exception as exc:
                 log.exception("rebuilding runs from the store failed")
                 table.rebuild_error = f"{type(exc).__name__}: {exc}"

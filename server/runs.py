@@ -9,7 +9,6 @@ import math
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -58,9 +57,9 @@ class RunTable:
         self.stopping = False
         self.rebuild_error: str | None = None
 
-    def rebuild_all(self, before_ready: Callable[[], None] | None = None) -> None:
-        """Replay every stored run (a run that fails to replay is reported, not served); then
-        `before_ready()` (e.g. settling the heap), then ready."""
+    def rebuild_all(self) -> None:
+        """Replay every stored run (a run that fails to replay is reported, not served), then
+        say ready."""
         self.deleted = self.store.deleted_ids()
         for row in self.store.runs():
             if self.stopping:
@@ -85,8 +84,6 @@ class RunTable:
             if run_id not in live and not mark.deleted and run_id not in self.deleted:
                 self._hold(run_id, None, f"the server published {mark.reported} reports of it,"
                            " but the store has no such run")
-        if before_ready is not None:
-            before_ready()
         self.ready = True
 
     def _admit(self, hosted: HostedRun) -> None:

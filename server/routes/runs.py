@@ -11,7 +11,6 @@ from privrl.protocol import CredentialList, Recovery, RunInfo, RunList, RunReque
 from privrl.server.auth import require_admin
 from privrl.server.credentials import MAX_ISSUED, credential_key, issue
 from privrl.server.errors import UNKNOWN_QUERY, Refusal, error_responses
-from privrl.server.heap import settle
 from privrl.server.routes.common import (
     ensure_alive,
     in_thread,
@@ -71,8 +70,6 @@ async def create_run(
     table = run_table_of(request)
     seq = settings_of(request).sequential if sequential is None else sequential
     hosted = await in_thread(table.create, body.public(), seq, body.seed, credentials)
-    if settings_of(request).freeze_heap:  # the new run (and kernels it loaded), frozen too
-        await in_thread(settle)
     return hosted.info(time.time())
 
 

@@ -208,9 +208,8 @@ class Apps:
         self.opened: list[TestClient] = []
 
     def __call__(self, **overrides: Any) -> TestClient:
-        # the test process's heap is not a server's: freezing it would keep test garbage
-        # nor is a test a flood of public reads: their pacing is tested on its own
-        fields: dict[str, Any] = {"admin_token": ADMIN, "db": self.db, "freeze_heap": False,
+        # a test is not a flood of public reads: their pacing is tested on its own
+        fields: dict[str, Any] = {"admin_token": ADMIN, "db": self.db,
                                   "max_reads_per_second": 1e6}
         fields.update(overrides)
         client = TestClient(create_app(Settings(**fields)))
