@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..algorithms import registry
 from ..config import RunConfig
 from ..protocol import LedgerView
 from ..worlds.model_spec import model_spec_of
@@ -112,8 +113,6 @@ def simulate(
     the algorithm's own world; a linear-mixture world's public model goes into the configuration.
     """
     if world is None:
-        from ..algorithms import registry
-
         world = registry.get(algorithm).default_world
     spec = WorldSpec(world, horizon, dict(world_params or {}))
     mdp = spec.build()
