@@ -90,7 +90,7 @@ def _auditor_rng(seed: int | None, role: str):
 
 def cmd_audit_server(args: argparse.Namespace) -> int:
     """privrl audit server: public routes only; exit 1 when anything is found."""
-    from privrl.client.audit.server import audit_server
+    from privrl.client.audit.server_attack import audit_server
 
     server = args.server or os.environ.get(SERVER_ENV, "")
     if not server:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from privrl import algorithms
+from privrl.algorithms import bind
 from privrl.argtypes import non_negative_int as non_negative_int  # re-exported for the commands
 from privrl.argtypes import positive_float as positive_float
 from privrl.argtypes import positive_int as positive_int
@@ -25,7 +26,7 @@ from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
 from privrl.privacy.noise import NOISE_NAMES, SIMULATION_ONLY
 from privrl.wire import error_text
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.registry import BUILTINS
 from privrl.worlds.tabular import TabularMDP
 from pydantic import ValidationError
@@ -267,7 +268,7 @@ def world_of_run(run: RunConfig) -> WorldSpec:
         takes = BUILTINS[run.model.name].params
         params = {k: v for k, v in run.model.params.items() if k in takes and takes[k] != v}
         return WorldSpec(run.model.name, run.horizon, params)
-    name = run.algorithm().default_world
+    name = bind(run).default_world
     takes = BUILTINS[name].params if name in BUILTINS else {}
     params = {k: v for k, v in (("n_states", run.n_states), ("n_actions", run.n_actions))
               if k in takes and takes[k] != v}
@@ -286,7 +287,7 @@ def run_world(args: argparse.Namespace, run: RunConfig) -> TabularMDP:
     world when it does not fit the run."""
     mdp = world_from_args(args, run).build()
     try:
-        run.algorithm().check_world(mdp)
+        bind(run).check_world(mdp)
     except ValueError as exc:
         try:
             hint = f"this run is for `{world_options(world_of_run(run))}`"
@@ -327,7 +328,7 @@ def config_from_args(
             preset=args.preset,
             knobs=knobs or None,
         )
-        config.algorithm()  # the algorithm's own rules across fields
+        bind(config)  # the algorithm's own rules across fields
     except ValidationError as exc:
         raise CliError(pydantic_message(exc)) from None
     except ValueError as exc:

@@ -8,13 +8,11 @@ server served at episode k's claim, computed by backward induction in the true w
 from __future__ import annotations
 
 from privrl.client.api import ApiError, ServerAPI
-from privrl.evaluation import Evaluation, regret_from_log
+from privrl.regret import RunRegret, regret_from_log
 from privrl.worlds.tabular import TabularMDP
 
-__all__ = ["Evaluation", "evaluate", "regret_from_log"]
 
-
-def evaluate(server: str, run_id: str, mdp: TabularMDP, api: ServerAPI | None = None) -> Evaluation:
+def evaluate(server: str, run_id: str, mdp: TabularMDP, api: ServerAPI | None = None) -> RunRegret:
     """Fetch the public policy log of `run_id` and compute the exact regret in `mdp`."""
     own = api is None
     api = api or ServerAPI(server)

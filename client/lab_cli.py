@@ -25,8 +25,7 @@ from privrl.client.cli_common import (
 )
 from privrl.client.load.cli import add_bench_http
 from privrl.config import RunConfig
-from privrl.lab.executors import EXECUTORS
-from privrl.lab.experiments import TAIL
+from privrl.lab.experiments import EXECUTORS, TAIL
 from privrl.worlds.tabular import TabularMDP
 
 RUN_OUTPUTS = ("summary.json", "regret.png", "frontier.png")  # what `privrl run` writes to --out
@@ -50,8 +49,8 @@ def sweep_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """privrl run: in-process runs (a sweep when several values are given)."""
-    from privrl.lab.executors import ExecutorError, make_executor
-    from privrl.lab.experiments import run_many, save
+    from privrl.lab.executors import ExecutorError
+    from privrl.lab.experiments import make_executor, run_many, save
     from privrl.lab.plots import plot_cumulative, plot_frontier
 
     out = Path(args.out)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from privrl.algorithms import bind
 from privrl.client.cli_common import (
     CliError,
     epsilon_value,
@@ -137,7 +138,7 @@ def cmd_round(args: argparse.Namespace) -> int:
         published = record["theta"]
         record["in_process"] = {
             "seconds": time.perf_counter() - started,
-            "rmse": pe.rmse(world.values(), config.algorithm().phi, reference),  # type: ignore[attr-defined]
+            "rmse": pe.rmse(world.values(), bind(config).phi, reference),  # type: ignore[attr-defined]
             "max_abs_difference": float(max(abs(a - b) for a, b in zip(
                 published, reference.tolist(), strict=True))),
             "identical": published == reference.tolist(),
@@ -156,7 +157,7 @@ def _round_record(config: Any, world: Any, swarm: dict[str, Any], arrays: dict[s
     theta = arrays.get("theta")
     if theta is None:
         raise CliError("the run finished but published no theta (every report counted?)")
-    phi = config.algorithm().phi
+    phi = bind(config).phi
     keep = ("reported", "refused", "seconds", "episodes_per_second", "claim_ms_p50",
             "claim_ms_p99", "report_ms_p50", "report_ms_p99", "report_bytes_max")
     return {

@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+from privrl.algorithms import bind
 from privrl.algorithms.base import Algorithm
 from privrl.client.api import (
     check_url,
@@ -32,7 +33,7 @@ from privrl.client.api import (
     run_path,
 )
 from privrl.config import RunConfig
-from privrl.privacy.calibration import Calibration, calibrate
+from privrl.privacy.calibration import Calibration
 from privrl.protocol import (
     API_VERSION,
     CLIENT_KEEPALIVE_SECONDS,
@@ -123,12 +124,12 @@ class UserContext:
     def create(cls, info: RunInfo, mdp: TabularMDP | Any) -> UserContext:
         """Check the world fits the run's public model class and calibrate from the config."""
         cfg = info.config
-        algorithm = cfg.algorithm()
+        algorithm = bind(cfg)
         try:
             algorithm.check_world(mdp)
         except ValueError as exc:
             raise UserError(f"run {info.id}: {exc}") from None
-        return cls(info.id, cfg, calibrate(cfg, algorithm.families()), mdp, algorithm)
+        return cls(info.id, cfg, algorithm.calibration(), mdp, algorithm)
 
 
 def check_randomizer(params: RandomizerParams | None, calibration: Calibration) -> None:

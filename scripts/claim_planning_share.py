@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from fastapi.testclient import TestClient
+from privrl.algorithms import bind
 from privrl.algorithms.ucbvi import UCBVILearner
 from privrl.config import RunConfig
-from privrl.privacy.calibration import calibrate
 from privrl.protocol import PolicyPayload, RunRequest
 from privrl.run import user_episode
 from privrl.server.app import create_app
@@ -62,7 +62,8 @@ def main(argv: list[str]) -> int:
                 assert created.status_code == 201, created.text
                 run_id = created.json()["id"]
                 config: RunConfig = request.public()
-                algorithm, calibration = config.algorithm(), calibrate(config)
+                algorithm = bind(config)
+                calibration = algorithm.calibration()
                 claims, plans = [], []
                 for _ in range(args.episodes):
                     before = len(planned)

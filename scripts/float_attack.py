@@ -23,7 +23,7 @@ from privrl import algorithms
 from privrl.config import RunConfig
 from privrl.lab.float_leaks import LeakReport, float_leaks
 from privrl.run import Run
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.registry import make
 
 

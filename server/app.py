@@ -1,4 +1,4 @@
-"""The FastAPI application: `create_app(settings)` wires store, registry, metrics and routes.
+"""The FastAPI application: `create_app(settings)` wires store, run table, metrics and routes.
 
 The HTTP layer only moves validated messages; the algorithm lives in `privrl.run.Run`. Runs are
 rebuilt from the store in a background thread at startup: /healthz answers at once, /readyz and
@@ -18,13 +18,13 @@ from privrl import algorithms
 from privrl.protocol import API_VERSION
 from privrl.server.admission import InFlight, ReadSlots
 from privrl.server.errors import install_error_handlers
-from privrl.server.heap import GcPauses, settle
+from privrl.server.gc_pauses import GcPauses
 from privrl.server.highwater import HighWater
 from privrl.server.limits import BodySizeLimit
 from privrl.server.metrics import LatencyMiddleware, Metrics
 from privrl.server.openapi import install_openapi
-from privrl.server.registry import Registry
-from privrl.server.routes import apidocs, dashboard, episodes, evaluation, ops, public, runs
+from privrl.server.routes import apidocs, dashboard, episodes, ops, public, regret, runs
+from privrl.server.runs import RunTable
 from privrl.server.settings import Settings
 from privrl.server.store import Store
 from privrl.server.writer import Writer
@@ -91,30 +91,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         store = Store(settings.db, synchronous=settings.db_synchronous,
                       exclusive=settings.db_exclusive)
         highwater = HighWater.beside(store.path)
-        registry = Registry(
+        table = RunTable(
             store, settings.run_limits(), settings.max_cells, settings.max_body_bytes, highwater
         )
         writer = Writer(store, on_commit=metrics.committed, highwater=highwater)
         writer.start()
-        metrics.watch_runs(lambda: list(registry.runs.values()))
+        metrics.watch_runs(lambda: list(table.runs.values()))
         app.state.store = store
-        app.state.registry = registry
+        app.state.run_table = table
         app.state.writer = writer
         log.info("store %s open; rebuilding runs", settings.db)
         if settings.admin_token is None:
             log.warning("PRIVRL_ADMIN_TOKEN is not set: admin routes answer 503")
         async def rebuild() -> None:
-            # the server's long-lived heap, out of the collector's way, before it says ready
-            then = settle if settings.freeze_heap else None
             try:
-                await anyio.to_thread.run_sync(registry.rebuild_all, then)
+                await anyio.to_thread.run_sync(table.rebuild_all)
             except Exception as exc:
                 log.exception("rebuilding runs from the store failed")
-                registry.rebuild_error = f"{type(exc).__name__}: {exc}"
+                table.rebuild_error = f"{type(exc).__name__}: {exc}"
                 return
             log.info(
                 "ready: %d run(s) rebuilt, %d failed, %d held (store behind what was published)",
-                len(registry.runs), len(registry.failed), len(registry.held),
+                len(table.runs), len(table.failed), len(table.held),
             )
 
         task = asyncio.create_task(rebuild())
@@ -123,7 +121,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             gc_pauses.stop()
-            registry.stopping = True
+            table.stopping = True
             await task
             await writer.close()
         store.close()
@@ -146,7 +144,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.in_flight = InFlight(settings.max_in_flight)
     app.state.read_slots = ReadSlots(settings.max_reads_per_address,
                                      settings.max_reads_per_second)
-    for module in (runs, episodes, public, evaluation):  # the v1 API: unknown query refused
+    for module in (runs, episodes, public, regret):  # the v1 API: unknown query refused
         app.include_router(module.router)
     app.include_router(ops.router)  # probes and scrapers: lenient
     app.include_router(dashboard.router)  # the page at / (public routes only)

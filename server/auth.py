@@ -58,7 +58,7 @@ def claim_source(
 ) -> str:
     """Who asks for a claim: its credential's id when the run requires credentials (401 none,
     403 forged or another run's), else its network address."""
-    hosted = request.app.state.registry.get(run_id)
+    hosted = request.app.state.run_table.get(run_id)
     if hosted.row.credentials:
         token = credentials.credentials if credentials is not None else None
         return "credential:" + verify(credential_key(request.app.state.settings), run_id, token)

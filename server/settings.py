@@ -48,13 +48,6 @@ class Settings(BaseSettings):
         description="comma-separated Python modules of third-party algorithms, imported at"
         " start (each registers its algorithm); the built-ins need none",
     )
-    freeze_heap: bool = Field(
-        True,
-        description="after start, after each new run and once the compiled kernels are loaded,"
-        " collect once and freeze what is alive (gc.freeze), so the cycle collector's full"
-        " passes, which stop the event loop, scan only newer objects; off for an app sharing"
-        " its process with other work (tests)",
-    )
     db_exclusive: bool = Field(
         True,
         description="the server is the only process using the database: SQLite's unix-excl VFS"

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from privrl.algorithms.registry import bind
 from privrl.config import RunConfig
 from privrl.privacy.accountant import Budget, Charge, Ledger, Totals
-from privrl.privacy.calibration import calibrate
 
 # the epsilons the bisection for a fitting budget looks between
 SEARCH_RANGE = (1e-3, 1e7)
@@ -39,9 +39,8 @@ def plan_totals(plan: Sequence[Charge], delta: float) -> Totals:
 
 def release_plan(config: RunConfig) -> list[Charge]:
     """Every charge `config`'s run can make over its K episodes (no run, no noise drawn)."""
-    algorithm = config.algorithm()
-    calibration = calibrate(config, algorithm.families())
-    return algorithm.privatizer(calibration, [0], config.episodes).plan()
+    algorithm = bind(config)
+    return algorithm.privatizer(algorithm.calibration(), [0], config.episodes).plan()
 
 
 def planned_totals(config: RunConfig) -> Totals:

@@ -10,15 +10,12 @@ it can recompute the noise and subtract it), so seeds travel separately (`privrl
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from privrl.privacy.noise import NoiseName
 from privrl.wire import FloatOrInfinity, JsonInt
-from privrl.worlds.linear_mixture import ModelSpec
+from privrl.worlds.model_spec import ModelSpec
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
-
-if TYPE_CHECKING:
-    from .algorithms.base import Algorithm
 
 PrivacyMode = Literal["none", "jdp", "ldp"]
 MechanismName = Literal["laplace", "gaussian"]
@@ -127,22 +124,10 @@ class RunConfig(BaseModel):
                 raise ValueError("the Gaussian mechanism needs 0 < delta < 1 (e.g. --delta 1e-5)")
         if self.privacy != "none" and self.mechanism == "laplace" and self.delta != 0:
             raise ValueError("the Laplace mechanism is pure epsilon-DP: leave delta at 0")
-        # What the schema states too: the algorithm exists and has this privacy mode and knobs.
-        # Rules across fields (e.g. features that need more states) are the algorithm's, checked
-        # when it is bound (`algorithm()`): a server answers them as a run it cannot build.
-        from .algorithms import registry
-
-        algo = registry.get(self.algo)
-        algo.check_mode(self.privacy)
-        algo.resolve_knobs(self.preset, self.knobs)
+        # Whether the algorithm exists and has this privacy mode and knobs is the registry's
+        # to say, where a run is made (`privrl.algorithms.registry.bind`, and `check` on a
+        # server): a configuration is plain data and imports no algorithm.
         return self
-
-    def algorithm(self) -> Algorithm:
-        """The registered algorithm bound to this configuration (knobs resolved and checked
-        against the rest of the configuration: ValueError if they do not fit)."""
-        from .algorithms import registry
-
-        return registry.get(self.algo)(self)
 
     @property
     def accounting_delta(self) -> float:

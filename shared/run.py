@@ -14,17 +14,18 @@ from typing import Any
 import numpy as np
 from privrl import accel
 from privrl.algorithms.base import Algorithm, Learner, Played, PolicyMessage
+from privrl.algorithms.registry import bind
 from privrl.budget import refuse_overspending, run_budget
 from privrl.config import RunConfig
 from privrl.privacy.accountant import BudgetExhausted, Ledger
-from privrl.privacy.calibration import Calibration, calibrate
+from privrl.privacy.calibration import Calibration
 from privrl.privacy.grid import bernoulli_rewards
 from privrl.privacy.privatizers import Privatizer, randomize_locally
 from privrl.seeding import user_generator
 from privrl.stats import Stats
-from privrl.worlds.evaluation import episode_regret, episode_regret_stochastic
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.tabular import TabularMDP
+from privrl.worlds.values import episode_regret, episode_regret_stochastic
 
 # episodes between two looks, in the generic in-process loop, for kernels compiled in the
 # background meanwhile (`privrl.accel`): the compiled loop then runs the rest, same numbers
@@ -66,8 +67,8 @@ class Run:
             raise ValueError("a run needs one server seed per replica")
         self.config = config
         self.seeds = [int(s) for s in seeds]
-        self.algorithm: Algorithm = config.algorithm()
-        self.calibration: Calibration = calibrate(config, self.algorithm.families())
+        self.algorithm: Algorithm = bind(config)
+        self.calibration: Calibration = self.algorithm.calibration()
         self.privatizer: Privatizer = self.algorithm.privatizer(
             self.calibration, self.seeds, config.episodes
         )

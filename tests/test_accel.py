@@ -231,7 +231,7 @@ def test_compiled_regret_equals_the_evaluators(states: int) -> None:
     """The kernel's exact regret is `episode_regret`'s number, bit for bit, on both sides of
     numpy's 8-term and 128-term summation thresholds (S = 150: the halving sum)."""
     from privrl.accel.evaluation import policy_regret
-    from privrl.worlds.evaluation import episode_regret, optimal_return
+    from privrl.worlds.values import episode_regret, optimal_return
 
     mdp = riverswim(20) if states == 6 else garnet(states, 3, 6, seed=states)
     policies = np.random.default_rng(states).integers(0, mdp.A, (40, mdp.H, mdp.S))

@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.algorithms.base import PolicyMessage
 from privrl.lab.auditing import count_families
 from privrl.lab.float_leaks import LeakReport, count_candidates, float_leaks
-from privrl.privacy.calibration import calibrate
 from privrl.protocol import PolicyPayload
 from privrl.run import user_episode
 from privrl.seeding import generator
@@ -57,7 +57,7 @@ def one_user(http: httpx.Client, run_id: str, config: dict[str, Any], client_see
     ticket = http.post(f"/v1/runs/{run_id}/claims").json()
     message: PolicyMessage = PolicyPayload.model_validate(ticket["policy"]).message()
     traj, noisy = user_episode(mdp, message, [client_seed], ticket["episode"],
-                               cfg.algorithm(), calibrate(cfg))
+                               bind(cfg), bind(cfg).calibration())
     if noisy is None:
         body = {"kind": "trajectory", "ticket": ticket["ticket"],
                 "states": traj.states[0].tolist(), "actions": traj.actions[0].tolist(),
@@ -66,14 +66,14 @@ def one_user(http: httpx.Client, run_id: str, config: dict[str, Any], client_see
         body = {"kind": "noisy", "ticket": ticket["ticket"],
                 "arrays": {n: a[0].ravel().tolist() for n, a in noisy.items()}}
     assert http.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200
-    return cfg.algorithm().user_statistics(traj, message), body
+    return bind(cfg).user_statistics(traj, message), body
 
 
 def attack(config: dict[str, Any], released: dict[str, Any], clean: Stats
            ) -> tuple[LeakReport, int]:
     """The outsider's test on released arrays (one clean value + one draw per entry), and how
     many proven values differ from the truth."""
-    cal, cfg = calibrate(public(config)), public(config)
+    cal, cfg = bind(public(config)).calibration(), public(config)
     total, wrong = LeakReport(), 0
     counts = count_families(cfg, generator(0, "test"))
     assert counts == ("sas",)  # RiverSwim's rewards 0.005 are no count: "r" is left out

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from privrl.algorithms import bind
+from privrl.algorithms.ucbvi.counts import tabular_counts
 from privrl.client.api import ServerAPI
 from privrl.client.audit.noise import (
     increment_coefficients,
@@ -12,7 +14,7 @@ from privrl.client.audit.noise import (
     moments,
     release_coefficients,
 )
-from privrl.client.audit.server import (
+from privrl.client.audit.server_attack import (
     Document,
     ServerAudit,
     central_noise,
@@ -23,13 +25,11 @@ from privrl.client.audit.server import (
     secret_looking,
 )
 from privrl.config import RunConfig
-from privrl.privacy.calibration import calibrate
 from privrl.privacy.mechanisms import Laplace
 from privrl.privacy.noise import FLOAT_NOISE
 from privrl.privacy.tree import TreeCounter, release_variance
 from privrl.run import Run, user_episode
 from privrl.seeding import generator
-from privrl.stats import tabular_counts
 from privrl.worlds import riverswim
 from support.server import create, play, spec
 
@@ -94,7 +94,7 @@ def test_honest_increments_pass_and_under_noised_ones_are_flagged(privacy, prese
     cfg = config(privacy, preset)
     honest = feed(Run(cfg, [11]), 40, client_seed=12)
     quiet = feed(Run(cfg, [11]), 40, client_seed=12, scale=0.5)
-    cal = calibrate(cfg)
+    cal = bind(cfg).calibration()
     for t1, t2 in ((9, 16), (16, 17), (20, 40)):
         ok = increment_test(cal, t1, honest[t1 - 1][1], t2, honest[t2 - 1][1], 1e-3)
         assert ok.decisive and not ok.flagged and 0.8 < ok.ratio < 1.25, ok
@@ -105,7 +105,7 @@ def test_honest_increments_pass_and_under_noised_ones_are_flagged(privacy, prese
 def test_false_alarm_rate_is_at_most_alpha() -> None:
     """Pure declared noise plus arbitrary fixed data: flagged in at most alpha of the trials."""
     cfg = config("jdp", "practical", episodes=64)
-    cal = calibrate(cfg)
+    cal = bind(cfg).calibration()
     rng = generator(3, "false-alarm")
     shapes = [f.shape for f in cal.families]
     sigma = cal.mechanism.std()
@@ -127,7 +127,7 @@ def test_the_right_seed_rederives_the_central_noise(preset: str) -> None:
     run = Run(cfg, [2024])
     history = feed(run, 21, client_seed=5)
     t, released, exact = history[-1]
-    cal = calibrate(cfg)
+    cal = bind(cfg).calibration()
     arrays = {f.name: a for f, a in zip(cal.families, released, strict=True)}
     noise = central_noise(cal, 2024, cfg.episodes, t)
     for f in cal.families:
@@ -140,7 +140,7 @@ def test_the_right_users_seed_rederives_the_local_noise() -> None:
     cfg = config("ldp")
     run = Run(cfg, [1])
     t, released, exact = feed(run, 15, client_seed=77)[-1]
-    cal = calibrate(cfg)
+    cal = bind(cfg).calibration()
     arrays = {f.name: a for f, a in zip(cal.families, released, strict=True)}
     noise = local_noise(cal, cfg.horizon, 77, range(t), cal.integer)  # Bernoulli rewards drawn
     for f in cal.families:

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.client.audit.proxy import (
     WireLog,
     describe,
@@ -24,7 +25,6 @@ from privrl.client.audit.proxy import (
 )
 from privrl.client.procs import free_port
 from privrl.client.users import run_users
-from privrl.privacy.calibration import calibrate
 from privrl.run import user_episode
 from support.client import run_cli
 from support.proxy import Proxy
@@ -88,13 +88,13 @@ def test_raw_statistics_in_an_ldp_run_are_flagged(server: LiveServer, tmp_path: 
             ticket = http.post(f"/v1/runs/{run_id}/claims").json()
             policy = np.asarray(ticket["policy"]["actions"], dtype=np.int64)[None]
             traj, _ = user_episode(mdp, {"actions": policy}, [9], ticket["episode"],
-                                   cfg.algorithm(), calibrate(cfg))
+                                   bind(cfg), bind(cfg).calibration())
             jdp_style = {"kind": "trajectory", "ticket": ticket["ticket"],
                          "states": traj.states[0].tolist(), "actions": traj.actions[0].tolist(),
                          "rewards": traj.rewards[0].tolist()}
             refused = http.post(f"/v1/runs/{run_id}/reports", json=jdp_style)
             assert refused.status_code == 422  # the server refuses it, but it crossed the wire
-            clean = cfg.algorithm().user_statistics(traj, {"actions": policy})
+            clean = bind(cfg).user_statistics(traj, {"actions": policy})
             forgot = {"kind": "noisy", "ticket": ticket["ticket"],
                       "arrays": {n: a[0].ravel().astype(float).tolist() for n, a in clean.items()}}
             accepted = http.post(f"/v1/runs/{run_id}/reports", json=forgot)

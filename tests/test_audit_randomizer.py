@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.config import RunConfig
 from privrl.lab.auditing import (
     audit_central_release,
@@ -82,9 +83,8 @@ def test_the_worst_case_pair_attains_the_declared_loss(mechanism: str) -> None:
     if mechanism == "laplace":
         assert pair.loss == pytest.approx(1.0)
     else:  # mu = sqrt(2 rho) for the rho the budget buys
-        from privrl.privacy.calibration import calibrate
 
-        rho = sum(f.cost for f in calibrate(config).families)
+        rho = sum(f.cost for f in bind(config).calibration().families)
         assert pair.loss == pytest.approx(math.sqrt(2 * rho))
     assert (pair.fx != pair.fy).sum() == 4  # (s,a,s') and reward cells, old and new
 

@@ -18,7 +18,7 @@ from privrl.lab.experiments import WorldSpec
 from privrl.privacy.accountant import Budget, BudgetExhausted, Charge, Ledger, epsilon_to_rho
 from privrl.protocol import RunInfo
 from privrl.run import Run, run_in_process
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from support.budget_sweep import EPSILONS, Outcome, cases, measure
 from support.policy_eval import pe_config
 from support.server import AUTH, Apps, claim, create, spec, user_report, world
@@ -261,7 +261,7 @@ def test_a_served_run_ends_when_its_budget_is_exhausted(client: TestClient) -> N
     first = claim(client, run_id)
     assert client.post(f"/v1/runs/{run_id}/reports",
                        json=user_report(first, body, mdp)).status_code == 200
-    hosted = client.app.state.registry.runs[run_id]
+    hosted = client.app.state.run_table.runs[run_id]
     spent = hosted.run.ledger.totals(DELTA).epsilon
     hosted.run.ledger.budget = Budget(spent * (1 + 1e-12), DELTA)
     ledger = client.get(f"/v1/runs/{run_id}/ledger").json()

@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.algorithms.ucbvi import union_radius
 from privrl.config import RunConfig
 from privrl.privacy.accountant import rho_to_epsilon
-from privrl.privacy.calibration import calibrate
 from privrl.privacy.privatizers import randomize_locally
 from privrl.run import Run
 from privrl.worlds.rollout import Trajectories
@@ -17,7 +17,8 @@ from privrl.worlds.rollout import Trajectories
 
 def radius_of(config: RunConfig) -> float:
     """DP-UCBVI's union-bound radius E for a configuration."""
-    return union_radius(calibrate(config), config.algorithm())
+    algorithm = bind(config)
+    return union_radius(algorithm.calibration(), algorithm)
 
 
 def paper_config(**kw) -> RunConfig:
@@ -33,7 +34,7 @@ def test_jdp_laplace_matches_spec_appendix_a_with_replace_one_factor(
 ):
     """Strict (replace-one) calibration doubles the paper's node scale 3HL/eps and its E."""
     cfg = paper_config(privacy="jdp", epsilon=eps)
-    cal = calibrate(cfg)
+    cal = bind(cfg).calibration()
     assert cal.levels == 16
     assert cal.mechanism.scale == pytest.approx(2 * paper_scale)
     assert radius_of(cfg) == pytest.approx(2 * paper_radius, rel=2e-4)
@@ -46,7 +47,7 @@ def test_ldp_laplace_matches_spec_appendix_a_with_replace_one_factor(
     eps, paper_scale, paper_radius
 ):
     cfg = paper_config(privacy="ldp", epsilon=eps)
-    cal = calibrate(cfg)
+    cal = bind(cfg).calibration()
     assert cal.mechanism.scale == pytest.approx(2 * paper_scale)
     assert radius_of(cfg) == pytest.approx(2 * paper_radius, rel=2e-4)
 
@@ -117,9 +118,9 @@ def test_gaussian_needs_delta_and_laplace_refuses_delta():
 
 
 def test_pooled_sensitivity_is_larger_in_l2():
-    per_step = calibrate(paper_config(privacy="jdp", mechanism="gaussian", delta=1e-5))
-    pooled = calibrate(paper_config(privacy="jdp", mechanism="gaussian", delta=1e-5,
-                                        knobs={"pooled": True}))
+    per_step = bind(paper_config(privacy="jdp", mechanism="gaussian", delta=1e-5)).calibration()
+    pooled = bind(paper_config(privacy="jdp", mechanism="gaussian", delta=1e-5,
+                                        knobs={"pooled": True})).calibration()
     assert per_step.families[0].l2 == pytest.approx(math.sqrt(40))
     assert pooled.families[0].l2 == pytest.approx(math.sqrt(2) * 20)
     assert pooled.mechanism.sigma / per_step.mechanism.sigma == pytest.approx(math.sqrt(20))
@@ -133,7 +134,7 @@ def test_local_randomizer_noise_has_the_declared_scale(mechanism):
         mechanism=mechanism,
         delta=1e-5 if mechanism == "gaussian" else 0.0,
     )
-    cal = calibrate(cfg)
+    cal = bind(cfg).calibration()
     zeros = {f.name: np.zeros((1, *f.shape)) for f in cal.families}
     rngs = [np.random.default_rng(seed) for seed in range(120)]
     noise = np.concatenate([randomize_locally(zeros, cal, [g])["sas"].ravel() for g in rngs])

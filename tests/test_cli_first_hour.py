@@ -21,7 +21,7 @@ from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
 from privrl.protocol import RunList
 from privrl.server import __main__ as server_main
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from support.client import create_run, run_cli, start_server
 from support.server import create, spec
 

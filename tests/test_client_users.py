@@ -8,7 +8,8 @@ import json
 import httpx
 import numpy as np
 import pytest
-from privrl.client.evaluator import regret_from_log
+from privrl.algorithms import bind
+from privrl.algorithms.ucbvi.counts import tabular_counts
 from privrl.client.users import (
     Backoff,
     UserContext,
@@ -18,7 +19,6 @@ from privrl.client.users import (
     run_users,
 )
 from privrl.config import RunConfig
-from privrl.privacy.calibration import calibrate
 from privrl.protocol import (
     Ack,
     NoisyReport,
@@ -31,8 +31,8 @@ from privrl.protocol import (
     TrajectoryReport,
     VersionServed,
 )
+from privrl.regret import regret_from_log
 from privrl.run import Run, user_episode
-from privrl.stats import tabular_counts
 from privrl.worlds import episode_regret, riverswim
 
 MDP = riverswim(20)
@@ -52,7 +52,7 @@ def run_info(config: RunConfig, reported: int = 0) -> RunInfo:
 
 
 def params_of(config: RunConfig, scale_factor: float = 1.0) -> RandomizerParams | None:
-    cal = calibrate(config)
+    cal = bind(config).calibration()
     if cal.mode != "ldp":
         return None
     return RandomizerParams(
@@ -108,7 +108,7 @@ def test_jdp_report_is_the_raw_trajectory() -> None:
 
 def test_weaker_or_different_randomizer_is_refused() -> None:
     config = make_config("ldp", "gaussian")
-    cal = calibrate(config)
+    cal = bind(config).calibration()
     check_randomizer(params_of(config), cal)
     check_randomizer(params_of(config, scale_factor=2.0), cal)  # more noise is fine
     with pytest.raises(UserError, match="weaker"):
@@ -220,7 +220,7 @@ def test_regret_from_policy_log() -> None:
     ev = regret_from_log(MDP, log)
     expected = [float(episode_regret(MDP, pols[v])) for v in (1, 1, 2, 5, 5)]
     np.testing.assert_allclose(ev.regret, expected, rtol=0, atol=1e-12)
-    np.testing.assert_array_equal(ev.policy_of(3), pols[5])
+    np.testing.assert_array_equal(ev.policies[int(ev.versions[3])], pols[5])
     assert [log.version_of(k) for k in range(7)] == [1, 1, 1, 2, 5, 5, 5]
     bad = PolicyLog(run_id="r", versions={1: pols[1].tolist()},
                     served={7: VersionServed(first_episode=0, claimed=1, reported=1, expired=0)})

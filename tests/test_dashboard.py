@@ -8,10 +8,10 @@ import re
 
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.config import RunConfig
-from privrl.evaluation import regret_from_log
-from privrl.privacy.calibration import calibrate
 from privrl.protocol import LedgerView, PolicyLog, RegretView
+from privrl.regret import regret_from_log
 from privrl.server.routes.dashboard import DASHBOARD
 from privrl.worlds import optimal_return, riverswim, uniform_random_return
 from support.server import create, play, public, spec
@@ -111,7 +111,7 @@ def test_billboard_states_its_public_noise_std(apps, privacy) -> None:
     run_id = create(client, config)
     play(client, run_id, config, 4)
     board = client.get(f"/v1/runs/{run_id}/billboard").json()
-    expected = calibrate(public(config)).release_std(4)
+    expected = bind(public(config)).calibration().release_std(4)
     assert board["noise_std"] == pytest.approx(expected) and (expected > 0) == (privacy != "none")
 
 

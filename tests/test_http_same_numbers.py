@@ -45,7 +45,7 @@ def test_sequential_http_run_matches_in_process(server, privacy: str, mechanism:
     # the public policy log serves, episode by episode, exactly the in-process policies
     assert ev.regret.shape == (60,)
     for k in range(60):
-        np.testing.assert_array_equal(ev.policy_of(k), reference.policies[k])
+        np.testing.assert_array_equal(ev.policies[int(ev.versions[k])], reference.policies[k])
     np.testing.assert_allclose(ev.regret, in_process.regret[0], rtol=0, atol=1e-12)
     # the billboard is the in-process billboard, entry by entry
     expected = reference.run.billboard()

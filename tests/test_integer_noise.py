@@ -8,8 +8,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.config import RunConfig
-from privrl.privacy.calibration import calibrate
 from privrl.privacy.discrete import (
     discrete_gaussian,
     discrete_gaussian_variance,
@@ -30,7 +30,7 @@ from privrl.privacy.tree import TreeCounter, improve_integer, smoothed_variance
 from privrl.run import Run
 from privrl.seeding import generator
 from privrl.worlds import riverswim
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.registry import make
 from support.discrete import pmf_pvalue
 
@@ -111,7 +111,8 @@ def _linear_config(**kw) -> RunConfig:
 
 
 def test_calibration_adds_the_rounding_slack_under_integer_noise_only() -> None:
-    ints, floats = calibrate(_linear_config()), calibrate(_linear_config(noise="float"))
+    ints = bind(_linear_config()).calibration()
+    floats = bind(_linear_config(noise="float")).calibration()
     for name in ("gram", "target"):
         i, f = ints.family(name), floats.family(name)
         assert i.rounded and i.grid == FEATURE_GRID

@@ -20,7 +20,7 @@ from privrl.protocol import PolicyLog, RunRequest
 from privrl.run import Run, run_in_process, user_episode
 from privrl.wire import pack_floats, unpack_floats
 from privrl.worlds import make
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from support.client import create_run, run_cli, start_server
 from support.server import (
     AUTH,

@@ -17,7 +17,7 @@ from privrl.worlds.linear_mdp import (
     mu_norm_bound,
     save_linear_mdp_npz,
 )
-from privrl.worlds.linear_mixture import ModelSpec, model_spec_of
+from privrl.worlds.model_spec import ModelSpec, model_spec_of
 from privrl.worlds.tabular import WorldError
 
 WORLDS = ["lin-cube", "lin-tab", "river-chain", "latent-levels", "lin-mix"]

@@ -22,7 +22,8 @@ from privrl.worlds import (
     save_linear_npz,
     uniform_random_return,
 )
-from privrl.worlds.linear_mixture import ModelSpec, sign_actions
+from privrl.worlds.linear_mixture import sign_actions
+from privrl.worlds.model_spec import ModelSpec
 from privrl.worlds.rollout import draw_uniforms
 from privrl.worlds.tabular import WorldError
 

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.algorithms.linmix import zhou
 from privrl.budget import plan_totals, release_plan
 from privrl.config import RunConfig
@@ -15,9 +16,9 @@ from privrl.privacy.accountant import Ledger, epsilon_to_rho
 from privrl.privacy.tree import tree_levels
 from privrl.run import Run, run_in_process, user_episode
 from privrl.worlds import make
-from privrl.worlds.evaluation import episode_regret_stochastic, stochastic_policy_values
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.rollout import Trajectories, draw_uniforms, rollout_stochastic
+from privrl.worlds.values import episode_regret_stochastic, stochastic_policy_values
 
 E2 = make("zhou-mix")
 
@@ -210,7 +211,7 @@ def test_ledger_is_honest(privacy: str) -> None:
 
 def test_sensitivities_by_brute_force() -> None:
     world = make("zhou-mix", 3, n_states=3, n_actions=2, d=3, reward_dim=2)
-    algo = cfg(mdp=world, episodes=8).algorithm()
+    algo = bind(cfg(mdp=world, episodes=8))
     fams = {f.name: f for f in algo.families()}
     rng = np.random.default_rng(1)
     paths = np.array(list(itertools.product(range(world.S), repeat=world.H + 1)))
@@ -267,9 +268,9 @@ def test_learning_with_the_practical_preset() -> None:
 
 def test_refusals() -> None:
     with pytest.raises(ValueError, match="reward features"):
-        cfg(mdp=make("lm-hard")).algorithm()
+        bind(cfg(mdp=make("lm-hard")))
     with pytest.raises(ValueError, match="Gaussian"):
-        cfg(preset="faithful", mechanism="laplace", delta=0.0).algorithm()
+        bind(cfg(preset="faithful", mechanism="laplace", delta=0.0))
 
 
 @pytest.mark.parametrize("privacy", ["jdp", "ldp"])
@@ -278,7 +279,7 @@ def test_zcdp_splits_the_budget_by_sensitivity(privacy: str) -> None:
     the plan spends exactly epsilon, and each family's share of the ledger is Delta_f / sum Delta
     (the reward families get a far smaller sigma than the one-sigma split gave them)."""
     config = cfg(privacy=privacy, epsilon=2.0, knobs={"calibration": "zcdp"}, episodes=300)
-    algo = config.algorithm()
+    algo = bind(config)
     fams = {f.name: f for f in algo.families()}
     rho = epsilon_to_rho(2.0, config.delta)
     levels = tree_levels(300) if privacy == "jdp" else 1

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.algorithms.linmdp.constants import (
     batched_constants,
     gram_sensitivity2,
@@ -20,13 +21,11 @@ from privrl.algorithms.linmdp.lsvi import History, backward_pass
 from privrl.budget import OverspendingPlan, planned_totals
 from privrl.config import RunConfig
 from privrl.privacy.accountant import rho_to_epsilon
-from privrl.privacy.calibration import calibrate
 from privrl.run import Run, run_in_process, user_episode
 from privrl.seeding import user_generator
 from privrl.worlds import make
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.rollout import draw_uniforms, rollout
-from pydantic import ValidationError
 
 INF = float("inf")
 
@@ -89,8 +88,8 @@ def test_the_ledger_charges_the_true_spend(calibration: str, gram: float, target
     rho, delta = 1.0, 1e-5
     cfg = config(world, "lsvi-ucb-switching", 10_000, "jdp", rho_to_epsilon(rho, delta),
                  knobs={"calibration": calibration}, beta=0.05)
-    algo = cfg.algorithm()
-    calibration = calibrate(cfg, algo.families())
+    algo = bind(cfg)
+    calibration = algo.calibration()
     assert algo.rho == pytest.approx(rho, rel=1e-9)
     c = algo.constants
     assert calibration.family("gram").cost * c.levels == pytest.approx(gram, rel=1e-5)
@@ -132,10 +131,9 @@ def test_batch_schedule_edge_cases(episodes: int, batches: int, length: int,
     world = make("latent-levels")
     cfg = config(world, "lsvi-ucb-batched", episodes, "jdp", 5.0,
                  knobs={"batches": batches})
-    algo = cfg.algorithm()
+    algo = bind(cfg)
     assert (algo.constants.batch_length, algo.constants.policies) == (length, policies)
-    want = [b * length + 1 for b in range(1, policies)]
-    assert algo.switch_episodes() == want
+    want = [b * length + 1 for b in range(1, policies)]  # b L + 1, b = 1..N_K - 1
     assert _release_episodes(cfg, world) == want
     # data-independent: another environment seed gives the same switch set
     assert _release_episodes(cfg, world, client_seed=11) == want
@@ -361,11 +359,11 @@ def test_paper_calibration_reports_more_than_it_claims() -> None:
 @pytest.mark.parametrize("algo", ["lsvi-ucb-batched", "lsvi-ucb-switching"])
 def test_ldp_is_refused_naming_raw_history(algo: str) -> None:
     world = make("lin-cube")
-    with pytest.raises(ValidationError, match="raw history required"):
-        config(world, algo, 10, "ldp", 1.0)
+    with pytest.raises(ValueError, match="raw history required"):
+        bind(config(world, algo, 10, "ldp", 1.0))
     with pytest.raises(ValueError, match="Gaussian"):
-        RunConfig(algo=algo, n_states=2, n_actions=8, horizon=5, model=model_spec_of(world),
-                  episodes=10, privacy="jdp", epsilon=1.0, mechanism="laplace").algorithm()
+        bind(RunConfig(algo=algo, n_states=2, n_actions=8, horizon=5, model=model_spec_of(world),
+                       episodes=10, privacy="jdp", epsilon=1.0, mechanism="laplace"))
 
 
 def test_a_run_needs_linear_mdp_features() -> None:
@@ -373,12 +371,12 @@ def test_a_run_needs_linear_mdp_features() -> None:
     cfg = RunConfig(algo="lsvi-ucb-batched", n_states=2, n_actions=8, horizon=5, episodes=5,
                     privacy="none")
     with pytest.raises(ValueError, match="needs a public linear-MDP model"):
-        cfg.algorithm()
+        bind(cfg)
     with pytest.raises(ValueError, match=r"\(S, A, H\)"):
-        RunConfig(algo="lsvi-ucb-batched", n_states=2, n_actions=8, horizon=4, episodes=5,
-                  model=model_spec_of(world), privacy="none").algorithm()
+        bind(RunConfig(algo="lsvi-ucb-batched", n_states=2, n_actions=8, horizon=4, episodes=5,
+                       model=model_spec_of(world), privacy="none"))
     with pytest.raises(ValueError, match="seeded generators only"):
-        config(world, "lsvi-ucb-switching", 5, "jdp", 1.0, noise="opendp").algorithm()
+        bind(config(world, "lsvi-ucb-switching", 5, "jdp", 1.0, noise="opendp"))
 
 
 # -- sublinear regret --------------------------------------------------------------------------
@@ -436,7 +434,7 @@ def test_privrl_plot_draws_switches_vs_k_from_saved_results(tmp_path) -> None:
             changes = res.record["policy_changes"]
             assert len(changes) == 2 and all(c >= 1 for c in changes)
             if algo == "lsvi-ucb-batched":
-                algorithm = res.config.algorithm()
+                algorithm = bind(res.config)
                 assert max(changes) <= algorithm.constants.policies - 1
             dirs.append(str(res.save(tmp_path / f"{algo}-{k}").parent))
     out = tmp_path / "plots"

@@ -18,7 +18,7 @@ from privrl.config import RunConfig
 from privrl.protocol import RunRequest
 from privrl.run import run_in_process
 from privrl.worlds import make
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from support.client import (
     assert_no_get_returns,
     create_run,

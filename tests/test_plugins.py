@@ -19,7 +19,6 @@ from privrl.config import RunConfig
 from privrl.protocol import PolicyLog
 from privrl.run import Run, run_in_process
 from privrl.worlds import riverswim
-from pydantic import ValidationError
 from support.server import AUTH, REPO, LiveServer
 
 MDP = riverswim(6, n_states=4)
@@ -44,8 +43,8 @@ def test_toy_runs_in_process_and_spends_nothing() -> None:
 
 
 def test_an_unsupported_privacy_mode_is_refused_with_the_reason() -> None:
-    with pytest.raises(ValidationError, match="does not support privacy='ldp'; it supports none"):
-        toy_config("ldp")
+    with pytest.raises(ValueError, match="does not support privacy='ldp'; it supports none"):
+        algorithms.bind(toy_config("ldp"))
     code = cli_main(["run", "--algo", "toy-random", "--privacy", "ldp", "--episodes", "5",
                      "--seeds", "1", "--quiet", "--out", os.devnull])
     assert code == 2

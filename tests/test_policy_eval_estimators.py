@@ -11,7 +11,7 @@ from privrl.algorithms.policy_eval.estimators import LSL, LSW, smoothing_constan
 from privrl.algorithms.policy_eval.features import feature_matrix
 from privrl.seeding import generator
 from privrl.worlds.chain import ChainMRP
-from support.policy_eval import golden_data, neighbours, random_data, sums
+from support.policy_eval import golden_data, neighbours, random_data, sums, visit_probabilities
 
 REL = 1e-6  # the reference values are given to 1e-6 relative accuracy
 
@@ -64,7 +64,7 @@ def test_golden_values_of_the_worked_example() -> None:
 
 def test_expected_magnitudes_of_section_5_7() -> None:
     """sigma at the expected counts m p_s of the chain reproduces the expected table (F_max = 1)."""
-    p = ChainMRP().visit_probabilities()
+    p = visit_probabilities(ChainMRP())
     table = {10**3: (579, 318, 208, 2.34), 10**4: (192, 99, 96, 0.234),
              10**5: (58, 21.5, 50, 0.0234), 10**6: (0.071, 0.0043, 26.7, 0.0023),
              10**7: (6.1e-4, 4.3e-4, 14.6, 2.3e-4)}

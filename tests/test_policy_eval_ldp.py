@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.client.api import ServerAPI
 from privrl.client.users import run_users
 from privrl.lab.policy_eval import round_config, round_in_process
@@ -169,7 +170,7 @@ def test_the_sweeps_local_dp_simulation_matches_per_user_randomizers_in_law() ->
         (row,) = [r for r in summary["rows"] if r["estimator"] == est]
         fast = np.array(row["rmse"]["values"])
         config = spec.config(est, "tabular", m)
-        phi = config.algorithm().phi
+        phi = bind(config).phi
         slow = np.array([pe.rmse(values, phi, round_in_process(config, CHAIN, r, 10_000 + r))
                          for r in range(60)])
         se = math.sqrt(fast.var() / fast.size + slow.var() / slow.size)

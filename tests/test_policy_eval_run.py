@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.algorithms.policy_eval import estimators
 from privrl.algorithms.policy_eval.estimators import LSL, LSW, smoothing_constants
 from privrl.algorithms.policy_eval.features import feature_matrix
@@ -128,7 +129,7 @@ def test_only_theta_and_its_value_are_released(privacy: str) -> None:
     board = run.billboard()
     assert set(board) == {"theta", "value"}
     assert board["theta"].shape == (1, 4) and board["value"].shape == (1, 4)
-    sigma = pe_config("dp-lsw", "jdp", 3, 4).algorithm().noise_scale(3, sums(data)[0][None])
+    sigma = bind(pe_config("dp-lsw", "jdp", 3, 4)).noise_scale(3, sums(data)[0][None])
     assert f"{float(sigma[0]):.6g}"[:6] not in repr(run.ledger.to_dict())
 
 
@@ -190,7 +191,7 @@ def test_unseeded_noise_is_journalled_and_replayed_never_redrawn() -> None:
 
 
 def test_returns_are_clipped_to_the_public_bound_and_impossible_ones_refused() -> None:
-    algo = pe_config("dp-lsw", "jdp", 3, 3, f_max=1.0, gamma=0.5).algorithm()  # ceiling 2
+    algo = bind(pe_config("dp-lsw", "jdp", 3, 3, f_max=1.0, gamma=0.5))  # ceiling 2
     visits = FirstVisits(np.array([[True, True, False]]), np.array([[1.5, 0.25, 0.0]]))
     stats = algo.user_statistics(visits, {})
     np.testing.assert_array_equal(stats["returns"], [[1.0, 0.25, 0.0]])
@@ -211,7 +212,7 @@ def test_returns_are_clipped_to_the_public_bound_and_impossible_ones_refused() -
 def test_uncalibratable_runs_are_refused(changes, match) -> None:
     base = pe_config("dp-lsl", "jdp", 10, 4).model_dump()
     with pytest.raises(ValueError, match=match):  # at validation, or when the algorithm binds
-        type(pe_config("dp-lsl", "jdp", 10, 4)).model_validate({**base, **changes}).algorithm()
+        bind(type(pe_config("dp-lsl", "jdp", 10, 4)).model_validate({**base, **changes}))
 
 
 # -- privacy audit ---------------------------------------------------------------------------------
@@ -277,7 +278,7 @@ def test_white_box_audit_on_adversarial_neighbours(algo: str) -> None:
     the exact divergence is <= delta both ways, and the tight epsilon is below the budget."""
     eps, delta, f_max, m = 1.0, 1e-5, 1.0, 6
     config = pe_config(algo, "jdp", m, 5, epsilon=eps, delta=delta, f_max=f_max)
-    algorithm = config.algorithm()
+    algorithm = bind(config)
     worst = 0.0
     for seed in range(4):
         data = random_data(generator(7, "audit", seed), m, 5, f_max, p_visit=0.4)
@@ -331,7 +332,7 @@ def test_black_box_audit_and_its_meta_test(algo: str, divisor: int,
     data = random_data(generator(8, "black"), m, 3, f_max, p_visit=0.5)
     pairs = {name: (x, y) for name, x, y in neighbours(data, f_max)}
     x, y = pairs["all states F_max vs returns 0"]
-    algorithm = config.algorithm()
+    algorithm = bind(config)
     mu_x, mu_y = algorithm.estimate(m, *sums(x)), algorithm.estimate(m, *sums(y))
     honest = black_box_epsilon(released_samples(config, x, replicas, 0),
                                released_samples(config, y, replicas, replicas), mu_x, mu_y, delta)

@@ -10,10 +10,10 @@ import math
 
 import numpy as np
 import pytest
+from privrl.algorithms import bind
+from privrl.algorithms.ucbvi.counts import tabular_counts
 from privrl.config import RunConfig
-from privrl.privacy.calibration import calibrate
 from privrl.privacy.tree import tree_levels
-from privrl.stats import tabular_counts
 from privrl.worlds.rollout import Trajectories
 
 S, A, H = 4, 2, 5
@@ -58,7 +58,7 @@ def laplace_log_density(y: np.ndarray, center: np.ndarray, b: float) -> float:
 @pytest.mark.parametrize("pairs", ["released", "derived"])
 def test_ldp_laplace_loss_from_densities_never_exceeds_epsilon(pooled, pairs):
     cfg = config("ldp", "laplace", knobs={"pooled": pooled, "pair_counts": pairs})
-    cal = calibrate(cfg)
+    cal = bind(cfg).calibration()
     b = cal.mechanism.scale
     rng = np.random.default_rng(0)
     worst = 0.0
@@ -78,7 +78,7 @@ def test_ldp_laplace_loss_from_densities_never_exceeds_epsilon(pooled, pairs):
 @pytest.mark.parametrize("pooled", [False, True])
 def test_ldp_gaussian_rho_from_actual_differences(pooled):
     cfg = config("ldp", "gaussian", knobs={"pooled": pooled})
-    cal = calibrate(cfg)
+    cal = bind(cfg).calibration()
     budget_rho = sum(f.cost for f in cal.families)
     rng = np.random.default_rng(1)
     for i in range(300):
@@ -106,7 +106,7 @@ def _node_sums(items: np.ndarray, levels: int) -> list[np.ndarray]:
 def test_jdp_neighbouring_streams_differ_by_at_most_the_declared_loss(mechanism):
     """Users equal except user j: the loss over every noisy tree node is within the budget."""
     cfg = config("jdp", mechanism)
-    cal = calibrate(cfg)
+    cal = bind(cfg).calibration()
     levels = tree_levels(cfg.episodes)
     rng = np.random.default_rng(2)
     users = [random_trajectory(rng) for _ in range(cfg.episodes)]

@@ -11,10 +11,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.config import RunConfig
 from privrl.privacy import noise as noise_mod
 from privrl.privacy.accountant import Charge, Ledger
-from privrl.privacy.calibration import calibrate
 from privrl.privacy.discrete import discrete_gaussian_variance, discrete_laplace_variance
 from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.privacy.noise import (
@@ -135,7 +135,8 @@ def test_the_backend_changes_how_noise_is_drawn_not_its_calibration(
 ) -> None:
     base = dict(n_states=4, n_actions=2, horizon=5, episodes=64, privacy=privacy,
                 mechanism=mechanism, delta=delta)
-    plain, secure = calibrate(RunConfig(**base)), calibrate(RunConfig(**base, noise="opendp"))
+    plain = bind(RunConfig(**base)).calibration()
+    secure = bind(RunConfig(**base, noise="opendp")).calibration()
     assert (plain.noise, secure.noise) == ("numpy", "opendp")
     assert isinstance(plain.mechanism.backend, IntegerNoise)
     assert isinstance(secure.mechanism.backend, OpenDPNoise)
@@ -153,7 +154,8 @@ def test_missing_opendp_is_a_clear_error_naming_the_extra(monkeypatch: pytest.Mo
             noise_backend("opendp")
         assert noise_backend("numpy") == IntegerNoise()  # the default never imports OpenDP
         with pytest.raises(ValueError, match="privrl"):  # a configuration error (422 on a server)
-            calibrate(RunConfig(n_states=2, n_actions=2, horizon=2, episodes=4, noise="opendp"))
+            config = RunConfig(n_states=2, n_actions=2, horizon=2, episodes=4, noise="opendp")
+            bind(config).calibration()
     finally:
         noise_mod._opendp.cache_clear()
 

@@ -21,14 +21,14 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from privrl.algorithms import bind
+from privrl.algorithms.ucbvi.counts import tabular_counts
 from privrl.client.users import run_users
 from privrl.config import RunConfig
 from privrl.privacy.accountant import Ledger
-from privrl.privacy.calibration import calibrate
 from privrl.privacy.privatizers import Central
 from privrl.protocol import PolicyLog
 from privrl.run import user_episode
-from privrl.stats import tabular_counts
 from support.server import AUTH, LiveServer, public, spec, user_report, world
 
 pytestmark = pytest.mark.slow  # every test here starts a real server process
@@ -89,7 +89,7 @@ def play_honestly(url: str, run_id: str, config: dict[str, Any], client_seed: in
             policy = np.asarray(ticket["policy"]["actions"], dtype=np.int64)[None]
             cfg = public(config)
             traj, _ = user_episode(mdp, {"actions": policy}, [client_seed], ticket["episode"],
-                                   cfg.algorithm(), calibrate(cfg))
+                                   bind(cfg), bind(cfg).calibration())
             counts = tabular_counts(traj, mdp.S, mdp.A)
             truth = counts if truth is None else {k: truth[k] + v for k, v in counts.items()}
     assert truth is not None
@@ -98,7 +98,7 @@ def play_honestly(url: str, run_id: str, config: dict[str, Any], client_seed: in
 
 def central_noise(config: RunConfig, seed: int, items: int) -> dict[str, np.ndarray]:
     """The server's tree noise after `items` reports, were its seed `seed` (open library)."""
-    cal = calibrate(config)
+    cal = bind(config).calibration()
     central = Central(cal, [seed], config.episodes)
     zeros = {f.name: np.zeros((1, *f.shape)) for f in cal.families}
     for _ in range(items):
@@ -108,12 +108,12 @@ def central_noise(config: RunConfig, seed: int, items: int) -> dict[str, np.ndar
 
 def local_noise(config: RunConfig, seed: int, policies: dict, served: list[int]) -> dict:
     """The sum of every user's local noise, were the users' seed `seed` (open library)."""
-    cal = calibrate(config)
+    cal = bind(config).calibration()
     mdp = world(config.model_dump())
     total: dict[str, np.ndarray] = {}
     for episode, version in enumerate(served):
         policy = np.asarray(policies[str(version)], dtype=np.int64)[None]
-        algorithm = config.algorithm()
+        algorithm = bind(config)
         traj, noisy = user_episode(mdp, {"actions": policy}, [seed], episode, algorithm, cal)
         assert noisy is not None
         clean = algorithm.user_statistics(traj, {"actions": policy})
@@ -155,7 +155,7 @@ def test_jdp_billboard_cannot_be_denoised_from_public_data(
     public = RunConfig.model_validate(view["info"]["config"])
     board = view["/billboard"]
     released = np.asarray(board["arrays"]["sas"]).reshape(board["shapes"]["sas"])
-    std = calibrate(public).release_std(K)
+    std = bind(public).calibration().release_std(K)
     assert rms(released - truth["sas"]) > 0.5 * std  # the billboard itself is noisy
     for seed in sorted(candidates):
         recovered = released - central_noise(public, seed, K)["sas"]
@@ -182,7 +182,7 @@ def test_ldp_billboard_cannot_be_denoised_from_public_data(server: LiveServer) -
     public = RunConfig.model_validate(view["info"]["config"])
     board = view["/billboard"]
     released = np.asarray(board["arrays"]["sas"]).reshape(board["shapes"]["sas"])
-    std = calibrate(public).release_std(K)
+    std = bind(public).calibration().release_std(K)
     log = view["/policies"]
     for seed in sorted(candidates):
         served = PolicyLog.model_validate(log).reported_versions()

@@ -58,7 +58,7 @@ def test_lapsed_claims_narrow_their_source_not_the_run(apps: Apps) -> None:
     client = apps(claim_timeout=0.2, min_outstanding=2, max_outstanding=8,
                   max_claims_per_address=16)
     run_id = create(client, spec("jdp", episodes=50))
-    hosted = client.app.state.registry.get(run_id)
+    hosted = client.app.state.run_table.get(run_id)
     hosted.admission.window = 8.0
     for _ in range(3):
         claim(client, run_id)  # never reported
@@ -126,7 +126,7 @@ def test_planning_is_coalesced_under_concurrency_and_replays(apps: Apps) -> None
         ticket = claim(client, run_id)
         versions.append(ticket["policy"]["version"])
     assert versions == [held["policy"]["version"]] * 4  # 4 reports, no new plan
-    assert client.app.state.registry.get(run_id).planned_at == 0  # never consulted after 0
+    assert client.app.state.run_table.get(run_id).planned_at == 0  # never consulted after 0
     before = state(client, run_id)
     again = apps.reopen(client, plan_interval=3600.0)
     assert state(again, run_id) == before
@@ -138,7 +138,7 @@ def test_a_report_is_judged_by_its_arrival(apps: Apps) -> None:
     config = spec("jdp", episodes=4)
     run_id = create(client, config)
     ticket = claim(client, run_id)
-    hosted = client.app.state.registry.get(run_id)
+    hosted = client.app.state.run_table.get(run_id)
     claim_row = hosted.open[ticket["ticket"]]
     report = TrajectoryReport.model_validate(user_report(ticket, config, world(config)))
     assert hosted.n_outstanding(claim_row.expires_at + 1.0) == 0  # its turn came late: swept

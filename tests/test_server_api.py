@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from jsonschema import Draft202012Validator
+from privrl.algorithms import bind
 from privrl.config import RunConfig
-from privrl.privacy.calibration import calibrate
 from privrl.protocol import Ack, PolicyLog, RunInfo, RunList
 from privrl.run import Run, user_episode
 from pydantic import ValidationError
@@ -186,7 +186,19 @@ def test_create_refuses_knobs_the_algorithm_does_not_have(
     """Knobs are checked by the algorithm, strictly (no conversion), and named in the error."""
     resp = client.post("/v1/runs", json={**spec(), "knobs": knobs}, headers=AUTH)
     assert resp.status_code == 422, resp.text
+    assert resp.json()["code"] == "schema"
     assert "knobs of 'dp-ucbvi'" in resp.json()["detail"] and fragment in resp.json()["detail"]
+    assert client.get("/v1/runs").json()["runs"] == []
+
+
+def test_create_refuses_an_algorithm_or_mode_the_registry_lacks(client: TestClient) -> None:
+    """The registry's check, made where the server makes runs: a 422 that names the problem."""
+    for changes, says in [({"algo": "nope"}, "unknown algorithm 'nope'; registered: "),
+                          ({"algo": "lsvi-ucb-batched", "privacy": "ldp"},
+                           "does not support privacy='ldp'")]:
+        resp = client.post("/v1/runs", json={**spec(), **changes}, headers=AUTH)
+        assert resp.status_code == 422, resp.text
+        assert resp.json()["code"] == "schema" and says in resp.json()["detail"]
     assert client.get("/v1/runs").json()["runs"] == []
 
 
@@ -257,7 +269,7 @@ def test_full_cycle(client: TestClient, privacy: str) -> None:
     assert ticket["episode"] == 0 and ticket["policy"]["version"] == 1
     assert ticket["expires_in"] == 30.0
     if privacy == "ldp":
-        cal = calibrate(public(config))
+        cal = bind(public(config)).calibration()
         assert ticket["randomizer"] == {
             "mechanism": "laplace",
             "scale": cal.mechanism.scale,
@@ -328,7 +340,7 @@ def test_http_run_reproduces_the_in_process_run(apps: ClientFactory, inline_entr
             else:
                 run.ingest_noisy(noisy)
         run_id = create(client, config)
-        assert client.app.state.registry.runs[run_id].inline == (inline_entries > 0)
+        assert client.app.state.run_table.runs[run_id].inline == (inline_entries > 0)
         for k in range(cfg.episodes):
             ticket = claim(client, run_id)
             assert ticket["episode"] == k

@@ -10,7 +10,7 @@ import tracemalloc
 
 import pytest
 from privrl.server.cache import ByteCache
-from privrl.server.routes import evaluation
+from privrl.server.routes import regret
 from support.server import Apps, create, spec
 
 TAXI = "gymnasium:Taxi-v4"
@@ -19,7 +19,7 @@ TAXI = "gymnasium:Taxi-v4"
 def test_an_oversized_world_is_refused_before_it_is_built(apps: Apps) -> None:
     client = apps()
     run_id = create(client, spec(horizon=100))
-    built = evaluation._WORLDS.builds
+    built = regret._WORLDS.builds
     tracemalloc.start()
     try:
         resp = client.get(f"/v1/runs/{run_id}/regret", params={"world": TAXI})
@@ -29,7 +29,7 @@ def test_an_oversized_world_is_refused_before_it_is_built(apps: Apps) -> None:
     assert resp.status_code == 422, resp.text
     assert resp.json()["code"] == "world"
     assert "(500, 6)" in resp.json()["detail"] and "PRIVRL_MAX_CELLS" in resp.json()["detail"]
-    assert evaluation._WORLDS.builds == built  # no (100, 500, 6, 500) world was built
+    assert regret._WORLDS.builds == built  # no (100, 500, 6, 500) world was built
     assert peak < 100 * 2**20  # the probe's stationary table, not H times it (1.2 GB)
 
 
@@ -39,10 +39,10 @@ def test_a_world_of_another_shape_is_refused_and_not_kept(apps: Apps) -> None:
     resp = client.get(f"/v1/runs/{run_id}/regret", params={"world": "riverswim"})  # S = 6
     assert resp.status_code == 422 and resp.json()["code"] == "world", resp.text
     assert "(6, 2)" in resp.json()["detail"]
-    assert ("riverswim", 7) not in evaluation._WORLDS
+    assert ("riverswim", 7) not in regret._WORLDS
     other = create(client, spec(n_states=6))  # the world kept for a run of its shape ...
     assert client.get(f"/v1/runs/{other}/regret", params={"world": "riverswim"}).is_success
-    assert ("riverswim", 5) in evaluation._WORLDS
+    assert ("riverswim", 5) in regret._WORLDS
     resp = client.get(f"/v1/runs/{create(client, spec())}/regret",  # ... is refused to this one
                       params={"world": "riverswim"})
     assert resp.status_code == 422 and "(6, 2)" in resp.json()["detail"], resp.text
@@ -52,10 +52,10 @@ def test_the_matching_world_is_built_once_and_answers(apps: Apps) -> None:
     client = apps()
     run_id = create(client, spec(n_states=6))
     first = client.get(f"/v1/runs/{run_id}/regret", params={"world": "riverswim"})
-    builds = evaluation._WORLDS.builds
+    builds = regret._WORLDS.builds
     again = client.get(f"/v1/runs/{run_id}/regret", params={"world": "riverswim"})
     assert first.status_code == 200 and again.json() == first.json()
-    assert evaluation._WORLDS.builds == builds  # served from the cache
+    assert regret._WORLDS.builds == builds  # served from the cache
 
 
 def test_concurrent_misses_of_one_key_build_once() -> None:

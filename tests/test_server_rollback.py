@@ -39,7 +39,7 @@ def publish_more(db: Path, run_id: str, reported: int) -> None:
 
 def open_app(apps: Apps) -> TestClient:
     """An app on the test database, once its runs are rebuilt (held ones included)."""
-    client = TestClient(create_app(Settings(admin_token=ADMIN, db=apps.db, freeze_heap=False)))
+    client = TestClient(create_app(Settings(admin_token=ADMIN, db=apps.db)))
     client.__enter__()
     apps.opened.append(client)
     deadline = time.monotonic() + 10

@@ -27,7 +27,7 @@ def test_public_reads_answer_while_the_run_lock_is_held(client: TestClient) -> N
     play(client, run_id, config, 3)
     before = {path: client.get(f"/v1/runs/{run_id}{path}") for path in PUBLIC}
     assert all(r.status_code == 200 for r in before.values()), before
-    hosted = client.app.state.registry.get(run_id)
+    hosted = client.app.state.run_table.get(run_id)
     client.portal.call(hosted.lock.acquire)  # the run's writer is busy (e.g. a slow plan)
     try:
         assert hosted.lock.locked()

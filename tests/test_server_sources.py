@@ -79,7 +79,7 @@ def test_lapsed_claims_count_against_their_source_not_the_run(apps: Apps) -> Non
                   max_outstanding=8)
     run_id = create(client, spec("jdp", episodes=50), "?credentials=true")
     hoarder, honest = credentials(client, run_id, 2)
-    hosted = client.app.state.registry.get(run_id)
+    hosted = client.app.state.run_table.get(run_id)
     assert all(claim_as(client, run_id, hoarder).status_code == 200 for _ in range(4))
     time.sleep(0.25)  # all four lapse unreported
     assert claim_as(client, run_id, hoarder).status_code == 200  # sweeps them: cap 4 -> 1

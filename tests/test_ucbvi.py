@@ -6,11 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from privrl.algorithms import bind
+from privrl.algorithms.ucbvi.counts import family_shapes, tabular_counts
 from privrl.algorithms.ucbvi.learner import DPUCBVI, iota
 from privrl.config import RunConfig
 from privrl.privacy.postprocess import project_counts
 from privrl.run import Run, run_in_process, user_episode
-from privrl.stats import family_shapes, tabular_counts
 from privrl.worlds import (
     garnet,
     optimal_q,
@@ -37,7 +38,7 @@ def test_iota_matches_appendix_a():
 def test_bonus_terms_by_hand():
     """S=2, A=1, H=2, fixed counts: terms 2, 3, 4 of eq. 31 computed by hand; term 4 = 0 at H."""
     c = RunConfig(n_states=2, n_actions=1, horizon=2, episodes=10, preset="faithful", beta=0.5)
-    learner = DPUCBVI(c, c.algorithm().knobs, [0])
+    learner = DPUCBVI(c, bind(c).knobs, [0])
     n_sa = np.array([[[[4.0], [0.0]], [[2.0], [8.0]]]])  # (R=1, H=2, S=2, A=1)
     p = np.array([[[[[0.25, 0.75]], [[0.5, 0.5]]], [[[1.0, 0.0]], [[0.5, 0.5]]]]])
     radius = 3.0

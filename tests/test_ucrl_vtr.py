@@ -8,12 +8,13 @@ import math
 
 import numpy as np
 import pytest
+from privrl.algorithms import bind
 from privrl.algorithms.linmix import luyo
 from privrl.config import RunConfig
 from privrl.privacy.psd import mirror_upper
 from privrl.run import Run, run_in_process, user_episode
 from privrl.worlds import make
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.rollout import Trajectories
 
 HARD = make("lm-hard")
@@ -26,6 +27,14 @@ def cfg(mdp=HARD, **kw) -> RunConfig:
     return RunConfig(**{**base, **kw})
 
 
+def jdp_sigma_closed_form(horizon: int, episodes: int, eps: float, delta: float) -> float:
+    """Luyo et al.'s Cor. 5 as printed: the JDP noise scale in closed form."""
+    k0 = luyo.tree_depth(episodes)
+    return (32.0 * horizon**2 / eps) * math.sqrt(
+        2.0 * horizon * k0 * math.log(8.0 * horizon / delta) * math.log(4.0 / delta)
+        * math.log(16.0 * horizon * k0 / delta))
+
+
 def test_reference_constants() -> None:
     """Reference: d=4, H=5, K=1000, eps=0.5, delta=p=0.1, C_w=1.1 (relative tolerance 1e-9)."""
     H, K, d, eps, delta, p, c_w = 5, 1000, 4, 0.5, 0.1, 0.1, 1.1
@@ -36,7 +45,7 @@ def test_reference_constants() -> None:
     e1, d1 = luyo.adv(eps / 2, delta / 2, H)
     e0, d0 = luyo.adv(e1, d1, 11)
     assert sigma == luyo.gauss_sigma(2 * H**2, e0, d0)
-    assert sigma == pytest.approx(luyo.jdp_sigma_closed_form(H, K, eps, delta), rel=1e-12)
+    assert sigma == pytest.approx(jdp_sigma_closed_form(H, K, eps, delta), rel=1e-12)
     assert sigma == pytest.approx(237756.7878, rel=1e-9)
     b = luyo.noise_bounds(sigma * math.sqrt(11), sigma * math.sqrt(11), d, H, K, p)
     assert b.ups == pytest.approx(26198058.06, rel=1e-9)
@@ -79,8 +88,8 @@ def _upper(x: np.ndarray) -> np.ndarray:
 def test_per_step_caps_shrink_the_sensitivity() -> None:
     """Practical clips Q~_h at H-h+1, so V~_{h+1} <= H-h bounds step h: sqrt(2 sum c^4) instead
     of sqrt(2 (H-1)) H^2 for the Gram family (both presets' last step carries no data)."""
-    practical = {f.name: f for f in cfg().algorithm().families()}
-    faithful = {f.name: f for f in cfg(preset="faithful").algorithm().families()}
+    practical = {f.name: f for f in bind(cfg()).families()}
+    faithful = {f.name: f for f in bind(cfg(preset="faithful")).families()}
     caps = np.array([4.0, 3.0, 2.0, 1.0])
     assert practical["gram"].l2 == pytest.approx(math.sqrt(2 * np.sum(caps**4)))
     assert practical["target"].l2 == pytest.approx(math.sqrt(np.sum((2 * caps**2) ** 2)))
@@ -94,7 +103,7 @@ def test_sensitivities_by_brute_force(preset: str) -> None:
     each family (on its released coordinates) stays within the declared l1 and l2."""
     world = make("lm-hard", 3, d=3, gap=0.1)  # S = 5, A = 4, H = 3
     config = cfg(world, episodes=8, preset=preset, privacy="none")
-    algo = config.algorithm()
+    algo = bind(config)
     fams = {f.name: f for f in algo.families()}
     rng = np.random.default_rng(0)
     paths = np.array(list(itertools.product(range(world.S), repeat=world.H + 1)))
@@ -128,7 +137,7 @@ def test_sensitivities_by_brute_force(preset: str) -> None:
 def test_statistics_clip_an_oversized_message() -> None:
     """A message with values outside [0, H] cannot push a user's statistics past the bounds."""
     config = cfg(episodes=4)
-    algo = config.algorithm()
+    algo = bind(config)
     bad = np.full((1, HARD.H + 1, HARD.S), 1e6)
     traj = Trajectories(np.zeros((1, HARD.H + 1), dtype=np.int64),
                         np.zeros((1, HARD.H), dtype=np.int64), np.zeros((1, HARD.H)))
@@ -283,15 +292,15 @@ def test_privacy_costs_utility() -> None:
 
 def test_refusals() -> None:
     with pytest.raises(ValueError, match="needs a public linear-mixture model"):
-        RunConfig(algo="ucrl-vtr", n_states=7, n_actions=8, horizon=5, episodes=10,
-                  privacy="none").algorithm()
+        bind(RunConfig(algo="ucrl-vtr", n_states=7, n_actions=8, horizon=5, episodes=10,
+                       privacy="none"))
     zhou = make("zhou-mix")
     with pytest.raises(ValueError, match="only reward features"):
-        cfg(zhou).algorithm()
+        bind(cfg(zhou))
     with pytest.raises(ValueError, match="Gaussian"):
-        cfg(preset="faithful", mechanism="laplace", delta=0.0).algorithm()
+        bind(cfg(preset="faithful", mechanism="laplace", delta=0.0))
     with pytest.raises(ValueError, match=r"\(S, A, H\)"):
-        cfg(n_states=6).algorithm()
+        bind(cfg(n_states=6))
     lap = run_in_process(cfg(mechanism="laplace", delta=0.0, episodes=20), HARD, [0])
     assert 0.5 < lap.ledger.epsilon_pure <= 1.0 + 1e-12  # Laplace: an extension, never over
 

@@ -28,12 +28,13 @@ from typing import IO, Any
 
 import httpx
 import uvicorn
+from privrl.algorithms import bind
 from privrl.client.audit.findings import AuditReport, Finding
-from privrl.client.audit.server import raw_looking, secret_looking, walk
+from privrl.client.audit.server_attack import raw_looking, secret_looking, walk
 from privrl.config import RunConfig
 from privrl.lab.auditing import count_families
 from privrl.lab.float_leaks import MAX_ENTRIES, LeakReport, count_candidates, float_leaks
-from privrl.privacy.calibration import Calibration, calibrate
+from privrl.privacy.calibration import Calibration
 from privrl.protocol import SERVER_KEEPALIVE_SECONDS
 from privrl.seeding import generator
 from privrl.wire import unpack_floats
@@ -150,7 +151,7 @@ class RunTraffic:
         self.privacy = config.get("privacy")
         try:
             self.config = RunConfig.model_validate(config)
-            self.calibration = calibrate(self.config)
+            self.calibration = bind(self.config).calibration()
             self.counts = count_families(self.config, generator(0, "audit", "proxy"))
         except (ValueError, ImportError):  # an algorithm or backend this auditor lacks
             self.config = self.calibration = None

@@ -24,7 +24,7 @@ from privrl.client.users import run_users
 from privrl.config import RunConfig
 from privrl.run import run_in_process
 from privrl.worlds import make
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 
 CASES = (("ucrl-vtr", "lm-mix"), ("linopt-vi", "zhou-mix"))
 

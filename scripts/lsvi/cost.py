@@ -21,7 +21,7 @@ import numpy as np
 from privrl.config import RunConfig
 from privrl.run import Run, user_episode
 from privrl.worlds import make
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 
 CASES = (("every-episode LSVI-UCB", "lsvi-ucb-batched", "none", float("inf")),
          ("batched JDP eps=10", "lsvi-ucb-batched", "jdp", 10.0),

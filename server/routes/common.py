@@ -1,4 +1,4 @@
-"""What every route needs: the registry, the metrics, a locked call into one hosted run, the
+"""What every route needs: the run table, the metrics, a locked call into one hosted run, the
 grouped commit of what it changed (`record`, then `durable` after the lock is released) and the
 run's published snapshot that public reads answer from without the lock (`snapshot_of`)."""
 
@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from privrl.server.errors import Refusal
 from privrl.server.hosted import HostedRun
 from privrl.server.metrics import Metrics
-from privrl.server.registry import Registry
+from privrl.server.runs import RunTable
 from privrl.server.settings import Settings
 from privrl.server.snapshot import Snapshot
 from privrl.server.store import Statement
@@ -28,9 +28,9 @@ from pydantic import BaseModel
 T = TypeVar("T")
 
 
-def registry_of(request: Request) -> Registry:
-    """The app's run registry."""
-    return request.app.state.registry
+def run_table_of(request: Request) -> RunTable:
+    """The app's run table."""
+    return request.app.state.run_table
 
 
 def metrics_of(request: Request) -> Metrics:
@@ -131,7 +131,7 @@ def record(request: Request, hosted: HostedRun, rows: list[Statement],
 
 def snapshot_of(request: Request, run_id: str) -> Snapshot:
     """The published public state of a run (no lock: a reader never waits for the run)."""
-    return registry_of(request).get(run_id).readable(time.time())
+    return run_table_of(request).get(run_id).readable(time.time())
 
 
 async def durable(future: Future[None] | None) -> None:

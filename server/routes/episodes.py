@@ -21,7 +21,7 @@ from privrl.server.routes.common import (
     metrics_of,
     on_run,
     record,
-    registry_of,
+    run_table_of,
     settings_of,
     v1_router,
 )
@@ -82,7 +82,7 @@ async def claim(
     (with Retry-After) when the server handles too many requests at once. 410 once the run has
     finished.
     """
-    hosted = registry_of(request).get(run_id)
+    hosted = run_table_of(request).get(run_id)
     try:  # a client at its own limit is refused before it waits for the run's lock
         hosted.sources.check(source, time.time())
     except Refusal as exc:
@@ -163,7 +163,7 @@ async def report(run_id: str, report: Report, request: Request) -> Response:
     kind='noisy' (the locally randomized arrays only). Refused reports change nothing.
     """
     arrived = time.time()  # lateness is judged by arrival, not by the turn in the queue
-    hosted = registry_of(request).get(run_id)
+    hosted = run_table_of(request).get(run_id)
     metrics = metrics_of(request)
     with in_flight(request, report=True):
         async with hosted.slot_freed:

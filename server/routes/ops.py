@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from privrl.protocol import Health, Readiness
-from privrl.server.registry import Registry
-from privrl.server.routes.common import in_thread, metrics_of, registry_of
+from privrl.server.routes.common import in_thread, metrics_of, run_table_of
+from privrl.server.runs import RunTable
 from prometheus_client import CONTENT_TYPE_LATEST
 
 router = APIRouter(tags=["operations"])
@@ -28,34 +28,34 @@ async def readyz(request: Request) -> Response:
     """200 once the store is open and every run has been rebuilt from it, else 503; 503 too
     while a run is held because its store went back (until an admin continues or stops it),
     and while writes to the store fail (after a failed one, each call probes with a write)."""
-    registry = registry_of(request)
-    broken = f"; {len(registry.failed)} run(s) could not be rebuilt" if registry.failed else ""
-    held = "".join(f"; {h.reason}" for h in registry.held.values())
-    failing = await in_thread(writes_fail, registry)
+    table = run_table_of(request)
+    broken = f"; {len(table.failed)} run(s) could not be rebuilt" if table.failed else ""
+    held = "".join(f"; {h.reason}" for h in table.held.values())
+    failing = await in_thread(writes_fail, table)
     if failing:
         broken += f"; writes to the store fail ({failing})"
-    ready = registry.ready and not registry.held and not failing
+    ready = table.ready and not table.held and not failing
     body = Readiness(
         ready=ready,
-        runs=len(registry.runs),
+        runs=len(table.runs),
         detail=(
-            f"rebuilding runs failed: {registry.rebuild_error}"
-            if registry.rebuild_error
-            else ("ready" if ready else "not ready" if registry.ready
+            f"rebuilding runs failed: {table.rebuild_error}"
+            if table.rebuild_error
+            else ("ready" if ready else "not ready" if table.ready
                   else "rebuilding runs from the store") + broken + held
         ),
     )
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
 
 
-def writes_fail(registry: Registry) -> str | None:
+def writes_fail(table: RunTable) -> str | None:
     """Why writes to the store fail, if the last one failed and a probe write fails too."""
-    store = registry.store
+    store = table.store
     if store.failing is None:
         return None
     try:
         store.probe()
-        registry.highwater.save()
+        table.highwater.save()
     except Exception as exc:
         if store.failing is None:  # the database took it; the mark's folder did not
             store.failing = f"the high-water mark: {type(exc).__name__}: {exc}"

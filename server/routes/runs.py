@@ -11,13 +11,12 @@ from privrl.protocol import CredentialList, Recovery, RunInfo, RunList, RunReque
 from privrl.server.auth import require_admin
 from privrl.server.credentials import MAX_ISSUED, credential_key, issue
 from privrl.server.errors import UNKNOWN_QUERY, Refusal, error_responses
-from privrl.server.heap import settle
 from privrl.server.routes.common import (
     ensure_alive,
     in_thread,
     metrics_of,
     read_slot,
-    registry_of,
+    run_table_of,
     settings_of,
     snapshot_of,
     v1_router,
@@ -68,11 +67,9 @@ async def create_run(
 
     The answer holds the public config only: the seed, given or drawn, is never returned.
     """
-    registry = registry_of(request)
+    table = run_table_of(request)
     seq = settings_of(request).sequential if sequential is None else sequential
-    hosted = await in_thread(registry.create, body.public(), seq, body.seed, credentials)
-    if settings_of(request).freeze_heap:  # the new run (and kernels it loaded), frozen too
-        await in_thread(settle)
+    hosted = await in_thread(table.create, body.public(), seq, body.seed, credentials)
     return hosted.info(time.time())
 
 
@@ -95,7 +92,7 @@ async def issue_credentials(
 ) -> CredentialList:
     """New bearer tokens for the run's claims (HMAC of the run id and a random credential id
     under the server's credential key; nothing is stored, and none is ever shown again)."""
-    hosted = registry_of(request).get(run_id)
+    hosted = run_table_of(request).get(run_id)
     if not hosted.row.credentials:
         raise Refusal(409, "open_run", f"run {run_id} does not require credentials (create it"
                       " with ?credentials=true)")
@@ -115,7 +112,7 @@ async def issue_credentials(
 async def list_runs(request: Request) -> RunList:
     """Every live run with its status."""
     now = time.time()
-    return RunList(runs=[h.readable(now).info for h in registry_of(request).live()])
+    return RunList(runs=[h.readable(now).info for h in run_table_of(request).live()])
 
 
 @router.get(
@@ -140,17 +137,17 @@ async def show_run(run_id: str, request: Request) -> Response:
 )
 async def delete_run(run_id: str, request: Request) -> Response:
     """Flag the run deleted and purge its stored reports; its id is never reused."""
-    registry = registry_of(request)
+    table = run_table_of(request)
     try:
-        if run_id in registry.failed or run_id in registry.held:
-            await in_thread(registry.delete, run_id)
+        if run_id in table.failed or run_id in table.held:
+            await in_thread(table.delete, run_id)
         else:
-            hosted = registry.get(run_id)
+            hosted = table.get(run_id)
             async with hosted.slot_freed:
                 ensure_alive(hosted)
                 if hosted.durable is not None:  # no queued row of this run lands after the purge
                     await asyncio.wait([hosted.durable])
-                await in_thread(registry.delete, run_id)
+                await in_thread(table.delete, run_id)
                 hosted.slot_freed.notify_all()
     except (sqlite3.Error, OSError) as exc:
         raise Refusal(503, "store", f"the server could not delete run {run_id}; retry") from exc
@@ -178,9 +175,9 @@ async def recover_run(run_id: str, body: Recovery, request: Request) -> RunInfo 
     noise epoch, so no published noise is ever reused over other data, charged to the ledger
     (refused when it would exceed the run's budget); 'stop' keeps it read-only. Either way it
     is served again. Stopping a run the store lost forgets it (the answer is null)."""
-    registry = registry_of(request)
+    table = run_table_of(request)
     try:
-        hosted = await in_thread(registry.recover, run_id, body.action)
+        hosted = await in_thread(table.recover, run_id, body.action)
     except (sqlite3.Error, OSError) as exc:
         raise Refusal(503, "store", f"the server could not record this for run {run_id};"
                       " retry") from exc

@@ -35,9 +35,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..privacy.calibration import calibrate
+from ..privacy.privatizers import make_privatizer
 from ..stats import Stats
 from ..wire import error_text
 from ..worlds.first_visit import FirstVisits
+from ..worlds.model_spec import model_spec_of
 from ..worlds.rollout import Trajectories, draw_uniforms, rollout, rollout_stochastic
 
 if TYPE_CHECKING:
@@ -206,20 +209,20 @@ class Algorithm(ABC):
                 f"the users' world has (S, A, H) = {shape} but the run is for"
                 f" {(cfg.n_states, cfg.n_actions, cfg.horizon)}: pass matching world options"
             )
-        from ..worlds.linear_mixture import model_spec_of
-
         if cfg.model is not None and model_spec_of(world) != cfg.model:
             raise ValueError(
                 "the users' world has another public model than the run (its features or"
                 " rewards differ): pass the run's world and its options"
             )
 
+    def calibration(self) -> Calibration:
+        """The run's noise, calibrated from its budget and `families()`."""
+        return calibrate(self.config, self.families())
+
     def privatizer(self, calibration: Calibration, seeds: list[int], max_items: int
                    ) -> Privatizer:
         """The server-side privacy layer of a run. Default: the generic one of the privacy
         mode (exact sums, tree counters, or the LDP aggregator) over `families()`."""
-        from ..privacy.privatizers import make_privatizer
-
         return make_privatizer(calibration, seeds, max_items)
 
     def message_arrays(self) -> dict[str, tuple[int, ...]]:

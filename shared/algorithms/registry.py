@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 
+from ..config import RunConfig
 from .base import Algorithm
 
 _REGISTRY: dict[str, type[Algorithm]] = {}
@@ -29,6 +30,21 @@ def get(name: str) -> type[Algorithm]:
         raise ValueError(
             f"unknown algorithm {name!r}; registered: {', '.join(sorted(_REGISTRY))}"
         ) from None
+
+
+def check(config: RunConfig) -> type[Algorithm]:
+    """The algorithm `config` names, once it is known to have the privacy mode and knobs
+    `config` asks for (what a run's schema states); ValueError otherwise."""
+    algorithm = get(config.algo)
+    algorithm.check_mode(config.privacy)
+    algorithm.resolve_knobs(config.preset, config.knobs)
+    return algorithm
+
+
+def bind(config: RunConfig) -> Algorithm:
+    """The algorithm `config` names, bound to it; ValueError for an unknown algorithm, a privacy
+    mode or knobs it does not have, or a configuration its own rules across fields refuse."""
+    return get(config.algo)(config)
 
 
 def names() -> list[str]:

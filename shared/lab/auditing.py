@@ -36,10 +36,11 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from privrl.algorithms.base import Algorithm
+from privrl.algorithms.registry import bind
 from privrl.config import RunConfig
 from privrl.lab.float_leaks import LeakReport, count_candidates, float_leaks
 from privrl.privacy.accountant import Ledger
-from privrl.privacy.calibration import Calibration, calibrate
+from privrl.privacy.calibration import Calibration
 from privrl.privacy.mechanisms import Gaussian
 from privrl.privacy.privatizers import Central, Privatizer, randomize_locally
 from privrl.privacy.tree import levels_released
@@ -201,11 +202,11 @@ def count_families(config: RunConfig, rng: np.random.Generator, trials: int = 8
     """The released families whose clean values are whole numbers for any user (counts), as the
     open library computes them for random trajectories with random rewards in [0, 1); none
     when the algorithm's statistics cannot be computed from a tabular trajectory."""
-    calibration = calibrate(config)
+    calibration = bind(config).calibration()
     s, a, h = config.n_states, config.n_actions, config.horizon
     whole = set(calibration.released)
     try:
-        algorithm = config.algorithm()
+        algorithm = bind(config)
         for _ in range(trials):
             traj = _trajectory(rng.integers(0, s, h + 1), rng.integers(0, a, h), rng.random(h))
             stats = _clean_stats(algorithm, traj)
@@ -236,7 +237,8 @@ def worst_case_pair(config: RunConfig, rng: np.random.Generator, random_pairs: i
     """The replace-one pair with the largest loss under the declared mechanism, among structured
     candidates (every step in a different cell, or all steps in one cell, rewards 1 vs 1 or 0)
     and `random_pairs` random trajectory pairs."""
-    algorithm, calibration = config.algorithm(), calibrate(config)
+    algorithm = bind(config)
+    calibration = algorithm.calibration()
     s, a, h = config.n_states, config.n_actions, config.horizon
     base = _trajectory([0] * (h + 1), [0] * h, [1.0] * h)
     moved = [_trajectory([1 % s] * (h + 1), [1 % a] * h, [r] * h) for r in (1.0, 0.0)]
@@ -301,8 +303,8 @@ def sample_statistic(
     randomizer: LocalRandomizer = randomize_locally,
 ) -> np.ndarray:
     """The LLR statistic of `n` outputs of the randomizer on the pair's `which` ('x' or 'y')."""
-    calibration = calibrate(config)
-    clean = _clean_stats(config.algorithm(), pair.x if which == "x" else pair.y)
+    calibration = bind(config).calibration()
+    clean = _clean_stats(bind(config), pair.x if which == "x" else pair.y)
     parts: list[np.ndarray] = []
     for rows in _chunks(calibration, n):
         batched = _batched(calibration, rows)
@@ -329,8 +331,8 @@ def sample_central_statistic(
     The real privatizer runs once per batch, with every family widened by a batch axis (its
     entries are noised independently), so a batch of rows is a batch of independent runs.
     """
-    calibration = calibrate(config)
-    algorithm = config.algorithm()
+    calibration = bind(config).calibration()
+    algorithm = bind(config)
     first = _clean_stats(algorithm, pair.x if which == "x" else pair.y)
     other = _clean_stats(algorithm, pair.y)
     episodes = config.episodes
@@ -433,7 +435,7 @@ Outputs = Callable[[RunConfig, Stats, int, np.random.Generator], Stats]  # rows 
 def local_outputs(config: RunConfig, clean: Stats, rows: int, rng: np.random.Generator,
                   randomizer: LocalRandomizer = randomize_locally) -> Stats:
     """`rows` reports of the local randomizer on one user's clean statistics."""
-    calibration = calibrate(config)
+    calibration = bind(config).calibration()
     stats = {f.name: np.asarray(clean[f.name])[:, None] for f in calibration.families}
     return randomizer(stats, _batched(calibration, rows), [rng])
 
@@ -441,7 +443,7 @@ def local_outputs(config: RunConfig, clean: Stats, rows: int, rng: np.random.Gen
 def central_outputs(config: RunConfig, clean: Stats, rows: int, rng: np.random.Generator,
                     privatizer: CentralFactory = Central) -> Stats:
     """`rows` independent first releases (t = 1) of the central privatizer after one user."""
-    calibration = calibrate(config)
+    calibration = bind(config).calibration()
     batched = _batched(calibration, rows)
     central = privatizer(batched, [int(rng.integers(0, 2**63))], config.episodes)
     central.ingest({f.name: np.broadcast_to(np.asarray(clean[f.name])[:, None],
@@ -455,7 +457,7 @@ def leak_test(config: RunConfig, clean: Stats, outputs: Stats, rows: int,
     """The float-leak test on `rows` outputs of one user's clean statistics `clean` in the
     `counts` families: what it proves, and how many proven values are wrong (compared with the
     known clean values)."""
-    calibration = calibrate(config)
+    calibration = bind(config).calibration()
     kind = calibration.mechanism_name if config.noise != "opendp" else "opendp"
     total, wrong = LeakReport(), 0
     for fam in calibration.families:
@@ -551,7 +553,7 @@ def _audit(
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     if samples < 10:
         raise ValueError(f"need at least 10 samples per user, got {samples}")
-    calibration = calibrate(config)
+    calibration = bind(config).calibration()
     if calibration.mechanism is None or not calibration.noise_scale:
         raise ValueError("the configuration releases nothing with noise: there is nothing to audit")
     say = progress or (lambda line: None)
@@ -573,7 +575,7 @@ def _audit(
     tpr_lo = clopper_pearson(tp, samples, alpha / 2)[0]
     fpr_hi = clopper_pearson(fp, samples, alpha / 2)[1]
     say(f"reading clean values off the float bits of {LEAK_ROWS} outputs")
-    clean = _clean_stats(config.algorithm(), pair.x)
+    clean = _clean_stats(bind(config), pair.x)
     leaks, wrong = leak_test(config, clean, outputs(config, clean, LEAK_ROWS, rng), LEAK_ROWS,
                              count_families(config, rng))
     return RandomizerAudit(

@@ -23,10 +23,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from privrl.algorithms.registry import bind
 
 from .. import accel
 from ..config import RunConfig
-from ..privacy.calibration import calibrate
 from ..privacy.discrete import discrete_gaussian, discrete_laplace
 from ..run import run_in_process
 from ..seeding import entropy_rows, generator, path_words
@@ -100,7 +100,7 @@ def noise_draws(config: RunConfig) -> tuple[str, int, bool]:
     per fresh tree node (about one node per item, two with the smoothed tree's full dyadic
     tree) in JDP, once per user report in LDP; (kind, 0) without noise; and whether they are
     integers."""
-    cal = calibrate(config)
+    cal = bind(config).calibration()
     if cal.mechanism is None:
         return config.mechanism, 0, False
     entries = sum(int(np.prod(f.shape)) for f in cal.families)

@@ -3,7 +3,8 @@
 A sweep is cut into tasks, one per (configuration, seed-block); an executor runs `fn(task,
 progress)` for every task and yields `(task.key, result)` as tasks complete, in any order. The
 sweep (experiments.run_many) keys results by task, drops duplicates and merges the blocks, so
-every executor gives the same numbers. Ray is imported only by `make_executor("ray")`.
+every executor gives the same numbers. Ray is imported only by
+`privrl.lab.experiments.make_executor("ray")`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from .experiments import WorldSpec
 
 PROGRESS_EVERY = 500  # episodes between progress messages from a task
-EXECUTORS = ("local", "ray")
 
 Progress = Callable[[Hashable, int], None]  # (task key, newly finished replica-episodes)
 TaskFn = Callable[..., Any]  # fn(task, progress=None) -> result; picklable (module level)
@@ -139,23 +139,3 @@ class LocalExecutor(Executor):
 def _queued(fn: TaskFn, task: Any, queue: Any) -> Any:
     """`fn(task)` in a worker process, its progress sent to the parent as (key, n)."""
     return fn(task, lambda n: queue.put((task.key, n)))
-
-
-def make_executor(
-    name: str = "local",
-    workers: int | None = None,
-    address: str | None = None,
-    runtime_env: dict[str, Any] | None = None,
-) -> Executor:
-    """The executor called `name`; "ray" needs the `privrl[ray]` extra (imported only here)."""
-    if name == "local":
-        return LocalExecutor(workers)
-    if name != "ray":
-        raise ExecutorError(f"unknown executor {name!r}: use {', '.join(EXECUTORS)}")
-    try:
-        from .ray_executor import RayExecutor
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] != "ray":
-            raise
-        raise ExecutorError("--executor ray needs Ray: pip install 'privrl[ray]'") from None
-    return RayExecutor(address=address, num_cpus=workers, runtime_env=runtime_env)

@@ -31,6 +31,7 @@ from .executors import (
 )
 
 TAIL = 1000  # "final per-episode regret" = mean over the last TAIL episodes
+EXECUTORS = ("local", "ray")
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,26 @@ def run_exact(
     """One configuration in this process, one replica per seed: its record and exact regret."""
     result = run_task(Task((0, 0), config, world, tuple(int(s) for s in seeds)))
     return summarize(config, world, [result], world.build()), result.regret
+
+
+def make_executor(
+    name: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    runtime_env: dict[str, Any] | None = None,
+) -> Executor:
+    """The executor called `name`; "ray" needs the `privrl[ray]` extra (imported only here)."""
+    if name == "local":
+        return LocalExecutor(workers)
+    if name != "ray":
+        raise ExecutorError(f"unknown executor {name!r}: use {', '.join(EXECUTORS)}")
+    try:
+        from .ray_executor import RayExecutor  # imports ray
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "ray":
+            raise
+        raise ExecutorError("--executor ray needs Ray: pip install 'privrl[ray]'") from None
+    return RayExecutor(address=address, num_cpus=workers, runtime_env=runtime_env)
 
 
 def run_many(

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+from privrl.algorithms.registry import bind
 from pydantic import ValidationError
 from tqdm import tqdm
 
@@ -41,7 +42,6 @@ from ..algorithms.policy_eval import PolicyEvaluation
 from ..algorithms.policy_eval.features import feature_matrix
 from ..config import RunConfig
 from ..privacy.accountant import Ledger
-from ..privacy.calibration import calibrate
 from ..privacy.mechanisms import Gaussian
 from ..privacy.noise import FLOAT_NOISE
 from ..privacy.privatizers import Aggregator
@@ -89,7 +89,7 @@ def round_config(
                            episodes=m, privacy=privacy, epsilon=epsilon,
                            delta=delta if privacy != "none" else 0.0, mechanism="gaussian",
                            noise=noise, knobs=knobs)  # type: ignore[arg-type]
-        config.algorithm()  # the estimator's own rules across fields
+        bind(config)  # the estimator's own rules across fields
         return config
     except ValueError as exc:  # pydantic's ValidationError included
         problems = (
@@ -221,7 +221,7 @@ def _one_run(spec: SweepSpec, run: int) -> dict[tuple, tuple[float, float]]:
             key = (cell.estimator, cell.features, m, cell.lam)
             algo = algorithms.get(key)
             if algo is None:
-                algo = spec.config(cell.estimator, cell.features, m, cell.lam).algorithm()
+                algo = bind(spec.config(cell.estimator, cell.features, m, cell.lam))
                 algorithms[key] = algo  # type: ignore[assignment]
             theta = algo.estimate(m, n, g)
             excess = math.nan
@@ -244,7 +244,7 @@ def _local_estimate(spec: SweepSpec, algo: PolicyEvaluation, n: np.ndarray, g: n
                     m: int, run: int, cell: Cell) -> np.ndarray:
     """The LDP estimate from the noisy sums: the m users' Gaussian noise summed, exactly in law
     (N(0, m sigma_L^2) per entry; the returns family carries g / F_max)."""
-    sigma = calibrate(algo.config).noise_scale
+    sigma = algo.calibration().noise_scale
     rng = generator(spec.seed, "policy-eval-sweep", "local", run, m, cell.estimator, cell.features)
     spread = sigma * math.sqrt(m)
     n_noisy = n + spread * rng.standard_normal(n.shape)
@@ -274,9 +274,9 @@ def batch_ledger(spec: SweepSpec, m: int) -> Ledger:
     for cell in _cells(spec, m):
         config = spec.config(cell.estimator, cell.features, m, cell.lam)
         if cell.private:
-            config.algorithm().charge_release(ledger, "numpy")  # type: ignore[attr-defined]
+            bind(config).charge_release(ledger, "numpy")  # type: ignore[attr-defined]
         elif cell.local:  # each user's one local report, charged as the server charges it
-            cal = calibrate(config)
+            cal = bind(config).calibration()
             zeros = {f.name: np.zeros((1, *f.shape)) for f in cal.families}
             Aggregator(cal, 1).ingest(zeros, ledger)
     return ledger
@@ -304,7 +304,7 @@ def sweep(spec: SweepSpec, workers: int | None = None, progress: bool = True) ->
         estimator, features, m, lam = key
         rmse = np.array([res[key][0] for res in per_run])
         excess = np.array([res[key][1] for res in per_run])
-        algo = spec.config(estimator, features, m, lam).algorithm()
+        algo = bind(spec.config(estimator, features, m, lam))
         row = {"estimator": estimator, "features": features, "d": algo.d, "m": m,
                "lambda": getattr(algo, "lam", None), "lambda_fixed": lam is not None,
                "in_sweep": m in spec.trajectories, "rmse": _summary(rmse)}

@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..algorithms import registry
 from ..config import RunConfig
 from ..protocol import LedgerView
-from ..worlds.linear_mixture import model_spec_of
+from ..worlds.model_spec import model_spec_of
 from .experiments import WorldSpec, load, run_exact, save
 from .plots import cumulative_figure
 
@@ -112,8 +113,6 @@ def simulate(
     the algorithm's own world; a linear-mixture world's public model goes into the configuration.
     """
     if world is None:
-        from ..algorithms import registry
-
         world = registry.get(algorithm).default_world
     spec = WorldSpec(world, horizon, dict(world_params or {}))
     mdp = spec.build()

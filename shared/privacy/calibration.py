@@ -194,26 +194,13 @@ class Calibration:
         step = 1.0 if family is None else self.family(family).grid
         return mech.max_abs_bound(2 * self.report_entries(), false_refusal) + step
 
-    def max_shift(self, false_refusal: float = FALSE_REFUSAL) -> float:
-        """The largest change one dishonest user can make to one billboard entry, in noise
-        scales: any accepted value minus any honest clean value, over the noise scale."""
-        if not self.noise_scale:
-            return 0.0
-        return max(
-            (f.clean_max - f.clean_min + self.acceptance_margin(false_refusal, f.name)) / f.scale
-            for f in self.families
-        )
 
-
-def calibrate(config: RunConfig, families: Sequence[Family] | None = None) -> Calibration:
+def calibrate(config: RunConfig, families: Sequence[Family]) -> Calibration:
     """Calibrate the run's noise from its budget and its algorithm's released families.
 
-    `families` defaults to what `config`'s algorithm declares. Every family is released with one
-    mechanism: its scale comes from the largest sensitivity (a family with a smaller one spends
-    less, and the ledger records what it actually spends).
+    Every family is released with one mechanism: its scale comes from the largest sensitivity
+    (a family with a smaller one spends less, and the ledger records what it actually spends).
     """
-    if families is None:
-        families = config.algorithm().families()
     families = tuple(families)
     if (config.privacy != "none" and not math.isinf(config.epsilon)
             and noise_backend(config.noise).integer):

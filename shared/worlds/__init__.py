@@ -1,13 +1,5 @@
-"""Worlds: tabular and linear-mixture MDPs, exact evaluation, seeded trajectory sampling."""
+"""Worlds: tabular and linear-mixture MDPs, their exact values, seeded trajectory sampling."""
 
-from privrl.worlds.evaluation import (
-    episode_regret,
-    expected_return,
-    optimal_q,
-    optimal_return,
-    policy_values,
-    uniform_random_return,
-)
 from privrl.worlds.rollout import (
     N_UNIFORMS,
     TabularEnv,
@@ -22,16 +14,24 @@ from privrl.worlds.tabular import (
     load_npz,
     riverswim,
 )
+from privrl.worlds.values import (
+    episode_regret,
+    expected_return,
+    optimal_q,
+    optimal_return,
+    policy_values,
+    uniform_random_return,
+)
 
 from .gym import as_gymnasium_env, from_gymnasium, gymnasium_table
 from .linear_mixture import (
     LinearMixtureMDP,
     LinearMixtureModel,
-    ModelSpec,
     load_linear_npz,
     public_model,
     save_linear_npz,
 )
+from .model_spec import ModelSpec
 from .registry import WorldInfo, list_worlds, make
 
 __all__ = [

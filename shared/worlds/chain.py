@@ -105,12 +105,6 @@ class ChainMRP:
             d[0] = 1.0
         return d
 
-    def visit_probabilities(self) -> np.ndarray:
-        """p_s = P(a trajectory visits s): every state from its start to the end is visited."""
-        p = np.cumsum(self.start_distribution())
-        p[self.goal] = 1.0 if self.reward == "goal" else 0.0
-        return p
-
     def values(self) -> np.ndarray:
         """Exact V(s) in closed form: q^(N-1-s) (reading b) or q^(N-1-s)/gamma, V(N-1) = 0 (a)."""
         v = self.q ** (self.goal - np.arange(self.S, dtype=np.float64))
@@ -118,27 +112,6 @@ class ChainMRP:
             v = v / self.gamma
             v[self.goal] = 0.0
         return v
-
-    def dynamics(self) -> tuple[np.ndarray, np.ndarray]:
-        """(P, r): sub-stochastic transitions among recorded states (a missing row mass is the
-        end of the trajectory) and the expected reward of a step in each state."""
-        n, p = self.S, self.stay
-        trans = np.zeros((n, n))
-        idx = np.arange(self.goal)
-        trans[idx, idx] = p
-        trans[idx, idx + 1] = 1.0 - p
-        r = np.zeros(n)
-        if self.reward == "goal":
-            r[self.goal] = 1.0  # the goal's step pays 1 and ends the trajectory
-        else:
-            trans[self.goal - 1, self.goal] = 0.0  # entering the goal pays 1 and ends it
-            r[self.goal - 1] = 1.0 - p
-        return trans, r
-
-    def dp_values(self) -> np.ndarray:
-        """V = (I - gamma P)^{-1} r by dynamic programming (a check of `values`)."""
-        trans, r = self.dynamics()
-        return np.linalg.solve(np.eye(self.S) - self.gamma * trans, r)
 
     # -- simulation -------------------------------------------------------------------------------
 

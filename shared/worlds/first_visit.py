@@ -61,27 +61,3 @@ class FirstVisits:
         return cls(
             np.concatenate([r.visited for r in rows]), np.concatenate([r.returns for r in rows])
         )
-
-
-def first_visit_returns(
-    states: Sequence[int], rewards: Sequence[float], gamma: float, n_states: int
-) -> FirstVisits:
-    """One trajectory's first-visit returns: a backward pass G_t = r_t + gamma G_{t+1}, then a
-    forward scan keeping G_t at each state's first occurrence (Balle et al. 2016)."""
-    s = np.asarray(states, dtype=np.int64)
-    r = np.asarray(rewards, dtype=np.float64)
-    if s.shape != r.shape or s.ndim != 1:
-        raise ValueError("states and rewards must be 1-D sequences of the same length")
-    if s.size and (s.min() < 0 or s.max() >= n_states):
-        raise ValueError(f"states must lie in [0, {n_states})")
-    g = np.empty_like(r)
-    acc = 0.0
-    for t in range(r.size - 1, -1, -1):  # one trajectory: T steps, not a hot path
-        acc = r[t] + gamma * acc
-        g[t] = acc
-    visited = np.zeros((1, n_states), dtype=bool)
-    returns = np.zeros((1, n_states))
-    first = np.unique(s, return_index=True)[1]
-    visited[0, s[first]] = True
-    returns[0, s[first]] = g[first]
-    return FirstVisits(visited, returns)

@@ -38,9 +38,9 @@ from privrl.worlds.linear_mixture import (
     LINEAR_TOL,
     FeatureSizes,
     ModelRegistry,
-    ModelSpec,
     sign_actions,
 )
+from privrl.worlds.model_spec import ModelSpec
 from privrl.worlds.tabular import TabularMDP, WorldError
 
 INLINE_PHI = "inline-phi"

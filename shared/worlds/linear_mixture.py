@@ -37,26 +37,13 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 from privrl.seeding import generator
+from privrl.worlds.model_spec import ModelSpec
 from privrl.worlds.tabular import TabularMDP, WorldError, riverswim
-from pydantic import BaseModel, ConfigDict, Field
 
 LINEAR_TOL = 1e-9  # |P - <phi, theta>| and norm-assumption slack
 VERTEX_LIMIT = 12  # exact max of ||phi_v|| over the 2^S vertices of [0,1]^S up to this S
 INLINE = "inline"
 ModelT = TypeVar("ModelT")
-
-
-class ModelSpec(BaseModel):
-    """A public model class beyond (S, A, H), named in a run configuration.
-
-    `name` is a registered public model (`lm-hard`, `lm-mix`, `zhou-mix`, `zhou-tabular`) with its
-    public parameters, or `inline` with the arrays themselves (worlds loaded from a file).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str = Field(..., description="a registered public model, or 'inline'")
-    params: dict[str, Any] = Field(default_factory=dict, description="its public parameters")
 
 
 class FeatureSizes:
@@ -141,13 +128,6 @@ class LinearMixtureMDP(TabularMDP):
         assert model is not None
         return (f"LinearMixtureMDP(name={self.name!r}, H={self.H}, S={self.S}, A={self.A}, "
                 f"d={model.d}, d2={model.d2}, reward_noise={self.reward_noise!r})")
-
-
-def model_spec_of(mdp: TabularMDP) -> ModelSpec | None:
-    """The public model spec a run on `mdp` names: any world with public features (a linear
-    mixture or a linear MDP) says it as `public_spec`; None for a plain tabular world."""
-    spec = getattr(mdp, "public_spec", None)
-    return spec if isinstance(spec, ModelSpec) else None
 
 
 def _frozen(arr: Any) -> np.ndarray:

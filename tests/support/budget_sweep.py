@@ -18,7 +18,7 @@ from privrl.budget import OverspendingPlan, plan_totals, refuse_overspending, re
 from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
 from privrl.run import run_in_process
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.tabular import TabularMDP
 from pydantic import ValidationError
 
@@ -79,7 +79,7 @@ def cases(episodes: int, epsilons: tuple[float, ...] = EPSILONS,
                                 epsilon=eps, delta=DELTA if mech == "gaussian" else 0.0,
                                 mechanism=mech, preset=preset,
                                 knobs=knobs)
-                            resolved = config.algorithm().knobs
+                            resolved = registry.bind(config).knobs
                         except (ValidationError, ValueError):
                             continue
                         key = f"{resolved!r}{eps}"

@@ -13,11 +13,12 @@ from typing import Any
 
 import httpx
 import numpy as np
+from privrl.algorithms.ucbvi.counts import tabular_counts
 from privrl.client.api import ServerAPI
 from privrl.client.procs import ServerProcess, child_env, module_cmd
 from privrl.config import RunConfig
 from privrl.run import Run, user_episode
-from privrl.stats import Stats, tabular_counts
+from privrl.stats import Stats
 from privrl.worlds import riverswim
 from privrl.worlds.rollout import Trajectories
 from privrl.worlds.tabular import TabularMDP

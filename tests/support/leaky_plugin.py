@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from fastapi import Request
 from privrl.server.routes import public
-from privrl.server.routes.common import registry_of
+from privrl.server.routes.common import run_table_of
 
 
 @public.router.get("/{run_id}/build", summary="Build information of a run")
 async def build_info(run_id: str, request: Request) -> dict:
     """Looks harmless; publishes the run's noise seed as a 'build id'."""
-    hosted = registry_of(request).get(run_id)
+    hosted = run_table_of(request).get(run_id)
     return {"run_id": run_id, "build": {"id": hosted.run.seeds[0], "version": "0.2.0"}}

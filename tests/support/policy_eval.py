@@ -5,15 +5,43 @@ two isotropic Gaussians."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from privrl.config import RunConfig
-from privrl.worlds.first_visit import FirstVisits, first_visit_returns
+from privrl.worlds.chain import ChainMRP
+from privrl.worlds.first_visit import FirstVisits
 from scipy import stats
 
 # Worked example: N = 3, Phi = I, gamma = 0.9, F_max = 10 (R_max = 1), eps = 1, delta = 0.1, m = 2.
 GOLDEN_KNOBS = {"gamma": 0.9, "f_max": 10.0}
+
+
+def first_visit_returns(
+    states: Sequence[int], rewards: Sequence[float], gamma: float, n_states: int
+) -> FirstVisits:
+    """One trajectory's first-visit returns, the generic way: a backward pass
+    G_t = r_t + gamma G_{t+1}, then G_t at each state's first occurrence (Balle et al. 2016)."""
+    s = np.asarray(states, dtype=np.int64)
+    r = np.asarray(rewards, dtype=np.float64)
+    g = np.empty_like(r)
+    acc = 0.0
+    for t in range(r.size - 1, -1, -1):
+        acc = r[t] + gamma * acc
+        g[t] = acc
+    visited = np.zeros((1, n_states), dtype=bool)
+    returns = np.zeros((1, n_states))
+    first = np.unique(s, return_index=True)[1]
+    visited[0, s[first]] = True
+    returns[0, s[first]] = g[first]
+    return FirstVisits(visited, returns)
+
+
+def visit_probabilities(chain: ChainMRP) -> np.ndarray:
+    """p_s = P(a trajectory of `chain` visits s): every state from its start to the end."""
+    p = np.cumsum(chain.start_distribution())
+    p[chain.goal] = 1.0 if chain.reward == "goal" else 0.0
+    return p
 
 
 def golden_data() -> FirstVisits:

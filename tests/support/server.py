@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import numpy as np
 from fastapi.testclient import TestClient
+from privrl.algorithms import bind
 from privrl.client.procs import free_port
 from privrl.config import RunConfig
-from privrl.privacy.calibration import calibrate
 from privrl.protocol import PolicyPayload, RunInfo, RunRequest, Ticket
 from privrl.run import user_episode
 from privrl.server.app import create_app
@@ -54,7 +54,7 @@ def user_report(
     cfg = public(config)
     message = PolicyPayload.model_validate(ticket["policy"]).message()
     traj, noisy = user_episode(
-        mdp, message, [client_seed], ticket["episode"], cfg.algorithm(), calibrate(cfg)
+        mdp, message, [client_seed], ticket["episode"], bind(cfg), bind(cfg).calibration()
     )
     if noisy is None:
         return {
@@ -208,9 +208,8 @@ class Apps:
         self.opened: list[TestClient] = []
 
     def __call__(self, **overrides: Any) -> TestClient:
-        # the test process's heap is not a server's: freezing it would keep test garbage
-        # nor is a test a flood of public reads: their pacing is tested on its own
-        fields: dict[str, Any] = {"admin_token": ADMIN, "db": self.db, "freeze_heap": False,
+        # a test is not a flood of public reads: their pacing is tested on its own
+        fields: dict[str, Any] = {"admin_token": ADMIN, "db": self.db,
                                   "max_reads_per_second": 1e6}
         fields.update(overrides)
         client = TestClient(create_app(Settings(**fields)))

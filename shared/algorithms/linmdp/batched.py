@@ -97,10 +97,6 @@ class BatchedLSVI(LSVIAlgorithm):
         """L = ceil(K / B): episodes per batch."""
         return self.constants.batch_length
 
-    def switch_episodes(self) -> list[int]:
-        """The (1-based) episodes that start with a new policy: b L + 1, b = 1..N_K - 1."""
-        return [b * self.batch_length + 1 for b in range(1, self.constants.policies)]
-
     def leaves(self) -> int:
         """N_K - 1 batch sums are ever released (at least one leaf, for the counter)."""
         return max(self.constants.policies - 1, 1)

@@ -55,14 +55,6 @@ def paper_sigma(mode: str, horizon: int, episodes: int, eps: float, delta: float
     raise ValueError(f"unknown privacy mode {mode!r}")
 
 
-def jdp_sigma_closed_form(horizon: int, episodes: int, eps: float, delta: float) -> float:
-    """Cor. 5's printed closed form (equals `paper_sigma('jdp', ...)`; kept for the test)."""
-    k0 = tree_depth(episodes)
-    return (32.0 * horizon**2 / eps) * math.sqrt(
-        2.0 * horizon * k0 * math.log(8.0 * horizon / delta) * math.log(4.0 / delta)
-        * math.log(16.0 * horizon * k0 / delta))
-
-
 @dataclass(frozen=True)
 class NoiseBounds:
     """High-probability bounds on the summed noise of one release (Thm. 7's inputs)."""

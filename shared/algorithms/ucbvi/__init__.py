@@ -10,10 +10,11 @@ import functools
 import math
 from typing import TYPE_CHECKING, Any
 
-from ...stats import Stats, family_shapes, tabular_counts
+from ...stats import Stats
 from ...worlds.rollout import Trajectories
 from ..base import Algorithm, Family, Learner, PolicyMessage
 from ..registry import register
+from .counts import family_shapes, tabular_counts
 from .fused import FusedEpisodes, applies
 from .knobs import PRESETS, UCBVIKnobs
 from .learner import DPUCBVI

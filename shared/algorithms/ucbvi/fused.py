@@ -75,7 +75,7 @@ class FusedEpisodes:
         how often each replica's played policy changed after its first, or after `resume`'s
         (the generic loop's last played actions and their regret: `FusedLoop`)."""
         from ...accel.episodes import run_episodes
-        from ...worlds.evaluation import optimal_return
+        from ...worlds.values import optimal_return
 
         run, world, planner = self.run, self.world, self.planner
         k, total = run.reported, run.config.episodes

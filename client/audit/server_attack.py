@@ -1,4 +1,4 @@
-"""`privrl audit server`: audit a privrl server from outside, with public routes only (no token).
+"""`privrl audit server`: attack a privrl server from outside, with public routes only (no token).
 
 1. Read everything a visitor can: the run list, each run's info, billboard, ledger, policy and
    policy log, /metrics, /healthz, /readyz, the OpenAPI document, and every other GET route the
@@ -28,13 +28,14 @@ from urllib.parse import quote
 
 import httpx
 import numpy as np
+from privrl.algorithms import bind
 from privrl.client.api import ApiError, ServerAPI, describe_status, describe_transport_error
 from privrl.client.audit.findings import AuditReport, Finding
 from privrl.client.audit.noise import IncrementTest, increment_test, single_draw
 from privrl.config import RunConfig
 from privrl.lab.auditing import count_families
 from privrl.lab.float_leaks import MAX_ENTRIES, LeakReport, count_candidates, float_leaks
-from privrl.privacy.calibration import Calibration, FamilyCalibration, calibrate
+from privrl.privacy.calibration import Calibration, FamilyCalibration
 from privrl.privacy.privatizers import randomize_locally
 from privrl.privacy.tree import TreeCounter, levels_released
 from privrl.seeding import SEED_BITS, user_generator
@@ -355,7 +356,7 @@ class ServerAudit:
         """What the audit can know about a run from its public info (config, calibration)."""
         try:
             config = RunConfig.model_validate(info.get("config"))
-            calibration = calibrate(config)
+            calibration = bind(config).calibration()
         except (ValueError, ImportError) as exc:  # an algorithm or backend this auditor lacks
             return RunView(run_id, info, None, None, f"its config is not understood ({exc})")
         return RunView(run_id, info, config, calibration)
@@ -689,7 +690,7 @@ class ServerAudit:
         assert cfg is not None and cal is not None
         if cfg.privacy == "ldp":
             noise = local_noise(cal, cfg.horizon, seed, view.episodes_reported,
-                                cal.integer and cfg.algorithm().integer_rewards)
+                                cal.integer and bind(cfg).integer_rewards)
             return clean_distance(cal, poll.arrays, t, noise)
         worst = 0.0
         for fam in sorted(cal.families, key=lambda f: int(np.prod(f.shape))):

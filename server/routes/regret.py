@@ -16,11 +16,11 @@ from functools import lru_cache
 
 import numpy as np
 from fastapi import Query, Request
-from privrl.evaluation import regret_from_log
 from privrl.protocol import PolicyLog, RegretView
+from privrl.regret import regret_from_log
 from privrl.server.cache import ByteCache
 from privrl.server.errors import Refusal, error_responses
-from privrl.server.routes.common import in_thread, public_router, registry_of, settings_of
+from privrl.server.routes.common import in_thread, public_router, run_table_of, settings_of
 from privrl.worlds import optimal_return, uniform_random_return
 from privrl.worlds.registry import list_worlds, make
 from privrl.worlds.tabular import TabularMDP, WorldError
@@ -116,7 +116,7 @@ def run_regret(run_id: str, created_at: float, world: str, horizon: int, states:
     key = (run_id, world, int(created_at * 1e6))
     known = _REGRETS.get(key, dict)
     try:
-        evaluation = regret_from_log(mdp, log, known)
+        served = regret_from_log(mdp, log, known)
     except ValueError as exc:
         raise Refusal(422, "world", f"run {run_id} in world {world!r}: {exc}") from None
     _REGRETS.put(key, known)  # re-measured: it grew by the versions computed now
@@ -124,8 +124,8 @@ def run_regret(run_id: str, created_at: float, world: str, horizon: int, states:
         run_id=run_id,
         world=world,
         horizon=horizon,
-        regret=[round(float(x), 6) for x in evaluation.regret],
-        cumulative=evaluation.cumulative,
+        regret=[round(float(x), 6) for x in served.regret],
+        cumulative=served.cumulative,
         optimal_return=optimal,
         random_policy_per_episode=optimal - uniform,
     )
@@ -156,7 +156,7 @@ async def regret(
     """Regret of every reported episode (V*_1 - V^pi_1 of the policy it was served), computed
     from the public policy log in the named world; nothing is fed back to the learner. A world
     whose H*S*A*S over the run's horizon exceeds PRIVRL_MAX_CELLS is refused unbuilt."""
-    hosted = registry_of(request).get(run_id)
+    hosted = run_table_of(request).get(run_id)
     if world not in public_worlds():
         raise Refusal(422, "schema", f"world {world!r} is not a public named world: use one of"
                       f" {', '.join(public_worlds())}")

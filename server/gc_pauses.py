@@ -1,24 +1,11 @@
-"""The server's heap and Python's cycle collector: what lives as long as the process is frozen
-out of the collector's scans, and every collection's pause is measured.
-
-A full collection scans every object the collector tracks and stops the event loop while it
-does, `/healthz` included. A server with the compiled kernels loaded tracks about 160,000
-objects once it is up (modules, the app, numba's typing tables, the rebuilt runs): a full
-collection then took 65 ms idle on the 2-core test machine and 130-200 ms under 1,000 users.
-Those objects live as long as the process, so `settle()` collects once and moves everything
-alive into the permanent generation (`gc.freeze`); later collections scan only what came after.
-`GcPauses` keeps each collection's duration per generation for `/metrics`.
-
-numba's kernels load lazily, at a run's first plan and first report (no warm-up at start): the
-settle after each run creation freezes what the run's first plan loaded; what its first report
-loads stays outside the frozen heap until the next run is created.
+"""Python's cycle collector, timed: `GcPauses` keeps each collection's duration per generation
+for `/metrics` (privrl_gc_pause_seconds). A collection stops the event loop, `/healthz` included.
 """
 
 from __future__ import annotations
 
 import gc
 import itertools
-import logging
 import time
 from bisect import bisect_left
 from collections.abc import Iterator
@@ -27,16 +14,8 @@ from typing import Any
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-log = logging.getLogger("privrl.server")
-
 PAUSE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 GENERATIONS = 3
-
-
-def settle() -> None:
-    """Collect once, then freeze every object still alive (the process's long-lived heap)."""
-    gc.collect()
-    gc.freeze()
 
 
 class GcPauses(Collector):

@@ -14,13 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .protocol import PolicyLog
-from .worlds import episode_regret
-from .worlds.evaluation import episode_regret_stochastic
 from .worlds.tabular import TabularMDP
+from .worlds.values import episode_regret, episode_regret_stochastic
 
 
 @dataclass(frozen=True)
-class Evaluation:
+class RunRegret:
     """Per-episode exact regret of the episodes served so far, and the versions behind it."""
 
     run_id: str
@@ -36,10 +35,6 @@ class Evaluation:
     def tail_mean(self, episodes: int = 100) -> float:
         """Mean per-episode regret over the last `episodes` episodes."""
         return float(self.regret[-episodes:].mean()) if self.regret.size else float("nan")
-
-    def policy_of(self, episode: int) -> np.ndarray:
-        """The policy (H, S) served at the `episode`-th reported episode."""
-        return self.policies[int(self.versions[episode])]
 
 
 def version_regret(
@@ -70,7 +65,7 @@ def version_regret(
 
 def regret_from_log(
     mdp: TabularMDP, log: PolicyLog, known: dict[int, float] | None = None
-) -> Evaluation:
+) -> RunRegret:
     """Exact per-episode regret for every reported episode, in episode order (each version
     evaluated once; `known`: a cache of versions already evaluated in `mdp`, updated in place).
     `log` is the whole log (every page)."""
@@ -80,9 +75,9 @@ def regret_from_log(
     if missing:
         raise ValueError(f"the policy log serves versions {missing[:5]} that it does not list")
     if not policies:
-        return Evaluation(log.run_id, np.zeros(0), served, policies)
+        return RunRegret(log.run_id, np.zeros(0), served, policies)
     # the users played these action probabilities, not the actions (stochastic policies)
     probs = {int(v): a["probs"].to_array() for v, a in log.arrays.items() if "probs" in a}
     per_version = version_regret(mdp, policies, known, probs)
     regret = np.asarray([per_version[int(v)] for v in served], dtype=np.float64)
-    return Evaluation(log.run_id, regret, served, policies)
+    return RunRegret(log.run_id, regret, served, policies)

@@ -9,10 +9,10 @@ import math
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from privrl.algorithms import bind, check
 from privrl.config import RunConfig
 from privrl.seeding import secret_seed
 from privrl.server import noise_epochs
@@ -37,7 +37,7 @@ class Held:
     reason: str
 
 
-class Registry:
+class RunTable:
     """Run id -> HostedRun, plus runs that could not be rebuilt (served as 503, deletable)."""
 
     def __init__(
@@ -57,9 +57,9 @@ class Registry:
         self.stopping = False
         self.rebuild_error: str | None = None
 
-    def rebuild_all(self, before_ready: Callable[[], None] | None = None) -> None:
-        """Replay every stored run (a run that fails to replay is reported, not served); then
-        `before_ready()` (e.g. settling the heap), then ready."""
+    def rebuild_all(self) -> None:
+        """Replay every stored run (a run that fails to replay is reported, not served), then
+        say ready."""
         self.deleted = self.store.deleted_ids()
         for row in self.store.runs():
             if self.stopping:
@@ -84,8 +84,6 @@ class Registry:
             if run_id not in live and not mark.deleted and run_id not in self.deleted:
                 self._hold(run_id, None, f"the server published {mark.reported} reports of it,"
                            " but the store has no such run")
-        if before_ready is not None:
-            before_ready()
         self.ready = True
 
     def _admit(self, hosted: HostedRun) -> None:
@@ -190,7 +188,7 @@ class Registry:
         The size of a run is the entries of its largest released statistic family (for
         DP-UCBVI: N(s,a,s'), H*S*A*S), as its algorithm declares them.
         """
-        families = config.algorithm().families()
+        families = bind(config).families()
         largest = max(families, key=lambda f: math.prod(f.shape), default=None)
         cells = math.prod(largest.shape) if largest is not None else 0
         if cells > self.max_cells:
@@ -221,6 +219,10 @@ class Registry:
         `seed` is the admin's seed for a reproducible experiment; without one the run's noise
         seed comes from the OS CSPRNG. Either way it is a secret: no route or log shows it.
         """
+        try:  # what the create schema states: the algorithm exists, with this mode and knobs
+            check(config)
+        except ValueError as exc:
+            raise Refusal(422, "schema", f"invalid request: {exc}") from None
         self._check_ready()
         try:
             self.check_size(config)
