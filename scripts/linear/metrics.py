@@ -4,7 +4,8 @@ For every configuration in each DIR/summary.json: cumulative regret (mean ± std
 tests' sublinearity checks (mean per-episode regret of the last 20% of episodes over the first
 20%; log-log slope of the median cumulative regret over k in [K/10, K]), the last-10% per-episode
 regret as a share of the uniformly random policy's, whether that is <= 25% (the "learns"
-criterion) and the epsilon the ledger spent. `--json OUT` also saves the table for the docs.
+criterion), the epsilon the ledger spent and the policy changes (mean over seeds). `--json OUT`
+also saves the table for the docs.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from results_table import save_table  # noqa: E402
 COLUMNS = (("algorithm", ""), ("preset", ""), ("world", ""), ("configuration", ""),
            ("K", ","), ("seeds", ""), ("cumulative regret", ".1f"),
            ("last 20% / first 20%", ".3f"), ("log-log slope", ".3f"),
-           ("last-10% regret, % of random", ".1f"), ("learns", ""), ("ε spent", ".4g"))
+           ("last-10% regret, % of random", ".1f"), ("learns", ""), ("ε spent", ".4g"),
+           ("policy changes", ",.0f"))
 
 
 def metrics(record: dict) -> dict:
@@ -45,6 +47,7 @@ def metrics(record: dict) -> dict:
         "last20_over_first20": float(last / first) if first > 0 else float("nan"),
         "slope": slope, "tail10_pct_random": float(100 * tail / rand),
         "learns": bool(tail <= 0.25 * rand), "epsilon_spent": eps,
+        "policy_changes": float(np.mean(record["policy_changes"])),
     }
 
 
@@ -64,7 +67,7 @@ def main(argv: list[str]) -> None:
             rows.append([m["algo"], m["preset"], m["world"], m["label"], m["K"], m["seeds"],
                          [m["cumulative"], m["cumulative_std"]], m["last20_over_first20"],
                          m["slope"], m["tail10_pct_random"], m["learns"],
-                         float(eps) if isinstance(eps, str) else eps])
+                         float(eps) if isinstance(eps, str) else eps, m["policy_changes"]])
             eps_txt = eps if isinstance(eps, str) else f"{eps:.4g}"
             print(f"{m['algo']:<10} {m['preset']:<9} {m['label']:<24} {m['K']:>6}"
                   f" {m['cumulative']:>9.1f}"
