@@ -1,4 +1,5 @@
-"""Learning metrics of saved runs: `python scripts/linear/metrics.py DIR [DIR ...] [--json OUT]`.
+"""Learning metrics of saved runs of any algorithm:
+`python scripts/run_metrics.py DIR [DIR ...] [--json OUT]`.
 
 For every configuration in each DIR/summary.json: cumulative regret (mean ± std over seeds), the
 tests' sublinearity checks (mean per-episode regret of the last 20% of episodes over the first
@@ -16,9 +17,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from results_table import save_table  # noqa: E402
+from results_table import save_table
 
 COLUMNS = (("algorithm", ""), ("preset", ""), ("world", ""), ("configuration", ""),
            ("K", ","), ("seeds", ""), ("cumulative regret", ".1f"),
