@@ -197,9 +197,10 @@ def swarm_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def policy_eval_table() -> str:
-    """The Figure 1 sweep: RMSE (mean over runs) per estimator and feature map, against m."""
-    data = load("policy-eval/summary.json")
+def policy_eval_table(path: str = "policy-eval/summary.json") -> str:
+    """A `privrl policy-eval` sweep's summary.json: RMSE (mean over runs) per estimator and
+    feature map, against m (the λ panel's fixed-λ cells left out)."""
+    data = load(path)
     cells: dict[tuple[str, str], dict[int, float]] = {}
     for row in data["rows"]:
         if row.get("in_sweep") and not row.get("lambda_fixed"):

@@ -3,12 +3,14 @@
 A script that measures saves `{"command", "commit", "load_average", "columns", "rows"}` with
 `save_table`; a page shows it with the marker `<!-- generated: table PATH -->` (PATH under
 docs/results/), which scripts/docs_hooks.py fills with `table_markdown`. A column is a title and
-a format spec; a cell is a string, a number, a [mean, std] pair, a bool or null.
+a format spec (Python's, or `sci`: 4 significant digits, powers of ten from 10⁴ on); a cell is
+a string, a number, a [mean, std] pair, a bool or null.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -42,6 +44,16 @@ def save_table(path: str | Path, columns: Sequence[tuple[str, str]], rows: Seque
     Path(path).write_text(json.dumps(data, indent=1) + "\n")
 
 
+def scientific(value: float) -> str:
+    """4 significant digits; from 10⁴ on as 3·10⁴ (mantissa dropped when it is 1)."""
+    if not math.isfinite(value) or abs(value) < 1e4:
+        return format(value, ".4g")
+    mantissa, exponent = f"{value:.2e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    power = f"10<sup>{int(exponent)}</sup>"
+    return power if mantissa == "1" else f"{mantissa}·{power}"
+
+
 def cell(value: Any, spec: str) -> str:
     """One cell: a [mean, std] pair as "mean ± std", a bool as yes/no, null as a dash."""
     if value is None:
@@ -51,7 +63,7 @@ def cell(value: Any, spec: str) -> str:
     if isinstance(value, list):
         return " ± ".join(cell(v, spec) for v in value)
     if isinstance(value, float | int):
-        return format(value, spec)
+        return scientific(value) if spec == "sci" else format(value, spec)
     return str(value).replace("|", "\\|")
 
 

@@ -22,7 +22,7 @@ from results_table import save_table
 COLUMNS = (("algorithm", ""), ("preset", ""), ("world", ""), ("configuration", ""),
            ("K", ","), ("seeds", ""), ("cumulative regret", ".1f"),
            ("last 20% / first 20%", ".3f"), ("log-log slope", ".3f"),
-           ("last-10% regret, % of random", ".1f"), ("learns", ""), ("ε spent", ".4g"),
+           ("last-10% regret, % of random", ".1f"), ("learns", ""), ("ε spent", "sci"),
            ("policy changes", ",.0f"))
 
 

@@ -19,10 +19,10 @@ from privrl.worlds import make
 from privrl.worlds.linear_mixture import model_spec_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from results_table import save_table  # noqa: E402
+from results_table import cell, save_table  # noqa: E402
 
 EPSILONS = (10.0, 100.0, 1e3, 1e4, 1e5, 1e6)
-COLUMNS = (("ε (δ = 1e-5)", ".3g"), ("ρ", ".3g"), ("switching: 2λ~ (shift)", ".4g"),
+COLUMNS = (("ε (δ = 1e-5)", "sci"), ("ρ", "sci"), ("switching: 2λ~ (shift)", ".4g"),
            ("N_max", ".4g"), ("σ_y", ".3g"), ("batched: B", ","), ("shift", ".4g"),
            ("σ_u", ".3g"))
 
@@ -49,7 +49,7 @@ def main(argv: list[str]) -> None:
         rows.append([eps, switching.rho, switching.gram_diagonal, switching.constants.n_max,
                      switching.target_sigma, batched.constants.batches,
                      batched.gram_diagonal - batched.lam, batched.target_sigma])
-        print(" ".join(format(v, spec) for v, (_, spec) in zip(rows[-1], COLUMNS, strict=True)))
+        print(" ".join(cell(v, spec) for v, (_, spec) in zip(rows[-1], COLUMNS, strict=True)))
     if args.json:
         save_table(args.json, COLUMNS, rows, world=world.name, episodes=args.episodes)
 
