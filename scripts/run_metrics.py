@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 from results_table import save_table
 
-COLUMNS = (("algorithm", ""), ("preset", ""), ("world", ""), ("configuration", ""),
-           ("K", ","), ("seeds", ""), ("cumulative regret", ".1f"),
+COLUMNS = (("algorithm", ""), ("preset", ""), ("knobs", ""), ("world", ""),
+           ("configuration", ""), ("K", ","), ("seeds", ""), ("cumulative regret", ".1f"),
            ("last 20% / first 20%", ".3f"), ("log-log slope", ".3f"),
            ("last-10% regret, % of random", ".1f"), ("learns", ""), ("ε spent", "sci"),
            ("policy changes", ",.0f"))
@@ -40,6 +40,7 @@ def metrics(record: dict) -> dict:
     eps = record["ledger"]["epsilon"]
     return {
         "algo": record["config"]["algo"], "preset": record["config"]["preset"],
+        "knobs": " ".join(f"{k}={v}" for k, v in (record["config"]["knobs"] or {}).items()),
         "world": record["world"]["name"], "seeds": len(record["seeds"]),
         "label": record["label"], "K": k,
         "cumulative": float(cum[:, -1].mean()), "cumulative_std": float(cum[:, -1].std()),
@@ -63,7 +64,8 @@ def main(argv: list[str]) -> None:
         for rec in json.loads((Path(d) / "summary.json").read_text())["results"]:
             m = metrics(rec)
             eps = m["epsilon_spent"]
-            rows.append([m["algo"], m["preset"], m["world"], m["label"], m["K"], m["seeds"],
+            rows.append([m["algo"], m["preset"], m["knobs"] or None, m["world"], m["label"],
+                         m["K"], m["seeds"],
                          [m["cumulative"], m["cumulative_std"]], m["last20_over_first20"],
                          m["slope"], m["tail10_pct_random"], m["learns"],
                          float(eps) if isinstance(eps, str) else eps, m["policy_changes"]])
