@@ -46,9 +46,11 @@ def save_table(path: str | Path, columns: Sequence[tuple[str, str]], rows: Seque
 
 def scientific(value: float) -> str:
     """4 significant digits; from 10⁴ on as 3·10⁴ (mantissa dropped when it is 1)."""
-    if not math.isfinite(value) or abs(value) < 1e4:
+    if not math.isfinite(value) or value == 0:
         return format(value, ".4g")
-    mantissa, exponent = f"{value:.2e}".split("e")
+    mantissa, exponent = f"{value:.2e}".split("e")  # 9999.99999 is 1.00e+04: rounded first
+    if int(exponent) < 4:
+        return format(value, ".4g")
     mantissa = mantissa.rstrip("0").rstrip(".")
     power = f"10<sup>{int(exponent)}</sup>"
     return power if mantissa == "1" else f"{mantissa}·{power}"
