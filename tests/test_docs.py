@@ -156,7 +156,7 @@ def test_every_saved_table_renders_with_its_command(path: str) -> None:
 
 def test_a_saved_table_renders_its_cells_by_their_column_format() -> None:
     hooks = load_hooks()
-    data = {"command": "python scripts/x.py --json docs/results/x.json", "commit": "abc1234",
+    data = {"command": "python scripts/x.py --json x.json", "commit": "abc1234",
             "load_average": [1.0, 2.0, 3.0],
             "columns": [{"title": "run", "format": ""}, {"title": "regret", "format": ".1f"},
                         {"title": "learns", "format": ""}, {"title": "ε", "format": "sci"},
@@ -167,7 +167,7 @@ def test_a_saved_table_renders_its_cells_by_their_column_format() -> None:
     assert lines[:4] == ["| run | regret | learns | ε | n |", "|---|---|---|---|---|",
                          "| jdp \\| pooled | 3736.0 ± 51.3 | yes | 10<sup>4</sup> | 50,000 |",
                          "| ldp | — | no | 4.63·10<sup>6</sup> | 3 |"]
-    assert "`python scripts/x.py --json docs/results/x.json`" in lines[5]
+    assert "`python scripts/x.py --json x.json`" in lines[5]
     assert "abc1234" in lines[5] and "1.0, 2.0, 3.0" in lines[5]
 
 
