@@ -3,8 +3,9 @@
 A page holds a marker such as `<!-- generated: cli -->`; at build time the marker is replaced
 by what the code says now: the CLI reference from the real argparse parsers, the HTTP reference
 from the server's OpenAPI document, the server settings from their pydantic model, and the
-results' tables from the JSON their measurements wrote. Nothing generated is committed, so
-nothing can go stale. tests/test_docs.py calls `render` directly.
+results' tables from the JSON their measurements wrote (`<!-- generated: table PATH -->`: any
+table saved by scripts/results_table.py). Nothing generated is committed, so nothing can go
+stale. tests/test_docs.py calls `render` directly.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from results_table import table_markdown  # scripts/ is on sys.path while MkDocs loads a hook
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
-MARKER = re.compile(r"<!-- generated: ([a-z0-9-]+) -->")
+MARKER = re.compile(r"<!-- generated: ([a-z0-9-]+)(?: ([\w./-]+))? -->")
 WIDTH = "100"  # argparse wraps help text at $COLUMNS
 
 
@@ -132,6 +135,11 @@ def load(name: str) -> Any:
     return json.loads((RESULTS / name).read_text())
 
 
+def results_table(name: str) -> str:
+    """A table that a script saved with `results_table.save_table` (PATH under docs/results)."""
+    return table_markdown(load(name))
+
+
 def speed_table() -> str:
     """`privrl bench --rlberry`: ms per replica-episode and the ratio to rlberry-scool."""
     data = load("bench.json")
@@ -189,9 +197,10 @@ def swarm_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def policy_eval_table() -> str:
-    """The Figure 1 sweep: RMSE (mean over runs) per estimator and feature map, against m."""
-    data = load("policy-eval/summary.json")
+def policy_eval_table(path: str = "policy-eval/summary.json") -> str:
+    """A `privrl policy-eval` sweep's summary.json: RMSE (mean over runs) per estimator and
+    feature map, against m (the λ panel's fixed-λ cells left out)."""
+    data = load(path)
     cells: dict[tuple[str, str], dict[int, float]] = {}
     for row in data["rows"]:
         if row.get("in_sweep") and not row.get("lambda_fixed"):
@@ -239,7 +248,8 @@ def takeover_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-RENDERERS: dict[str, Callable[[], str]] = {
+RENDERERS: dict[str, Callable[..., str]] = {
+    "table": results_table,
     "cli": cli_reference,
     "http-api": http_reference,
     "settings": settings_reference,
@@ -254,10 +264,10 @@ RENDERERS: dict[str, Callable[[], str]] = {
 def render(markdown: str) -> str:
     """`markdown` with every marker replaced by what it names; an unknown marker is an error."""
     def replace(match: re.Match[str]) -> str:
-        name = match.group(1)
+        name, argument = match.groups()
         if name not in RENDERERS:
             raise KeyError(f"unknown generated section {name!r} (known: {sorted(RENDERERS)})")
-        return RENDERERS[name]()
+        return RENDERERS[name](*([argument] if argument else []))
 
     return MARKER.sub(replace, markdown)
 

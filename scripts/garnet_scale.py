@@ -1,6 +1,7 @@
 """Per-episode cost and peak memory of a JDP run at scale, beside the noise-drawing floor.
 
     python scripts/garnet_scale.py --states 100 --actions 5 [--episodes 16] [--horizon 20]
+        [--json OUT]
 
 One Garnet world (seed 0), DP-UCBVI with per-step statistics, JDP Gaussian eps = 1,
 delta = 1e-5, practical preset (smoothed tree), one replica. Prints the median per-episode wall
@@ -24,6 +25,11 @@ from privrl.config import RunConfig
 from privrl.run import Run, user_episode
 from privrl.seeding import generator
 from privrl.worlds.tabular import garnet
+from results_table import save_table
+
+COLUMNS = (("world", ""), ("cells H·S·A·S", ","), ("released counters", ","),
+           ("ms per episode (median)", ".1f"), ("noise floor ms", ".1f"), ("ratio", ".1f"),
+           ("peak memory MB", ".0f"), ("bytes per cell", ".1f"))
 
 
 def noise_floor(cells: int, k: int) -> float:
@@ -43,6 +49,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--actions", type=int, default=5)
     parser.add_argument("--horizon", type=int, default=20)
     parser.add_argument("--episodes", type=int, default=16)
+    parser.add_argument("--json", help="also save the result as a table here (for the docs)")
     args = parser.parse_args(argv)
     mdp = garnet(args.states, args.actions, args.horizon, seed=0)
     config = RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=args.episodes,
@@ -66,6 +73,11 @@ def main(argv: list[str]) -> int:
           f" counters; per episode {1e3 * cost:.1f} ms (median of {len(per_episode) - 2}),"
           f" noise floor {1e3 * floor:.1f} ms, ratio {cost / floor:.1f}x; peak memory"
           f" {peak / 2**20:.0f} MB = {peak / cells:.1f} bytes per cell")
+    if args.json:
+        world = f"garnet S={mdp.S} A={mdp.A} H={mdp.H}"
+        save_table(args.json, COLUMNS, [[world, cells, released, 1e3 * cost, 1e3 * floor,
+                                         cost / floor, peak / 2**20, peak / cells]],
+                   episodes=args.episodes)
     return 0
 
 

@@ -26,10 +26,16 @@ ENV_VAR = re.compile(r"\$\{?[A-Za-z_]+\}?")
 
 
 def load_hooks():
+    """scripts/docs_hooks.py loaded as MkDocs loads a hook: with its folder on sys.path."""
     spec = importlib.util.spec_from_file_location("docs_hooks", REPO_ROOT / "scripts" /
                                                   "docs_hooks.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    saved = sys.path.copy()
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = saved
     return module
 
 
@@ -128,8 +134,64 @@ def test_generated_pages_render_from_the_code_and_the_data() -> None:
 
 def test_every_generated_marker_in_the_docs_is_known() -> None:
     hooks = load_hooks()
-    used = {m for page in PAGES for m in hooks.MARKER.findall(page.read_text())}
+    used = {name for page in PAGES for name, _ in hooks.MARKER.findall(page.read_text())}
     assert used == set(hooks.RENDERERS)  # none unknown, none unused
+
+
+TABLES = sorted({path for page in PAGES for path in
+                 re.findall(r"<!-- generated: table ([\w./-]+) -->", page.read_text())})
+
+
+@pytest.mark.parametrize("path", TABLES)
+def test_every_saved_table_renders_with_its_command(path: str) -> None:
+    """A saved table has rows as wide as its columns and renders with the command that wrote it
+    (which saves it where the page reads it)."""
+    hooks = load_hooks()
+    data = hooks.load(path)
+    assert data["rows"] and {len(r) for r in data["rows"]} == {len(data["columns"])}
+    assert f"--json docs/results/{path}" in data["command"]
+    table = hooks.render(f"<!-- generated: table {path} -->")
+    assert table.count("\n|") == 1 + len(data["rows"]) and f"`{data['command']}`" in table
+
+
+def test_a_saved_table_renders_its_cells_by_their_column_format() -> None:
+    hooks = load_hooks()
+    data = {"command": "python scripts/x.py --json x.json", "commit": "abc1234",
+            "load_average": [1.0, 2.0, 3.0],
+            "columns": [{"title": "run", "format": ""}, {"title": "regret", "format": ".1f"},
+                        {"title": "learns", "format": ""}, {"title": "ε", "format": "sci"},
+                        {"title": "n", "format": ","}],
+            "rows": [["jdp | pooled", [3736.04, 51.26], True, 9999.9999, 50000],
+                     ["ldp", None, False, 4.627e6, 3]]}
+    lines = hooks.table_markdown(data).splitlines()
+    assert lines[:4] == ["| run | regret | learns | ε | n |", "|---|---|---|---|---|",
+                         "| jdp \\| pooled | 3736.0 ± 51.3 | yes | 10<sup>4</sup> | 50,000 |",
+                         "| ldp | — | no | 4.63·10<sup>6</sup> | 3 |"]
+    assert "`python scripts/x.py --json x.json`" in lines[5]
+    assert "abc1234" in lines[5] and "1.0, 2.0, 3.0" in lines[5]
+
+
+FIGURE_CELL = re.compile(r"^[*_~≈<>≤≥(]*[-−+]?\d")  # a cell that starts with a number
+
+
+def typed_figure_rows(markdown: str) -> list[str]:
+    """Markdown table rows (outside code blocks) with a cell that is a number: a figure typed
+    into the page rather than generated. Tables of words, flags and test names are not."""
+    text = re.sub(r"^```.*?^```", "", markdown, flags=re.S | re.M)
+    return [line for line in text.splitlines()
+            if line.startswith("|") and not re.fullmatch(r"[|\s:-]+", line)
+            and any(FIGURE_CELL.match(c.strip()) for c in line.strip().strip("|").split("|"))]
+
+
+def test_no_page_types_a_table_of_figures() -> None:
+    """Tables of measured figures come from a generated marker, never typed into a page."""
+    hooks = load_hooks()
+    results = DOCS / "results" / "index.md"
+    assert typed_figure_rows(hooks.render(results.read_text()))  # the check sees real tables
+    assert typed_figure_rows("| LDP ε = 1 | 167,804 ± 505 | 100.1% |\n")
+    assert not typed_figure_rows("| claim | `tests/test_x.py::test_1` |\n|---|---|\n")
+    assert {str(p.relative_to(REPO_ROOT)): rows for p in PAGES
+            if (rows := typed_figure_rows(p.read_text()))} == {}
 
 
 def test_every_link_of_the_readme_resolves() -> None:

@@ -1,5 +1,5 @@
 """Per-episode cost of UCRL-VTR and LinOpt-VI at d in {4, 8, 16}, H in {5, 20}, in-process and
-over HTTP: `python scripts/linear/cost.py [--episodes 200] [--http-episodes 100]`.
+over HTTP: `python scripts/linear/cost.py [--episodes 200] [--http-episodes 100] [--json OUT]`.
 
 World: lm-mix (S = 5, A = 3) for UCRL-VTR, zhou-mix (S = 6, A = 3, d2 = 4) for LinOpt-VI, with
 the given d and H; JDP, Gaussian, epsilon = 1, practical preset. In-process: one replica (the
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import secrets
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,7 +27,12 @@ from privrl.run import run_in_process
 from privrl.worlds import make
 from privrl.worlds.model_spec import model_spec_of
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from results_table import save_table  # noqa: E402
+
 CASES = (("ucrl-vtr", "lm-mix"), ("linopt-vi", "zhou-mix"))
+COLUMNS = (("algorithm", ""), ("d", ""), ("H", ""), ("in-process ms/episode", ".2f"),
+           ("HTTP ms/episode (wall)", ".2f"), ("HTTP p50 claim + report ms", ".2f"))
 
 
 def config_for(algo: str, mdp, episodes: int) -> RunConfig:
@@ -60,11 +66,13 @@ def http_ms(config: RunConfig, mdp, server: ServerProcess, token: str) -> tuple[
 
 
 def main() -> None:
-    """Print the table."""
+    """Print the table (and with --json save it)."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--http-episodes", type=int, default=100)
+    parser.add_argument("--json", help="also save the table here (for the docs)")
     args = parser.parse_args()
+    rows = []
     token = secrets.token_urlsafe(16)
     with tempfile.TemporaryDirectory() as tmp:
         server = ServerProcess(Path(tmp) / "privrl.db", token, sequential=True).start()
@@ -78,10 +86,14 @@ def main() -> None:
                         local = in_process_ms(config_for(algo, mdp, args.episodes), mdp)
                         wall, p50 = http_ms(config_for(algo, mdp, args.http_episodes), mdp,
                                             server, token)
+                        rows.append([algo, d, horizon, local, wall, p50])
                         print(f"{algo:<10} {d:>3} {horizon:>3} {local:>17.2f} {wall:>11.2f} "
                               f"{p50:>25.2f}", flush=True)
         finally:
             server.stop()
+    if args.json:
+        save_table(args.json, COLUMNS, rows, episodes=args.episodes,
+                   http_episodes=args.http_episodes)
 
 
 if __name__ == "__main__":

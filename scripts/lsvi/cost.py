@@ -1,5 +1,5 @@
 """Per-episode cost of the LSVI-UCB plug-ins against the episode index k, at d in {5, 10, 20} and
-H in {5, 20}: `python scripts/lsvi/cost.py [--episodes 4000]`.
+H in {5, 20}: `python scripts/lsvi/cost.py [--episodes 4000] [--json OUT]`.
 
 World: lin-mix (S = 20, A = 4) with the given d and H. One replica (a server's shape), in
 process: each episode is the server's whole work for one user (plan the message, the user's
@@ -15,7 +15,9 @@ last tenth over the first's). On a shared machine, compare ratios, not absolute 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from privrl.config import RunConfig
@@ -23,9 +25,15 @@ from privrl.run import Run, user_episode
 from privrl.worlds import make
 from privrl.worlds.model_spec import model_spec_of
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from results_table import save_table  # noqa: E402
+
 CASES = (("every-episode LSVI-UCB", "lsvi-ucb-batched", "none", float("inf")),
          ("batched JDP eps=10", "lsvi-ucb-batched", "jdp", 10.0),
          ("switching JDP eps=10", "lsvi-ucb-switching", "jdp", 10.0))
+COLUMNS = (("configuration", ""), ("d", ""), ("H", ""), ("first 10%: median ms/ep", ".3f"),
+           ("(mean)", ".3f"), ("last 10%: median", ".3f"), ("(mean)", ".3f"),
+           ("last / first (medians)", ".2f"))
 
 
 def episode_times(config: RunConfig, world) -> np.ndarray:
@@ -42,13 +50,13 @@ def episode_times(config: RunConfig, world) -> np.ndarray:
 
 
 def main() -> None:
-    """Print the markdown table."""
+    """Print the table (and with --json save it)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=4000, help="K per configuration")
+    parser.add_argument("--json", help="also save the table here (for the docs)")
     args = parser.parse_args()
-    print("| configuration | d | H | first 10%: median (mean) ms/ep | last 10%: median (mean)"
-          " | last / first (medians) |")
-    print("|---|---|---|---|---|---|")
+    print(" | ".join(title for title, _ in COLUMNS))
+    rows = []
     for d in (5, 10, 20):
         for horizon in (5, 20):
             world = make("lin-mix", horizon=horizon, d=d, n_states=20)
@@ -60,9 +68,14 @@ def main() -> None:
                 times = 1e3 * episode_times(config, world)
                 tenth = max(args.episodes // 10, 1)
                 first, last = times[:tenth], times[-tenth:]
-                print(f"| {label} | {d} | {horizon} | {np.median(first):.3f}"
-                      f" ({first.mean():.3f}) | {np.median(last):.3f} ({last.mean():.3f}) |"
-                      f" {np.median(last) / np.median(first):.2f} |", flush=True)
+                rows.append([label, d, horizon, float(np.median(first)), float(first.mean()),
+                             float(np.median(last)), float(last.mean()),
+                             float(np.median(last) / np.median(first))])
+                print(" | ".join(format(v, spec) for v, (_, spec) in zip(rows[-1], COLUMNS,
+                                                                            strict=True)),
+                      flush=True)
+    if args.json:
+        save_table(args.json, COLUMNS, rows, episodes=args.episodes)
 
 
 if __name__ == "__main__":
