@@ -33,15 +33,13 @@ node values alone (post-processing), with nothing of the clean values in its low
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from privrl import accel
 from privrl.privacy.grid import exact_units
 from privrl.privacy.noise import RowSampler, sample_seeded_rows
-from privrl.seeding import entropy_rows, path_words
 
 
 class NoiseSampler(RowSampler, Protocol):
@@ -96,9 +94,7 @@ def release_variance(t: int, smooth: bool) -> float:
 
 
 def _improve(w: float, own: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """A smoothed node: w * own + (1 - w) * (left + right) (compiled in one pass when on)."""
-    if accel.enabled():
-        return _compiled_improve()(w, own, left, right)
+    """A smoothed node: w * own + (1 - w) * (left + right)."""
     return w * own + (1.0 - w) * (left + right)
 
 
@@ -113,14 +109,6 @@ def improve_integer(level: int, own: np.ndarray, left: np.ndarray, right: np.nda
         own, left, right = (a.astype(object) for a in (own, left, right))
     num = top * own + (top - 1) * (left + right)
     return ((2 * num + den) // (2 * den)).astype(np.int64)
-
-
-@functools.cache
-def _compiled_improve() -> Callable[..., np.ndarray]:
-    """`privrl.accel.tree_noise.improve`, imported on first use only."""
-    from privrl.accel.tree_noise import improve
-
-    return improve
 
 
 class TreeCounter:
@@ -248,40 +236,10 @@ class TreeCounter:
         if self.t + count > self.max_items:
             raise ValueError(f"tree counter '{self.family}' is full ({self.max_items} items)")
         out = np.empty((count, *self.exact.shape), dtype=self.exact.dtype)
-        if self._compiled_block(out):
-            return out
         for i in range(count):
             out[i] = self.noise_sum()
             self._advance()
         return out
-
-    def _compiled_block(self, out: np.ndarray) -> bool:
-        """`noise_block` in one compiled call (`privrl.accel.tree_noise`) when the noise is
-        numpy's seeded Laplace / Gaussian and nothing is stored; False (nothing done) else."""
-        form = getattr(self.noise, "standard", None)
-        if (form is None or not self.noise.reproducible or not accel.enabled() or self._stored
-                or self.t + len(out) >= 2**32):
-            return False
-        from privrl.accel.distributions import KINDS
-        from privrl.accel.tree_noise import noise_block
-
-        kept = self._done if self.smooth else self._nodes
-        index = np.full(self.levels, -1, np.int64)
-        value = np.zeros((self.levels, *self.exact.shape))
-        for level, (i, v) in kept.items():
-            index[level], value[level] = i, v
-        entropy, lengths = entropy_rows(tuple(self.seeds))
-        spawn = path_words(0, *self._node_path(0, 0))[1]  # the kernel sets (level, index)
-        weights = np.array([smoothed_variance(level) for level in range(self.levels)])
-        rows = len(self.seeds)
-        noise_block(self.t, self.smooth, weights, entropy, lengths, spawn, KINDS[form[0]],
-                    float(form[1]), index, value.reshape(self.levels, rows, -1),
-                    out.reshape(len(out), rows, -1))
-        self.t += len(out)
-        kept.clear()
-        for level in np.flatnonzero(index >= 0):
-            kept[int(level)] = (int(index[level]), value[level].copy())
-        return True
 
     def _advance(self) -> None:
         """One more item: draw (and, if smooth, improve) the nodes it completes."""
