@@ -94,6 +94,24 @@ def user_generator(client_seed: int, episode: int) -> np.random.Generator:
     return rng
 
 
+def user_uniforms(client_seed: int, first: int, count: int, width: int) -> np.ndarray:
+    """The first `width` uniforms (count, width) of `user_generator(client_seed, k)` for
+    k = first .. first + count - 1, drawn in bulk: one stream per block, advanced from slot
+    to slot (PCG64 draws one 64-bit word per uniform)."""
+    out = np.empty((count, width))
+    k, end = first, first + count
+    while k < end:
+        block, offset = divmod(k, STREAM_EPISODES)
+        rng = generator(client_seed, "user", block)
+        bits = rng.bit_generator
+        bits.advance(offset * USER_SLOT)
+        for _ in range(min(end - k, STREAM_EPISODES - offset)):
+            rng.random(out=out[k - first])
+            bits.advance(USER_SLOT - width)
+            k += 1
+    return out
+
+
 def user_generators(client_seed: int, first: int, count: int) -> Iterator[np.random.Generator]:
     """`user_generator(client_seed, k)` for k = first .. first + count - 1, one stream per block
     moved to each episode's slot in turn: each generator is valid until the next is taken."""

@@ -416,6 +416,7 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
     model = (np.empty((*shape, n_states)), np.empty(shape), np.empty(shape),
              np.empty((*shape, 2)), np.empty(shape[:3]), np.ones(shape, np.bool_))
     stale = model[5]
+    stale_flat, q_flat, q_new_flat = stale.reshape(-1), q.reshape(-1), q_new.reshape(-1)
     for i in range(uniforms.shape[0]):
         if jdp:  # the billboard: the sums plus the central noise of this release
             noise_sas, noise_sa, noise_r = release_noise
@@ -444,12 +445,12 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
             for c in range(consts.shape[1]):
                 renew = renew or consts[i, c] != consts[i - 1, c]
             if renew:
-                for c in range(stale.size):
-                    stale.flat[c] = True
+                for c in range(stale_flat.shape[0]):
+                    stale_flat[c] = True
         _plan((board_sas, board_sa, board_r), radius[i], threshold[i], consts[i], caps, flags,
               q, q_new, actions, tied, model, tie_tol)
-        for c in range(q.size):
-            q.flat[c] = q_new.flat[c]
+        for c in range(q_flat.shape[0]):
+            q_flat[c] = q_new_flat[c]
         for rep in range(n_rep):
             if tied[rep]:
                 _break_ties(q[rep], tie_keys[i, rep], tie_tol, actions[rep])

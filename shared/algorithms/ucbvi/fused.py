@@ -19,7 +19,7 @@ import numpy as np
 
 from ... import accel
 from ...privacy.privatizers import Aggregator, Central, Identity
-from ...seeding import user_generators
+from ...seeding import user_generators, user_uniforms
 from ...ties import TIE_TOL
 from ...worlds.evaluation import episode_regret
 from ...worlds.rollout import N_UNIFORMS
@@ -128,8 +128,11 @@ class FusedEpisodes:
         uniforms = np.empty((b, n_rep, width))
         noise = {name: np.zeros((b if ldp and name in cal.released else 0, n_rep, *shape))
                  for name, shape in self.shapes.items()}
+        if not ldp:
+            for r, seed in enumerate(run.seeds):
+                uniforms[:, r] = user_uniforms(seed, k, b, width)
         samplers = [(f.name, f.shape, cal.sampler(f.name)) for f in cal.families] if ldp else []
-        for r, seed in enumerate(run.seeds):
+        for r, seed in enumerate(run.seeds if ldp else []):
             for i, rng in enumerate(user_generators(seed, k, b)):
                 rng.random(out=uniforms[i, r])
                 for name, shape, sampler in samplers:
