@@ -20,8 +20,8 @@ from collections.abc import Iterator
 import numpy as np
 
 PathPart = int | str
-STREAM_EPISODES = 1024  # episodes per stream of a role (a user's, the tie-breaks)
-USER_SLOT = 2**64  # draws reserved for one episode of a user's stream: more than any user makes
+STREAM_EPISODES = 1024  # episodes (or tree nodes) per stream of a role
+SLOT = 2**64  # draws reserved for one slot of a stream: more than any user or node makes
 
 
 SEED_BITS = 128  # a guessed seed must be as unlikely as a guessed key
@@ -80,18 +80,38 @@ def episode_rows(seed: int, role: str, first: int, count: int, width: int) -> np
     return out
 
 
+class SlotStream:
+    """Numbered slots of SLOT draws below (seed, *path): slot i is the (i % STREAM_EPISODES)-th
+    slot of generator(seed, *path, i // STREAM_EPISODES). Reaching another slot of the block
+    used last costs a state copy and an advance, not a new generator."""
+
+    def __init__(self, seed: int, *path: PathPart) -> None:
+        self.seed, self.path = seed, path
+        self._block = -1
+        self._rng: np.random.Generator | None = None
+        self._start: dict = {}
+
+    def at(self, slot: int) -> np.random.Generator:
+        """A generator at the start of `slot`: valid until the next call."""
+        block, offset = divmod(slot, STREAM_EPISODES)
+        rng = self._rng
+        if rng is None or block != self._block:
+            rng = self._rng = generator(self.seed, *self.path, block)
+            self._start, self._block = rng.bit_generator.state, block
+        bits = rng.bit_generator
+        bits.state = self._start
+        bits.advance(offset * SLOT)
+        return rng
+
+
 def user_generator(client_seed: int, episode: int) -> np.random.Generator:
     """The one stream a simulated user draws from in an episode (rollout, then local randomizer):
-    the episode's slot of USER_SLOT draws in generator(client_seed, "user", block), block =
-    episode // STREAM_EPISODES.
+    slot `episode` of the user's `SlotStream(client_seed, "user")`.
 
     Derived from the *client's* seed and the episode index only, never from anything the server
     sends: a server that knew a user's noise could subtract it.
     """
-    block, offset = divmod(episode, STREAM_EPISODES)
-    rng = generator(client_seed, "user", block)
-    rng.bit_generator.advance(offset * USER_SLOT)
-    return rng
+    return SlotStream(client_seed, "user").at(episode)
 
 
 def user_uniforms(client_seed: int, first: int, count: int, width: int) -> np.ndarray:
@@ -104,25 +124,17 @@ def user_uniforms(client_seed: int, first: int, count: int, width: int) -> np.nd
         block, offset = divmod(k, STREAM_EPISODES)
         rng = generator(client_seed, "user", block)
         bits = rng.bit_generator
-        bits.advance(offset * USER_SLOT)
+        bits.advance(offset * SLOT)
         for _ in range(min(end - k, STREAM_EPISODES - offset)):
             rng.random(out=out[k - first])
-            bits.advance(USER_SLOT - width)
+            bits.advance(SLOT - width)
             k += 1
     return out
 
 
 def user_generators(client_seed: int, first: int, count: int) -> Iterator[np.random.Generator]:
-    """`user_generator(client_seed, k)` for k = first .. first + count - 1, one stream per block
-    moved to each episode's slot in turn: each generator is valid until the next is taken."""
-    k, end = first, first + count
-    while k < end:
-        block, offset = divmod(k, STREAM_EPISODES)
-        rng = generator(client_seed, "user", block)
-        bits = rng.bit_generator
-        start = bits.state
-        for slot in range(offset, min(STREAM_EPISODES, offset + end - k)):
-            bits.state = start
-            bits.advance(slot * USER_SLOT)
-            yield rng
-            k += 1
+    """`user_generator(client_seed, k)` for k = first .. first + count - 1 (each valid until the
+    next is taken)."""
+    slots = SlotStream(client_seed, "user")
+    for k in range(first, first + count):
+        yield slots.at(k)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from privrl.algorithms.ucbvi import DPUCBVIAlgorithm
 from privrl.config import RunConfig
-from privrl.privacy.postprocess import project_counts
 from privrl.run import Run, run_in_process, user_episode
 from privrl.worlds.tabular import garnet, riverswim
+from support.projection import project_counts
 from support.ucbvi_reference import plan_q
 
 CASES = {  # private cases on the float backend: the fused loop runs them

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from privrl.algorithms.ucbvi.learner import DPUCBVI, iota
 from privrl.config import RunConfig
-from privrl.privacy.postprocess import project_counts
 from privrl.run import Run, run_in_process, user_episode
 from privrl.stats import family_shapes, tabular_counts
 from privrl.worlds import (
@@ -19,6 +18,7 @@ from privrl.worlds import (
     rollout,
     uniform_random_return,
 )
+from support.projection import project_counts
 from support.ucbvi_reference import static_bonus
 
 RIVER = riverswim(20)

@@ -62,7 +62,7 @@ def _sorted_copy(w: np.ndarray, start: int, n: int, out: int) -> None:
 @numba.njit(**OPTIONS)
 def _water_level(w: np.ndarray, start: int, n: int, d: float, tmp: int) -> float:
     """Smallest mu >= 0 with sum_i min(w_i, mu) >= d over w[start:start+n] (w[tmp:tmp+n] is
-    scratch); see `privrl.privacy.postprocess`. For d == 0 and w >= 0 the answer is d/n."""
+    scratch): the water levels of the canonical projection. For d == 0 and w >= 0: d/n."""
     best = d / n
     if n == 1:
         return max(best, 0.0)
@@ -163,12 +163,13 @@ def _model_steps(release: tuple, rep: int, first: int, last: int, radius: float,
     n_states, n_actions = sa.shape[2], sa.shape[3]
     for j in range(first, last):
         c = cur + j - first
+        noisy, projected = sas[rep, j], p[c]  # one view per step: a view per cell costs more
         for s in range(n_states):
             for a in range(n_actions):
                 if kept and not stale[rep, j, s, a]:
                     continue
                 if private:
-                    n = project_cell(sas[rep, j], s, a, sa[rep, j, s, a], radius, p[c], scratch)
+                    n = project_cell(noisy, s, a, sa[rep, j, s, a], radius, projected, scratch)
                 else:
                     n = sa[rep, j, s, a]
                     for t in range(n_states):

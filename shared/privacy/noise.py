@@ -20,13 +20,12 @@ Gaussian sigma; in grid units for the integer backends) whichever backend draws 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 from privrl.privacy.discrete import discrete_gaussian, discrete_laplace
-from privrl.seeding import PathPart, generator
 
 Shape = int | tuple[int, ...]
 NoiseName = Literal["numpy", "opendp", "float"]
@@ -50,7 +49,6 @@ __all__ = [
     "noise_backend",
     "noise_label",
     "sample_rows",
-    "sample_seeded_rows",
 ]
 
 
@@ -234,11 +232,3 @@ def sample_rows(
     if sampler.reproducible:
         return np.stack([sampler.sample(streams(r), shape) for r in range(rows)])
     return sampler.sample(None, (rows, *shape))
-
-
-def sample_seeded_rows(
-    sampler: RowSampler, seeds: Sequence[int], path: tuple[PathPart, ...], shape: tuple[int, ...]
-) -> np.ndarray:
-    """Noise of shape (rows, *shape): row r from `generator(seeds[r], *path)`, or one unseeded
-    bulk draw."""
-    return sample_rows(sampler, lambda r: generator(seeds[r], *path), len(seeds), shape)

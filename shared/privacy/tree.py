@@ -5,13 +5,13 @@ sums are kept apart, and the release after t items is
 
     B(t) = exact_sum(t) + sum_{j : bit j of t is 1} node_noise(level=j, index=t >> j)
 
-With a reproducible (numpy) backend, node noise is drawn from a counter-based seed path
-(seed, family, level, index), so a restarted process rebuilds exactly the values it already
-published (contract 2) from the exact sums alone. With an unseeded backend (OpenDP on the OS
-CSPRNG) nothing can be re-derived: a counter that journals keeps every node it draws for its
-owner to persist, and a replay takes node values from that store and refuses to draw any
-(`StoredNoiseError`), so a published value is never re-drawn. Nodes are drawn only when an item
-is added, never by a release, so a read-only path draws nothing.
+With a reproducible (numpy) backend, node noise is drawn from a counter-based seed path (slot
+`index` of the stream (seed, family, level), `privrl.seeding.SlotStream`), so a restarted process
+rebuilds exactly the values it already published (contract 2) from the exact sums alone. With an
+unseeded backend (OpenDP on the OS CSPRNG) nothing can be re-derived: a counter that journals keeps
+every node it draws for its owner to persist, and a replay takes node values from that store and
+refuses to draw any (`StoredNoiseError`), so a published value is never re-drawn. Nodes are drawn
+only when an item is added, never by a release, so a read-only path draws nothing.
 State is O(log T) noise arrays. Each item enters at most `levels` noisy nodes over the run.
 
 With `smooth=True` every node of the full dyadic tree is noised (each item still enters exactly
@@ -39,7 +39,8 @@ from typing import Protocol
 
 import numpy as np
 from privrl.privacy.grid import exact_units
-from privrl.privacy.noise import RowSampler, sample_seeded_rows
+from privrl.privacy.noise import RowSampler, sample_rows
+from privrl.seeding import SlotStream
 
 
 class NoiseSampler(RowSampler, Protocol):
@@ -151,6 +152,7 @@ class TreeCounter:
         self._stored: dict[tuple[int, int], np.ndarray] = {}
         self._replaying = False
         self.noise_epoch = 0  # > 0 after a store went back: nodes drawn from now on are fresh
+        self._slot_streams: dict[tuple[str | int, ...], list[SlotStream]] = {}
 
     def node_noise(self, level: int, index: int) -> np.ndarray:
         """The noise of tree node (level, index) for every replica: stored, seeded or fresh.
@@ -175,18 +177,29 @@ class TreeCounter:
                 f"tree '{self.family}' needs the noise of node (level {level}, index {index}),"
                 " which is not stored; unseeded noise is never re-drawn"
             )
-        value = sample_seeded_rows(self.noise, self.seeds, self._node_path(level, index),
-                                   self.shape)
+        streams = self._streams(level)
+        value = sample_rows(self.noise, lambda r: streams[r].at(index), len(self.seeds),
+                            self.shape)
         if self.journal and not self.noise.reproducible:
             self._drawn.append(NodeNoise(self.family, level, index, value))
         return value
 
-    def _node_path(self, level: int, index: int) -> tuple[str | int, ...]:
-        """The seed path of node (level, index)'s noise: counter-based, so never re-drawn; a
-        noise epoch > 0 gives every node independent noise (it ends in (level, index))."""
+    def _stream_path(self, level: int) -> tuple[str | int, ...]:
+        """The seed path of level `level`'s node streams: node (level, index) is slot `index`
+        of `SlotStream(seed, *path)` (counter-based, so never re-drawn); a noise epoch > 0
+        gives every node independent noise."""
         if self.noise_epoch > 0:
-            return ("tree", self.family, "epoch", self.noise_epoch, level, index)
-        return ("tree", self.family, level, index)
+            return ("tree", self.family, "epoch", self.noise_epoch, level)
+        return ("tree", self.family, level)
+
+    def _streams(self, level: int) -> list[SlotStream]:
+        """Each replica's node stream at `level` (kept: the next node of a level is usually in
+        the same block of its stream)."""
+        path = self._stream_path(level)
+        streams = self._slot_streams.get(path)
+        if streams is None:
+            streams = self._slot_streams[path] = [SlotStream(seed, *path) for seed in self.seeds]
+        return streams
 
     def take_drawn(self) -> list[NodeNoise]:
         """The unseeded node values drawn since the last call (journal on), oldest first."""

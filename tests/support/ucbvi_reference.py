@@ -7,8 +7,9 @@ import math
 
 import numpy as np
 from privrl.algorithms.ucbvi.learner import DPUCBVI
-from privrl.privacy.postprocess import project_counts
 from privrl.stats import Stats
+
+from support.projection import project_counts
 
 
 def private_model(release: Stats, radius: float, private: bool) -> tuple[np.ndarray, ...]:
