@@ -82,9 +82,7 @@ class FusedEpisodes:
         k = 0
         while k < total:
             b = min(self.block, total - k)
-            radii, pair_std = self.learner.radii(k, b)
-            schedule = (np.array(radii), planner.knobs.unknown_below * np.array(pair_std),
-                        planner.constants_block(radii))
+            schedule = planner.schedule(*self.learner.radii(k, b))
             uniforms, report_noise = self._user_draws(k, b)
             tie_keys = np.stack([planner.tie_keys(r, k, b) for r in range(n_rep)], axis=1)
             played = np.empty((b, *planner.q.shape[:3]), np.int64)

@@ -90,6 +90,13 @@ class DPUCBVI:
         rows = episode_rows(self.seeds[replica], TIEBREAK, first, count, h * s)
         return rows.reshape(count, h, s)
 
+    def schedule(self, radii: list[float], count_stds: list[float]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The planner's inputs over a block of episodes: each one's radius, threshold (B,) and
+        constants (B, 7), as `plan` derives them from the radius and the count std."""
+        threshold = self.knobs.unknown_below * np.asarray(count_stds, dtype=float)
+        return np.asarray(radii, dtype=float), threshold, self.constants_block(radii)
+
     def constants(self, radius: float) -> np.ndarray:
         """The planner's scalars for this radius: [iota, c_b, c_p, term 3's factor, c1,
         c2 + c3, variance coefficient]."""
