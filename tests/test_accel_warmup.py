@@ -15,8 +15,9 @@ import pytest
 from privrl import accel
 
 ACCEL = Path(accel.__file__).parent
-COMPILED = re.compile(r"^privrl: compiled DP-UCBVI's kernels \(break_ties, plan_replicas,"
-                      r" run_episodes\) in \d+\.\d s; numba caches them for later processes$")
+COMPILED = re.compile(r"^privrl: compiled DP-UCBVI's kernels \(break_ties, new_model,"
+                      r" plan_replicas, run_episodes\) in \d+\.\d s; numba caches them for"
+                      r" later processes$")
 
 
 def _imports(path: Path) -> set[str]:
@@ -44,7 +45,7 @@ def test_a_loaded_process_says_nothing(capsys: pytest.CaptureFixture[str]) -> No
     module = accel.load()
     assert accel.load() is module
     assert capsys.readouterr().err == ""
-    assert {"plan_replicas", "break_ties", "run_episodes"} <= set(vars(module))
+    assert {"plan_replicas", "break_ties", "new_model", "run_episodes"} <= set(vars(module))
 
 
 def _warm_up(cache: Path, *command: str) -> subprocess.CompletedProcess[str]:

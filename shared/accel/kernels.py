@@ -16,7 +16,8 @@ import numba
 import numpy as np
 from numba import types
 
-__all__ = ["break_ties", "plan_replicas", "run_episodes"]  # compiled and cached at import
+# the kernels compiled (or loaded from numba's cache) at import, one signature each
+__all__ = ["break_ties", "new_model", "plan_replicas", "run_episodes"]
 
 F8, I8, B1 = types.float64, types.int64, types.boolean
 
@@ -26,7 +27,7 @@ def _arr(dtype: types.Type, ndim: int, readonly: bool = False) -> types.Array:
 
 
 RELEASE = types.Tuple((_arr(F8, 5), _arr(F8, 4), _arr(F8, 4)))  # sums of sas, sa, r
-# a kept model (R, Hs, S, A[, S]): P~, N~, r~, (r~ + bonus, variance coefficient), g, stale
+# a model (R, Hs, S, A[, S]): P~, N~, r~, (r~ + bonus, variance coefficient), g, stale
 MODEL = types.Tuple((_arr(F8, 5), _arr(F8, 4), _arr(F8, 4), _arr(F8, 5), _arr(F8, 3),
                      _arr(B1, 4)))
 NOISE = types.Tuple((_arr(F8, 6), _arr(F8, 5), _arr(F8, 5)))  # (B, R, Hs, S, A[, S])
@@ -155,29 +156,28 @@ def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np
 
 @numba.njit(**OPTIONS)
 def _model_steps(release: tuple, rep: int, first: int, last: int, radius: float, private: bool,
-                 threshold: float, p: np.ndarray, n_eff: np.ndarray, r_hat: np.ndarray, cur: int,
-                 scratch: np.ndarray, kept: bool, stale: np.ndarray) -> None:
-    """Model of replica rep's steps first..last-1: P~, thresholded N~ and r~ into p, n_eff,
-    r_hat [cur + j - first]; with a kept model only of the cells marked stale."""
+                 threshold: float, p: np.ndarray, n_eff: np.ndarray, r_hat: np.ndarray,
+                 scratch: np.ndarray, stale: np.ndarray) -> None:
+    """Model of replica rep's steps first..last-1, at its cells marked stale: P~, thresholded
+    N~ and r~ into p, n_eff, r_hat [j]."""
     sas, sa, r_sum = release
     n_states, n_actions = sa.shape[2], sa.shape[3]
-    for j in range(first, last):
-        c = cur + j - first
-        noisy, projected = sas[rep, j], p[c]  # one view per step: a view per cell costs more
+    for c in range(first, last):
+        noisy, projected = sas[rep, c], p[c]  # one view per step: a view per cell costs more
         for s in range(n_states):
             for a in range(n_actions):
-                if kept and not stale[rep, j, s, a]:
+                if not stale[rep, c, s, a]:
                     continue
                 if private:
-                    n = project_cell(noisy, s, a, sa[rep, j, s, a], radius, projected, scratch)
+                    n = project_cell(noisy, s, a, sa[rep, c, s, a], radius, projected, scratch)
                 else:
-                    n = sa[rep, j, s, a]
+                    n = sa[rep, c, s, a]
                     for t in range(n_states):
-                        p[c, s, a, t] = sas[rep, j, s, a, t]
+                        p[c, s, a, t] = sas[rep, c, s, a, t]
                 if n > 0:
                     for t in range(n_states):
                         p[c, s, a, t] = p[c, s, a, t] / n
-                    r_hat[c, s, a] = min(max(r_sum[rep, j, s, a] / n, 0.0), 1.0)
+                    r_hat[c, s, a] = min(max(r_sum[rep, c, s, a] / n, 0.0), 1.0)
                 else:
                     for t in range(n_states):
                         p[c, s, a, t] = 1.0 / n_states
@@ -186,26 +186,33 @@ def _model_steps(release: tuple, rep: int, first: int, last: int, radius: float,
 
 
 @numba.njit(**OPTIONS)
-def _next_weights(n_eff: np.ndarray, cur: int, c1: float, c23: float, h2: float,
-                  g: np.ndarray, rep: int, j: int, stale: np.ndarray, kept: bool) -> bool:
-    """g[rep, j](s') = min(c1/N' + c23/N'^2, H^2), N' = sum_a N~[cur](s', a) (H^2 where N' = 0);
-    with a kept model only where a cell is stale. Returns whether any g(s') changed."""
+def _next_weights(n_eff: np.ndarray, c1: float, c23: float, h2: float, g: np.ndarray, rep: int,
+                  j: int, stale: np.ndarray) -> bool:
+    """g[rep, j](s') = min(c1/N' + c23/N'^2, H^2), N' = sum_a N~[j](s', a) (H^2 where N' = 0),
+    where a cell of s' is stale. Returns whether any g(s') changed."""
     n_states, n_actions = n_eff.shape[1], n_eff.shape[2]
     changed = False
     for t in range(n_states):
-        if kept:
-            rebuilt = False
-            for a in range(n_actions):
-                rebuilt = rebuilt or stale[rep, j, t, a]
-            if not rebuilt:
-                continue
+        rebuilt = False
+        for a in range(n_actions):
+            rebuilt = rebuilt or stale[rep, j, t, a]
+        if not rebuilt:
+            continue
         n = 0.0
         for a in range(n_actions):
-            n += n_eff[cur, t, a]
+            n += n_eff[j, t, a]
         weight = min(c1 / n + c23 / (n * n), h2) if n > 0 else h2
         changed = changed or weight != g[rep, j, t]
         g[rep, j, t] = weight
     return changed
+
+
+@numba.njit(MODEL(I8, I8, I8, I8), cache=True, **OPTIONS)
+def new_model(n_rep: int, hs: int, n_states: int, n_actions: int) -> tuple:
+    """An empty model for `plan_replicas`, every cell stale."""
+    shape = (n_rep, hs, n_states, n_actions)
+    return (np.empty((*shape, n_states)), np.empty(shape), np.empty(shape),
+            np.empty((*shape, 2)), np.empty(shape[:3]), np.ones(shape, np.bool_))
 
 
 @numba.njit(**OPTIONS)
@@ -221,46 +228,31 @@ def _plan(release: tuple, radius: float, threshold: float, consts: np.ndarray, c
     use_term3 = radius > 0
     n_rep, horizon, n_states, n_actions = q_out.shape
     pooled = sas.shape[1] == 1
-    kept = model_p.shape[0] > 0
     h2 = float(horizon) ** 2
     c4 = 4.0 * math.sqrt(io)
-    p_step = np.empty((2, n_states, n_actions, n_states))
-    n_step = np.empty((2, n_states, n_actions))
-    r_step = np.empty((2, n_states, n_actions))
-    g_rows = np.empty((1, 1, n_states))  # g as _next_weights writes it without a kept model
-    g = g_rows[0, 0]
+    g = np.empty(n_states)
     hs = sas.shape[1]
-    fresh_at = np.zeros(hs, np.bool_)  # kept model: whether step j's g changed
+    fresh_at = np.zeros(hs, np.bool_)  # whether step j's g changed
     scratch = np.empty(4 * n_states)
     v = np.empty(n_states)  # V_{h+1}, V_{h+1}^2
     v2 = np.empty(n_states)
     v_new = np.empty(n_states)
     weighted = flags[VARIANCE_TERMS] and horizon > 1
     for rep in range(n_rep):
-        p = model_p[rep] if kept else p_step
-        n_eff = model_n[rep] if kept else n_step
-        r_hat = model_r[rep] if kept else r_step
+        p, n_eff, r_hat = model_p[rep], model_n[rep], model_r[rep]
         tied[rep] = False
         for t in range(n_states):
             v[t] = 0.0
             v2[t] = 0.0
-        if kept or pooled:
-            _model_steps(release, rep, 0, hs, radius, private, threshold, p, n_eff, r_hat, 0,
-                         scratch, kept, stale)
-        if kept and weighted:
+        _model_steps(release, rep, 0, hs, radius, private, threshold, p, n_eff, r_hat, scratch,
+                     stale)
+        if weighted:
             for j in range(0 if pooled else 1, hs):
-                fresh_at[j] = _next_weights(n_eff, j, c1, c23, h2, model_g, rep, j, stale, kept)
-        elif pooled and weighted:
-            _next_weights(n_eff, 0, c1, c23, h2, g_rows, 0, 0, stale, kept)
+                fresh_at[j] = _next_weights(n_eff, c1, c23, h2, model_g, rep, j, stale)
         for h in range(horizon - 1, -1, -1):
-            cur = 0 if pooled else (h if kept else h % 2)
-            if not (pooled or kept):
-                if h < horizon - 1 and weighted:
-                    _next_weights(n_eff, 1 - cur, c1, c23, h2, g_rows, 0, 0, stale, kept)
-                _model_steps(release, rep, h, h + 1, radius, private, threshold, p, n_eff,
-                             r_hat, cur, scratch, kept, stale)
+            cur = 0 if pooled else h
             fresh = False  # whether g changed since the kept bonuses read it
-            if kept and weighted and (pooled or h < horizon - 1):
+            if weighted and (pooled or h < horizon - 1):
                 fresh = fresh_at[0] if pooled else fresh_at[h + 1]
                 fresh = fresh and (h == horizon - 1 or not pooled)
                 for t in range(n_states):
@@ -273,7 +265,7 @@ def _plan(release: tuple, radius: float, threshold: float, consts: np.ndarray, c
                     for t in range(n_states):
                         pv += p[cur, s, a, t] * v[t]
                         pv2 += p[cur, s, a, t] * v2[t]
-                    if kept and not (fresh or stale[rep, cur, s, a]):
+                    if not (fresh or stale[rep, cur, s, a]):
                         r_bonus = model_bonus[rep, cur, s, a, 0]
                         spread = model_bonus[rep, cur, s, a, 1]
                     else:  # r~ + bonus and the variance term's coefficient
@@ -292,10 +284,9 @@ def _plan(release: tuple, radius: float, threshold: float, consts: np.ndarray, c
                             r_bonus = r_hat[cur, s, a] + bonus
                             if cb > 0:
                                 spread = 2.0 * cb * math.sqrt(io / n)
-                        if kept:
-                            model_bonus[rep, cur, s, a, 0] = r_bonus
-                            model_bonus[rep, cur, s, a, 1] = spread
-                            stale[rep, cur, s, a] = False
+                        model_bonus[rep, cur, s, a, 0] = r_bonus
+                        model_bonus[rep, cur, s, a, 1] = spread
+                        stale[rep, cur, s, a] = False
                     q = np.inf
                     if n > 0:
                         q = r_bonus + pv
@@ -331,9 +322,9 @@ def plan_replicas(release: tuple, radius: float, threshold: float, consts: np.nd
     consts = [iota, bonus_scale, privacy_scale, c3, c1, c23, cb]; flags = [private,
     clip_previous, variance_terms]. Writes Q~ (R, H, S, A), the greedy actions (first
     maximiser within tie_tol) and whether a replica has a tie to break (`break_ties`).
-    `model` keeps P~, N~, r~, the bonuses and the weights g between calls, recomputed only where
-    its stale mask (R, Hs, S, A) says the release changed (a caller whose threshold stays 0 and
-    who marks every changed cell); with zero replicas the model is rebuilt per step.
+    `model` (`new_model`) keeps P~, N~, r~, the bonuses and the weights g between calls,
+    recomputed only where its stale mask (R, Hs, S, A) says the release changed (a caller
+    whose threshold stays 0 and who marks every changed cell), and the cleared mask.
     """
     _plan(release, radius, threshold, consts, caps, flags, q_prev, q_out, actions, tied, model,
           tie_tol)
@@ -411,11 +402,9 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
     clean_sa = np.zeros(r_sum.shape[1:])
     clean_r = np.zeros(r_sum.shape[1:])
     states = np.empty(horizon + 1, np.int64)
-    # non-private: the model changes only at the visited cells, so it is kept between plans
+    # non-private: the model changes only at the visited cells, so only they are rebuilt
     kept = not (flags[PRIVATE] or ldp or jdp) and (threshold <= 0.0).all()
-    shape = (n_rep if kept else 0, hs, n_states, n_actions)
-    model = (np.empty((*shape, n_states)), np.empty(shape), np.empty(shape),
-             np.empty((*shape, 2)), np.empty(shape[:3]), np.ones(shape, np.bool_))
+    model = new_model(n_rep, hs, n_states, n_actions)
     stale = model[5]
     stale_flat, q_flat, q_new_flat = stale.reshape(-1), q.reshape(-1), q_new.reshape(-1)
     for i in range(uniforms.shape[0]):
@@ -441,13 +430,14 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
                             for t in range(n_states):
                                 n += board_sas[rep, j, s, a, t]
                             board_sa[rep, j, s, a] = n
-        if kept and i > 0:  # the kept bonuses read the radius and the constants
+        renew = not kept  # the kept bonuses read the radius and the constants
+        if kept and i > 0:
             renew = radius[i] != radius[i - 1]
             for c in range(consts.shape[1]):
                 renew = renew or consts[i, c] != consts[i - 1, c]
-            if renew:
-                for c in range(stale_flat.shape[0]):
-                    stale_flat[c] = True
+        if renew:
+            for c in range(stale_flat.shape[0]):
+                stale_flat[c] = True
         _plan((board_sas, board_sa, board_r), radius[i], threshold[i], consts[i], caps, flags,
               q, q_new, actions, tied, model, tie_tol)
         for c in range(q_flat.shape[0]):

@@ -29,12 +29,6 @@ def iota(config: RunConfig) -> float:
     return math.log(30.0 * h * s * a * h * config.episodes / config.beta)
 
 
-def no_model() -> tuple[np.ndarray, ...]:
-    """plan_replicas' kept model with no replica: the model is rebuilt at every plan."""
-    return (np.empty((0, 1, 1, 1, 1)), np.empty((0, 1, 1, 1)), np.empty((0, 1, 1, 1)),
-            np.empty((0, 1, 1, 1, 2)), np.empty((0, 1, 1)), np.empty((0, 1, 1, 1), np.bool_))
-
-
 def dense(array: np.ndarray) -> np.ndarray:
     """A C-contiguous, writable float64 array (the kernels' one signature), copied if needed."""
     return np.require(array, np.float64, ["C", "W"])
@@ -78,7 +72,8 @@ class DPUCBVI:
         sums = (dense(release["sas"]), dense(release["sa"]), dense(release["r"]))
         kernels.plan_replicas(sums, float(radius), float(self.knobs.unknown_below * count_std),
                               self.constants(radius), self.caps, self.flags(private), self.q,
-                              q_new, actions, tied, no_model(), TIE_TOL)
+                              q_new, actions, tied, kernels.new_model(*release["sa"].shape),
+                              TIE_TOL)
         self.q = q_new
         for i in np.flatnonzero(tied):
             kernels.break_ties(self.q[i], self.tie_keys(i, episode, 1)[0], TIE_TOL, actions[i])
