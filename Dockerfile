@@ -24,6 +24,9 @@ COPY client ./client
 RUN pip install --no-deps . && rm -rf build *.egg-info
 
 USER privrl
+# compile DP-UCBVI's numba kernels once, into the privrl user's numba cache (~/.cache/numba), so
+# no container compiles them on its first run
+RUN python -m privrl.accel
 EXPOSE 8000
 # the default command is the server; docker-compose.yml sets each service's own command
 CMD ["python", "-m", "privrl.server", "--host", "0.0.0.0", "--port", "8000", "--db", "/data/privrl.db"]

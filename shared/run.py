@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from privrl import accel
 from privrl.algorithms.base import Algorithm, Learner, Played, PolicyMessage
 from privrl.algorithms.registry import bind
 from privrl.budget import refuse_overspending, run_budget
@@ -26,10 +25,6 @@ from privrl.stats import Stats
 from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.tabular import TabularMDP
 from privrl.worlds.values import episode_regret, episode_regret_stochastic
-
-# episodes between two looks, in the generic in-process loop, for kernels compiled in the
-# background meanwhile (`privrl.accel`): the compiled loop then runs the rest, same numbers
-HANDOFF_EVERY = 64
 
 
 class RunFinished(RuntimeError):
@@ -111,12 +106,6 @@ class Run:
             self._message = new
             self._planned_at = self.reported
         return self._message
-
-    def adopt_message(self, message: PolicyMessage) -> None:
-        """Take `message` as the policy planned after the last report (a fused loop planned it
-        and already counted its version)."""
-        self._message = message
-        self._planned_at = self.reported - 1
 
     def policy(self) -> np.ndarray:
         """The current policy's actions (R, H, S)."""
@@ -205,6 +194,22 @@ class InProcessResult:
     policy_changes: np.ndarray  # (R,) how often replica r's played policy changed (switches)
 
 
+class Simulator(Protocol):
+    """Runs every episode of a fresh in-process run: fills `regret` (R, K) and the run's ledger
+    and policy version as the generic loop would; returns each replica's policy switches (R,)."""
+
+    def __call__(self, regret: np.ndarray, progress: Callable[[int], None] | None,
+                 progress_every: int) -> np.ndarray: ...
+
+
+@runtime_checkable
+class Simulates(Protocol):
+    """An algorithm with its own, faster in-process episode loop (DP-UCBVI's): an option of
+    `run_in_process`, not part of the plug-in contract."""
+
+    def simulator(self, run: Run, world: Any) -> Simulator | None: ...
+
+
 def run_in_process(
     config: RunConfig,
     mdp: TabularMDP,
@@ -228,20 +233,15 @@ def run_in_process(
     run = Run(config, seeds)
     n_rep, k_total = len(run.seeds), config.episodes
     regret = np.empty((n_rep, k_total))
-    fused = run.algorithm.fused_loop(run, mdp) if accel.enabled() else None
-    if fused is not None:  # the same loop compiled (privrl.accel): same numbers
-        changes = fused(regret, progress, progress_every)
+    simulator = (run.algorithm.simulator(run, mdp) if isinstance(run.algorithm, Simulates)
+                 else None)
+    if simulator is not None:
+        changes = simulator(regret, progress, progress_every)
         return InProcessResult(config, run.seeds, regret, run.ledger, run.policy_version, changes)
     last_policy: np.ndarray | None = None
     last_regret = np.zeros(n_rep)
     changes = np.zeros(n_rep, dtype=np.int64)
     for k in range(k_total):
-        if k % HANDOFF_EVERY == 0 and k and accel.enabled():  # compiled in the background since
-            fused = run.algorithm.fused_loop(run, mdp)
-            if fused is not None:
-                assert last_policy is not None
-                changes += fused(regret, progress, progress_every, (last_policy, last_regret))
-                break
         pol = played_policy(run.message())
         changed = (
             np.ones(n_rep, bool)

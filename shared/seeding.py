@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import functools
 import secrets
-import sys
 import zlib
+from collections.abc import Iterator
 
 import numpy as np
-from numpy.random.bit_generator import ISeedSequence
-from privrl import accel
 
 PathPart = int | str
-_STREAMS = "privrl.accel.streams"
+STREAM_EPISODES = 1024  # episodes (or tree nodes) per stream of a role
+SLOT = 2**64  # draws reserved for one slot of a stream: more than any user or node makes
 
 
 SEED_BITS = 128  # a guessed seed must be as unlikely as a guessed key
@@ -59,86 +58,83 @@ def seed_sequence(seed: int, *path: PathPart) -> np.random.SeedSequence:
     return np.random.SeedSequence(entropy=int(seed), spawn_key=tuple(_key(p) for p in path))
 
 
-def words(value: int) -> list[int]:
-    """A non-negative int as little-endian uint32 words, as numpy's SeedSequence coerces it."""
-    out = [value & 0xFFFFFFFF]
-    value >>= 32
-    while value:
-        out.append(value & 0xFFFFFFFF)
-        value >>= 32
-    return out
-
-
-def spawn_words(*path: PathPart) -> np.ndarray:
-    """The spawn-key words of `seed_sequence(seed, *path)` (any seed), as a uint32 array."""
-    spawn: list[int] = []
-    for part in path:
-        key = _key(part)
-        if key <= 0xFFFFFFFF:  # one word: the usual case (names, levels, indices)
-            spawn.append(key)
-        else:
-            spawn.extend(words(key))
-    return np.array(spawn, np.uint32)
-
-
-def path_words(seed: int, *path: PathPart) -> tuple[np.ndarray, np.ndarray]:
-    """(entropy words, spawn-key words) of `seed_sequence(seed, *path)`, as uint32 arrays."""
-    if seed < 0:
-        raise ValueError(f"seeds must be non-negative, got {seed}")
-    entropy = np.array(words(int(seed)), np.uint32)
-    entropy.flags.writeable = False  # as entropy_rows': one compiled specialization for both
-    return entropy, spawn_words(*path)
-
-
-@functools.lru_cache(maxsize=64)
-def entropy_rows(seeds: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Each seed's entropy words zero-padded into rows (R, W), and how many words each has:
-    how the compiled streams (`privrl.accel`) take a batch of seeds."""
-    rows = [path_words(seed)[0] for seed in seeds]
-    out = np.zeros((len(seeds), max(len(w) for w in rows)), np.uint32)
-    for r, w in enumerate(rows):
-        out[r, : len(w)] = w
-    out.flags.writeable = False
-    return out, np.array([len(w) for w in rows], np.int64)
-
-
-class CompiledSeedSequence(ISeedSequence):
-    """`seed_sequence(seed, *path)`'s PCG64 seed words, hashed by the compiled SeedSequence
-    (`privrl.accel.streams`, checked against numpy's in the tests): a PCG64 built from it is in
-    exactly the state numpy's own SeedSequence gives, for a fifth of the cost."""
-
-    __slots__ = ("_words",)
-
-    def __init__(self, seed: int, *path: PathPart) -> None:
-        from privrl.accel.streams import seed_words
-
-        self._words = np.empty(8, np.uint32)
-        seed_words(*path_words(seed, *path), self._words)
-
-    def generate_state(self, n_words: int, dtype: type = np.uint32) -> np.ndarray:
-        """The 4 uint64 (8 uint32) words PCG64 asks for; nothing else is needed."""
-        wide = np.dtype(dtype) == np.uint64
-        if n_words * (2 if wide else 1) != 8:
-            raise ValueError("CompiledSeedSequence only seeds PCG64 (8 uint32 words)")
-        return self._words.view("<u8") if wide else self._words.copy()
-
-
 def generator(seed: int, *path: PathPart) -> np.random.Generator:
-    """A fresh PCG64 generator for `path` below `seed`; same arguments, same stream.
-
-    Built with the compiled SeedSequence when `privrl.accel` is on and its kernels are already
-    loaded in this process (a planner or the fused loop loaded them): a short-lived process
-    that only rolls out a few episodes does not pay numba's import for it.
-    """
-    if accel.enabled() and _STREAMS in sys.modules:
-        return np.random.Generator(np.random.PCG64(CompiledSeedSequence(seed, *path)))
+    """A fresh PCG64 generator for `path` below `seed`; same arguments, same stream."""
     return np.random.Generator(np.random.PCG64(seed_sequence(seed, *path)))
 
 
+def episode_rows(seed: int, role: str, first: int, count: int, width: int) -> np.ndarray:
+    """`width` uniforms per episode (count, width) for episodes first .. first + count - 1 of
+    `role`: episode k's row is the k % STREAM_EPISODES-th row of the stream
+    generator(seed, role, k // STREAM_EPISODES), so a block of episodes is drawn in bulk and one
+    episode alone by advancing to its row (PCG64 draws one 64-bit word per uniform)."""
+    out = np.empty((count, width))
+    k, end = first, first + count
+    while k < end:
+        block, offset = divmod(k, STREAM_EPISODES)
+        n = min(end - k, STREAM_EPISODES - offset)
+        rng = generator(seed, role, block)
+        rng.bit_generator.advance(offset * width)
+        rng.random(out=out[k - first : k - first + n])
+        k += n
+    return out
+
+
+class SlotStream:
+    """Numbered slots of SLOT draws below (seed, *path): slot i is the (i % STREAM_EPISODES)-th
+    slot of generator(seed, *path, i // STREAM_EPISODES). Reaching another slot of the block
+    used last costs a state copy and an advance, not a new generator."""
+
+    def __init__(self, seed: int, *path: PathPart) -> None:
+        self.seed, self.path = seed, path
+        self._block = -1
+        self._rng: np.random.Generator | None = None
+        self._start: dict = {}
+
+    def at(self, slot: int) -> np.random.Generator:
+        """A generator at the start of `slot`: valid until the next call."""
+        block, offset = divmod(slot, STREAM_EPISODES)
+        rng = self._rng
+        if rng is None or block != self._block:
+            rng = self._rng = generator(self.seed, *self.path, block)
+            self._start, self._block = rng.bit_generator.state, block
+        bits = rng.bit_generator
+        bits.state = self._start
+        bits.advance(offset * SLOT)
+        return rng
+
+
 def user_generator(client_seed: int, episode: int) -> np.random.Generator:
-    """The one stream a simulated user draws from (rollout, then local randomizer).
+    """The one stream a simulated user draws from in an episode (rollout, then local randomizer):
+    slot `episode` of the user's `SlotStream(client_seed, "user")`.
 
     Derived from the *client's* seed and the episode index only, never from anything the server
     sends: a server that knew a user's noise could subtract it.
     """
-    return generator(client_seed, "user", episode)
+    return SlotStream(client_seed, "user").at(episode)
+
+
+def user_uniforms(client_seed: int, first: int, count: int, width: int) -> np.ndarray:
+    """The first `width` uniforms (count, width) of `user_generator(client_seed, k)` for
+    k = first .. first + count - 1, drawn in bulk: one stream per block, advanced from slot
+    to slot (PCG64 draws one 64-bit word per uniform)."""
+    out = np.empty((count, width))
+    k, end = first, first + count
+    while k < end:
+        block, offset = divmod(k, STREAM_EPISODES)
+        rng = generator(client_seed, "user", block)
+        bits = rng.bit_generator
+        bits.advance(offset * SLOT)
+        for _ in range(min(end - k, STREAM_EPISODES - offset)):
+            rng.random(out=out[k - first])
+            bits.advance(SLOT - width)
+            k += 1
+    return out
+
+
+def user_generators(client_seed: int, first: int, count: int) -> Iterator[np.random.Generator]:
+    """`user_generator(client_seed, k)` for k = first .. first + count - 1 (each valid until the
+    next is taken)."""
+    slots = SlotStream(client_seed, "user")
+    for k in range(first, first + count):
+        yield slots.at(k)

@@ -53,10 +53,8 @@ sys.addaudithook(_audit)  # audit hooks cannot be removed: it does nothing betwe
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """On a machine where numba's kernels are not compiled yet, the first kernel lookup starts
-    the one background compilation (privrl.accel); let it happen here, outside any test."""
-    if accel.available():
-        accel.enabled()
+    """Compile (or load from numba's cache) DP-UCBVI's kernels here, outside any test."""
+    accel.load()
 
 
 @contextmanager

@@ -65,10 +65,16 @@ def test_the_default_demo_runs_tell_the_story_in_process(seed: int) -> None:
     pct = {r["config"]["privacy"]: percent_of_random(r) for r in results}
     assert pct["none"] < 5 and pct["jdp"] <= 25 and pct["ldp"] >= 75, pct
     steady = {r["config"]["privacy"]: steady_verdict(r)[0] for r in results}
-    assert steady == {"none": "yes", "jdp": "yes", "ldp": "no"}, steady
+    # at K = 3,000 and epsilon = 10 JDP's last 10% can still swing between its windows: the
+    # verdict may say so, but it never says that JDP failed, and LDP never learns
+    assert steady["none"] == "yes" and steady["ldp"] == "no", steady
+    assert steady["jdp"] in ("yes", "unsteady"), steady
     assert results[1]["ledger"]["epsilon"] == pytest.approx(args.epsilon, rel=1e-6)
     assert results[2]["ledger"]["epsilon"] == pytest.approx(args.epsilon, rel=1e-6)
-    assert "of episodes JDP is at" in story(results) and "(learned)" in story(results)
+    text = story(results)
+    assert "of episodes JDP is at" in text
+    assert ("(learned)" in text) == (steady["jdp"] == "yes")
+    assert ("not enough for JDP to learn steadily" in text) == (steady["jdp"] != "yes")
 
 
 def fake(label: str, privacy: str, per: np.ndarray) -> dict:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from privrl.privacy.postprocess import Projection, lp_objective, project_counts
 from scipy.optimize import linprog
+from support.projection import Projection, lp_objective, project_counts
 
 SIZES = (1, 2, 3, 6, 10)
 

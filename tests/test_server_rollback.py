@@ -197,4 +197,4 @@ def test_a_noise_epoch_draws_independent_nodes_and_epoch_0_is_unchanged() -> Non
     a, b, c = (t.node_noise(2, 3) for t in (plain, same, fresh))
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a, c)
-    assert plain._node_path(2, 3) == ("tree", "n", 2, 3)
+    assert plain._stream_path(2) == ("tree", "n", 2)

@@ -147,3 +147,25 @@ def test_smoothed_restart_rebuilds_identical_releases():
     for x in items:
         b.add(x)
     np.testing.assert_array_equal(a.release(), b.release())
+
+
+@pytest.mark.parametrize("smooth", [False, True])
+def test_noise_block_is_the_noise_of_the_releases_item_by_item(smooth: bool) -> None:
+    """A block from t = 5 (nodes kept from before it), then items added one by one after it:
+    every release equals the tree fed item by item, so the block leaves the same nodes behind."""
+    items = np.random.default_rng(1).normal(size=(80, 2, 3, 2))
+    releases = []
+    for use_block in (False, True):
+        tree = TreeCounter((3, 2), Gaussian(2.0, FLOAT), [9, 2**90], "sas", 200, smooth=smooth)
+        got = []
+        for t, item in enumerate(items):
+            if use_block and t == 5:
+                block = tree.noise_block(70)  # the noise after 5, 6, ..., 74 items
+            if use_block and 5 <= t < 75:  # the block's tree stands at 75 items
+                tree.exact += item
+                got.append(tree.exact + block[t - 4] if t < 74 else tree.release())
+                continue
+            tree.add(item)
+            got.append(tree.release())
+        releases.append(np.array(got))
+    np.testing.assert_allclose(releases[1], releases[0], rtol=0, atol=1e-12)

@@ -10,7 +10,6 @@ from privrl.algorithms import bind
 from privrl.algorithms.ucbvi.counts import family_shapes, tabular_counts
 from privrl.algorithms.ucbvi.learner import DPUCBVI, iota
 from privrl.config import RunConfig
-from privrl.privacy.postprocess import project_counts
 from privrl.run import Run, run_in_process, user_episode
 from privrl.worlds import (
     garnet,
@@ -20,6 +19,8 @@ from privrl.worlds import (
     rollout,
     uniform_random_return,
 )
+from support.projection import project_counts
+from support.ucbvi_reference import static_bonus
 
 RIVER = riverswim(20)
 
@@ -42,7 +43,7 @@ def test_bonus_terms_by_hand():
     n_sa = np.array([[[[4.0], [0.0]], [[2.0], [8.0]]]])  # (R=1, H=2, S=2, A=1)
     p = np.array([[[[[0.25, 0.75]], [[0.5, 0.5]]], [[[1.0, 0.0]], [[0.5, 0.5]]]]])
     radius = 3.0
-    bonus = learner._static_bonus(n_sa, p, radius)
+    bonus = static_bonus(learner, n_sa, p, radius)  # the numpy reference the kernel is checked by
     io = math.log(30 * 2 * 2 * 1 * 2 * 10 / 0.5)
     # h = 1 (index 0), s = 0: N = 4; next-step counts N'(s') = (2, 8)
     c1 = 1000**2 * 2**3 * 2 * 1 * io**2

@@ -28,9 +28,9 @@ adding an algorithm is one folder under `algorithms/` and one `register(...)` li
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -238,20 +238,3 @@ class Algorithm(ABC):
     def postprocess(self, release: Stats) -> Stats:
         """Statistics derived from the release for free (post-processing); default: none."""
         return release
-
-    def fused_loop(self, run: Any, world: Any) -> FusedLoop | None:
-        """A compiled stand-in for the in-process runner's episode loop over `world` that gives
-        the same numbers (`privrl.accel`), or None (default) for the generic loop."""
-        return None
-
-
-class FusedLoop(Protocol):
-    """Runs an in-process run's remaining episodes, filling `regret` (R, K) and the run's ledger,
-    privatizer and policy version exactly as the generic loop would, and returns each replica's
-    count of policy switches (R,). `resume` = (the actions (R, H, S) the generic loop played
-    last, their exact regret (R,)) when it takes over a run the generic loop began (the kernels
-    were compiled meanwhile): switches then count from those actions."""
-
-    def __call__(self, regret: np.ndarray, progress: Callable[[int], None] | None,
-                 progress_every: int,
-                 resume: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray: ...

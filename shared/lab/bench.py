@@ -25,11 +25,10 @@ from typing import Any
 import numpy as np
 from privrl.algorithms.registry import bind
 
-from .. import accel
 from ..config import RunConfig
 from ..privacy.discrete import discrete_gaussian, discrete_laplace
 from ..run import run_in_process
-from ..seeding import entropy_rows, generator, path_words
+from ..seeding import generator
 from ..worlds.tabular import TabularMDP, garnet, riverswim
 
 VARIANTS = (  # (name, privacy, mechanism, delta, noise backend)
@@ -111,20 +110,13 @@ def noise_draws(config: RunConfig) -> tuple[str, int, bool]:
 def time_noise(kind: str, draws: int, integer: bool, episodes: int) -> float:
     """Milliseconds per replica-episode of drawing `draws` values of `kind` from a fresh seeded
     stream per episode, the way the runs draw them: discrete integers (scale 3), or float
-    standard draws (compiled when privrl.accel is on)."""
+    standard draws."""
     rounds = max(1, min(episodes, 200))
     start = time.perf_counter()
     if integer:
         draw = discrete_laplace if kind == "laplace" else discrete_gaussian
         for k in range(rounds):
             draw(generator(0, "floor", k), 3.0, draws)
-    elif accel.enabled():
-        from ..accel.distributions import KINDS, seeded_rows
-
-        entropy, lengths = entropy_rows((0,))
-        out = np.empty((1, draws))
-        for k in range(rounds):
-            seeded_rows(entropy, lengths, path_words(0, "floor", k)[1], KINDS[kind], 1.0, out)
     else:
         for k in range(rounds):
             rng = generator(0, "floor", k)
@@ -161,7 +153,7 @@ def measure(mdp: TabularMDP, episodes: int, replicas: list[int], rounds: int,
             rlberry: bool) -> tuple[list[Row], Row | None, float]:
     """Interleaved rounds of every (variant, replica count) and rlberry; returns the rows,
     rlberry's row (None when not asked or not installed) and the warm-up seconds (the first
-    compiled call of each variant: numba's cache load, or its compilation on a cold cache)."""
+    call of each variant: loading the kernels from numba's cache, or compiling them)."""
     start = time.perf_counter()
     for _, privacy, mech, delta, noise in VARIANTS:  # warm-up: load kernels, build caches
         time_privrl(mdp, privacy, mech, delta, noise, 2, 1)
@@ -190,7 +182,7 @@ def report(mdp: TabularMDP, episodes: int, rounds: int, rows: list[Row], peer: R
     """The JSON form of a bench run: settings, machine, every row and the ratios to rlberry."""
     out: dict[str, Any] = {
         "world": repr(mdp), "episodes": episodes, "rounds": rounds,
-        "compiled": accel.enabled(), "warmup_seconds": warmup,
+        "warmup_seconds": warmup,
         "machine": {"cpus": os.cpu_count(), "load_average": list(os.getloadavg())},
         "rows": [], "rlberry": None,
     }

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from privrl.privacy.noise import INTEGER_NOISE, NoiseBackend, Shape, standard_form
+from privrl.privacy.noise import INTEGER_NOISE, NoiseBackend, Shape
 
 __all__ = ["Gaussian", "Laplace", "Mechanism", "Shape"]
 
@@ -133,11 +133,6 @@ class Laplace:
             raise ValueError("cannot sample Laplace noise of infinite scale (zero budget)")
         return self.backend.add("laplace", rng, self.scale, values)
 
-    @property
-    def standard(self) -> tuple[str, float] | None:
-        """("laplace", b) when draws are numpy's standard Laplace times b (compiled draws)."""
-        return standard_form(self.backend, "laplace", self.scale)
-
     def epsilon(self, l1_sensitivity: float) -> float:
         """Privacy map: the pure epsilon of releasing a query of this l1 sensitivity, D1 / b."""
         return _ratio(check_nonneg("l1_sensitivity", l1_sensitivity), self.scale)
@@ -204,11 +199,6 @@ class Gaussian:
         if math.isinf(self.sigma):
             raise ValueError("cannot sample Gaussian noise of infinite sigma (zero budget)")
         return self.backend.add("gaussian", rng, self.sigma, values)
-
-    @property
-    def standard(self) -> tuple[str, float] | None:
-        """("gaussian", sigma) when draws are numpy's standard normals times sigma."""
-        return standard_form(self.backend, "gaussian", self.sigma)
 
     def rho(self, l2_sensitivity: float) -> float:
         """Privacy map: the zCDP rho of releasing a query of this l2 sensitivity."""

@@ -20,15 +20,12 @@ Gaussian sigma; in grid units for the integer backends) whichever backend draws 
 from __future__ import annotations
 
 import functools
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
-from privrl import accel
 from privrl.privacy.discrete import discrete_gaussian, discrete_laplace
-from privrl.seeding import PathPart, entropy_rows, generator, spawn_words
 
 Shape = int | tuple[int, ...]
 NoiseName = Literal["numpy", "opendp", "float"]
@@ -52,8 +49,6 @@ __all__ = [
     "noise_backend",
     "noise_label",
     "sample_rows",
-    "sample_seeded_rows",
-    "standard_form",
 ]
 
 
@@ -137,12 +132,6 @@ class IntegerNoise(_Drawn):
         return discrete_gaussian(_seeded(rng), sigma, shape)
 
 
-def standard_form(backend: NoiseBackend, kind: str, scale: float) -> tuple[str, float] | None:
-    """(kind, scale) when a mechanism's draws are numpy's standard draws of `kind` times `scale`
-    (the float backend, a finite scale): what the compiled draws reproduce; else None."""
-    return (kind, scale) if isinstance(backend, FloatNoise) and math.isfinite(scale) else None
-
-
 @functools.cache
 def _opendp() -> Any:
     """`opendp.prelude` with the "contrib" features on, imported only when first needed."""
@@ -221,11 +210,7 @@ def noise_label(name: str) -> str:
 
 
 class RowSampler(Protocol):
-    """A mechanism as `sample_rows` sees it: a sampler that knows whether it is seeded.
-
-    A sampler may also have a `standard` attribute, (kind, scale) when its draws are numpy's
-    standard draws times a scale (`standard_form`): `sample_seeded_rows` then draws compiled.
-    """
+    """A mechanism as `sample_rows` sees it: a sampler that knows whether it is seeded."""
 
     @property
     def reproducible(self) -> bool: ...
@@ -247,29 +232,3 @@ def sample_rows(
     if sampler.reproducible:
         return np.stack([sampler.sample(streams(r), shape) for r in range(rows)])
     return sampler.sample(None, (rows, *shape))
-
-
-def sample_seeded_rows(
-    sampler: RowSampler, seeds: Sequence[int], path: tuple[PathPart, ...], shape: tuple[int, ...]
-) -> np.ndarray:
-    """Noise of shape (rows, *shape): row r from `generator(seeds[r], *path)`, or one unseeded
-    bulk draw. A numpy-backend Laplace or Gaussian draws in compiled code (`privrl.accel`):
-    the same numbers, without building a Generator per row."""
-    form = getattr(sampler, "standard", None)
-    if not (form is not None and sampler.reproducible and accel.enabled()):
-        return sample_rows(sampler, lambda r: generator(seeds[r], *path), len(seeds), shape)
-    kinds, seeded_rows = _compiled_rows()
-    entropy, lengths = entropy_rows(seeds if isinstance(seeds, tuple) else tuple(map(int, seeds)))
-    out = np.empty((len(seeds), math.prod(shape)))
-    kind, scale = form
-    seeded_rows(entropy, lengths, spawn_words(*path), kinds[kind], float(scale), out)
-    return out.reshape((len(seeds), *shape))
-
-
-@functools.cache
-def _compiled_rows() -> tuple[dict[str, int], Callable[..., None]]:
-    """`privrl.accel.distributions`' (KINDS, seeded_rows), imported on first use only (a server
-    draws a node per counter and report: the import statement each time was a tenth of it)."""
-    from privrl.accel.distributions import KINDS, seeded_rows
-
-    return KINDS, seeded_rows

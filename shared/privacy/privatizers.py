@@ -174,6 +174,12 @@ class Central:
         """What the whole run charges: every tree level over `max_items` items."""
         return tree_plan(self.calibration, self.max_items)
 
+    def noise_ahead(self, count: int) -> Stats:
+        """The central noise in the next `count` releases of every family, (count, R, ...) in
+        grid units, the trees then standing `count` items further (`TreeCounter.noise_block`):
+        for a caller that adds those items' exact sums itself (DP-UCBVI's fused loop)."""
+        return {name: tree.noise_block(count) for name, tree in self.trees.items()}
+
     def release(self) -> Stats:
         """Noisy prefix sums B(items) of every family (grid units times the grid step)."""
         return {name: _from_units(self.calibration, name, tree.release())

@@ -5,13 +5,13 @@ sums are kept apart, and the release after t items is
 
     B(t) = exact_sum(t) + sum_{j : bit j of t is 1} node_noise(level=j, index=t >> j)
 
-With a reproducible (numpy) backend, node noise is drawn from a counter-based seed path
-(seed, family, level, index), so a restarted process rebuilds exactly the values it already
-published (contract 2) from the exact sums alone. With an unseeded backend (OpenDP on the OS
-CSPRNG) nothing can be re-derived: a counter that journals keeps every node it draws for its
-owner to persist, and a replay takes node values from that store and refuses to draw any
-(`StoredNoiseError`), so a published value is never re-drawn. Nodes are drawn only when an item
-is added, never by a release, so a read-only path draws nothing.
+With a reproducible (numpy) backend, node noise is drawn from a counter-based seed path (slot
+`index` of the stream (seed, family, level), `privrl.seeding.SlotStream`), so a restarted process
+rebuilds exactly the values it already published (contract 2) from the exact sums alone. With an
+unseeded backend (OpenDP on the OS CSPRNG) nothing can be re-derived: a counter that journals keeps
+every node it draws for its owner to persist, and a replay takes node values from that store and
+refuses to draw any (`StoredNoiseError`), so a published value is never re-drawn. Nodes are drawn
+only when an item is added, never by a release, so a read-only path draws nothing.
 State is O(log T) noise arrays. Each item enters at most `levels` noisy nodes over the run.
 
 With `smooth=True` every node of the full dyadic tree is noised (each item still enters exactly
@@ -33,15 +33,14 @@ node values alone (post-processing), with nothing of the clean values in its low
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from privrl import accel
 from privrl.privacy.grid import exact_units
-from privrl.privacy.noise import RowSampler, sample_seeded_rows
-from privrl.seeding import entropy_rows, path_words
+from privrl.privacy.noise import RowSampler, sample_rows
+from privrl.seeding import SlotStream
 
 
 class NoiseSampler(RowSampler, Protocol):
@@ -96,9 +95,7 @@ def release_variance(t: int, smooth: bool) -> float:
 
 
 def _improve(w: float, own: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """A smoothed node: w * own + (1 - w) * (left + right) (compiled in one pass when on)."""
-    if accel.enabled():
-        return _compiled_improve()(w, own, left, right)
+    """A smoothed node: w * own + (1 - w) * (left + right)."""
     return w * own + (1.0 - w) * (left + right)
 
 
@@ -113,14 +110,6 @@ def improve_integer(level: int, own: np.ndarray, left: np.ndarray, right: np.nda
         own, left, right = (a.astype(object) for a in (own, left, right))
     num = top * own + (top - 1) * (left + right)
     return ((2 * num + den) // (2 * den)).astype(np.int64)
-
-
-@functools.cache
-def _compiled_improve() -> Callable[..., np.ndarray]:
-    """`privrl.accel.tree_noise.improve`, imported on first use only."""
-    from privrl.accel.tree_noise import improve
-
-    return improve
 
 
 class TreeCounter:
@@ -163,6 +152,7 @@ class TreeCounter:
         self._stored: dict[tuple[int, int], np.ndarray] = {}
         self._replaying = False
         self.noise_epoch = 0  # > 0 after a store went back: nodes drawn from now on are fresh
+        self._slot_streams: dict[tuple[str | int, ...], list[SlotStream]] = {}
 
     def node_noise(self, level: int, index: int) -> np.ndarray:
         """The noise of tree node (level, index) for every replica: stored, seeded or fresh.
@@ -187,18 +177,29 @@ class TreeCounter:
                 f"tree '{self.family}' needs the noise of node (level {level}, index {index}),"
                 " which is not stored; unseeded noise is never re-drawn"
             )
-        value = sample_seeded_rows(self.noise, self.seeds, self._node_path(level, index),
-                                   self.shape)
+        streams = self._streams(level)
+        value = sample_rows(self.noise, lambda r: streams[r].at(index), len(self.seeds),
+                            self.shape)
         if self.journal and not self.noise.reproducible:
             self._drawn.append(NodeNoise(self.family, level, index, value))
         return value
 
-    def _node_path(self, level: int, index: int) -> tuple[str | int, ...]:
-        """The seed path of node (level, index)'s noise: counter-based, so never re-drawn; a
-        noise epoch > 0 gives every node independent noise (it ends in (level, index))."""
+    def _stream_path(self, level: int) -> tuple[str | int, ...]:
+        """The seed path of level `level`'s node streams: node (level, index) is slot `index`
+        of `SlotStream(seed, *path)` (counter-based, so never re-drawn); a noise epoch > 0
+        gives every node independent noise."""
         if self.noise_epoch > 0:
-            return ("tree", self.family, "epoch", self.noise_epoch, level, index)
-        return ("tree", self.family, level, index)
+            return ("tree", self.family, "epoch", self.noise_epoch, level)
+        return ("tree", self.family, level)
+
+    def _streams(self, level: int) -> list[SlotStream]:
+        """Each replica's node stream at `level` (kept: the next node of a level is usually in
+        the same block of its stream)."""
+        path = self._stream_path(level)
+        streams = self._slot_streams.get(path)
+        if streams is None:
+            streams = self._slot_streams[path] = [SlotStream(seed, *path) for seed in self.seeds]
+        return streams
 
     def take_drawn(self) -> list[NodeNoise]:
         """The unseeded node values drawn since the last call (journal on), oldest first."""
@@ -248,40 +249,10 @@ class TreeCounter:
         if self.t + count > self.max_items:
             raise ValueError(f"tree counter '{self.family}' is full ({self.max_items} items)")
         out = np.empty((count, *self.exact.shape), dtype=self.exact.dtype)
-        if self._compiled_block(out):
-            return out
         for i in range(count):
             out[i] = self.noise_sum()
             self._advance()
         return out
-
-    def _compiled_block(self, out: np.ndarray) -> bool:
-        """`noise_block` in one compiled call (`privrl.accel.tree_noise`) when the noise is
-        numpy's seeded Laplace / Gaussian and nothing is stored; False (nothing done) else."""
-        form = getattr(self.noise, "standard", None)
-        if (form is None or not self.noise.reproducible or not accel.enabled() or self._stored
-                or self.t + len(out) >= 2**32):
-            return False
-        from privrl.accel.distributions import KINDS
-        from privrl.accel.tree_noise import noise_block
-
-        kept = self._done if self.smooth else self._nodes
-        index = np.full(self.levels, -1, np.int64)
-        value = np.zeros((self.levels, *self.exact.shape))
-        for level, (i, v) in kept.items():
-            index[level], value[level] = i, v
-        entropy, lengths = entropy_rows(tuple(self.seeds))
-        spawn = path_words(0, *self._node_path(0, 0))[1]  # the kernel sets (level, index)
-        weights = np.array([smoothed_variance(level) for level in range(self.levels)])
-        rows = len(self.seeds)
-        noise_block(self.t, self.smooth, weights, entropy, lengths, spawn, KINDS[form[0]],
-                    float(form[1]), index, value.reshape(self.levels, rows, -1),
-                    out.reshape(len(out), rows, -1))
-        self.t += len(out)
-        kept.clear()
-        for level in np.flatnonzero(index >= 0):
-            kept[int(level)] = (int(index[level]), value[level].copy())
-        return True
 
     def _advance(self) -> None:
         """One more item: draw (and, if smooth, improve) the nodes it completes."""

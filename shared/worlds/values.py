@@ -19,10 +19,7 @@ _OPTIMAL_CACHE: weakref.WeakKeyDictionary[TabularMDP, tuple[np.ndarray, np.ndarr
 
 
 def _expect(p: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """sum_t p[..., t] v[..., t] (broadcast), as numpy's (p * v).sum(-1) sums the rounded
-    products: not BLAS, whose summation order depends on the CPU, so every value here is the
-    same number on every machine, and the compiled twin (`privrl.accel.evaluation`) follows it
-    bit for bit."""
+    """sum_t p[..., t] v[..., t] (broadcast)."""
     return (p * v).sum(-1)
 
 
@@ -69,14 +66,16 @@ def policy_values(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
     """V^pi (..., H+1, S) of deterministic policies (..., H, S), vectorized over the batch dims."""
     pol = _check_policies(mdp, policies)
     batch = pol.shape[:-2]
-    H, S = mdp.H, mdp.S
-    V = np.zeros((*batch, H + 1, S))
-    steps, cells = np.arange(H)[:, None], np.arange(S)[None, :]
-    r_pi = mdp.R[steps, cells, pol]  # (..., H, S): one gather for all steps
-    p_pi = mdp.P[steps, cells, pol]  # (..., H, S, S')
-    for h in range(H - 1, -1, -1):
-        V[..., h, :] = r_pi[..., h, :] + _expect(p_pi[..., h, :, :], V[..., h + 1, None, :])
-    return V
+    H, S, A = mdp.H, mdp.S, mdp.A
+    flat = pol.reshape(-1, H, S)
+    n = flat.shape[0]
+    # where pi's action sits in every action's Q (n, S, A), flattened
+    chosen = flat + (np.arange(n)[:, None, None] * S + np.arange(S)) * A
+    V = np.zeros((n, H + 1, S))
+    for h in range(H - 1, -1, -1):  # every action's Q at once, then pi's (einsum's own loops,
+        q = mdp.R[h] + np.einsum("nt,sat->nsa", V[:, h + 1], mdp.P[h])  # the same in any batch)
+        V[:, h] = np.take(q, chosen[:, h])
+    return V.reshape(*batch, H + 1, S)
 
 
 def expected_return(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:

@@ -129,8 +129,9 @@ class DPUCBVIAlgorithm(Algorithm):
         """DP-UCBVI's planner over the billboard."""
         return UCBVILearner(self, calibration, seeds)
 
-    def fused_loop(self, run: Any, world: Any) -> FusedEpisodes | None:
-        """The compiled episode loop when it reproduces this run (`fused.applies`)."""
+    def simulator(self, run: Any, world: Any) -> FusedEpisodes | None:
+        """DP-UCBVI's own in-process episode loop for `run` in `world` when it applies
+        (`fused.applies`), else None; outside the plug-in contract (`privrl.run.Simulates`)."""
         return FusedEpisodes(run, world) if applies(run, world) else None
 
     def postprocess(self, release: Stats) -> Stats:

@@ -1,151 +1,145 @@
-"""DP-UCBVI's in-process episode loop on the compiled kernel (`privrl.accel.episodes`).
+"""DP-UCBVI's own in-process episode loop: plan, roll out and count in one compiled call per block
+of episodes (`privrl.accel.kernels.run_episodes`). Not part of the plug-in contract.
 
-Same numbers as `privrl.run.run_in_process`'s generic loop: the kernel plans, rolls out and counts
-exactly as the learner, the users and the privatizer do, drawing from the same seeded streams.
-Noise is drawn before each block with numpy's algorithms, compiled (LDP: each user's report noise
-after its rollout uniforms; JDP: the trees' noise in each release, through
-`TreeCounter.noise_block`), ledger charges go through the privatizer's own `record`, and regret is
-the evaluator's, computed in the kernel (`privrl.accel.evaluation`, the same sums in the same
-order) for every changed policy. Used only when it applies (compiled path on, a tabular world,
-numpy-backend Laplace or Gaussian noise); otherwise the generic loop runs.
+It gives the generic loop's numbers (`privrl.run.run_in_process`), from the same draws made with
+numpy's Generator before each block: each user's rollout uniforms and report noise from its own
+stream (`user_generators`), the tie-break draws from the learner's (`DPUCBVI.tie_keys`), the
+central noise from the privatizer (`Central.noise_ahead`); the ledger is charged through the
+privatizer's `record`, and regret is the evaluator's (`episode_regret`) for each policy played.
+Runs without noise or with float noise (simulation only) in a tabular world; integer noise runs
+the generic loop.
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ... import accel
 from ...privacy.privatizers import Aggregator, Central, Identity
-from ...seeding import entropy_rows
+from ...seeding import user_generators, user_uniforms
+from ...ties import TIE_TOL
+from ...worlds.rollout import N_UNIFORMS
 from ...worlds.tabular import TabularMDP
+from ...worlds.values import episode_regret
 
 if TYPE_CHECKING:
     from ...run import Run
+    from . import UCBVILearner
 
-BLOCK_FLOATS = 2_000_000  # pre-drawn noise per block (16 MB), and at most BLOCK episodes
+BLOCK_FLOATS = 2_000_000  # draws per block (16 MB), and at most BLOCK episodes
 BLOCK = 1024
-
-
-def _standard_forms(run: Run) -> list[tuple[str, float] | None]:
-    """Each released family's (kind, scale) of numpy standard draws (None: not of that form)."""
-    return [getattr(run.calibration.sampler(f.name), "standard", None)
-            for f in run.calibration.families]
+FAMILIES = ("sas", "sa", "r")
 
 
 def applies(run: Run, world: Any) -> bool:
-    """Whether the compiled loop reproduces this run (else the generic loop runs): its noise,
-    if any, is numpy's Laplace or Gaussian, which the kernels draw compiled."""
-    forms = _standard_forms(run) if run.calibration.mechanism is not None else []
-    return (
-        isinstance(world, TabularMDP)
-        and isinstance(run.privatizer, Identity | Central | Aggregator)
-        and all(forms) and len({form[0] for form in forms}) <= 1
-        and run.config.episodes < 2**32
-    )
+    """Whether this loop runs `run` (else the generic loop does): a tabular world, a fresh run,
+    no noise or the float backend's."""
+    cal = run.calibration
+    return (isinstance(world, TabularMDP) and run.reported == 0
+            and isinstance(run.privatizer, Identity | Central | Aggregator)
+            and (cal.mechanism is None or cal.noise == "float"))
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only C-contiguous float64 view (the kernel's signature for a world's arrays)."""
+    out = np.ascontiguousarray(array, dtype=np.float64).view()
+    out.flags.writeable = False
+    return out
 
 
 class FusedEpisodes:
-    """Runs the remaining episodes of `run` in `world`, block by block, in the kernel."""
+    """Runs every episode of a fresh `run` in `world`, block by block, in the kernel."""
 
     def __init__(self, run: Run, world: TabularMDP) -> None:
         self.run, self.world = run, world
-        self.planner = run.learner.planner
-        self.families = {f.name: f for f in run.calibration.families}
-        self.entropy, self.entropy_len = entropy_rows(tuple(run.seeds))
-        priv = run.privatizer
-        sums = priv.sums if isinstance(priv, Identity | Aggregator) else {
-            name: tree.exact for name, tree in priv.trees.items()}
-        self.acc = {name: sums[name] for name in sums}
-        shape = self.planner.q.shape
-        self.block = max(1, min(BLOCK, BLOCK_FLOATS // max(1, self._floats_per_episode())))
-        self.last = np.zeros(shape[:3], np.int64)
-
-    def _floats_per_episode(self) -> int:
-        """Noise floats one episode pre-draws (all replicas)."""
-        n_rep = len(self.run.seeds)
-        return n_rep * sum(int(np.prod(f.shape)) for f in self.families.values())
+        self.learner: UCBVILearner = run.learner  # type: ignore[assignment]
+        self.planner = self.learner.planner
+        n_rep, hs = len(run.seeds), run.config.horizon
+        shapes = {f.name: f.shape for f in run.calibration.families}
+        self.released = "sa" in shapes
+        self.shapes = {name: shapes.get(name, shapes["r"]) for name in FAMILIES}
+        self.sums = tuple(np.zeros((n_rep, *self.shapes[name])) for name in FAMILIES)
+        draws = n_rep * (sum(int(np.prod(s)) for s in shapes.values()) + 2 * hs * world.S + 1)
+        self.block = max(1, min(BLOCK, BLOCK_FLOATS // draws))
+        private = run.calibration.mechanism is not None
+        self.world_arrays = tuple(_read_only(a) for a in (world.cum_d1, world.cum_P, world.R))
+        self.flags = np.append(self.planner.flags(private),
+                               [self.released, world.reward_noise == "bernoulli"])
 
     def __call__(self, regret: np.ndarray, progress: Callable[[int], None] | None,
-                 progress_every: int,
-                 resume: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-        """Fill `regret` (R, K) for every remaining episode, as the generic loop would; return
-        how often each replica's played policy changed after its first, or after `resume`'s
-        (the generic loop's last played actions and their regret: `FusedLoop`)."""
-        from ...accel.episodes import run_episodes
-        from ...worlds.values import optimal_return
-
-        run, world, planner = self.run, self.world, self.planner
-        k, total = run.reported, run.config.episodes
-        n_rep = planner.q.shape[0]
-        regret_now = np.zeros(n_rep)  # regret of each replica's current policy
-        changes = np.zeros(n_rep, np.int64)  # every recorded policy, the first one included
-        has_last = resume is not None  # the played policy and its regret: the resumed ones
-        if resume is not None:
-            self.last[:], regret_now[:] = resume
-        optimal = optimal_return(world)
-        empty = np.empty((0, n_rep, 1, 1, 1, 1))
-        dummy_sa = np.empty(self.acc["r"].shape)
+                 progress_every: int) -> np.ndarray:
+        """Fill `regret` (R, K) and the run's ledger and policy version as the generic loop
+        would; return how often each replica's played policy changed after its first."""
+        kernels = accel.load()
+        run, planner = self.run, self.planner
+        total, n_rep = run.config.episodes, len(run.seeds)
+        changes = np.zeros(n_rep, np.int64)
+        last: np.ndarray | None = None  # the policies (R, H, S) played last, and their regret
+        last_regret = np.zeros(n_rep)
+        k = 0
         while k < total:
             b = min(self.block, total - k)
-            radii, pair_std = run.learner.radii(k, b)
-            radius = np.array(radii)
-            threshold = planner.knobs.unknown_below * np.array(pair_std)
-            consts = planner.constants_block(radii)
-            given_u, ldp = self._ldp_draws(k, b)
-            jdp = self._jdp_draws(b)
-            block_regret = np.empty((n_rep, b))
-            versions = run_episodes(
-                k, k + b, self.entropy, self.entropy_len, np.uint32(zlib.crc32(b"user")),
-                np.uint32(zlib.crc32(b"tiebreak")), given_u,
-                ldp.get("sas", empty), ldp.get("sa", empty[..., 0]), ldp.get("r", empty[..., 0]),
-                jdp.get("sas", empty), jdp.get("sa", empty[..., 0]), jdp.get("r", empty[..., 0]),
-                self.acc["sas"], self.acc.get("sa", dummy_sa), self.acc["r"], "sa" in self.acc,
-                world.cum_d1, world.cum_P, world.R, world.reward_noise == "bernoulli",
-                world.d1, world.P, optimal,
-                radius, threshold, consts, run.calibration.mechanism is not None, planner.caps,
-                planner.q, bool(planner.knobs.clip_previous), bool(planner.knobs.variance_terms),
-                self.last, has_last, regret_now, changes, block_regret,
-            )
-            has_last = True
-            regret[:, k : k + b] = block_regret
+            schedule = planner.schedule(*self.learner.radii(k, b))
+            uniforms, report_noise = self._user_draws(k, b)
+            tie_keys = np.stack([planner.tie_keys(r, k, b) for r in range(n_rep)], axis=1)
+            played = np.empty((b, *planner.q.shape[:3]), np.int64)
+            kernels.run_episodes(self.sums, self._release_noise(b), report_noise, uniforms,
+                                 tie_keys, self.world_arrays, schedule,
+                                 planner.caps, self.flags, TIE_TOL, planner.q, played)
             for _ in range(b):
                 run.privatizer.record(run.ledger)
-            run.policy_version += versions
+            last, last_regret, changed = self._regret(played, last, last_regret,
+                                                      regret[:, k : k + b])
+            changes += changed.sum(axis=1)
+            run.policy_version += int(changed.any(axis=0).sum())
             for done in range(k + 1, k + b + 1):
                 if progress is not None and (done % progress_every == 0 or done == total):
                     progress(done)
             k += b
-        run.adopt_message({"actions": self.last.copy()})
-        return changes if resume is not None else np.maximum(changes - 1, 0)
+        return np.maximum(changes - 1, 0)
 
-    def _ldp_draws(self, k: int, b: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """LDP: each user's rollout uniforms and report noise for episodes k .. k+b-1, drawn
-        from its own stream in the order `user_episode` draws them, in one kernel call
-        (`privrl.accel.distributions.user_draws`: numpy's draws, compiled)."""
-        from ...accel.distributions import KINDS, user_draws
+    def _regret(self, played: np.ndarray, last: np.ndarray | None, last_regret: np.ndarray,
+                out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each episode's exact regret (R, b) into `out`, computed once per changed policy;
+        returns the last policies, their regret and where a replica's policy changed (R, b)."""
+        pols = played.transpose(1, 0, 2, 3)  # (R, b, H, S)
+        n_rep, b = pols.shape[:2]
+        changed = np.empty((n_rep, b), np.bool_)
+        changed[:, 0] = True if last is None else (pols[:, 0] != last).any(axis=(1, 2))
+        changed[:, 1:] = (pols[:, 1:] != pols[:, :-1]).any(axis=(2, 3))
+        value = np.zeros((n_rep, b))
+        value[changed] = episode_regret(self.world, pols[changed])
+        at = np.maximum.accumulate(np.where(changed, np.arange(b), -1), axis=1)
+        out[:] = np.where(at >= 0, np.take_along_axis(value, np.maximum(at, 0), axis=1),
+                          last_regret[:, None])
+        return pols[:, -1].copy(), out[:, -1].copy(), changed
 
-        run, horizon = self.run, self.world.H
-        if run.calibration.mode != "ldp" or run.calibration.mechanism is None:
-            return np.empty((0, 0, 2 * horizon + 1)), {}
-        n_rep = len(run.seeds)
-        forms = _standard_forms(run)
-        sizes = np.array([int(np.prod(f.shape)) for f in self.families.values()], np.int64)
-        u = np.empty((b, n_rep, 2 * horizon + 1))
-        flat = np.empty((b, n_rep, int(sizes.sum())))
-        user_draws(self.entropy, self.entropy_len, np.uint32(zlib.crc32(b"user")), k,
-                   KINDS[forms[0][0]], np.array([form[1] for form in forms]), sizes, u, flat)
-        starts = np.concatenate([[0], np.cumsum(sizes)])
-        # contiguous copies: a strided family would compile a second run_episodes
-        return u, {name: np.ascontiguousarray(flat[:, :, start:stop]).reshape(b, n_rep, *f.shape)
-                   for (name, f), start, stop in zip(self.families.items(), starts[:-1],
-                                                     starts[1:], strict=True)}
+    def _user_draws(self, k: int, b: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+        """Each user's rollout uniforms (b, R, 2H+1) for episodes k .. k+b-1 and, in LDP, its
+        report noise per family (b, R, ...) drawn after them, as `privrl.run.user_episode` does."""
+        run, cal = self.run, self.run.calibration
+        n_rep, width = len(run.seeds), N_UNIFORMS(self.world.H)
+        ldp = cal.mode == "ldp" and cal.mechanism is not None
+        uniforms = np.empty((b, n_rep, width))
+        noise = {name: np.zeros((b if ldp and name in cal.released else 0, n_rep, *shape))
+                 for name, shape in self.shapes.items()}
+        if not ldp:
+            for r, seed in enumerate(run.seeds):
+                uniforms[:, r] = user_uniforms(seed, k, b, width)
+        samplers = [(f.name, f.shape, cal.sampler(f.name)) for f in cal.families] if ldp else []
+        for r, seed in enumerate(run.seeds if ldp else []):
+            for i, rng in enumerate(user_generators(seed, k, b)):
+                rng.random(out=uniforms[i, r])
+                for name, shape, sampler in samplers:
+                    noise[name][i, r] = sampler.sample(rng, shape)
+        return uniforms, tuple(noise[name] for name in FAMILIES)
 
-    def _jdp_draws(self, b: int) -> dict[str, np.ndarray]:
-        """JDP: the noise in the next b releases of every family's tree."""
-        priv = self.run.privatizer
-        if not isinstance(priv, Central):
-            return {}
-        return {name: tree.noise_block(b) for name, tree in priv.trees.items()}
+    def _release_noise(self, b: int) -> tuple[np.ndarray, ...]:
+        """JDP: the central noise in the next b billboards per family (b, R, ...); else none."""
+        priv, n_rep = self.run.privatizer, len(self.run.seeds)
+        ahead = priv.noise_ahead(b) if isinstance(priv, Central) else {}
+        return tuple(np.ascontiguousarray(ahead[name]) if name in ahead
+                     else np.zeros((0, n_rep, *self.shapes[name])) for name in FAMILIES)

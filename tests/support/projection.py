@@ -1,4 +1,5 @@
-"""Post-processing of noisy counts into valid private counts (Qiao & Wang, Lemma 5.4).
+"""The numpy reference of the post-processing of noisy counts into valid private counts (Qiao &
+Wang, Lemma 5.4), which DP-UCBVI's compiled planner does per cell (`privrl.accel.kernels`).
 
 For every cell `(h, s, a)` the noisy transition counts `N^(s')` (may be negative or fractional)
 and the noisy pair count `n^` are mapped to an optimal solution `x*` of the paper's LP (eq. 4/6)
