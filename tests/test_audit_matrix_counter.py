@@ -24,9 +24,9 @@ def counted(episodes: int) -> RunConfig:
 class HalfNoiseCounter(MatrixCounter):
     """A broken counter: the library's, drawing half of its encoder noise."""
 
-    def __init__(self, shape, noise, seeds, family, max_items, bits=16) -> None:
+    def __init__(self, shape, noise, seeds, family, max_items, bands=None) -> None:
         super().__init__(shape, dataclasses.replace(noise, sigma=noise.sigma / 2), seeds, family,
-                         max_items, bits)
+                         max_items, bands)
 
 
 def test_the_matrix_counter_is_sound_and_a_halved_one_is_caught() -> None:
@@ -53,3 +53,8 @@ def test_cli_audits_the_matrix_counter(capsys) -> None:
     assert main(["audit", "randomizer", "--central", "--counter", "matrix"]) == 2
     assert "--mechanism gaussian" in capsys.readouterr().err
     assert np.isfinite(out["pair_epsilon"])
+    assert main([*args[:-2], "--bands", "2", "--seed", "3", "--json"]) == 0
+    banded = json.loads(capsys.readouterr().out)
+    assert banded["release"].startswith("2-banded") and not banded["exceeded"]
+    assert main(["audit", "randomizer", "--central", "--bands", "2"]) == 2
+    assert "--counter matrix" in capsys.readouterr().err

@@ -42,9 +42,10 @@ CounterFactory = type[MatrixCounter]
 
 
 def matrix_releases(noise: NoiseSampler, episodes: int, first: int, runs: int, seed: int,
-                    counter: CounterFactory = MatrixCounter) -> np.ndarray:
+                    counter: CounterFactory = MatrixCounter, bands: int | None = None
+                    ) -> np.ndarray:
     """(runs, K) releases of independent counters over the stream (first, 0, ..., 0)."""
-    ctr = counter((runs,), noise, [seed], "audit", episodes)
+    ctr = counter((runs,), noise, [seed], "audit", episodes, bands)
     out = np.empty((runs, episodes), dtype=np.int64)
     for t in range(episodes):
         item = np.full((1, runs), first if t == 0 else 0, dtype=np.int64)
@@ -53,11 +54,11 @@ def matrix_releases(noise: NoiseSampler, episodes: int, first: int, runs: int, s
     return out
 
 
-def _statistic(releases: np.ndarray, sigma: float, bits: int) -> np.ndarray:
+def _statistic(releases: np.ndarray, sigma: float, bands: int | None) -> np.ndarray:
     """The declared Gaussian's LLR of 'first user counted' against 'not', per run: on
     w = E diff(r), (2 <w, E e_1> - ||E e_1||^2) / (2 sigma^2)."""
     episodes = releases.shape[1]
-    col = encoder_coefficients(episodes, bits).astype(np.float64)
+    col = encoder_coefficients(episodes, bands).astype(np.float64)
     steps = np.diff(releases, axis=1, prepend=0).astype(np.float64)
     # w_t = sum_{k<=t} E_k steps_{t-k}, so <w, E e_1> = sum_j steps_j sum_i E_{i+j} E_i
     lagged = np.array([col[j:] @ col[: episodes - j] for j in range(episodes)])
@@ -72,10 +73,11 @@ def audit_matrix_counter(
     pilot: int | None = None,
     counter: CounterFactory = MatrixCounter,
     progress: Progress | None = None,
+    bands: int | None = None,
 ) -> RandomizerAudit:
     """Lower-bound the epsilon of the matrix counter's K = config.episodes releases, calibrated
-    to config's (eps, delta) with l2 sensitivity 1; `counter` may be swapped to audit another
-    implementation against the same declaration."""
+    to config's (eps, delta) with l2 sensitivity 1 (banded if `bands`); `counter` may be
+    swapped to audit another implementation against the same declaration."""
     if config.mechanism != "gaussian":
         raise ValueError("the matrix counter is a Gaussian (zCDP) mechanism: use --mechanism"
                          " gaussian")
@@ -85,15 +87,15 @@ def audit_matrix_counter(
         raise ValueError(f"need at least 10 samples per user, got {samples}")
     say = progress or (lambda line: None)
     start = time.perf_counter()
-    episodes, delta, bits = config.episodes, config.delta, ENCODER_BITS
+    episodes, delta = config.episodes, config.delta
     rho = epsilon_to_rho(config.epsilon, delta)
-    noise = matrix_noise(rho, 1.0, episodes, noise_backend(config.noise), bits)
+    noise = matrix_noise(rho, 1.0, episodes, noise_backend(config.noise), bands)
 
     def draw(first: int, n: int) -> np.ndarray:
         """The statistic over n runs whose first user counts `first`."""
         parts = [_statistic(matrix_releases(noise, episodes, first, min(CHUNK_RUNS, n - done),
-                                            int(rng.integers(0, 2**63)), counter),
-                            noise.sigma, bits)
+                                            int(rng.integers(0, 2**63)), counter, bands),
+                            noise.sigma, bands)
                  for done in range(0, n, CHUNK_RUNS)]
         return np.concatenate(parts)
 
@@ -107,16 +109,17 @@ def audit_matrix_counter(
     tpr_lo = clopper_pearson(tp, samples, alpha / 2)[0]
     fpr_hi = clopper_pearson(fp, samples, alpha / 2)[1]
     leak_rows = matrix_releases(noise, episodes, 1, LEAK_ROWS, int(rng.integers(0, 2**63)),
-                                counter).astype(np.float64)
+                                counter, bands).astype(np.float64)
     return RandomizerAudit(
         algo="matrix counter",
-        release=f"matrix-factorization counter over {episodes} release(s)",
+        release=(f"{bands}-banded " if bands else "")
+        + f"matrix-factorization counter over {episodes} release(s)",
         mechanism="gaussian",
         epsilon=config.epsilon,
         delta=delta,
         shape=(config.n_states, config.n_actions, config.horizon),
         families=("count",),
-        noise_scale=noise.sigma / 2**bits,
+        noise_scale=noise.sigma / 2**ENCODER_BITS,
         differing_entries=1,
         noisy_copies=episodes,
         pair_epsilon=gaussian_epsilon(math.sqrt(2.0 * rho), delta),
