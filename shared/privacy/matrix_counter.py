@@ -13,11 +13,12 @@ not private at all: L x lies on the grid 4^-(T-1), not on the integers, so for n
 shift L(x - x') is not an integer vector L x + z and L x' + z have disjoint supports, and the
 fractional part of a release names x. (Float noise has the same gap, bit by bit.) Here the
 encoder is instead the public integer matrix E = round(2^b L) (b = `ENCODER_BITS`), exact in
-int64: w = E x + z is an integer vector, the discrete Gaussian (CKS Theorem 4) makes it
-rho-zCDP for sigma = D2 ||E e_1|| / sqrt(2 rho), and no data-dependent float is ever formed. The decoder D = A E^{-1} (again lower-triangular
-Toeplitz, computed in float) acts on w alone, so every float after it, and the randomized
-rounding of D w onto the release grid, is post-processing of w: nothing of x beyond w reaches
-the low bits. The release is unbiased, exactly A x + D z before rounding, and sits on the grid.
+int64: w = E x + z is an integer vector, the discrete Gaussian (CKS Theorem 4) makes it rho-zCDP
+for sigma = D2 ||E e_1|| / sqrt(2 rho), and no data-dependent float is ever formed. The decoder
+D = A E^{-1} (again lower-triangular Toeplitz, computed in float) acts on w alone, so every
+float after it, and the randomized rounding of D w onto the release grid, is post-processing of
+w: nothing of x beyond w reaches the low bits. The release is unbiased, exactly A x + D z before
+rounding, and sits on the grid.
 
 Banded form (`bands` = b): E keeps only its first b diagonals (round(2^16 c_k), k < b), so
 the sensitivity shrinks to the norm of those b coefficients while D = A E^{-1} grows; at
