@@ -50,6 +50,13 @@ def test_the_integer_encoder_and_its_decoder_factor_the_prefix_sums(bands):
     np.testing.assert_allclose(product, np.tril(np.ones((64, 64))), atol=1e-9)
 
 
+@pytest.mark.parametrize("bands", [None, 32])
+def test_the_decoder_is_exact_where_it_is_computed_by_fft(bands):
+    enc = toeplitz(encoder_coefficients(700, bands).astype(float))
+    product = toeplitz(decoder_coefficients(700, bands)) @ enc
+    np.testing.assert_allclose(product, np.tril(np.ones((700, 700))), atol=1e-9)
+
+
 def test_sensitivity_is_the_largest_encoder_column_norm_by_brute_force():
     enc = toeplitz(encoder_coefficients(32).astype(float))
     norms = np.linalg.norm(enc, axis=0)

@@ -83,23 +83,43 @@ def encoder_coefficients(max_items: int, bands: int | None = None) -> np.ndarray
     return out
 
 
-def _inverse_step(enc: np.ndarray, past: np.ndarray, value: np.ndarray) -> np.ndarray:
-    """v_t = (value - sum_{k>=1} E_k v_{t-k}) / E_0, `past` = (v_{t-1}, v_{t-2}, ...) along
-    axis 0 (as many as E has non-zero lags): one step of E^{-1}, in float."""
+def _inverse_step(enc: np.ndarray, past: np.ndarray, value: np.ndarray | float
+                  ) -> np.ndarray:
+    """v_t = (value - sum_{k>=1} E_k v_{t-k}) / E_0 (E as float64), `past` = (v_{t-1},
+    v_{t-2}, ...) along axis 0, as many as E has non-zero lags: one step of E^{-1}."""
     lags = min(len(past), len(enc) - 1)
-    carried = np.tensordot(enc[1:lags + 1].astype(np.float64), past[:lags], axes=(0, 0))
-    return (value - carried) / float(enc[0])
+    carried = np.tensordot(enc[1:lags + 1], past[:lags], axes=(0, 0))
+    return (value - carried) / enc[0]
+
+
+def _convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The full convolution of two float series (by FFT when they are long)."""
+    if min(len(a), len(b)) < 256:
+        return np.convolve(a, b)
+    size = len(a) + len(b) - 1
+    nfft = 1 << (size - 1).bit_length()
+    return np.fft.irfft(np.fft.rfft(a, nfft) * np.fft.rfft(b, nfft), nfft)[:size]
+
+
+def _series_inverse(f: np.ndarray, n: int) -> np.ndarray:
+    """The first n coefficients of 1 / f(x) (f_0 != 0), by Newton's iteration
+    g <- g (2 - f g) mod x^{2m}: O(n log n)."""
+    f = np.concatenate([f[:n], np.zeros(max(0, n - len(f)))])
+    g, m = np.array([1.0 / f[0]]), 1
+    while m < n:
+        m = min(2 * m, n)
+        correction = -_convolve(f[:m], g)[:m]
+        correction[0] += 2.0
+        g = _convolve(g, correction)[:m]
+    return g
 
 
 @functools.cache
 def decoder_coefficients(max_items: int, bands: int | None = None) -> np.ndarray:
     """D = A E^{-1}'s first column d_0 .. d_{T-1} (item units per encoder unit): the partial
-    sums of E's inverse power series."""
-    enc = encoder_coefficients(max_items, bands)[: _width(max_items, bands)]
-    inv = np.zeros(max_items)
-    for n in range(max_items):
-        inv[n] = _inverse_step(enc, inv[n - 1::-1] if n else inv[:0], float(n == 0))
-    out = np.cumsum(inv)
+    sums of E's inverse power series (float; the decoder is post-processing)."""
+    enc = encoder_coefficients(max_items, bands)[: _width(max_items, bands)].astype(np.float64)
+    out = np.cumsum(_series_inverse(enc, max_items))
     out.flags.writeable = False
     return out
 
@@ -159,6 +179,7 @@ class MatrixCounter:
         self.t = 0
         width = _width(self.max_items, bands)
         self._enc = encoder_coefficients(self.max_items, bands)[:width]
+        self._enc_float = self._enc.astype(np.float64)
         rows = (width, len(self.seeds), *self.shape)
         self._items = np.zeros(rows, dtype=np.int64)  # x_t, x_{t-1}, ... (grid units)
         self._steps = np.zeros(rows)  # (E^{-1} w)_t, (E^{-1} w)_{t-1}, ... (float)
@@ -186,7 +207,7 @@ class MatrixCounter:
         noise = sample_seeded_rows(self.noise, self.seeds, ("matrix", self.family, self.t),
                                    self.shape)
         self.last_encoded = clean + noise.astype(np.int64)
-        step = _inverse_step(self._enc, self._steps[: self.t - 1], self.last_encoded)
+        step = _inverse_step(self._enc_float, self._steps[: self.t - 1], self.last_encoded)
         self._steps = np.roll(self._steps, 1, axis=0)
         self._steps[0] = step
         self._sum += step
