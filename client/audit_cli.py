@@ -110,9 +110,14 @@ def cmd_audit_randomizer(args: argparse.Namespace) -> int:
     (or, with --central, of the central release over a run of --episodes users), and the
     float-leak test of its outputs; exit 1 when the bound exceeds epsilon or anything leaks."""
     from privrl.lab.auditing import audit_central_release, audit_local_randomizer
+    from privrl.lab.counter_audit import audit_matrix_counter
 
     if args.episodes is not None and not args.central:
         raise CliError("--episodes only applies to the central release: add --central")
+    if args.counter != "tree" and not args.central:
+        raise CliError("--counter only applies to the central release: add --central")
+    if args.bands is not None and args.counter != "matrix":
+        raise CliError("--bands only applies to the matrix counter: add --counter matrix")
     delta = args.delta if args.delta is not None else (
         1e-5 if args.mechanism == "gaussian" else 0.0)
     try:
@@ -125,9 +130,10 @@ def cmd_audit_randomizer(args: argparse.Namespace) -> int:
         raise CliError("; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}"
                                  for e in exc.errors())) from None
     try:
-        audit = (audit_central_release if args.central else audit_local_randomizer)(
+        audit = (audit_matrix_counter if args.counter == "matrix" else audit_central_release
+                 if args.central else audit_local_randomizer)(
             config, _auditor_rng(args.seed, "randomizer"), args.samples, args.confidence,
-            progress=_progress("randomizer"))
+            progress=_progress("randomizer"), **({"bands": args.bands} if args.bands else {}))
     except ValueError as exc:
         raise CliError(str(exc)) from None
     code = 1 if audit.exceeded or audit.leaks else 0
@@ -250,6 +256,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=positive_int, default=None,
                    help="with --central: users (episodes) in the audited run; the tree spends"
                         " epsilon over floor(log2 K) + 1 levels (default 1: one release)")
+    p.add_argument("--counter", default="tree", choices=["tree", "matrix"],
+                   help="with --central: the continual counter audited (default tree, the run's"
+                        " release; matrix: the square-root matrix-factorization counter on a"
+                        " count stream of --episodes users, Gaussian only)")
+    p.add_argument("--bands", type=positive_int, default=None,
+                   help="with --counter matrix: audit its banded form (the encoder keeps this"
+                        " many diagonals; default: all)")
     p.add_argument("--samples", type=positive_int, default=200_000,
                    help="outputs per user (default 200000; more: tighter)")
     p.add_argument("--confidence", type=unit_interval, default=0.95,

@@ -1,0 +1,111 @@
+"""Release schedules of a continual counter: after which episodes the billboard is refreshed.
+
+* `EveryEpisode` (the papers'): a release after every episode, T = K releases.
+* `Batches(B)`: a release after episodes B, 2B, ...; T = floor(K / B).
+* `Geometric(r)`: a release after episodes ceil(r^j), j = 0, 1, ... (distinct values only);
+  T is about log_r K.
+
+Between two releases the counter takes one item: the sum of the episodes since the last release.
+One user is in one episode, so it changes one item whatever the schedule, and the counter's
+sensitivity is the same; only T (the encoder size, hence the per-release noise) changes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Protocol
+
+__all__ = ["Batches", "EveryEpisode", "Geometric", "Schedule", "parse_schedule"]
+
+
+class Schedule(Protocol):
+    """When a counter releases: after episode e (1-based) iff `release_due(e)`."""
+
+    def release_due(self, episode: int) -> bool: ...
+
+    def releases(self, episodes: int) -> int: ...
+
+
+def _check_episode(episode: int) -> int:
+    """Episodes are counted from 1."""
+    if episode < 1:
+        raise ValueError(f"episodes are counted from 1, got {episode}")
+    return int(episode)
+
+
+@dataclass(frozen=True)
+class EveryEpisode:
+    """A release after every episode (the papers' schedule)."""
+
+    def release_due(self, episode: int) -> bool:
+        """Always."""
+        return _check_episode(episode) >= 1
+
+    def releases(self, episodes: int) -> int:
+        """K releases over K episodes."""
+        return max(int(episodes), 0)
+
+
+@dataclass(frozen=True)
+class Batches:
+    """A release after every `size` episodes (B, 2B, ...); a last partial batch is not released."""
+
+    size: int
+
+    def __post_init__(self) -> None:
+        """A batch holds at least one episode."""
+        if self.size < 1:
+            raise ValueError(f"a batch holds at least one episode, got {self.size}")
+
+    def release_due(self, episode: int) -> bool:
+        """Whether `episode` closes a batch."""
+        return _check_episode(episode) % self.size == 0
+
+    def releases(self, episodes: int) -> int:
+        """floor(K / B)."""
+        return max(int(episodes), 0) // self.size
+
+
+@dataclass(frozen=True)
+class Geometric:
+    """A release after episodes ceil(r^j), j = 0, 1, ...; `ratio` r > 1 is read exactly as
+    written (Fraction of its decimal text), so ceil is exact."""
+
+    ratio: float
+
+    def __post_init__(self) -> None:
+        """r > 1, or the episodes would not grow."""
+        if not self.ratio > 1.0:
+            raise ValueError(f"a geometric schedule needs a ratio above 1, got {self.ratio}")
+
+    def release_episodes(self, episodes: int) -> tuple[int, ...]:
+        """The distinct release episodes ceil(r^j) <= K, increasing."""
+        r, power, out = Fraction(str(self.ratio)), Fraction(1), []
+        while (e := math.ceil(power)) <= episodes:
+            if not out or e != out[-1]:
+                out.append(e)
+            power *= r
+        return tuple(out)
+
+    def release_due(self, episode: int) -> bool:
+        """Whether `episode` is some ceil(r^j)."""
+        episode = _check_episode(episode)
+        return episode in self.release_episodes(episode)
+
+    def releases(self, episodes: int) -> int:
+        """How many distinct ceil(r^j) lie in 1..K."""
+        return len(self.release_episodes(episodes))
+
+
+def parse_schedule(text: str) -> Schedule:
+    """'every', 'batch:B' or 'geometric:r' as a schedule."""
+    name, _, arg = text.partition(":")
+    if name == "every" and not arg:
+        return EveryEpisode()
+    if name == "batch" and arg:
+        return Batches(int(arg))
+    if name == "geometric" and arg:
+        return Geometric(float(arg))
+    raise ValueError(f"unknown release schedule {text!r}: use every, batch:B or geometric:r")

@@ -1,0 +1,43 @@
+"""Release schedules: which episodes release, and how many releases K episodes make."""
+
+from __future__ import annotations
+
+import pytest
+from privrl.privacy.schedules import Batches, EveryEpisode, Geometric, parse_schedule
+
+
+def due(schedule, episodes: int) -> list[int]:
+    return [e for e in range(1, episodes + 1) if schedule.release_due(e)]
+
+
+def test_every_episode_releases_each_time():
+    assert due(EveryEpisode(), 5) == [1, 2, 3, 4, 5]
+    assert EveryEpisode().releases(50_000) == 50_000
+
+
+def test_batches_release_at_multiples_and_drop_the_partial_batch():
+    assert due(Batches(4), 14) == [4, 8, 12]
+    assert Batches(4).releases(14) == 3 and Batches(1).releases(7) == 7
+    with pytest.raises(ValueError):
+        Batches(0)
+
+
+def test_geometric_releases_at_distinct_ceilings_of_powers():
+    assert due(Geometric(2), 40) == [1, 2, 4, 8, 16, 32]
+    # 1.5^j = 1, 1.5, 2.25, 3.375, 5.06, 7.59, 11.4, 17.1 -> ceil 1, 2, 3, 4, 6, 8, 12, 18
+    assert due(Geometric(1.5), 20) == [1, 2, 3, 4, 6, 8, 12, 18]
+    # 1.1^j: ceil repeats early on (1, 2, 2, 2, ...) and counts once
+    assert due(Geometric(1.1), 3) == [1, 2, 3]
+    for schedule, k in ((Geometric(2), 50_000), (Geometric(1.5), 1000), (Geometric(1.1), 500)):
+        assert schedule.releases(k) == len(due(schedule, k))
+    assert Geometric(2).releases(50_000) == 16
+    with pytest.raises(ValueError):
+        Geometric(1.0)
+
+
+def test_parse_schedule():
+    assert parse_schedule("every") == EveryEpisode()
+    assert parse_schedule("batch:10") == Batches(10)
+    assert parse_schedule("geometric:1.5") == Geometric(1.5)
+    with pytest.raises(ValueError, match="unknown release schedule"):
+        parse_schedule("hourly")
