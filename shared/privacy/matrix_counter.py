@@ -43,7 +43,7 @@ from collections.abc import Sequence
 import numpy as np
 from privrl.privacy.grid import exact_units, randomized_round
 from privrl.privacy.mechanisms import Gaussian
-from privrl.privacy.noise import INTEGER_NOISE, NoiseBackend, sample_seeded_rows
+from privrl.privacy.noise import INTEGER_NOISE, NoiseBackend, sample_rows
 from privrl.privacy.tree import NoiseSampler, release_variance, tree_levels
 from privrl.seeding import generator
 
@@ -204,8 +204,9 @@ class MatrixCounter:
         self.t += 1
         # (E x)_t = sum_{k < bands} E_k x_{t-k}, exact integers
         clean = np.tensordot(self._enc, self._items, axes=(0, 0))
-        noise = sample_seeded_rows(self.noise, self.seeds, ("matrix", self.family, self.t),
-                                   self.shape)
+        path = ("matrix", self.family, self.t)
+        noise = sample_rows(self.noise, lambda r: generator(self.seeds[r], *path),
+                            len(self.seeds), self.shape)
         self.last_encoded = clean + noise.astype(np.int64)
         step = _inverse_step(self._enc_float, self._steps[: self.t - 1], self.last_encoded)
         self._steps = np.roll(self._steps, 1, axis=0)
