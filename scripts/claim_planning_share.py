@@ -1,10 +1,11 @@
-"""Share of a claim's server-side latency spent planning (issue 15), on an in-process server.
+"""Share of a claim's server-side latency spent planning, on an in-process server.
 
     python scripts/claim_planning_share.py [--episodes 300] [--privacy none jdp ldp]
 
 Runs RiverSwim (H = 20) sequentially through the real FastAPI app and SQLite store (in-process
 ASGI client: no network), one user at a time, and times every POST /claims and, inside it, the
-learner's `plan`. Set PRIVRL_NUMBA=0 for the numpy path. The machine's load inflates both.
+learner's `plan` (the compiled planner: `privrl warmup` first, or the first plan compiles it).
+The machine's load inflates both.
 """
 
 from __future__ import annotations

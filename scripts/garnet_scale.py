@@ -9,7 +9,8 @@ time (episodes timed one by one after a warm-up, each followed by a sample of th
 medians of both), the noise floor (the standard normals a binary
 tree draws per episode, about two fresh nodes of every released counter, plus one sum), their
 ratio, the process's peak resident memory and that memory per (h, s, a, s') cell. Run each size
-in its own process: peak memory is per process. Set PRIVRL_NUMBA=0 for the numpy path.
+in its own process: peak memory is per process. The first two episodes are not counted (they
+load, or compile, DP-UCBVI's kernels).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ For each mode (non-private, JDP Gaussian eps = 1, practical preset, one replica)
 `--episodes` episodes through the generic server path, then times `plan_replicas` on the
 resulting billboard in a compiled loop (medians of `--rounds`): rebuilding the model every call,
 and for non-private also keeping it with one stale cell per step (as the episode loop does). For
-JDP it times `project_cell` per cell of 6 entries. Point PYTHONPATH at another checkout's
-package to time its kernels the same way (that checkout's `plan_replicas` signature permitting).
+JDP it times `project_cell` per cell of 6 entries. The kernels are `privrl.accel.kernels`, the
+only implementation of DP-UCBVI's planner; the first run compiles them (or `privrl warmup`).
 """
 
 from __future__ import annotations
@@ -19,11 +19,16 @@ from collections.abc import Callable
 
 import numba
 import numpy as np
-from privrl.accel.planning import plan_replicas, project_cell
-from privrl.algorithms.ucbvi.learner import NO_KEPT_MODEL
+from privrl import accel
+from privrl.algorithms.ucbvi.learner import dense
 from privrl.config import RunConfig
 from privrl.run import Run, user_episode
+from privrl.ties import TIE_TOL
 from privrl.worlds import riverswim
+
+KERNELS = accel.load()  # compiled here (saying so) or loaded from numba's cache
+new_model, plan_replicas, project_cell = (KERNELS.new_model, KERNELS.plan_replicas,
+                                          KERNELS.project_cell)
 
 MODES = {
     "non-private": dict(privacy="none", preset="practical"),
@@ -33,14 +38,19 @@ MODES = {
 
 
 @numba.njit(cache=True)
-def _plan_loop(calls: int, plan_args: tuple, outputs: tuple, model: tuple) -> None:
-    """`calls` plans of the same billboard; a kept model gets one stale cell per step per call."""
+def _plan_loop(calls: int, plan_args: tuple, outputs: tuple, model: tuple, kept: bool) -> None:
+    """`calls` plans of the same billboard: a kept model gets one stale cell per step per call,
+    a rebuilt one has every cell stale."""
     stale = model[-1]
     for i in range(calls):
-        if stale.shape[0] > 0:
+        if kept:
             for h in range(stale.shape[1]):
                 stale[0, h, (i + h) % stale.shape[2], i % stale.shape[3]] = True
-        plan_replicas(*plan_args, *outputs, *model)
+        else:
+            stale[:] = True
+        plan_replicas(plan_args[0], plan_args[1], plan_args[2], plan_args[3], plan_args[4],
+                      plan_args[5], plan_args[6], outputs[0], outputs[1], outputs[2], model,
+                      TIE_TOL)
 
 
 @numba.njit(cache=True)
@@ -56,7 +66,8 @@ def _project_loop(calls: int, sas: np.ndarray, sa: np.ndarray, radius: float, ou
 
 
 def billboard_args(case: dict, episodes: int) -> tuple:
-    """plan_replicas' inputs (before its outputs) after `episodes` episodes of one replica."""
+    """plan_replicas' inputs before its outputs (release, radius, threshold, constants, caps,
+    flags, previous Q) after `episodes` episodes of one replica, as the learner passes them."""
     mdp = riverswim(20)
     run = Run(RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=50_000, **case),
               [0])
@@ -65,16 +76,13 @@ def billboard_args(case: dict, episodes: int) -> tuple:
         trajectories, _ = user_episode(mdp, message, run.seeds, k, run.algorithm,
                                        run.calibration)
         run.ingest_trajectories(trajectories, message)
-    board, planner, learner = run.billboard(), run.learner.planner, run.learner
+    board, learner = run.billboard(), run.learner
+    planner = learner.planner
     radius = learner.radius(run.reported)
-    return (np.ascontiguousarray(board["sas"], dtype=float),
-            np.ascontiguousarray(board["sa"], dtype=float),
-            np.ascontiguousarray(board["r"], dtype=float), float(radius),
-            run.calibration.mechanism is not None,
+    private = run.calibration.mechanism is not None
+    return ((dense(board["sas"]), dense(board["sa"]), dense(board["r"])), float(radius),
             float(planner.knobs.unknown_below * learner.pair_std(run.reported)),
-            planner.constants(radius), planner.caps, planner.q.copy(),
-            bool(planner.knobs.clip_previous), bool(radius > 0),
-            bool(planner.knobs.variance_terms))
+            planner.constants(radius), planner.caps, planner.flags(private), planner.q.copy())
 
 
 def median_us(loop: Callable[..., object], loop_args: tuple, calls: int, rounds: int) -> float:
@@ -96,30 +104,27 @@ def main() -> None:
     args = parser.parse_args()
     for name, case in MODES.items():
         plan_args = billboard_args(case, args.episodes)
-        q = plan_args[8]
+        q, private = plan_args[6], bool(plan_args[5][0])
         n_rep, horizon, n_states, n_actions = q.shape
         outputs = (np.empty_like(q), np.empty(q.shape[:3], np.int64), np.empty(n_rep, np.bool_))
-        models = {"model rebuilt": NO_KEPT_MODEL}
-        if not plan_args[4]:
-            shape = (n_rep, horizon, n_states, n_actions)
-            models["model kept"] = (np.empty((*shape, n_states)), np.empty(shape),
-                                    np.empty(shape), np.empty((*shape, 2)),
-                                    np.empty(shape[:3]), np.ones(shape, np.bool_))
-        for label, model in models.items():
-            _plan_loop(2, plan_args, outputs, model)
-            us = median_us(_plan_loop, (args.calls, plan_args, outputs, model), args.calls,
+        hs = plan_args[0][1].shape[1]
+        labels = {"model rebuilt": False} if private else {"model rebuilt": False,
+                                                            "model kept": True}
+        for label, kept in labels.items():
+            model = new_model(n_rep, hs, n_states, n_actions)
+            _plan_loop(2, plan_args, outputs, model, kept)
+            us = median_us(_plan_loop, (args.calls, plan_args, outputs, model, kept), args.calls,
                            args.rounds)
             print(f"{name:20s} plan_replicas ({label}): {us:7.2f} us", flush=True)
-        if plan_args[4]:
-            sas, sa = plan_args[0][0, 0], plan_args[1][0, 0]
+        if private:
+            sas, sa = plan_args[0][0][0, 0], plan_args[0][1][0, 0]
             out, scratch = np.empty_like(sas), np.empty(4 * n_states)
-            _project_loop(2, sas, sa, plan_args[3], out, scratch)
+            _project_loop(2, sas, sa, plan_args[1], out, scratch)
             cells = n_states * n_actions
-            us = median_us(_project_loop, (args.calls, sas, sa, plan_args[3], out, scratch),
+            us = median_us(_project_loop, (args.calls, sas, sa, plan_args[1], out, scratch),
                            args.calls * cells, args.rounds)
             print(f"{name:20s} project_cell: {us * 1000:7.0f} ns per cell of {n_states}",
                   flush=True)
-
 
 if __name__ == "__main__":
     main()

@@ -26,10 +26,10 @@ WORLDS = ["lin-cube", "lin-tab", "river-chain", "latent-levels", "lin-mix"]
 @pytest.mark.parametrize(
     ("name", "params", "v_star", "uniform"),
     [
-        ("lin-cube", {}, 2.47436875, 1.6384),  # Luyo §8.3: 2.4744 and 1.6384
-        ("river-chain", {}, 1.68144, 0.469338),  # Ngo §10.1
-        ("river-chain", {"n_states": 5, "horizon": 8}, 2.0727768, None),  # Ngo §10.1 variant
-        ("latent-levels", {}, 1.38703125, 0.3883703609),  # Ngo §10.2
+        ("lin-cube", {}, 2.47436875, 1.6384),  # 2.4744 and 1.6384 (docs/explanation/linear-mdp.md)
+        ("river-chain", {}, 1.68144, 0.469338),  # Ngo et al.'s RiverChain-4
+        ("river-chain", {"n_states": 5, "horizon": 8}, 2.0727768, None),  # a variant
+        ("latent-levels", {}, 1.38703125, 0.3883703609),  # Ngo et al.'s LatentLevels
     ],
 )
 def test_verified_values(name: str, params: dict, v_star: float, uniform: float | None) -> None:
@@ -40,7 +40,7 @@ def test_verified_values(name: str, params: dict, v_star: float, uniform: float 
 
 
 def test_river_chain_and_latent_levels_tables() -> None:
-    """Ngo §10: V*_1 at every state, Q*_1(0, .), and the chain's optimal action table."""
+    """Ngo et al.'s worlds: V*_1 at every state, Q*_1(0, .), the chain's optimal actions."""
     q, v = optimal_q(make("river-chain"))
     np.testing.assert_allclose(v[0], [1.68144, 2.69233, 3.98213, 5.37816], atol=1e-9)
     np.testing.assert_allclose(q[0, 0], [1.2919, 1.68144], atol=1e-9)

@@ -1,5 +1,5 @@
-"""Private LinOpt-VI / LinOpt-PO (Zhou Alg. 1, 2): reference numbers, mechanics
-(§9), mirror descent, eps -> inf, honest ledger, stochastic policies, learning."""
+"""Private LinOpt-VI / LinOpt-PO (Zhou Alg. 1, 2): reference numbers, mechanics, mirror
+descent, eps -> inf, honest ledger, stochastic policies, learning."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ def sig5(x: float, y: float) -> None:
 
 
 def test_golden_numbers() -> None:
-    """§5.6 to 5 significant figures (JDP config A and B, non-private, LDP A and B)."""
+    """Zhou's Theorem 6.4 / 6.5 constants to 5 significant figures (JDP config A and B,
+    non-private, LDP A and B)."""
     a = zhou.constants("jdp", 1000, 4, 4, 4, 4, 1.0, 0.01, 0.05)
     assert a.m == 10
     for got, want in ((a.sigma_p1, 12438.8), (a.sigma_p2, 6219.38), (a.sigma_r, 194.356),
@@ -66,7 +67,8 @@ def test_golden_numbers() -> None:
 
 def test_constant_relations() -> None:
     """Property 7: lambda_max = 3 lambda_min, shift 2 Sigma, sigma ~ 1/eps and sqrt(ln(4H/delta)),
-    beta_p increasing in lambda_max and nu; property 21: the zCDP check of §5.4."""
+    beta_p increasing in lambda_max and nu; property 21: the zCDP check of Theorem 6.4's
+    noise scales."""
     a = zhou.constants("jdp", 1000, 4, 4, 4, 4, 1.0, 0.01, 0.05)
     assert a.p.lam_max == pytest.approx(3 * a.p.lam_min) and a.p.lam_min == a.p.big_sigma
     half = zhou.constants("jdp", 1000, 4, 4, 4, 4, 2.0, 0.01, 0.05)

@@ -80,7 +80,8 @@ def test_ngo_golden_values(calibration: str, want: dict[str, float]) -> None:
                          [("sound", 0.5, 0.5),
                           ("paper", 46.2099 / 2, 2.4 * 11 / 36 * 93 / 93.026514)])
 def test_the_ledger_charges_the_true_spend(calibration: str, gram: float, target: float) -> None:
-    """Ngo §8.1 last row and §4.3: what the scales in use spend (the paper's constants claim rho
+    """Ngo et al.'s reference table, last row, and its zCDP accounting: what the scales in use
+    spend (the paper's constants claim rho
     but spend 48.6 rho at the papers' sensitivities, 23.8 rho at the tight ones: the Gram's half,
     the targets' (2H+1) / (6(H+1)) = 11/36): a full Gram tree plus the ceil(N_max) - 1 rounds
     that can occur, from the run's calibration."""
@@ -196,7 +197,7 @@ def reference_lsvi(world, episodes: int, lam: float, beta: float, every: int, cl
 @pytest.mark.parametrize(("name", "every"), [("latent-levels", 1), ("lin-cube", 1),
                                              ("lin-cube", 20)])
 def test_batched_at_infinite_epsilon_is_lsvi_ucb(name: str, every: int) -> None:
-    """Luyo §11.7: eps = inf (B = K) is LSVI-UCB, B forced (every 20) is LSVI-UCB-Batch: same
+    """eps = inf (B = K) is LSVI-UCB, B forced (every 20) is LSVI-UCB-Batch: same
     greedy tables in every episode, same final weights (1e-9), against the loop version."""
     world = make(name)
     K, beta = 120, 1.5
@@ -226,7 +227,7 @@ def test_infinite_epsilon_equals_the_non_private_run(algo: str) -> None:
 
 
 def test_switching_always_is_every_episode_lsvi_ucb() -> None:
-    """Ngo §8.4: trigger=always without noise is LSVI-UCB with lambda = ridge (= batched B = K
+    """trigger=always without noise is LSVI-UCB with lambda = ridge (= batched B = K
     with the same ridge); the determinant trigger (C = 2) switches far less often, within
     d H log2(1 + K/(lambda d))."""
     world = make("latent-levels")
@@ -285,7 +286,7 @@ def _feed(run: Run, phi: np.ndarray, reward: np.ndarray, next_state: np.ndarray)
 
 @pytest.mark.slow  # statistical: 4000 episodes of noise alone, 3 seeds
 def test_noise_alone_never_switches() -> None:
-    """Ngo §8.5: an all-zero feature stream under the sound shift: 0 switches (3 seeds)."""
+    """An all-zero feature stream under the sound shift: 0 switches (3 seeds)."""
     world = make("river-chain", horizon=6)  # d = 8
     K = 4000
     run = Run(config(world, "lsvi-ucb-switching", K, "jdp", 1.0), [1, 2, 3])
@@ -394,7 +395,7 @@ def _shape(regret: np.ndarray) -> tuple[float, float, float]:
 
 @pytest.mark.slow  # statistical: regret's shape over K = 3000 episodes, 3 seeds
 def test_batched_regret_is_sublinear_on_lin_cube() -> None:
-    """Luyo §11.11's check, non-private, practical preset (beta = 2, lambda = 1): last 20% of
+    """Non-private, practical preset (beta = 2, lambda = 1): last 20% of
     episodes below half the first 20%, log-log slope < 0.85 (K = 3000, 3 seeds)."""
     world = make("lin-cube")
     regret = run_in_process(config(world, "lsvi-ucb-batched", 3000), world, [1, 2, 3]).regret
@@ -406,7 +407,7 @@ def test_batched_regret_is_sublinear_on_lin_cube() -> None:
 @pytest.mark.slow  # statistical: regret's shape over K = 3000 episodes, 3 seeds
 @pytest.mark.parametrize("name", ["river-chain", "latent-levels"])
 def test_switching_regret_is_sublinear(name: str) -> None:
-    """Ngo §8.6's thresholds, non-private rare switching (C = 2, beta = 2): q4 <= 0.05,
+    """Thresholds of sublinear regret, non-private rare switching (C = 2, beta = 2): q4 <= 0.05,
     q4 <= 0.2 q1, slope <= 0.6 (K = 3000, 3 seeds, lowest-index ties instead of K = 8000, 5)."""
     world = make(name)
     regret = run_in_process(config(world, "lsvi-ucb-switching", 3000), world, [1, 2, 3]).regret

@@ -169,7 +169,7 @@ FEATURE_CASES = {
 
 @pytest.mark.parametrize("features", sorted(FEATURE_CASES))
 def test_sensitivity_is_covered_by_the_noise_scale(features: str) -> None:
-    """Lemma 1 (a) and (b) on random data sets and the adversarial replacements of §7.6:
+    """Lemma 1 (a) and (b) on random data sets and the adversarial replacements:
     ||theta_X - theta_X'|| <= sigma/alpha on both sides; log-variance ratio <= beta."""
     rng = generator(5, "sens", features)
     eps, delta, f_max = 1.0, 0.1, 2.0

@@ -274,7 +274,8 @@ def tight_epsilon(mu1: np.ndarray, s1: float, mu2: np.ndarray, s2: float, delta:
 
 @pytest.mark.parametrize("algo", ALGOS)
 def test_white_box_audit_on_adversarial_neighbours(algo: str) -> None:
-    """Every neighbouring pair of §7.6, through the plug-in's own estimate and noise scale:
+    """Every adversarial neighbouring pair (support.policy_eval), through the plug-in's own
+    estimate and noise scale:
     the exact divergence is <= delta both ways, and the tight epsilon is below the budget."""
     eps, delta, f_max, m = 1.0, 1e-5, 1.0, 6
     config = pe_config(algo, "jdp", m, 5, epsilon=eps, delta=delta, f_max=f_max)

@@ -1,5 +1,6 @@
-"""Symmetric-matrix and vector statistics in the privacy layer: Luyo §4.1 / Zhou §5.3 noise, tree
-counters over d x d matrices, fixed (paper) scales with honest charges, PSD handling."""
+"""Symmetric-matrix and vector statistics in the privacy layer: Luyo et al.'s symmetric noise
+(erratum 1), tree counters over d x d matrices, fixed (paper) scales with honest charges, PSD
+handling."""
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ Everything here is post-processing of a release (it reads no raw data and draws 
 never changes the privacy of what it is given:
 
 * `mirror_upper` makes a square array symmetric from its upper triangle (the symmetric Gaussian
-  noise of Luyo §4.1 / Zhou §5.3: i.i.d. on and above the diagonal, mirrored below);
+  noise of Luyo et al.'s erratum 1, used for Zhou's Grams too: i.i.d. on and above the
+  diagonal, mirrored below);
 * `SymmetricNoise` wraps a mechanism so that its draws on the last two axes are such matrices;
 * the tail bounds of Luyo's Claims 26/27 and Zhou's Lemmas B.4/B.5 size the PSD shifts;
 * `regularize` turns a noisy Gram release into lambda I + shift I + release, symmetrized, with

@@ -15,7 +15,7 @@ As for linear mixtures (`privrl.worlds.linear_mixture`), two parts with two owne
 Worlds (Luyo, Garcelon, Lazaric & Pirotta 2021; Ngo, Vietri & Wu, ICML 2022):
 
   lin-cube       Luyo's two-state hypercube: actions {-1,+1}^(d-2), secret signs nu_h (`seed`)
-  lin-tab        Luyo's LIN-Tab: RiverSwim (§8.4 probabilities) with one-hot features, d = S A
+  lin-tab        Luyo's LIN-Tab: RiverSwim (Luyo et al.'s probabilities), one-hot features, d = S A
   river-chain    Ngo's Env A "RiverChain-4": one-hot features, d = 2 S
   latent-levels  Ngo's Env B: a genuinely low-rank linear MDP, d = 4 < S A = 24
   lin-mix        a random linear MDP of any d (ours: simplex features, d latent next-state
@@ -156,7 +156,7 @@ def _start_at_zero(n_states: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------
-# LIN-Cube (Luyo §8.3)
+# LIN-Cube (docs/explanation/linear-mdp.md#worlds)
 # ------------------------------------------------------------------------------------------------
 
 
@@ -242,7 +242,7 @@ def lin_tab_model(horizon: int = 10, n_states: int = 4) -> LinearMDPModel:
 
 
 def lin_tab(horizon: int = 10, n_states: int = 4) -> LinearMDP:
-    """LIN-Tab: RiverSwim with Luyo §8.4's probabilities (right at 0: to 1 w.p. 0.4; interior:
+    """LIN-Tab: RiverSwim with Luyo et al.'s probabilities (right at 0: to 1 w.p. 0.4; interior:
     0.35 up, 0.6 stay, 0.05 down; at S-1: stay 0.6, down 0.4), r(0,left) = 0.005,
     r(S-1,right) = 1, as a linear MDP with one-hot features."""
     model = lin_tab_model(horizon, n_states)
@@ -269,7 +269,7 @@ def river_chain(horizon: int = 6, n_states: int = 4) -> LinearMDP:
 
 
 # ------------------------------------------------------------------------------------------------
-# LatentLevels (Ngo §10.2)
+# LatentLevels (Ngo et al. 2022's experiments; docs/explanation/linear-mdp.md#worlds)
 # ------------------------------------------------------------------------------------------------
 
 

@@ -13,8 +13,8 @@ Two parts with two owners (docs/explanation/architecture.md, parties):
 
 Worlds (Luyo, Garcelon, Lazaric & Pirotta 2021; Zhou 2022):
 
-  lm-hard       Zhou et al. (2021)'s lower-bound instance (Luyo §8.1), actions {-1,+1}^{d-1}
-  lm-mix        a mixture of d known Dirichlet(1) kernels, known uniform rewards (Luyo §8.2)
+  lm-hard       Zhou et al. (2021)'s lower-bound instance (Luyo et al. 2021), actions {-1,+1}^{d-1}
+  lm-mix        a mixture of d known Dirichlet(1) kernels, known uniform rewards (Luyo et al. 2021)
   zhou-mix      Zhou's E2: Dirichlet(0.3) base kernels, simplex reward features, Bernoulli rewards
   zhou-tabular  Zhou's E1: a tabular MDP (RiverSwim) written as a linear mixture
 
@@ -196,7 +196,7 @@ def _build(model: LinearMixtureModel, theta: np.ndarray, d1: np.ndarray, name: s
 
 
 # ------------------------------------------------------------------------------------------------
-# LM-Hard (Luyo §8.1)
+# LM-Hard (Luyo et al. 2021; docs/explanation/linear-mixture.md#worlds)
 # ------------------------------------------------------------------------------------------------
 
 
@@ -248,7 +248,7 @@ def lm_hard(horizon: int = 5, d: int = 4, gap: float = 0.05, seed: int = 0) -> L
 
 
 # ------------------------------------------------------------------------------------------------
-# LM-Mix (Luyo §8.2) and Zhou's E2 (§7.2)
+# LM-Mix (Luyo et al. 2021) and Zhou's E2 (docs/explanation/linear-mixture.md#worlds)
 # ------------------------------------------------------------------------------------------------
 
 

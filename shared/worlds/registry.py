@@ -136,46 +136,46 @@ BUILTINS: dict[str, _Builtin] = {
     ),
     "lm-hard": _Builtin(
         lm_hard,
-        "linear mixture, Zhou et al.'s lower-bound instance (Luyo §8.1): actions {-1,+1}^(d-1), "
+        "linear mixture, Zhou et al.'s lower-bound instance (Luyo et al.): actions {-1,+1}^(d-1), "
         "secret signs mu_h from `seed`, |A| = 2^(d-1), S = H+2; gap 0.05 is the easy one",
         horizon=5,
     ),
     "lm-mix": _Builtin(
         lm_mix,
-        "linear mixture of d known Dirichlet(1) kernels (Luyo §8.2): public features and known "
+        "linear mixture of d known Dirichlet(1) kernels (Luyo et al.): public features and known "
         "rewards from `feature_seed`, secret mixture weights from `seed`",
         horizon=5,
     ),
     "zhou-mix": _Builtin(
         zhou_mix,
-        "linear mixture E2 (Zhou §7.2): Dirichlet(0.3) kernels and simplex reward features from "
+        "linear mixture E2 (Zhou): Dirichlet(0.3) kernels and simplex reward features from "
         "`feature_seed`, secret theta_p, theta_r from `seed`, Bernoulli rewards",
         horizon=4,
     ),
     "zhou-tabular": _Builtin(
         zhou_tabular,
-        "linear mixture E1 (Zhou §7.2): RiverSwim as indicator features, d = S^2 A, d2 = S A",
+        "linear mixture E1 (Zhou): RiverSwim as indicator features, d = S^2 A, d2 = S A",
         horizon=10,
     ),
     "lin-cube": _Builtin(
         lin_cube,
-        "linear MDP, Luyo §8.3's two-state hypercube: actions {-1,+1}^(d-2), secret signs nu_h "
-        "from `seed`; for lsvi-ucb-batched / lsvi-ucb-switching",
+        "linear MDP, a two-state hypercube (after LM-Hard): actions {-1,+1}^(d-2), secret signs "
+        "nu_h from `seed`; for lsvi-ucb-batched / lsvi-ucb-switching",
         horizon=5,
     ),
     "lin-tab": _Builtin(
         lin_tab,
-        "linear MDP, Luyo §8.4: RiverSwim with one-hot features e_(s,a), d = 2 S",
+        "linear MDP, Luyo et al.: RiverSwim with one-hot features e_(s,a), d = 2 S",
         horizon=10,
     ),
     "river-chain": _Builtin(
         river_chain,
-        "linear MDP, Ngo §10.1 'RiverChain-4': a river with a myopic trap, one-hot features",
+        "linear MDP, Ngo et al.'s 'RiverChain-4': a river with a myopic trap, one-hot features",
         horizon=6,
     ),
     "latent-levels": _Builtin(
         latent_levels,
-        "linear MDP, Ngo §10.2: 8 states, 3 actions, genuinely low rank (d = 4 < S A = 24)",
+        "linear MDP, Ngo et al.: 8 states, 3 actions, genuinely low rank (d = 4 < S A = 24)",
         horizon=5,
     ),
     "lin-mix": _Builtin(

@@ -4,8 +4,9 @@ A fixed, data-independent schedule of B batches of L = ceil(K/B) episodes: the p
 is played by every user of the batch; at the end of batches 1..N_K-1 the server adds the batch's
 Gram sum as one leaf of the tree counter (B leaves, nodes SymGauss(sigma_Lambda)), re-solves LSVI
 over all stored episodes with fresh target noise N(0, sigma_u^2 I) per step, and publishes
-release b+1 (§5.2). Release 0 is lambda I, w = 0 (no data, no noise). eps = inf (or privacy
-"none") gives B = K: LSVI-UCB updated every episode (§12.11; `batches` forces another B).
+release b+1 (Luyo et al. Alg. 2). Release 0 is lambda I, w = 0 (no data, no noise). eps = inf
+(or privacy "none") gives B = K: LSVI-UCB updated every episode (Luyo erratum 11; `batches`
+forces another B).
 
 Calibrations: "paper" = App. E.1's closed-form sigmas (advanced composition; the ledger charges
 what they spend under zCDP, which is less than claimed); "zcdp" = the smallest sigmas spending

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 RAW_HISTORY = ("raw history required: LSVI re-evaluates every stored next state with each new"
                " value function, so only a trusted server (JDP) can keep the transitions;"
-               " Luyo Rem. 5, Ngo §7.6")
+               " Luyo et al. 2021, Remark 5")
 
 
 def run_model(config: RunConfig, algo: str) -> LinearMDPModel:

@@ -74,7 +74,8 @@ def zcdp_batched_sigmas(horizon: int, rounds: int, rho: float) -> tuple[float, f
 
 
 def luyo_batches(episodes: int, horizon: int, d: int, eps: float) -> int:
-    """B = ceil((K eps)^{2/5} / (d^{3/5} H^{1/5})), at most K; K when eps = inf (§12.11)."""
+    """B = ceil((K eps)^{2/5} / (d^{3/5} H^{1/5})), at most K; K when eps = inf (Luyo
+    erratum 11)."""
     if math.isinf(eps):
         return episodes
     b = math.ceil((episodes * eps) ** 0.4 / (d**0.6 * horizon**0.2))
@@ -86,7 +87,7 @@ def batched_constants(episodes: int, horizon: int, d: int, eps: float, delta: fl
                       ) -> BatchedConstants:
     """App. E.1 verbatim (Ups with B0, not sqrt(B0): erratum 6; C with ln(6KHd/p): erratum 7).
 
-    `batches` overrides B (not privacy-neutral: every sigma is recomputed from it, §10);
+    `batches` overrides B (not privacy-neutral: every sigma is recomputed from it);
     `sigmas` = (sigma_Lambda, sigma_u) replaces the closed forms (another calibration; the
     shift, C, U_K and beta follow); eps = inf gives the non-private limit (no noise, no shift)."""
     K, H = episodes, horizon
@@ -155,7 +156,7 @@ def switching_constants(episodes: int, horizon: int, d: int, rho: float, p: floa
         lam_y = math.sqrt(sig_y2) * (math.sqrt(d) + 2.0 * math.sqrt(log_3khp))
     elif calibration == "paper":
         lam_t = math.log(K) * (6.0 * math.sqrt(d + 1) + 2.0 * log_3khp) / math.sqrt(2.0 * rho)
-        node2 = math.log(K) ** 2 / (2.0 * rho * L)  # the node variance lam_t implies (§4.3)
+        node2 = math.log(K) ** 2 / (2.0 * rho * L)  # the node variance lam_t implies
         n_max = (d * H / math.log(2.0)) * math.log1p(K / (lam_t * d))
         sig_y2 = 6.0 * H**2 * n_max / rho
         lam_y = H * n_max * math.sqrt(log_3khp / rho)

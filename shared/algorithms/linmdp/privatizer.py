@@ -1,7 +1,7 @@
 """The central privatizer of the LSVI-UCB family: a trusted store of raw history plus its releases.
 
 LSVI re-evaluates every past transition with the newest value function, so no user can privatize
-its contribution once (Luyo Rem. 5, Ngo §7.6): the raw history stays here, inside the trusted
+its contribution once (Luyo et al. 2021, Remark 5): the raw history stays here, inside the trusted
 curator (JDP only), and only two things ever leave:
 
 * the Gram matrices, through one tree counter per run (`privrl.privacy.tree.TreeCounter`, shape

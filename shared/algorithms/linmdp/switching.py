@@ -6,7 +6,7 @@ noise) and are released shifted by 2 lam_t I. Before episode k+1 the server swit
 some step's released Gram has log det grown by ln C (C = 2) since the last switch (computed on
 the *released*, noisy matrices only) and the switch counter is below the hard cap N_max; a
 switch re-solves LSVI over all stored episodes with fresh noise N(0, sigma_y^2 I) on each step's
-targets (§3.5). Every tree level and every switch is charged.
+targets (Ngo et al. Alg. 1). Every tree level and every switch is charged.
 
 Calibration "sound" (the default) is a corrected one (errata E3-E6): it spends exactly the
 budget, rho/2 on the Gram tree and rho / (2 (ceil(N_max) - 1)) on each of the switches that can

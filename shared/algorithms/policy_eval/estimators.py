@@ -10,7 +10,8 @@ carry leading axes (replicas, runs): every method maps the last axis.
 * `LSL` (eq. 11): theta = (Phi^T diag(rho n) Phi + lambda/2 I)^{-1} Phi^T (rho g).
   DP-LSL (Algorithm 2): sigma = 2 alpha F_max ||Phi|| sqrt(psi) / (lambda - ||Phi||^2 ||rho||_inf),
   psi = max_{k>=0} e^{-k beta} (c sqrt(sum_s rho_s min(n_s + k, m)) + ||rho||_2)^2 with
-  c = ||Phi|| ||rho||_inf / sqrt(2 lambda); `min`, not the `max` printed in §4.2 (erratum E1).
+  c = ||Phi|| ||rho||_inf / sqrt(2 lambda); `min`, not the `max` printed in Balle et al. §4.2
+  (erratum E1).
 
 alpha and beta come from Lemma 1 (`mode="nrs"`, Algorithms 1 and 2 as printed, the default) or
 from the paper's own Lemma 14 (`mode="appendix"`, more conservative; needs eps <= 5, beta <= ln 2).
