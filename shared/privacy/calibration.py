@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from privrl.config import RunConfig
-from privrl.privacy.accountant import epsilon_to_rho
+from privrl.privacy.accountant import continuous_gaussian, epsilon_to_rho
 from privrl.privacy.grid import exact_units, randomized_round, rounding_slack
 from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.privacy.noise import noise_backend
@@ -239,7 +239,8 @@ def calibrate(config: RunConfig, families: Sequence[Family] | None = None) -> Ca
         if math.isinf(eps):
             mech = Gaussian(0.0, backend)
         else:
-            rho = epsilon_to_rho(eps, config.delta)
+            rho = epsilon_to_rho(eps, config.delta,
+                                 continuous=continuous_gaussian(config.noise))
             mech = Gaussian(math.sqrt(levels * sum(f.l2**2 for f in families) / (2.0 * rho)),
                             backend)
         costs = [mech.rho(f.l2) for f in families]

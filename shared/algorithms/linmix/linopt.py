@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...privacy.accountant import epsilon_to_rho
+from ...privacy.accountant import continuous_gaussian, epsilon_to_rho
 from ...privacy.calibration import sensitivity_split
 from ...privacy.grid import FEATURE_GRID
 from ...privacy.psd import cholesky_solve, inverse_norms, regularize
@@ -217,7 +217,9 @@ class LinOptAlgorithm(Algorithm):
               and cfg.mechanism == "gaussian" and not math.isinf(cfg.epsilon)):
             levels = tree_levels(cfg.episodes) if cfg.privacy == "jdp" else 1
             l2 = [p["gram_l2"], p["target_l2"], r["gram_l2"], r["target_l2"]]
-            split = sensitivity_split(l2, levels, epsilon_to_rho(cfg.epsilon, cfg.delta))
+            rho = epsilon_to_rho(cfg.epsilon, cfg.delta,
+                                 continuous=continuous_gaussian(cfg.noise))
+            split = sensitivity_split(l2, levels, rho)
             scales = dict(zip(FAMILIES, split, strict=True))
         x_top = float(x_caps.max(initial=0.0))
         y_max = float((x_caps * self.caps[1:]).max(initial=0.0))
