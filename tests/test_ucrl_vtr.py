@@ -9,8 +9,11 @@ import math
 import numpy as np
 import pytest
 from privrl.algorithms.linmix import luyo
+from privrl.budget import plan_totals, release_plan
 from privrl.config import RunConfig
+from privrl.privacy.accountant import Ledger, continuous_gaussian, epsilon_to_rho
 from privrl.privacy.psd import mirror_upper
+from privrl.privacy.tree import tree_levels
 from privrl.run import Run, run_in_process, user_episode
 from privrl.worlds import make
 from privrl.worlds.linear_mixture import model_spec_of
@@ -210,10 +213,11 @@ def test_ldp_reports_carry_noise_of_the_declared_scale() -> None:
     msg = {k: np.repeat(v, len(seeds), 0) for k, v in message.items()}
     traj, noisy = user_episode(HARD, msg, seeds, 0, run.algorithm, run.calibration)
     clean = run.algorithm.user_statistics(traj, msg)
-    sigma = run.calibration.scales()["gram"]
+    scales = run.calibration.scales()
+    assert scales["gram"] != scales["target"]  # one sigma per family (sigma_f^2 ~ Delta_f)
     for name in ("gram", "target"):
         diff = noisy[name] - clean[name]
-        assert diff.std() == pytest.approx(sigma, rel=0.03)
+        assert diff.std() == pytest.approx(scales[name], rel=0.03)
     np.testing.assert_array_equal(noisy["gram"], np.swapaxes(noisy["gram"], -1, -2))
 
 
@@ -332,3 +336,31 @@ def test_frontier_plot_of_infinite_epsilon_runs(tmp_path) -> None:
 
     path = plot_frontier([record("none", 1.0), record("jdp", math.inf)], tmp_path / "f.png")
     assert path.exists() and path.stat().st_size > 0
+
+
+@pytest.mark.parametrize(("privacy", "noise"), [("jdp", "numpy"), ("ldp", "numpy"),
+                                                ("jdp", "float")])
+def test_zcdp_splits_the_budget_by_sensitivity(privacy: str, noise: str) -> None:
+    """calibration=zcdp with Gaussian noise: sigma_f^2 = L Delta_f (Delta_g + Delta_t) / (2 rho)
+    per family (closed form), the plan spends exactly epsilon (through the exact Gaussian profile
+    with float noise), each family's ledger share is Delta_f / sum Delta, and the summed variance
+    is below the one-sigma calibration's."""
+    config = cfg(privacy=privacy, epsilon=2.0, episodes=300, noise=noise)
+    assert config.algorithm().knobs.calibration == "zcdp"
+    fams = {f.name: f for f in config.algorithm().families()}
+    rho = epsilon_to_rho(2.0, config.delta, continuous=continuous_gaussian(noise))
+    levels = tree_levels(300) if privacy == "jdp" else 1
+    total = sum(f.l2 for f in fams.values())
+    for f in fams.values():
+        assert f.scale**2 == pytest.approx(levels * f.l2 * total / (2 * rho), rel=1e-12)
+    one_sigma2 = levels * sum(f.l2**2 for f in fams.values()) / (2 * rho)
+    assert sum(f.scale**2 for f in fams.values()) < 2 * one_sigma2
+    plan = release_plan(config)
+    assert plan_totals(plan, config.delta).epsilon == pytest.approx(2.0, rel=1e-9)
+    assert plan_totals(plan, config.delta).epsilon <= 2.0 * (1 + 1e-9)
+    spent = Ledger(plan).by_mechanism()
+    for name, f in fams.items():
+        share = sum(v["rho"] for k, v in spent.items() if k.endswith(f":{name}")) / rho
+        assert share == pytest.approx(f.l2 / total, rel=1e-6)
+    run = run_in_process(cfg(privacy=privacy, epsilon=2.0, episodes=40, noise=noise), HARD, [0])
+    assert run.ledger.totals(config.delta).epsilon <= 2.0 * (1 + 1e-9)

@@ -259,6 +259,17 @@ def sensitivity_split(l2: Sequence[float], levels: int, rho: float) -> list[floa
     return [math.sqrt(levels * x * total / (2.0 * rho)) for x in l2]
 
 
+def split_scales(config: RunConfig, l2: Sequence[float]) -> list[float] | None:
+    """The per-family Gaussian scales `sensitivity_split` gives for `config`'s whole budget (tree
+    levels in JDP, one report in LDP), or None when the run adds no Gaussian noise."""
+    if (config.privacy == "none" or config.mechanism != "gaussian"
+            or math.isinf(config.epsilon)):
+        return None
+    levels = tree_levels(config.episodes) if config.privacy == "jdp" else 1
+    rho = epsilon_to_rho(config.epsilon, config.delta, continuous=continuous_gaussian(config.noise))
+    return sensitivity_split(l2, levels, rho)
+
+
 def _fixed_scales(
     config: RunConfig, families: tuple[Family, ...], levels: int, smooth: bool
 ) -> Calibration:

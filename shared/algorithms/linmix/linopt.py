@@ -29,11 +29,9 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...privacy.accountant import continuous_gaussian, epsilon_to_rho
-from ...privacy.calibration import sensitivity_split
+from ...privacy.calibration import split_scales
 from ...privacy.grid import FEATURE_GRID
 from ...privacy.psd import cholesky_solve, inverse_norms, regularize
-from ...privacy.tree import tree_levels
 from ...stats import Stats
 from ...ties import best_action, tie_priorities
 from ...worlds.rollout import Trajectories
@@ -213,14 +211,11 @@ class LinOptAlgorithm(Algorithm):
                       "target_p": zhou.paper_sigma(math.sqrt(d1) * h**2, *args),
                       "gram_r": zhou.paper_sigma(1.0, *args),
                       "target_r": zhou.paper_sigma(1.0, *args)}
-        elif (self.knobs.calibration == "zcdp" and cfg.privacy != "none"
-              and cfg.mechanism == "gaussian" and not math.isinf(cfg.epsilon)):
-            levels = tree_levels(cfg.episodes) if cfg.privacy == "jdp" else 1
-            l2 = [p["gram_l2"], p["target_l2"], r["gram_l2"], r["target_l2"]]
-            rho = epsilon_to_rho(cfg.epsilon, cfg.delta,
-                                 continuous=continuous_gaussian(cfg.noise))
-            split = sensitivity_split(l2, levels, rho)
-            scales = dict(zip(FAMILIES, split, strict=True))
+        elif self.knobs.calibration == "zcdp":
+            split = split_scales(cfg, [p["gram_l2"], p["target_l2"], r["gram_l2"],
+                                       r["target_l2"]])
+            if split is not None:
+                scales = dict(zip(FAMILIES, split, strict=True))
         x_top = float(x_caps.max(initial=0.0))
         y_max = float((x_caps * self.caps[1:]).max(initial=0.0))
         return (
