@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 from privrl.algorithms.linmix import luyo
+from privrl.algorithms.linmix.common import feature_box
 from privrl.budget import plan_totals, release_plan
 from privrl.config import RunConfig
 from privrl.privacy.accountant import Ledger, continuous_gaussian, epsilon_to_rho
@@ -16,7 +17,7 @@ from privrl.privacy.psd import mirror_upper
 from privrl.privacy.tree import tree_levels
 from privrl.run import Run, run_in_process, user_episode
 from privrl.worlds import make
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.linear_mixture import model_spec_of, public_model
 from privrl.worlds.rollout import Trajectories
 
 HARD = make("lm-hard")
@@ -85,10 +86,44 @@ def test_per_step_caps_shrink_the_sensitivity() -> None:
     practical = {f.name: f for f in cfg().algorithm().families()}
     faithful = {f.name: f for f in cfg(preset="faithful").algorithm().families()}
     caps = np.array([4.0, 3.0, 2.0, 1.0])
-    assert practical["gram"].l2 == pytest.approx(math.sqrt(2 * np.sum(caps**4)))
-    assert practical["target"].l2 == pytest.approx(math.sqrt(np.sum((2 * caps**2) ** 2)))
-    assert faithful["gram"].l2 == pytest.approx(math.sqrt(2 * 4) * 25)
-    assert faithful["target"].l2 == pytest.approx(2 * math.sqrt(4) * 25)
+    box = feature_box(public_model(model_spec_of(HARD)).features)
+    assert box["gram_l2"] < math.sqrt(2) and box["target_l2"] < 2  # the public features' bound
+    assert practical["gram"].l2 == pytest.approx(box["gram_l2"] * math.sqrt(np.sum(caps**4)))
+    assert practical["target"].l2 == pytest.approx(box["target_l2"] * math.sqrt(np.sum(caps**4)))
+    assert faithful["gram"].l2 == pytest.approx(box["gram_l2"] * math.sqrt(4) * 25)
+    assert faithful["target"].l2 == pytest.approx(box["target_l2"] * math.sqrt(4) * 25)
+
+
+@pytest.mark.parametrize("name", ["lm-hard", "lm-mix", "zhou-mix"])
+def test_public_feature_bound_holds_by_brute_force(name: str) -> None:
+    """feature_box <= the generic bounds, and no two (X X^T, X y) with X = phi_V(s,a), y = V(s'),
+    V in [0, 1]^S (every vertex plus random interior tables, every s, a, s') differ by more.
+    It reads only the public features: worlds with other secret parameters give the same."""
+    world = make(name)
+    model = public_model(model_spec_of(world))
+    box = feature_box(model.features)
+    fb = model.feature_bound
+    assert box["gram_l2"] <= math.sqrt(2) * fb**2 and box["target_l2"] <= 2 * fb**2
+    assert box["gram_l1"] <= (model.d + 1) * fb**2
+    assert box["target_l1"] <= 2 * math.sqrt(model.d) * fb**2
+    rng = np.random.default_rng(1)
+    vertices = np.array(list(itertools.product([0.0, 1.0], repeat=model.S)))
+    tables = np.concatenate([vertices, rng.random((24, model.S))])
+    x = np.einsum("satd,vt->vsad", model.features, tables)  # (V, S, A, d)
+    iu = np.triu_indices(model.d)
+    gram = np.einsum("vsaj,vsak->vsajk", x, x)[..., iu[0], iu[1]].reshape(-1, len(iu[0]))
+    target = (x[:, :, :, None, :] * tables[:, None, None, :, None]).reshape(-1, model.d)
+    for stat, key in ((gram, "gram"), (target, "target")):
+        pts = np.unique(np.round(stat, 12), axis=0)
+        for i in range(0, len(pts), 256):
+            diff = pts[i:i + 256, None, :] - pts[None, :, :]
+            assert np.sqrt((diff**2).sum(-1)).max() <= box[f"{key}_l2"] + 1e-9
+            assert np.abs(diff).sum(-1).max() <= box[f"{key}_l1"] + 1e-9
+    if name == "lm-hard":
+        other = make(name, seed=7)  # other secret parameters, the same public features
+        assert not np.array_equal(other.P, world.P)
+        assert feature_box(public_model(model_spec_of(other)).features) == box
+
 
 
 @pytest.mark.parametrize("preset", ["practical", "faithful"])

@@ -41,6 +41,7 @@ from . import zhou
 from .common import (
     clip_norm,
     gram_and_target,
+    model_sensitivities,
     run_model,
     value_caps,
     value_targets,
@@ -201,7 +202,7 @@ class LinOptAlgorithm(Algorithm):
         cfg, model = self.config, self.model
         h, d1, d2 = cfg.horizon, model.d, model.d2
         x_caps = model.feature_bound * self.caps[1:]  # V_{h+1} <= H-h: Q is clipped at H-h+1
-        p = vtr_sensitivities(d1, x_caps, self.caps[1:])
+        p = model_sensitivities(model, self.caps[1:])
         r = vtr_sensitivities(d2, np.ones(h), np.ones(h))
         scales: dict[str, float | None] = dict.fromkeys(FAMILIES)
         if self.knobs.calibration == "paper" and cfg.privacy != "none":

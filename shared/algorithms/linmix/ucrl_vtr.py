@@ -36,7 +36,13 @@ from ...worlds.rollout import Trajectories
 from ..base import Algorithm, Family, Learner, PolicyMessage
 from ..registry import register
 from . import luyo
-from .common import gram_and_target, run_model, value_caps, value_targets, vtr_sensitivities
+from .common import (
+    gram_and_target,
+    model_sensitivities,
+    run_model,
+    value_caps,
+    value_targets,
+)
 
 if TYPE_CHECKING:
     from ...config import RunConfig
@@ -189,7 +195,7 @@ class UCRLVTRAlgorithm(Algorithm):
         cfg = self.config
         h, d, x_max = cfg.horizon, self.model.d, self.x_max
         x_caps = self.model.feature_bound * self.caps[1:]
-        sens = vtr_sensitivities(d, x_caps, self.caps[1:])
+        sens = model_sensitivities(self.model, self.caps[1:])
         scale = None
         if self.knobs.calibration == "paper" and cfg.privacy != "none":
             paper_sens = 2.0 * x_max**2  # the paper's 2 H^2 (||X|| <= H, y <= H)
