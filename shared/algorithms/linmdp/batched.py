@@ -77,7 +77,7 @@ class BatchedLSVI(LSVIAlgorithm):
         if self.private and knobs.calibration == "zcdp":
             rounds = math.ceil(K / math.ceil(K / min(b, K))) - 1
             rho = epsilon_to_rho(eps, cfg.delta, continuous=continuous_gaussian(cfg.noise))
-            sigmas = zcdp_batched_sigmas(H, rounds, rho)
+            sigmas = zcdp_batched_sigmas(H, rounds, rho, self.step)
         delta = cfg.delta if self.private else 0.5
         c = batched_constants(K, H, d, eps, delta, p, batches=b, sigmas=sigmas)
         self.constants = c

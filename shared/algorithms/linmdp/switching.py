@@ -79,7 +79,7 @@ class SwitchingLSVI(LSVIAlgorithm):
                               continuous=continuous_gaussian(config.noise))
                if self.private else math.inf)
         c = switching_constants(config.episodes, config.horizon, self.model.d, rho, config.beta,
-                                knobs.calibration, knobs.ridge)
+                                knobs.calibration, knobs.ridge, step=self.step)
         self.rho, self.constants = rho, c
         self.gram_sigma, self.target_sigma = math.sqrt(c.sigma_node2), math.sqrt(c.sigma_y2)
         self.gram_diagonal = max(2.0 * c.lam_t, knobs.ridge)
