@@ -133,7 +133,7 @@ def test_policy_evaluation_admits_its_one_release_before_the_last_report() -> No
 
 
 @pytest.mark.parametrize(("algo", "privacy", "epsilon", "knobs"), [
-    ("ucrl-vtr", "ldp", 1000.0, {}),
+    ("ucrl-vtr", "ldp", 3000.0, {}),  # 1000 fits since the public-feature bounds
     ("linopt-vi", "jdp", 1000.0, {}),
     ("lsvi-ucb-switching", "jdp", 1.0, {"calibration": "paper"}),
     ("lsvi-ucb-switching", "jdp", 100.0, {"calibration": "paper"}),
@@ -161,7 +161,7 @@ def test_the_known_overspends_are_refused_with_their_true_spend(
 
 
 def test_run_in_process_refuses_an_overspending_preset() -> None:
-    cfg = config_of("ucrl-vtr", "ldp", 1000.0, episodes=5)
+    cfg = config_of("ucrl-vtr", "ldp", 3000.0, episodes=5)
     mdp = WorldSpec("lm-hard", None, {}).build()
     with pytest.raises(OverspendingPlan, match="choose a calibration that spends exactly"):
         run_in_process(cfg, mdp, [0])
@@ -243,12 +243,12 @@ def client(apps: Apps) -> TestClient:
 def test_the_server_refuses_an_overspending_run_with_422(client: TestClient) -> None:
     mdp = WorldSpec("lm-hard", None, {}).build()
     body = spec("ldp", algo="ucrl-vtr", n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H,
-                model=model_spec_of(mdp), episodes=100, epsilon=1000.0, delta=DELTA,
+                model=model_spec_of(mdp), episodes=100, epsilon=3000.0, delta=DELTA,
                 mechanism="gaussian", preset="faithful")
     resp = client.post("/v1/runs", json=body, headers=AUTH)
     assert resp.status_code == 422, resp.text
     detail = resp.json()["detail"]
-    assert "would spend epsilon = " in detail and "past its budget epsilon = 1000" in detail
+    assert "would spend epsilon = " in detail and "past its budget epsilon = 3000" in detail
 
 
 def test_a_served_run_ends_when_its_budget_is_exhausted(client: TestClient) -> None:

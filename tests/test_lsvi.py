@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 from privrl.algorithms import bind
+from privrl.algorithms.linmdp.common import step_sensitivity
 from privrl.algorithms.linmdp.constants import (
     batched_constants,
     gram_sensitivity2,
@@ -78,13 +79,14 @@ def test_ngo_golden_values(calibration: str, want: dict[str, float]) -> None:
 
 @pytest.mark.parametrize(("calibration", "gram", "target"),
                          [("sound", 0.5, 0.5),
-                          ("paper", 46.2099 / 2, 2.4 * 11 / 36 * 93 / 93.026514)])
+                          ("paper", 46.2099 / 2, 2.4 * 11 / 36 * 93 / 93.026514 / 2)])
 def test_the_ledger_charges_the_true_spend(calibration: str, gram: float, target: float) -> None:
     """Ngo et al.'s reference table, last row, and its zCDP accounting: what the scales in use
     spend (the paper's constants claim rho
     but spend 48.6 rho at the papers' sensitivities, 23.8 rho at the tight ones: the Gram's half,
-    the targets' (2H+1) / (6(H+1)) = 11/36): a full Gram tree plus the ceil(N_max) - 1 rounds
-    that can occur, from the run's calibration."""
+    the targets' (2H+1) / (6(H+1)) = 11/36, halved again by river-chain's public features,
+    whose target moves by sqrt(2), not 2, per unit of value): a full Gram tree plus the
+    ceil(N_max) - 1 rounds that can occur, from the run's calibration."""
     world = make("river-chain", horizon=5)  # d = 8
     rho, delta = 1.0, 1e-5
     cfg = config(world, "lsvi-ucb-switching", 10_000, "jdp", rho_to_epsilon(rho, delta),
@@ -513,3 +515,43 @@ def test_the_sound_calibration_uses_the_tight_sensitivities() -> None:
     gram, target = zcdp_batched_sigmas(5, 12, 0.5)
     assert gram**2 == pytest.approx(2 * 5 * 4 / 0.5) and target**2 == pytest.approx(
         (2 / 3) * 5 * 6 * 11 * 12 / 0.5)
+
+
+@pytest.mark.parametrize("name", ["lin-cube", "lin-tab", "river-chain"])
+def test_public_step_sensitivity_holds_by_brute_force(name: str) -> None:
+    """step_sensitivity <= the generic (sqrt 2, 2), and no two users' (triu(phi phi^T), phi y),
+    over every public (s, a) and y on a grid of [0, 1], differ by more; it reads only the public
+    features (another seed, other secret mu / theta, gives the same)."""
+    world = make(name)
+    step = step_sensitivity(world.model.features)
+    assert step.gram2 <= 2.0 and step.target <= 2.0
+    phi = world.model.features.reshape(-1, world.model.features.shape[-1])
+    upper = np.triu_indices(phi.shape[1])
+    grams = np.einsum("nj,nk->njk", phi, phi)[:, upper[0], upper[1]]
+    gram_worst = np.linalg.norm(grams[:, None] - grams[None], axis=-1).max()
+    assert gram_worst <= math.sqrt(step.gram2) + 1e-12
+    ys = np.linspace(0.0, 1.0, 11)
+    targets = (ys[:, None, None] * phi[None]).reshape(-1, phi.shape[1])
+    worst = np.linalg.norm(targets[:, None] - targets[None], axis=-1).max()
+    assert worst <= step.target + 1e-12
+    assert worst >= step.target - 1e-12  # attained at y in {0, 1}: the bound is exact
+    if name == "lin-cube":
+        other = make(name, seed=5)
+        assert not np.array_equal(other.P, world.P)
+        assert step_sensitivity(other.model.features) == step
+
+
+def test_lin_cube_families_use_the_public_step_sensitivity() -> None:
+    """On lin-cube the declared l2 are the public bounds (Gram 1.291 sqrt(H), targets 1.414 per
+    unit of value range, not sqrt(2) sqrt(H) and 2), and the zCDP batched plan still spends
+    exactly its budget."""
+    world = make("lin-cube")
+    cfg = config(world, "lsvi-ucb-batched", 2000, privacy="jdp", epsilon=5.0)
+    fams = {f.name: f for f in bind(cfg).families()}
+    step = step_sensitivity(world.model.features)
+    assert step.gram2 < 2.0 and step.target < 2.0
+    assert fams["gram"].l2 == pytest.approx(math.sqrt(step.gram2 * world.H), rel=1e-12)
+    assert fams["target"].l2 ** 2 == pytest.approx(
+        (step.target / 2) ** 2 * target_sensitivity2(world.H), rel=1e-12)
+    assert planned_totals(cfg).epsilon == pytest.approx(5.0, rel=1e-6)
+    assert planned_totals(cfg).epsilon <= 5.0 * (1 + 1e-9)

@@ -10,10 +10,15 @@ import numpy as np
 import pytest
 from privrl.algorithms import bind
 from privrl.algorithms.linmix import luyo
+from privrl.algorithms.linmix.common import feature_box
+from privrl.budget import plan_totals, release_plan
 from privrl.config import RunConfig
+from privrl.privacy.accountant import Ledger, continuous_gaussian, epsilon_to_rho
 from privrl.privacy.psd import mirror_upper
+from privrl.privacy.tree import tree_levels
 from privrl.run import Run, run_in_process, user_episode
 from privrl.worlds import make
+from privrl.worlds.linear_mixture import public_model
 from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.rollout import Trajectories
 
@@ -91,10 +96,44 @@ def test_per_step_caps_shrink_the_sensitivity() -> None:
     practical = {f.name: f for f in bind(cfg()).families()}
     faithful = {f.name: f for f in bind(cfg(preset="faithful")).families()}
     caps = np.array([4.0, 3.0, 2.0, 1.0])
-    assert practical["gram"].l2 == pytest.approx(math.sqrt(2 * np.sum(caps**4)))
-    assert practical["target"].l2 == pytest.approx(math.sqrt(np.sum((2 * caps**2) ** 2)))
-    assert faithful["gram"].l2 == pytest.approx(math.sqrt(2 * 4) * 25)
-    assert faithful["target"].l2 == pytest.approx(2 * math.sqrt(4) * 25)
+    box = feature_box(public_model(model_spec_of(HARD)).features)
+    assert box["gram_l2"] < math.sqrt(2) and box["target_l2"] < 2  # the public features' bound
+    assert practical["gram"].l2 == pytest.approx(box["gram_l2"] * math.sqrt(np.sum(caps**4)))
+    assert practical["target"].l2 == pytest.approx(box["target_l2"] * math.sqrt(np.sum(caps**4)))
+    assert faithful["gram"].l2 == pytest.approx(box["gram_l2"] * math.sqrt(4) * 25)
+    assert faithful["target"].l2 == pytest.approx(box["target_l2"] * math.sqrt(4) * 25)
+
+
+@pytest.mark.parametrize("name", ["lm-hard", "lm-mix", "zhou-mix"])
+def test_public_feature_bound_holds_by_brute_force(name: str) -> None:
+    """feature_box <= the generic bounds, and no two (X X^T, X y) with X = phi_V(s,a), y = V(s'),
+    V in [0, 1]^S (every vertex plus random interior tables, every s, a, s') differ by more.
+    It reads only the public features: worlds with other secret parameters give the same."""
+    world = make(name)
+    model = public_model(model_spec_of(world))
+    box = feature_box(model.features)
+    fb = model.feature_bound
+    assert box["gram_l2"] <= math.sqrt(2) * fb**2 and box["target_l2"] <= 2 * fb**2
+    assert box["gram_l1"] <= (model.d + 1) * fb**2
+    assert box["target_l1"] <= 2 * math.sqrt(model.d) * fb**2
+    rng = np.random.default_rng(1)
+    vertices = np.array(list(itertools.product([0.0, 1.0], repeat=model.S)))
+    tables = np.concatenate([vertices, rng.random((24, model.S))])
+    x = np.einsum("satd,vt->vsad", model.features, tables)  # (V, S, A, d)
+    iu = np.triu_indices(model.d)
+    gram = np.einsum("vsaj,vsak->vsajk", x, x)[..., iu[0], iu[1]].reshape(-1, len(iu[0]))
+    target = (x[:, :, :, None, :] * tables[:, None, None, :, None]).reshape(-1, model.d)
+    for stat, key in ((gram, "gram"), (target, "target")):
+        pts = np.unique(np.round(stat, 12), axis=0)
+        for i in range(0, len(pts), 256):
+            diff = pts[i:i + 256, None, :] - pts[None, :, :]
+            assert np.sqrt((diff**2).sum(-1)).max() <= box[f"{key}_l2"] + 1e-9
+            assert np.abs(diff).sum(-1).max() <= box[f"{key}_l1"] + 1e-9
+    if name == "lm-hard":
+        other = make(name, seed=7)  # other secret parameters, the same public features
+        assert not np.array_equal(other.P, world.P)
+        assert feature_box(public_model(model_spec_of(other)).features) == box
+
 
 
 @pytest.mark.parametrize("preset", ["practical", "faithful"])
@@ -219,10 +258,11 @@ def test_ldp_reports_carry_noise_of_the_declared_scale() -> None:
     msg = {k: np.repeat(v, len(seeds), 0) for k, v in message.items()}
     traj, noisy = user_episode(HARD, msg, seeds, 0, run.algorithm, run.calibration)
     clean = run.algorithm.user_statistics(traj, msg)
-    sigma = run.calibration.scales()["gram"]
+    scales = run.calibration.scales()
+    assert scales["gram"] != scales["target"]  # one sigma per family (sigma_f^2 ~ Delta_f)
     for name in ("gram", "target"):
         diff = noisy[name] - clean[name]
-        assert diff.std() == pytest.approx(sigma, rel=0.03)
+        assert diff.std() == pytest.approx(scales[name], rel=0.03)
     np.testing.assert_array_equal(noisy["gram"], np.swapaxes(noisy["gram"], -1, -2))
 
 
@@ -341,3 +381,31 @@ def test_frontier_plot_of_infinite_epsilon_runs(tmp_path) -> None:
 
     path = plot_frontier([record("none", 1.0), record("jdp", math.inf)], tmp_path / "f.png")
     assert path.exists() and path.stat().st_size > 0
+
+
+@pytest.mark.parametrize(("privacy", "noise"), [("jdp", "numpy"), ("ldp", "numpy"),
+                                                ("jdp", "float")])
+def test_zcdp_splits_the_budget_by_sensitivity(privacy: str, noise: str) -> None:
+    """calibration=zcdp with Gaussian noise: sigma_f^2 = L Delta_f (Delta_g + Delta_t) / (2 rho)
+    per family (closed form), the plan spends exactly epsilon (through the exact Gaussian profile
+    with float noise), each family's ledger share is Delta_f / sum Delta, and the summed variance
+    is below the one-sigma calibration's."""
+    config = cfg(privacy=privacy, epsilon=2.0, episodes=300, noise=noise)
+    assert bind(config).knobs.calibration == "zcdp"
+    fams = {f.name: f for f in bind(config).families()}
+    rho = epsilon_to_rho(2.0, config.delta, continuous=continuous_gaussian(noise))
+    levels = tree_levels(300) if privacy == "jdp" else 1
+    total = sum(f.l2 for f in fams.values())
+    for f in fams.values():
+        assert f.scale**2 == pytest.approx(levels * f.l2 * total / (2 * rho), rel=1e-12)
+    one_sigma2 = levels * sum(f.l2**2 for f in fams.values()) / (2 * rho)
+    assert sum(f.scale**2 for f in fams.values()) < 2 * one_sigma2
+    plan = release_plan(config)
+    assert plan_totals(plan, config.delta).epsilon == pytest.approx(2.0, rel=1e-9)
+    assert plan_totals(plan, config.delta).epsilon <= 2.0 * (1 + 1e-9)
+    spent = Ledger(plan).by_mechanism()
+    for name, f in fams.items():
+        share = sum(v["rho"] for k, v in spent.items() if k.endswith(f":{name}")) / rho
+        assert share == pytest.approx(f.l2 / total, rel=1e-6)
+    run = run_in_process(cfg(privacy=privacy, epsilon=2.0, episodes=40, noise=noise), HARD, [0])
+    assert run.ledger.totals(config.delta).epsilon <= 2.0 * (1 + 1e-9)

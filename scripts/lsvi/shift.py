@@ -16,7 +16,7 @@ from pathlib import Path
 from privrl.config import RunConfig
 from privrl.run import Run
 from privrl.worlds import make
-from privrl.worlds.linear_mixture import model_spec_of
+from privrl.worlds.model_spec import model_spec_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from results_table import cell, save_table  # noqa: E402

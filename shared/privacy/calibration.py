@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from privrl.config import RunConfig
-from privrl.privacy.accountant import epsilon_to_rho
+from privrl.privacy.accountant import continuous_gaussian, epsilon_to_rho
 from privrl.privacy.grid import exact_units, randomized_round, rounding_slack
 from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.privacy.noise import noise_backend
@@ -226,7 +226,8 @@ def calibrate(config: RunConfig, families: Sequence[Family]) -> Calibration:
         if math.isinf(eps):
             mech = Gaussian(0.0, backend)
         else:
-            rho = epsilon_to_rho(eps, config.delta)
+            rho = epsilon_to_rho(eps, config.delta,
+                                 continuous=continuous_gaussian(config.noise))
             mech = Gaussian(math.sqrt(levels * sum(f.l2**2 for f in families) / (2.0 * rho)),
                             backend)
         costs = [mech.rho(f.l2) for f in families]
@@ -243,6 +244,17 @@ def sensitivity_split(l2: Sequence[float], levels: int, rho: float) -> list[floa
         raise ValueError("a sensitivity split needs positive sensitivities and rho")
     total = math.fsum(l2)
     return [math.sqrt(levels * x * total / (2.0 * rho)) for x in l2]
+
+
+def split_scales(config: RunConfig, l2: Sequence[float]) -> list[float] | None:
+    """The per-family Gaussian scales `sensitivity_split` gives for `config`'s whole budget (tree
+    levels in JDP, one report in LDP), or None when the run adds no Gaussian noise."""
+    if (config.privacy == "none" or config.mechanism != "gaussian"
+            or math.isinf(config.epsilon)):
+        return None
+    levels = tree_levels(config.episodes) if config.privacy == "jdp" else 1
+    rho = epsilon_to_rho(config.epsilon, config.delta, continuous=continuous_gaussian(config.noise))
+    return sensitivity_split(l2, levels, rho)
 
 
 def _fixed_scales(

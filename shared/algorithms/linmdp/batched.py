@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import Field
 
-from ...privacy.accountant import epsilon_to_rho
+from ...privacy.accountant import continuous_gaussian, epsilon_to_rho
 from ...privacy.psd import wigner_norm_tail
 from ..registry import register
 from .common import LSVIAlgorithm, LSVIKnobs
@@ -77,7 +77,8 @@ class BatchedLSVI(LSVIAlgorithm):
         sigmas = None
         if self.private and knobs.calibration == "zcdp":
             rounds = math.ceil(K / math.ceil(K / min(b, K))) - 1
-            sigmas = zcdp_batched_sigmas(H, rounds, epsilon_to_rho(eps, cfg.delta))
+            rho = epsilon_to_rho(eps, cfg.delta, continuous=continuous_gaussian(cfg.noise))
+            sigmas = zcdp_batched_sigmas(H, rounds, rho, self.step)
         delta = cfg.delta if self.private else 0.5
         c = batched_constants(K, H, d, eps, delta, p, batches=b, sigmas=sigmas)
         self.constants = c

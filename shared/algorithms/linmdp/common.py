@@ -26,7 +26,7 @@ from ...ties import tie_priorities
 from ...worlds.linear_mdp import LinearMDPModel, linear_mdp_model
 from ...worlds.rollout import Trajectories
 from ..base import Algorithm, Family, Learner, PolicyMessage, check_model_sizes
-from .constants import gram_sensitivity2, target_sensitivity2
+from .constants import GENERIC_STEP, StepSensitivity, gram_sensitivity2, target_sensitivity2
 from .lsvi import greedy_actions
 from .privatizer import TrustedLSVI
 
@@ -48,6 +48,20 @@ def run_model(config: RunConfig, algo: str) -> LinearMDPModel:
     model = linear_mdp_model(config.model)
     check_model_sizes(config, (model.S, model.A, model.horizon))
     return model
+
+
+def step_sensitivity(features: np.ndarray) -> StepSensitivity:
+    """The exact per-step sensitivities over the public feature vectors phi(s,a) (S, A, d), at
+    most the generic ones: max ||triu(phi phi^T - phi' phi'^T)|| over pairs, and, as ||y phi -
+    y' phi'|| (y, y' in [0, 1]) is convex, max(||phi||, ||phi - phi'||) at y, y' in {0, 1}."""
+    phi = np.unique(np.asarray(features, dtype=np.float64).reshape(-1, features.shape[-1]),
+                    axis=0)
+    upper = np.triu_indices(phi.shape[1])
+    grams = np.einsum("nj,nk->njk", phi, phi)[:, upper[0], upper[1]]
+    gram = max(float(np.linalg.norm(g - grams, axis=1).max()) for g in grams)
+    target = max(float(np.linalg.norm(phi, axis=1).max()),
+                 max(float(np.linalg.norm(x - phi, axis=1).max()) for x in phi))
+    return StepSensitivity(min(gram * gram, GENERIC_STEP.gram2), min(target, GENERIC_STEP.target))
 
 
 class LSVIKnobs(BaseModel):
@@ -113,6 +127,7 @@ class LSVIAlgorithm(Algorithm):
         """Bind to `config`: Gaussian noise from seeded generators over a public linear MDP."""
         super().__init__(config)
         self.model = run_model(config, self.name)
+        self.step = step_sensitivity(self.model.features)  # public features only
         if config.privacy == "jdp" and config.mechanism != "gaussian":
             raise ValueError(f"{self.name} releases through Gaussian mechanisms: use"
                              " --mechanism gaussian with 0 < delta < 1")
@@ -132,11 +147,13 @@ class LSVIAlgorithm(Algorithm):
         jdp = self.config.privacy == "jdp"
         return (
             Family("gram", (horizon, d, d), l1=horizon * (d + 1.0),
-                   l2=math.sqrt(gram_sensitivity2(horizon)), clean_max=1.0, clean_min=-1.0,
+                   l2=math.sqrt(gram_sensitivity2(horizon, self.step)), clean_max=1.0,
+                   clean_min=-1.0,
                    symmetric=True, scale=self.gram_sigma if jdp else None, grid=FEATURE_GRID,
                    rounded=True),
             Family("target", (horizon, d), l1=horizon * (horizon + 1.0) * math.sqrt(d),
-                   l2=math.sqrt(target_sensitivity2(horizon)), clean_max=float(horizon),
+                   l2=math.sqrt(target_sensitivity2(horizon, self.step)),
+                   clean_max=float(horizon),
                    clean_min=-float(horizon), scale=self.target_sigma if jdp else None,
                    grid=FEATURE_GRID, rounded=True),
         )

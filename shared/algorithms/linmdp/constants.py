@@ -18,7 +18,9 @@ bound holds on the upper-triangle coordinates the symmetric noise is drawn on, w
 (||D||_F^2 + sum_i D_ii^2) / 2 is at most ||D||_F^2. The target of step h (1-based) is
 phi (r + V_{h+1}) with r in [0, 1] and V_{h+1} clipped to [0, H - h], so it changes by at most
 2 (H - h + 1): Delta_y^2 = sum_h 4 (H - h + 1)^2 = (2/3) H (H+1) (2H+1) (the papers clip V at H:
-4 H (H+1)^2, 1.8x the std at H = 5).
+4 H (H+1)^2, 1.8x the std at H = 5). A world's public features may allow less per step
+(`StepSensitivity`, computed by `common.step_sensitivity`): e.g. lin-cube's Gram 1.29, not
+sqrt(2), and targets sqrt(2), not 2, per unit of value range.
 
 Natural logs throughout; the tree depth L of the switching counter is bit_length(K) (E16).
 """
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 CHI_FACTOR_NGO = 25.0**4 * 162.0  # Theorem 16's chi (E11): 63,281,250
 CHI_FACTOR_LUYO = 24.0**2 * 18.0  # App. E.1's chi
@@ -52,25 +54,37 @@ class BatchedConstants:
     beta: float
 
 
-def gram_sensitivity2(horizon: int) -> float:
-    """The squared replace-one l2 sensitivity of one user's H Gram items: 2 per step."""
-    return 2.0 * horizon
+class StepSensitivity(NamedTuple):
+    """One step's replace-one sensitivities: the Gram item's squared l2 (upper triangle) and the
+    target phi y's l2 per unit of y's range. Generic for ||phi|| <= 1: 2 and 2."""
+
+    gram2: float = 2.0
+    target: float = 2.0
 
 
-def target_sensitivity2(horizon: int) -> float:
+GENERIC_STEP = StepSensitivity()
+
+
+def gram_sensitivity2(horizon: int, step: StepSensitivity = GENERIC_STEP) -> float:
+    """The squared replace-one l2 sensitivity of one user's H Gram items: 2 per step (generic)."""
+    return step.gram2 * horizon
+
+
+def target_sensitivity2(horizon: int, step: StepSensitivity = GENERIC_STEP) -> float:
     """The squared replace-one l2 sensitivity of one user's H targets, step h's value clipped
-    to [0, H - h]: sum_h (2 (H - h + 1))^2 = (2/3) H (H+1) (2H+1)."""
-    return 2.0 * horizon * (horizon + 1) * (2 * horizon + 1) / 3.0
+    to [0, H - h]: sum_h (2 (H - h + 1))^2 = (2/3) H (H+1) (2H+1) (generic)."""
+    return (step.target / 2.0) ** 2 * 2.0 * horizon * (horizon + 1) * (2 * horizon + 1) / 3.0
 
 
-def zcdp_batched_sigmas(horizon: int, rounds: int, rho: float) -> tuple[float, float]:
+def zcdp_batched_sigmas(horizon: int, rounds: int, rho: float,
+                        step: StepSensitivity = GENERIC_STEP) -> tuple[float, float]:
     """The smallest (sigma_Lambda, sigma_u) that spend exactly rho (zCDP) on this schedule: rho/2
     on the Gram tree over `rounds` leaves (each leaf in bit_length(rounds) nodes), rho/2 on
     `rounds` target releases, at the sensitivities above."""
     rounds = max(rounds, 1)
     levels = rounds.bit_length()
-    return (math.sqrt(gram_sensitivity2(horizon) * levels / rho),
-            math.sqrt(target_sensitivity2(horizon) * rounds / rho))
+    return (math.sqrt(gram_sensitivity2(horizon, step) * levels / rho),
+            math.sqrt(target_sensitivity2(horizon, step) * rounds / rho))
 
 
 def luyo_batches(episodes: int, horizon: int, d: int, eps: float) -> int:
@@ -133,12 +147,14 @@ class SwitchingConstants:
 
 def switching_constants(episodes: int, horizon: int, d: int, rho: float, p: float,
                         calibration: Calibration = "sound", ridge: float = 1.0,
-                        tight: bool = True) -> SwitchingConstants:
+                        tight: bool = True, step: StepSensitivity = GENERIC_STEP
+                        ) -> SwitchingConstants:
     """The sound (default) or the paper-literal constants; rho = inf is the non-private limit
     (no noise, lam_t = 0, no cap), where U_K and beta use `ridge` in place of lam_t. `tight`:
     the sound scales at the sensitivities above, with the target noise sized for the
-    ceil(N_max) - 1 rounds that can occur (`rounds_cap`); False: the papers' (Gram 4H, targets
-    4H (H+1)^2, N_max rounds), which reproduce its golden table."""
+    ceil(N_max) - 1 rounds that can occur (`rounds_cap`), `step` the world's public per-step
+    bounds; False: the papers' (Gram 4H, targets 4H (H+1)^2, N_max rounds), which reproduce its
+    golden table."""
     K, H = episodes, horizon
     L = int(K).bit_length()
     log_3khp = math.log(3.0 * K * H / p)
@@ -146,7 +162,7 @@ def switching_constants(episodes: int, horizon: int, d: int, rho: float, p: floa
         node2 = lam_t = sig_y2 = lam_y = 0.0
         n_max = math.inf
     elif calibration == "sound":
-        gram2, target2 = ((gram_sensitivity2(H), target_sensitivity2(H)) if tight
+        gram2, target2 = ((gram_sensitivity2(H, step), target_sensitivity2(H, step)) if tight
                           else (4.0 * H, 4.0 * H * (H + 1) ** 2))
         node2 = L * gram2 / rho
         lam_t = math.sqrt(L * node2) * (4.0 * math.sqrt(d) + 2.0 * log_3khp)

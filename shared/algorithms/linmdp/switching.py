@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import Field
 
-from ...privacy.accountant import epsilon_to_rho
+from ...privacy.accountant import continuous_gaussian, epsilon_to_rho
 from ..registry import register
 from .common import LSVIAlgorithm, LSVIKnobs
 from .constants import rounds_cap, switching_constants
@@ -75,9 +75,11 @@ class SwitchingLSVI(LSVIAlgorithm):
         """Fix rho, the noise scales, the shift, the cap and beta from public numbers."""
         super().__init__(config)
         knobs: SwitchingKnobs = self.knobs
-        rho = epsilon_to_rho(config.epsilon, config.delta) if self.private else math.inf
+        rho = (epsilon_to_rho(config.epsilon, config.delta,
+                              continuous=continuous_gaussian(config.noise))
+               if self.private else math.inf)
         c = switching_constants(config.episodes, config.horizon, self.model.d, rho, config.beta,
-                                knobs.calibration, knobs.ridge)
+                                knobs.calibration, knobs.ridge, step=self.step)
         self.rho, self.constants = rho, c
         self.gram_sigma, self.target_sigma = math.sqrt(c.sigma_node2), math.sqrt(c.sigma_y2)
         self.gram_diagonal = max(2.0 * c.lam_t, knobs.ridge)

@@ -82,6 +82,46 @@ def gram_and_target(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.einsum("rhi,rhj->rhij", x, x), x * y[..., None]
 
 
+def feature_box(features: np.ndarray) -> dict[str, float]:
+    """Replace-one sensitivities of one step's Gram (upper triangle) and target at value cap 1,
+    from the public features phi(s'|s,a) (S, A, S', d) alone, by interval arithmetic.
+
+    With V in [0, 1]^S, X = phi_V(s,a) has X_j in [lo_j, hi_j], lo_j = min_{s,a} sum_s'
+    min(phi_j, 0), hi_j likewise with max (lo <= 0 <= hi, so shrinking X by the norm clip stays
+    inside); X_j X_k lies in the product interval, y X_j (y in [0, 1]) in [lo_j, hi_j]. Two users'
+    statistics differ by at most the interval widths w: l2 <= ||w||, l1 <= sum w. At cap c the
+    Gram's bounds scale by c^2, the target's by c^2. No secret parameter enters.
+    """
+    lo = np.minimum(features, 0.0).sum(axis=2)  # (S, A, d)
+    hi = np.maximum(features, 0.0).sum(axis=2)
+    corners = np.stack([lo[..., :, None] * lo[..., None, :], lo[..., :, None] * hi[..., None, :],
+                        hi[..., :, None] * lo[..., None, :], hi[..., :, None] * hi[..., None, :]])
+    d = features.shape[-1]
+    diag = np.arange(d)
+    low = corners.min(axis=0)
+    low[..., diag, diag] = 0.0  # X_j^2 >= 0, and lo_j <= 0 <= hi_j
+    upper = np.triu_indices(d)
+    gram_w = (corners.max(axis=0).max(axis=(0, 1)) - low.min(axis=(0, 1)))[upper]
+    target_w = hi.max(axis=(0, 1)) - lo.min(axis=(0, 1))
+    return {"gram_l2": float(np.linalg.norm(gram_w)), "gram_l1": float(gram_w.sum()),
+            "target_l2": float(np.linalg.norm(target_w)), "target_l1": float(target_w.sum())}
+
+
+def model_sensitivities(model: LinearMixtureModel, caps: np.ndarray) -> dict[str, float]:
+    """`vtr_sensitivities` of X_h = phi_V(s,a), y_h = V(s') with V in [0, caps[h]] (caps of
+    V_2..V_{H+1}), tightened per step by the public features' `feature_box` where smaller."""
+    caps = np.asarray(caps, dtype=np.float64)
+    box = feature_box(model.features)
+    out: dict[str, list[float]] = {k: [] for k in box}
+    for cap in caps:
+        generic = vtr_sensitivities(model.d, np.array([model.feature_bound * cap]),
+                                    np.array([cap]))
+        for k in box:
+            out[k].append(min(generic[k], box[k] * cap * cap))
+    return {k: (math.sqrt(math.fsum(x * x for x in v)) if k.endswith("l2") else math.fsum(v))
+            for k, v in out.items()}
+
+
 def vtr_sensitivities(d: int, x_caps: np.ndarray, y_caps: np.ndarray) -> dict[str, float]:
     """Replace-one sensitivities of the Gram and target families when step h has ||X_h|| <=
     x_caps[h] and y_h in [0, y_caps[h]] (a step with cap 0 carries no data):

@@ -29,11 +29,9 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...privacy.accountant import epsilon_to_rho
-from ...privacy.calibration import sensitivity_split
+from ...privacy.calibration import split_scales
 from ...privacy.grid import FEATURE_GRID
 from ...privacy.psd import cholesky_solve, inverse_norms, regularize
-from ...privacy.tree import tree_levels
 from ...stats import Stats
 from ...ties import best_action, tie_priorities
 from ...worlds.rollout import Trajectories
@@ -43,6 +41,7 @@ from . import zhou
 from .common import (
     clip_norm,
     gram_and_target,
+    model_sensitivities,
     run_model,
     value_caps,
     value_targets,
@@ -203,7 +202,7 @@ class LinOptAlgorithm(Algorithm):
         cfg, model = self.config, self.model
         h, d1, d2 = cfg.horizon, model.d, model.d2
         x_caps = model.feature_bound * self.caps[1:]  # V_{h+1} <= H-h: Q is clipped at H-h+1
-        p = vtr_sensitivities(d1, x_caps, self.caps[1:])
+        p = model_sensitivities(model, self.caps[1:])
         r = vtr_sensitivities(d2, np.ones(h), np.ones(h))
         scales: dict[str, float | None] = dict.fromkeys(FAMILIES)
         if self.knobs.calibration == "paper" and cfg.privacy != "none":
@@ -213,12 +212,11 @@ class LinOptAlgorithm(Algorithm):
                       "target_p": zhou.paper_sigma(math.sqrt(d1) * h**2, *args),
                       "gram_r": zhou.paper_sigma(1.0, *args),
                       "target_r": zhou.paper_sigma(1.0, *args)}
-        elif (self.knobs.calibration == "zcdp" and cfg.privacy != "none"
-              and cfg.mechanism == "gaussian" and not math.isinf(cfg.epsilon)):
-            levels = tree_levels(cfg.episodes) if cfg.privacy == "jdp" else 1
-            l2 = [p["gram_l2"], p["target_l2"], r["gram_l2"], r["target_l2"]]
-            split = sensitivity_split(l2, levels, epsilon_to_rho(cfg.epsilon, cfg.delta))
-            scales = dict(zip(FAMILIES, split, strict=True))
+        elif self.knobs.calibration == "zcdp":
+            split = split_scales(cfg, [p["gram_l2"], p["target_l2"], r["gram_l2"],
+                                       r["target_l2"]])
+            if split is not None:
+                scales = dict(zip(FAMILIES, split, strict=True))
         x_top = float(x_caps.max(initial=0.0))
         y_max = float((x_caps * self.caps[1:]).max(initial=0.0))
         return (

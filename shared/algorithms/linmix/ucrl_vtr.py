@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...privacy.calibration import split_scales
 from ...privacy.grid import FEATURE_GRID
 from ...privacy.psd import cholesky_solve, inverse_norms, regularize
 from ...stats import Stats
@@ -35,7 +36,13 @@ from ...worlds.rollout import Trajectories
 from ..base import Algorithm, Family, Learner, PolicyMessage
 from ..registry import register
 from . import luyo
-from .common import gram_and_target, run_model, value_caps, value_targets, vtr_sensitivities
+from .common import (
+    gram_and_target,
+    model_sensitivities,
+    run_model,
+    value_caps,
+    value_targets,
+)
 
 if TYPE_CHECKING:
     from ...config import RunConfig
@@ -183,23 +190,27 @@ class UCRLVTRAlgorithm(Algorithm):
 
     def families(self) -> tuple[Family, ...]:
         """The Gram matrices (symmetric) and targets of every step, with replace-one
-        sensitivities; the paper's sigma_B when calibrated as in the paper."""
+        sensitivities; the paper's sigma_B when calibrated as in the paper, and under zcdp with
+        Gaussian noise one sigma per family, sigma_f^2 proportional to Delta_f (`split_scales`)."""
         cfg = self.config
         h, d, x_max = cfg.horizon, self.model.d, self.x_max
         x_caps = self.model.feature_bound * self.caps[1:]
-        sens = vtr_sensitivities(d, x_caps, self.caps[1:])
+        sens = model_sensitivities(self.model, self.caps[1:])
         scale = None
         if self.knobs.calibration == "paper" and cfg.privacy != "none":
             paper_sens = 2.0 * x_max**2  # the paper's 2 H^2 (||X|| <= H, y <= H)
             scale = luyo.paper_sigma(cfg.privacy, h, cfg.episodes, cfg.epsilon, cfg.delta,
                                      paper_sens)
+        split = (split_scales(cfg, [sens["gram_l2"], sens["target_l2"]])
+                 if self.knobs.calibration == "zcdp" else None)
+        gram_scale, target_scale = split if split is not None else (scale, scale)
         x_top = float(x_caps.max(initial=0.0))
         y_max = float((x_caps * self.caps[1:]).max(initial=0.0))
         return (
             Family("gram", (h, d, d), sens["gram_l1"], sens["gram_l2"], x_top**2, -x_top**2,
-                   True, scale, FEATURE_GRID, rounded=True),
+                   True, gram_scale, FEATURE_GRID, rounded=True),
             Family("target", (h, d), sens["target_l1"], sens["target_l2"], y_max, -y_max,
-                   False, scale, FEATURE_GRID, rounded=True),
+                   False, target_scale, FEATURE_GRID, rounded=True),
         )
 
     def message_arrays(self) -> dict[str, tuple[int, ...]]:
