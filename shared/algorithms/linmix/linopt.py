@@ -3,7 +3,7 @@
 Per step h four statistics are released: the transition Gram X X^T and moment X y (value-targeted,
 X = phi_{V_{h+1}}(s_h, a_h), y = V_{h+1}(s_{h+1}) with the V of the episode of collection) and the
 reward Gram f f^T and moment f r (f = varphi(s_h, a_h), r the observed reward). Tree counters in
-JDP (the paper's PRIVATIZER), sums of locally randomized reports in LDP (§5.8, an extension: the
+JDP (the paper's PRIVATIZER), sums of locally randomized reports in LDP (an extension: the
 paper gives no LDP constants), exact sums without privacy. The learner forms
 
     Lambda_{h,*} = release + (lambda + 2 Sigma_*) I,   theta_hat = Lambda^{-1} u,
@@ -62,14 +62,14 @@ class LinOptKnobs(BaseModel):
 
     calibration: Literal["paper", "zcdp"] = Field(
         "paper", description="noise scales: Zhou's sigma_p1, sigma_p2, sigma_r (Thm. 6.4; LDP:"
-        " m = 1, §5.8) or per-family sigmas spending exactly (epsilon, delta) under zCDP, split"
+        " m = 1) or per-family sigmas spending exactly (epsilon, delta) under zCDP, split"
         " with sigma_f^2 proportional to the family's sensitivity (Gaussian; Laplace: one scale)")
-    beta_scale: float = Field(1.0, ge=0, description="multiplies beta_p and beta_r (§7.3)")
+    beta_scale: float = Field(1.0, ge=0, description="multiplies beta_p and beta_r")
     shift: Literal["paper", "release"] = Field(
         "paper", description="Sigma from sqrt(m) sigma (JDP) / sqrt(K) sigma (LDP), or from the"
         " release's own error std (running maximum over versions)")
     shift_scale: float = Field(1.0, ge=0, description="the shift is 2 shift_scale Sigma")
-    ridge: float = Field(1.0, gt=0, description="lambda: the non-private regularizer (§3.5),"
+    ridge: float = Field(1.0, gt=0, description="lambda: the non-private regularizer,"
                          " also added to the private one")
     tie_break: Literal["first", "random"] = Field(
         "random", description="VI's actions whose clipped Q tie (every Q saturates at H-h+1"
@@ -84,7 +84,7 @@ PRESETS: dict[str, LinOptKnobs] = {
 
 
 class LinOptLearner(Learner):
-    """The optimistic backward pass of §4.1 on the private regularized statistics."""
+    """The optimistic backward pass (Zhou 2022, Alg. 1) on the private regularized statistics."""
 
     def __init__(self, algorithm: LinOptAlgorithm, calibration: Calibration,
                  seeds: list[int]) -> None:
@@ -260,7 +260,7 @@ class LinOptVI(LinOptAlgorithm):
 
     name = "linopt-vi"
     summary = ("linear-mixture LinOpt-VI (Zhou Alg. 1): private changing regularizers (4H tree"
-               " counters), optimistic value iteration; LDP is a labelled extension (§5.8)")
+               " counters), optimistic value iteration; LDP is a labelled extension")
 
 
 @register
@@ -269,5 +269,5 @@ class LinOptPO(LinOptAlgorithm):
 
     name = "linopt-po"
     summary = ("linear-mixture LinOpt-PO (Zhou Alg. 2): optimistic policy evaluation, KL mirror"
-               " descent pi ~ exp(eta sum Q); LDP is a labelled extension (§5.8)")
+               " descent pi ~ exp(eta sum Q); LDP is a labelled extension")
     policy_optimization = True

@@ -1,7 +1,7 @@
 """Zhou's calibration of Private-LinOpt-VI / -PO (Zhou 2022).
 
 Pure functions of public numbers, reproducing Zhou's reference numbers. Noise scales come
-from Zhou's zCDP argument with add/remove sensitivities (§5.4); the ledger recomputes what they
+from Zhou's zCDP argument with add/remove sensitivities; the ledger recomputes what they
 actually spend with this run's replace-one sensitivities (erratum 6).
 """
 
@@ -19,7 +19,7 @@ def tree_levels(episodes: int) -> int:
 
 
 def paper_sigma(sensitivity: float, horizon: int, eps: float, delta: float, m: int) -> float:
-    """sigma = (H Delta / eps) sqrt(32 m ln(4H/delta)) (Thm. 6.4's proof; m = 1 for LDP, §5.8)."""
+    """sigma = (H Delta / eps) sqrt(32 m ln(4H/delta)) (Zhou 2022, Thm. 6.4; m = 1 for LDP)."""
     if math.isinf(eps):
         return 0.0
     return horizon * sensitivity / eps * math.sqrt(32.0 * m * math.log(4.0 * horizon / delta))
@@ -59,7 +59,7 @@ def part(kind: str, dim: int, std_matrix: float, std_vector: float, horizon: int
 
 
 def eta(n_actions: int, horizon: int, episodes: int) -> float:
-    """The mirror-descent step sqrt(2 ln|A| / (H^2 K)) (§4.3)."""
+    """The mirror-descent step sqrt(2 ln|A| / (H^2 K)) (Zhou 2022, Alg. 2)."""
     return math.sqrt(2.0 * math.log(n_actions) / (horizon**2 * episodes))
 
 
@@ -78,7 +78,7 @@ class Golden:
 
 def constants(mode: str, episodes: int, horizon: int, d1: int, d2: int, n_actions: int,
               eps: float, delta: float, alpha: float, ridge: float = 1.0) -> Golden:
-    """Every constant of §5.4-5.5 (JDP), §5.8 (LDP) or §3.5 (non-private, lambda = ridge)."""
+    """Every constant of the JDP algorithm (Zhou 2022), its LDP extension or the non-private one."""
     m = tree_levels(episodes)
     if mode == "none":
         zero_p = part("p", d1, 0.0, 0.0, horizon, episodes, alpha, ridge)
