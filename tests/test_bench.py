@@ -4,6 +4,8 @@ asserted: the suite checks what the command reports, not how fast this machine i
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from privrl.client.cli import main
@@ -13,7 +15,7 @@ from privrl.lab.bench import VARIANTS
 def test_bench_reports_single_and_batched_replicas(tmp_path, capsys) -> None:
     out = tmp_path / "bench.json"
     rc = main(["bench", "--episodes", "6", "--horizon", "4", "--rounds", "2", "--replicas",
-               "1", "3", "--rlberry", "--json", str(out)])
+               "1", "3", "--json", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
     assert "interleaved round(s), medians" in text
@@ -36,7 +38,19 @@ def test_bench_reports_single_and_batched_replicas(tmp_path, capsys) -> None:
     assert "noise only" in text and "int/float" in text
     twins = [r for r in rows if r["privacy"] != "none" and not r["variant"].endswith(" float")]
     assert twins and all(r["integer_over_float"] > 0 for r in twins)  # measured side by side
-    if result["rlberry"] is None:  # rlberry-scool is not a test dependency
-        assert "rlberry-scool not installed" in text
+    assert result["rlberry"] is None  # not asked for
+
+
+@pytest.mark.slow
+def test_bench_compares_with_rlberry_in_its_own_process(tmp_path) -> None:
+    """`--rlberry` in a process of its own: rlberry binds a log handler to the stderr it finds at
+    import, which inside a test is pytest's capture. rlberry-scool is not a test dependency."""
+    out = tmp_path / "bench.json"
+    done = subprocess.run([sys.executable, "-m", "privrl.client", "bench", "--episodes", "6",
+                           "--horizon", "4", "--rounds", "1", "--rlberry", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600, check=True)
+    result = json.loads(out.read_text())
+    if result["rlberry"] is None:
+        assert "rlberry-scool not installed" in done.stdout
     else:
-        assert all(r["x_faster_than_rlberry"] > 0 for r in rows)
+        assert all(r["x_faster_than_rlberry"] > 0 for r in result["rows"])
