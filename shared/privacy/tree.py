@@ -95,8 +95,10 @@ def release_variance(t: int, smooth: bool) -> float:
 
 
 def _improve(w: float, own: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """A smoothed node: w * own + (1 - w) * (left + right)."""
-    return w * own + (1.0 - w) * (left + right)
+    """A smoothed node: w * own + (1 - w) * (left + right) (summed in place: the same sums)."""
+    out = (left + right) * (1.0 - w)
+    out += w * own
+    return out
 
 
 def improve_integer(level: int, own: np.ndarray, left: np.ndarray, right: np.ndarray
