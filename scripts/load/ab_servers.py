@@ -7,10 +7,12 @@ BEFORE_PYTHONPATH holds another copy of the package (for example `git archive` o
 commit with shared/ renamed privrl/ and server/, client/ moved inside it). Both servers run at
 once on temporary databases; every round measures, for each server in turn (the order flips
 each round), a /healthz phase then a JDP and an LDP episode phase (the bench's own
-`locust_phase`, 2 generator processes). The VM's speed drifts by tens of percent within
-minutes, so only rows measured close together are compared: per round, each server's episode
-requests/s over its own /healthz requests/s, and its server CPU per episode request over its CPU
-per /healthz request. Prints one JSON line per phase, then the medians.
+`locust_phase`, 2 generator processes), each phase driven by the server's own version of the
+client (a child process on the same PYTHONPATH): the wire format changes between versions.
+The VM's speed drifts by tens of percent within minutes, so only rows measured close together
+are compared: per round, each server's episode requests/s over its own /healthz requests/s, and
+its server CPU per episode request over its CPU per /healthz request. Prints one JSON line per
+phase, then the medians.
 """
 
 from __future__ import annotations
@@ -34,13 +36,22 @@ from privrl.seeding import secret_seed
 MODES = (("healthz", None), ("episodes", "jdp"), ("episodes", "ldp"))
 
 
-REPO_ROOT = Path(__file__).resolve().parents[2]  # this checkout: the "after" version
 
-def start(tmp: Path, name: str, pythonpath: str, token: str
+
+def version_env(pythonpath: str | None, token: str) -> dict[str, str]:
+    """The environment of a version's processes: the package on `pythonpath` (None: the
+    installed one, this checkout) and the admin token."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    return dict(env, PRIVRL_ADMIN_TOKEN=token)
+
+
+def start(tmp: Path, name: str, pythonpath: str | None, token: str
           ) -> tuple[str, subprocess.Popen[bytes]]:
     """A server of the package on `pythonpath`, on a free port and a temporary database."""
     port = free_port()
-    env = dict(os.environ, PYTHONPATH=pythonpath, PRIVRL_ADMIN_TOKEN=token)
+    env = version_env(pythonpath, token)
     log = (tmp / f"{name}.log").open("wb")
     proc = subprocess.Popen(
         module_cmd("privrl.server", "--host", "127.0.0.1", "--port", str(port), "--db",
@@ -49,6 +60,15 @@ def start(tmp: Path, name: str, pythonpath: str, token: str
     url = f"http://127.0.0.1:{port}"
     wait_ready(url + "/readyz", proc, 60)
     return url, proc
+
+
+def measure_with(pythonpath: str | None, url: str, pid: int, token: str, mode: str,
+                 privacy: str | None, users: int, seconds: float) -> dict[str, Any]:
+    """`measure` in a child process of the version on `pythonpath` (its own client)."""
+    args = [url, str(pid), token, mode, privacy or "", str(users), str(seconds)]
+    done = subprocess.run([sys.executable, __file__, "--phase", *args], check=True,
+                          env=version_env(pythonpath, token), capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def measure(url: str, pid: int, token: str, mode: str, privacy: str | None, users: int,
@@ -87,6 +107,11 @@ def medians(rows: list[dict[str, Any]], rounds: int) -> dict[str, dict[str, floa
 
 def main() -> None:
     """Parse the arguments, alternate the phases, print the rows and the medians."""
+    if sys.argv[1:2] == ["--phase"]:  # a child: one phase with this version's client
+        url, pid, token, mode, privacy, users, seconds = sys.argv[2:9]
+        print(json.dumps(measure(url, int(pid), token, mode, privacy or None, int(users),
+                                 float(seconds))))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("before", help="PYTHONPATH of the other version")
     parser.add_argument("--rounds", type=int, default=6)
@@ -97,16 +122,16 @@ def main() -> None:
     token = secrets.token_hex(16)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="privrl-ab-") as tmp:
-        servers = {"before": start(Path(tmp), "before", args.before, token),
-                   "after": start(Path(tmp), "after", str(REPO_ROOT), token)}
+        paths = {"before": args.before, "after": None}
+        servers = {name: start(Path(tmp), name, path, token) for name, path in paths.items()}
         try:
             for r in range(args.rounds):
                 for name in (list(servers) if r % 2 == 0 else list(reversed(servers))):
                     url, proc = servers[name]
                     for mode, privacy in MODES:
                         row = {"server": name, "round": r, "mode": privacy or mode,
-                               **measure(url, proc.pid, token, mode, privacy, args.users,
-                                         args.seconds)}
+                               **measure_with(paths[name], url, proc.pid, token, mode,
+                                              privacy, args.users, args.seconds)}
                         rows.append(row)
                         print(json.dumps(row), flush=True)
         finally:

@@ -229,6 +229,11 @@ def sample_rows(
     `streams(r)` is only called for a reproducible sampler, so an unseeded backend never builds
     generators it would not use.
     """
-    if sampler.reproducible:
-        return np.stack([sampler.sample(streams(r), shape) for r in range(rows)])
-    return sampler.sample(None, (rows, *shape))
+    if not sampler.reproducible:
+        return sampler.sample(None, (rows, *shape))
+    first = sampler.sample(streams(0), shape)
+    out = np.empty((rows, *first.shape), first.dtype)  # filled row by row: no list to stack
+    out[0] = first
+    for r in range(1, rows):
+        out[r] = sampler.sample(streams(r), shape)
+    return out

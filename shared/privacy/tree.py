@@ -95,8 +95,10 @@ def release_variance(t: int, smooth: bool) -> float:
 
 
 def _improve(w: float, own: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """A smoothed node: w * own + (1 - w) * (left + right)."""
-    return w * own + (1.0 - w) * (left + right)
+    """A smoothed node: w * own + (1 - w) * (left + right) (summed in place: the same sums)."""
+    out = (left + right) * (1.0 - w)
+    out += w * own
+    return out
 
 
 def improve_integer(level: int, own: np.ndarray, left: np.ndarray, right: np.ndarray
@@ -152,7 +154,7 @@ class TreeCounter:
         self._stored: dict[tuple[int, int], np.ndarray] = {}
         self._replaying = False
         self.noise_epoch = 0  # > 0 after a store went back: nodes drawn from now on are fresh
-        self._slot_streams: dict[tuple[str | int, ...], list[SlotStream]] = {}
+        self._slot_streams: dict[tuple[int, int], list[SlotStream]] = {}  # (epoch, level)
 
     def node_noise(self, level: int, index: int) -> np.ndarray:
         """The noise of tree node (level, index) for every replica: stored, seeded or fresh.
@@ -195,10 +197,11 @@ class TreeCounter:
     def _streams(self, level: int) -> list[SlotStream]:
         """Each replica's node stream at `level` (kept: the next node of a level is usually in
         the same block of its stream)."""
-        path = self._stream_path(level)
-        streams = self._slot_streams.get(path)
+        key = (self.noise_epoch, level)
+        streams = self._slot_streams.get(key)
         if streams is None:
-            streams = self._slot_streams[path] = [SlotStream(seed, *path) for seed in self.seeds]
+            path = self._stream_path(level)
+            streams = self._slot_streams[key] = [SlotStream(seed, *path) for seed in self.seeds]
         return streams
 
     def take_drawn(self) -> list[NodeNoise]:
@@ -297,11 +300,15 @@ class TreeCounter:
 
     def noise_sum(self) -> np.ndarray:
         """Total noise in the current release: the nodes of t's binary representation."""
-        total = np.zeros_like(self.exact)
+        total = None  # the first node's copy, not zeros plus it (0 + x == x): one pass less
         for level in range(levels_released(self.t)):
             if (self.t >> level) & 1:
-                total += self._node_for_release(level, self.t)
-        return total
+                node = self._node_for_release(level, self.t)
+                if total is None:
+                    total = node.astype(self.exact.dtype)  # a copy
+                else:
+                    total += node
+        return np.zeros_like(self.exact) if total is None else total
 
     def release(self) -> np.ndarray:
         """The noisy prefix sum B(t) after the items added so far (B(0) = 0)."""
