@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import functools
 import sys
-import time
 from types import ModuleType
 
 
 @functools.cache
 def load() -> ModuleType:
     """`privrl.accel.kernels`, compiled (or loaded from numba's cache) once per process."""
-    start = time.perf_counter()
     from privrl.accel import kernels as module
 
     compiled = [name for name in sorted(module.__all__)
                 if sum(getattr(module, name).stats.cache_misses.values())]
-    if compiled:
+    if compiled:  # timed by the module's own import, whoever imported it first
         print(f"privrl: compiled DP-UCBVI's kernels ({', '.join(sorted(compiled))}) in"
-              f" {time.perf_counter() - start:.1f} s; numba caches them for later processes",
+              f" {module.IMPORT_SECONDS:.1f} s; numba caches them for later processes",
               file=sys.stderr, flush=True)
     return module

@@ -11,10 +11,13 @@ C-contiguous, writable float64 / int64 / bool arrays.
 from __future__ import annotations
 
 import math
+import time
 
 import numba
 import numpy as np
 from numba import types
+
+_STARTED = time.perf_counter()  # IMPORT_SECONDS: what compiling (or loading) them took
 
 # the kernels compiled (or loaded from numba's cache) at import, one signature each
 __all__ = ["break_ties", "new_model", "plan_replicas", "run_episodes"]
@@ -493,3 +496,6 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
                     clean_r[j, s, a] = 0.0
                     if kept:
                         stale[rep, j, s, a] = True
+
+
+IMPORT_SECONDS = time.perf_counter() - _STARTED
