@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from mkdocs.plugins import event_priority
 from results_table import table_markdown  # scripts/ is on sys.path while MkDocs loads a hook
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -275,3 +277,14 @@ def render(markdown: str) -> str:
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     """MkDocs event: fill the generated sections of a page."""
     return render(markdown)
+
+
+@event_priority(100)  # before mkdocstrings' own `on_config`, which sets up griffe's search paths
+def on_config(config: Any) -> Any:
+    """Drop the `mkdocs` console script's bin/ folder from sys.path before the API reference is
+    collected: bin/ also holds the `privrl` script, which griffe would take for the package
+    (`python -m mkdocs` never has bin/ there). MkDocs restores sys.path after importing a hook,
+    so this cannot happen at import."""
+    scripts = os.path.dirname(os.path.abspath(sys.argv[0]))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != scripts]
+    return config
