@@ -15,7 +15,7 @@ from privrl.config import RunConfig
 from privrl.privacy.accountant import Ledger, epsilon_to_rho
 from privrl.privacy.tree import tree_levels
 from privrl.run import Run, run_in_process, user_episode
-from privrl.worlds import make
+from privrl.worlds import make, optimal_return, uniform_random_return
 from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.rollout import Trajectories, draw_uniforms, rollout_stochastic
 from privrl.worlds.values import episode_regret_stochastic, stochastic_policy_values
@@ -260,11 +260,18 @@ def test_stochastic_rollout_and_values() -> None:
 
 @pytest.mark.slow  # statistical: regret's halves over 600 episodes, 3 seeds, twice
 def test_learning_with_the_practical_preset() -> None:
-    """Property 25 (and PO): the second half's per-episode regret is below the first half's."""
+    """Property 25 (and PO): the second half's per-episode regret is well below the first
+    half's. VI's random ties learn fast (its first half is low already), so VI's second half is
+    checked against the uniform policy's regret instead."""
+    uniform = optimal_return(E2) - uniform_random_return(E2)
     for algo in ("linopt-vi", "linopt-po"):
         res = run_in_process(cfg(algo, privacy="none", episodes=600), E2, list(range(3)))
         first, second = res.regret[:, :300].mean(), res.regret[:, 300:].mean()
-        assert second < 0.6 * first, algo
+        assert second < first, algo
+        if algo == "linopt-vi":
+            assert second < 0.1 * uniform
+        else:
+            assert second < 0.6 * first
         assert (res.regret >= -1e-9).all()
 
 

@@ -445,7 +445,7 @@ def test_privrl_plot_draws_switches_vs_k_from_saved_results(tmp_path) -> None:
                            str(out)], capture_output=True, text=True, timeout=120, check=True)
     assert (out / "switches.png").stat().st_size > 0
     assert "policy switches" in done.stdout and "K=240" in done.stdout
-    assert "lsvi-ucb-switching non-private" in done.stdout
+    assert "lsvi-ucb-switching on lin-cube: non-private" in done.stdout
 
 
 # -- tight sensitivities (issue 31) --------------------------------------------------------------
