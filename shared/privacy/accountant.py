@@ -380,13 +380,7 @@ class Ledger:
     def _append(self, entry: Charge) -> None:
         """Store a validated charge and update the running sums (O(1) totals later)."""
         self._entries.append(entry)
-        if entry.delta > 0.0:
-            self._approx[0].add(entry.epsilon)
-            self._approx[1].add(entry.delta)
-        else:
-            self._epsilon.add(entry.epsilon)
-        self._rho.add(entry.rho)
-        self._continuous = self._continuous and _continuous_charge(entry)
+        self._add_to_totals(entry)
         eps, rho, count, delta = self._groups.setdefault(
             entry.mechanism, (_ExactSum(), _ExactSum(), [0], _ExactSum())
         )
@@ -394,6 +388,16 @@ class Ledger:
         rho.add(entry.rho)
         delta.add(entry.delta)
         count[0] += 1
+
+    def _add_to_totals(self, entry: Charge) -> None:
+        """Add one charge to the sums the totals are computed from."""
+        if entry.delta > 0.0:
+            self._approx[0].add(entry.epsilon)
+            self._approx[1].add(entry.delta)
+        else:
+            self._epsilon.add(entry.epsilon)
+        self._rho.add(entry.rho)
+        self._continuous = self._continuous and _continuous_charge(entry)
 
     def charge(
         self,
@@ -431,14 +435,9 @@ class Ledger:
         scratch = Ledger()
         scratch._epsilon, scratch._rho = _copy_sum(self._epsilon), _copy_sum(self._rho)
         scratch._approx = (_copy_sum(self._approx[0]), _copy_sum(self._approx[1]))
-        scratch._continuous = self._continuous and all(_continuous_charge(c) for c in charges)
+        scratch._continuous = self._continuous
         for c in charges:
-            if c.delta > 0.0:
-                scratch._approx[0].add(c.epsilon)
-                scratch._approx[1].add(c.delta)
-            else:
-                scratch._epsilon.add(c.epsilon)
-            scratch._rho.add(c.rho)
+            scratch._add_to_totals(c)
         return scratch.totals(delta)
 
     def admit(self, charges: Sequence[Charge]) -> None:
