@@ -33,6 +33,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import numpy as np
 from privrl.algorithms.base import Algorithm
@@ -354,12 +355,23 @@ def sample_central_statistic(
     return np.concatenate(parts) if parts else np.empty(0)
 
 
-def _counts_at(tx: np.ndarray, ty: np.ndarray, tau: float) -> tuple[int, int]:
+def counts_at(tx: np.ndarray, ty: np.ndarray, tau: float) -> tuple[int, int]:
     """True and false positives of the test 'statistic >= tau' (ties count)."""
     return int((tx >= tau - TIE).sum()), int((ty >= tau - TIE).sum())
 
 
-def _choose_threshold(tx: np.ndarray, ty: np.ndarray, n_main: int, alpha: float,
+def bound_at(tau: float, tx: np.ndarray, ty: np.ndarray, alpha: float,
+             delta: float) -> dict[str, Any]:
+    """The test 'statistic >= tau' on the main samples: its counts, Clopper-Pearson rates and
+    the epsilon they prove (the RandomizerAudit fields of the bound)."""
+    tp, fp = counts_at(tx, ty, tau)
+    lo = clopper_pearson(tp, len(tx), alpha / 2)[0]
+    hi = clopper_pearson(fp, len(ty), alpha / 2)[1]
+    return dict(threshold=tau, true_positives=tp, false_positives=fp, tpr_lower=lo,
+                fpr_upper=hi, lower_bound=epsilon_from_rates(lo, hi, delta))
+
+
+def choose_threshold(tx: np.ndarray, ty: np.ndarray, n_main: int, alpha: float,
                       delta: float) -> float:
     """The threshold whose bound, projected to `n_main` samples, is largest on the pilot."""
     n = len(tx)
@@ -368,7 +380,7 @@ def _choose_threshold(tx: np.ndarray, ty: np.ndarray, n_main: int, alpha: float,
     best_tau, best = float(np.median(tx)), -1.0
     scale = n_main / n
     for tau in sorted(taus):
-        tp, fp = _counts_at(tx, ty, tau)
+        tp, fp = counts_at(tx, ty, tau)
         if min(tp, fp) < PILOT_EVENTS:  # the pilot cannot tell such rates apart from noise
             continue
         tp_m, fp_m = min(n_main, round(tp * scale)), min(n_main, round(fp * scale))
@@ -568,12 +580,10 @@ def _audit(
     pilot = max(1000, samples // 4) if pilot is None else pilot
     say(f"drawing {pilot} pilot outputs per user to choose the threshold")
     tx, ty = (draw(config, pair, which, pilot, rng) for which in "xy")
-    tau = _choose_threshold(tx, ty, samples, alpha, delta)
+    tau = choose_threshold(tx, ty, samples, alpha, delta)
     say(f"drawing {samples} outputs per user for the bound")
     tx, ty = (draw(config, pair, which, samples, rng) for which in "xy")
-    tp, fp = _counts_at(tx, ty, tau)
-    tpr_lo = clopper_pearson(tp, samples, alpha / 2)[0]
-    fpr_hi = clopper_pearson(fp, samples, alpha / 2)[1]
+    bound = bound_at(tau, tx, ty, alpha, delta)
     say(f"reading clean values off the float bits of {LEAK_ROWS} outputs")
     clean = _clean_stats(bind(config), pair.x)
     leaks, wrong = leak_test(config, clean, outputs(config, clean, LEAK_ROWS, rng), LEAK_ROWS,
@@ -590,16 +600,11 @@ def _audit(
         differing_entries=int((pair.fx != pair.fy).sum()),
         noisy_copies=copies,
         pair_epsilon=pair_eps,
-        lower_bound=epsilon_from_rates(tpr_lo, fpr_hi, delta),
         confidence=confidence,
         samples=samples,
         pilot=pilot,
-        threshold=tau,
-        true_positives=tp,
-        false_positives=fp,
-        tpr_lower=tpr_lo,
-        fpr_upper=fpr_hi,
         seconds=time.perf_counter() - start,
+        **bound,
         float_entries=leaks.total,
         float_proven=leaks.proven,
         float_wrong=wrong,

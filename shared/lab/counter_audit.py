@@ -21,10 +21,8 @@ from privrl.lab.auditing import (
     LEAK_ROWS,
     Progress,
     RandomizerAudit,
-    _choose_threshold,
-    _counts_at,
-    clopper_pearson,
-    epsilon_from_rates,
+    bound_at,
+    choose_threshold,
     gaussian_epsilon,
 )
 from privrl.privacy.accountant import epsilon_to_rho
@@ -102,12 +100,10 @@ def audit_matrix_counter(
     alpha = 1.0 - confidence
     pilot = max(1000, samples // 4) if pilot is None else pilot
     say(f"drawing {pilot} pilot runs per world to choose the threshold")
-    tau = _choose_threshold(draw(1, pilot), draw(0, pilot), samples, alpha, delta)
+    tau = choose_threshold(draw(1, pilot), draw(0, pilot), samples, alpha, delta)
     say(f"drawing {samples} runs per world for the bound")
     tx, ty = draw(1, samples), draw(0, samples)
-    tp, fp = _counts_at(tx, ty, tau)
-    tpr_lo = clopper_pearson(tp, samples, alpha / 2)[0]
-    fpr_hi = clopper_pearson(fp, samples, alpha / 2)[1]
+    bound = bound_at(tau, tx, ty, alpha, delta)
     leak_rows = matrix_releases(noise, episodes, 1, LEAK_ROWS, int(rng.integers(0, 2**63)),
                                 counter, bands).astype(np.float64)
     return RandomizerAudit(
@@ -123,16 +119,11 @@ def audit_matrix_counter(
         differing_entries=1,
         noisy_copies=episodes,
         pair_epsilon=gaussian_epsilon(math.sqrt(2.0 * rho), delta),
-        lower_bound=epsilon_from_rates(tpr_lo, fpr_hi, delta),
         confidence=confidence,
         samples=samples,
         pilot=pilot,
-        threshold=tau,
-        true_positives=tp,
-        false_positives=fp,
-        tpr_lower=tpr_lo,
-        fpr_upper=fpr_hi,
         seconds=time.perf_counter() - start,
+        **bound,
         float_entries=leak_rows.size,
         off_grid=int((leak_rows != np.rint(leak_rows)).sum()),
     )
