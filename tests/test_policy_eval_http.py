@@ -1,6 +1,7 @@
 """A policy-evaluation round between real processes: users post first-visit returns, the server
-validates and clips them, accumulates (n, g) privately and publishes only theta_hat, which equals
-the in-process estimate of the same seeds bit for bit (whatever the order of the reports)."""
+validates and clips them, accumulates (n, g) privately and publishes only theta_hat: the same
+seeds give the same numbers as the same code run in process (whatever the order of the
+reports)."""
 
 from __future__ import annotations
 
