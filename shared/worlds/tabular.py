@@ -11,7 +11,7 @@ import os
 import zipfile
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import numpy as np
 from privrl.seeding import generator
@@ -106,14 +106,6 @@ def _frozen(arr: np.ndarray) -> np.ndarray:
     return out
 
 
-class StepLists(NamedTuple):
-    """A world's inverse-CDF tables as Python lists (`TabularMDP.step_lists`)."""
-
-    cum_d1: list[float]  # [s]
-    cum_P: list[list[list[list[float]]]]  # [h][s][a][s']
-    R: list[list[list[float]]]  # [h][s][a]
-
-
 def _cumulative(p: np.ndarray) -> np.ndarray:
     """Cumulative sums over the last axis, pinned to exactly 1 from each row's last positive entry.
 
@@ -197,17 +189,6 @@ class TabularMDP:
     def cum_d1(self) -> np.ndarray:
         """Cumulative initial distribution (S,) for inverse-CDF sampling (ends at 1)."""
         return _cumulative(self.d1)
-
-    @cached_property
-    def step_lists(self) -> StepLists | None:
-        """cum_d1, cum_P and R as nested Python lists, for one user's rollout by bisection
-        (numpy's per-call cost would dominate its 20 tiny steps); None when a cumulative row
-        decreases somewhere (a sum pinned to 1 after passing it), where bisection would not
-        count the entries <= u."""
-        rows = np.concatenate([self.cum_P.reshape(-1, self.S), self.cum_d1[None]])
-        if not (np.diff(rows, axis=-1) >= 0.0).all():
-            return None
-        return StepLists(self.cum_d1.tolist(), self.cum_P.tolist(), self.R.tolist())
 
     def is_stationary(self) -> bool:
         """True iff P_h and r_h are identical for every step h (time-homogeneous world)."""
