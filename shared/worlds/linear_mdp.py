@@ -155,9 +155,7 @@ def _start_at_zero(n_states: int) -> np.ndarray:
     return d1
 
 
-# ------------------------------------------------------------------------------------------------
-# LIN-Cube (docs/explanation/linear-mdp.md#worlds)
-# ------------------------------------------------------------------------------------------------
+# --- LIN-Cube (docs/explanation/linear-mdp.md#worlds) ---
 
 
 def lin_cube_model(horizon: int = 5, d: int = 5) -> LinearMDPModel:
@@ -196,9 +194,7 @@ def lin_cube(horizon: int = 5, d: int = 5, gap: float = 0.05, seed: int = 0) -> 
                   f"lin-cube(d={d},H={horizon},gap={gap:g},seed={seed})", spec)
 
 
-# ------------------------------------------------------------------------------------------------
-# tabular worlds as linear MDPs (Jin et al. 2020, Example 2.1): phi(s,a) = e_(s,a)
-# ------------------------------------------------------------------------------------------------
+# --- tabular worlds as linear MDPs (Jin et al. 2020, Example 2.1): phi(s,a) = e_(s,a) ---
 
 
 def one_hot_model(name: str, horizon: int, n_states: int, n_actions: int) -> LinearMDPModel:
@@ -268,9 +264,7 @@ def river_chain(horizon: int = 6, n_states: int = 4) -> LinearMDP:
     return _one_hot_world(model, P, R, f"river-chain(S={n_states},H={horizon})", spec)
 
 
-# ------------------------------------------------------------------------------------------------
-# LatentLevels (Ngo et al. 2022's experiments; docs/explanation/linear-mdp.md#worlds)
-# ------------------------------------------------------------------------------------------------
+# --- LatentLevels (Ngo et al. 2022's experiments; docs/explanation/linear-mdp.md#worlds) ---
 
 
 def latent_levels_model(horizon: int = 5) -> LinearMDPModel:
@@ -300,9 +294,7 @@ def latent_levels(horizon: int = 5) -> LinearMDP:
                   f"latent-levels(H={horizon})", spec)
 
 
-# ------------------------------------------------------------------------------------------------
-# LIN-Mix: a random low-rank linear MDP (d latent next-state distributions)
-# ------------------------------------------------------------------------------------------------
+# --- LIN-Mix: a random low-rank linear MDP (d latent next-state distributions) ---
 
 
 def lin_mix_model(horizon: int = 5, n_states: int = 10, n_actions: int = 4, d: int = 5,
@@ -331,9 +323,7 @@ def lin_mix(horizon: int = 5, n_states: int = 10, n_actions: int = 4, d: int = 5
                   f"lin-mix(S={n_states},A={n_actions},d={d},H={horizon},seed={seed})", spec)
 
 
-# ------------------------------------------------------------------------------------------------
-# public models by name, and files
-# ------------------------------------------------------------------------------------------------
+# --- public models by name, and files ---
 
 MODELS: dict[str, Callable[..., LinearMDPModel]] = {
     "lin-cube": lin_cube_model,

@@ -195,9 +195,7 @@ def _build(model: LinearMixtureModel, theta: np.ndarray, d1: np.ndarray, name: s
                             model=model, theta=theta, reward_theta=reward_theta, spec=spec)
 
 
-# ------------------------------------------------------------------------------------------------
-# LM-Hard (Luyo et al. 2021; docs/explanation/linear-mixture.md#worlds)
-# ------------------------------------------------------------------------------------------------
+# --- LM-Hard (Luyo et al. 2021; docs/explanation/linear-mixture.md#worlds) ---
 
 
 def sign_actions(d: int) -> np.ndarray:
@@ -247,9 +245,7 @@ def lm_hard(horizon: int = 5, d: int = 4, gap: float = 0.05, seed: int = 0) -> L
     return _build(model, theta, d1, f"lm-hard(d={d},H={horizon},gap={gap:g},seed={seed})", spec)
 
 
-# ------------------------------------------------------------------------------------------------
-# LM-Mix (Luyo et al. 2021) and Zhou's E2 (docs/explanation/linear-mixture.md#worlds)
-# ------------------------------------------------------------------------------------------------
+# --- LM-Mix (Luyo et al. 2021) and Zhou's E2 (docs/explanation/linear-mixture.md#worlds) ---
 
 
 def _kernels(feature_seed: int, tag: str, n_kernels: int, n_states: int, n_actions: int,
@@ -343,9 +339,7 @@ def _check_sizes(name: str, horizon: int, n_states: int, n_actions: int, d: int)
                          f"({horizon}, {n_states}, {n_actions}, {d})")
 
 
-# ------------------------------------------------------------------------------------------------
-# the registry of public models, and files
-# ------------------------------------------------------------------------------------------------
+# --- the registry of public models, and files ---
 
 MODELS: dict[str, Callable[..., LinearMixtureModel]] = {
     "lm-hard": lm_hard_model,

@@ -25,9 +25,7 @@ class WorldError(ValueError):
     """An MDP definition is invalid; the message names the array, the index and the problem."""
 
 
-# --------------------------------------------------------------------------------------------
-# validation helpers (each raises WorldError with a precise, user-facing message)
-# --------------------------------------------------------------------------------------------
+# --- validation helpers (each raises WorldError with a precise, user-facing message) ---
 
 
 class HorizonMissing(WorldError):
@@ -120,9 +118,7 @@ def _cumulative(p: np.ndarray) -> np.ndarray:
     return cdf
 
 
-# --------------------------------------------------------------------------------------------
-# the MDP
-# --------------------------------------------------------------------------------------------
+# --- the MDP ---
 
 _P_AXES = ("h", "s", "a", "s'")
 _R_AXES = ("h", "s", "a")
@@ -286,9 +282,7 @@ def _check_shapes(
         raise WorldError(f"d1 has shape {d1_shape} but P implies (S,) = ({S},)")
 
 
-# --------------------------------------------------------------------------------------------
-# concrete worlds
-# --------------------------------------------------------------------------------------------
+# --- concrete worlds ---
 
 
 def riverswim(horizon: int = 20, n_states: int = 6) -> TabularMDP:
@@ -357,9 +351,7 @@ def garnet(
     return TabularMDP.from_arrays(P.reshape(*lead, S), R, d1, horizon=H, name=name)
 
 
-# --------------------------------------------------------------------------------------------
-# loading
-# --------------------------------------------------------------------------------------------
+# --- loading ---
 
 
 def load_npz(
