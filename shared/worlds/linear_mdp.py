@@ -41,7 +41,7 @@ from privrl.worlds.linear_mixture import (
     sign_actions,
 )
 from privrl.worlds.model_spec import ModelSpec
-from privrl.worlds.tabular import TabularMDP, WorldError
+from privrl.worlds.tabular import TabularMDP, WorldError, _frozen
 
 INLINE_PHI = "inline-phi"
 VERTEX_LIMIT = 12  # exact max over v in {-1,+1}^S of ||sum mu v|| up to this S
@@ -92,13 +92,6 @@ class LinearMDP(TabularMDP):
         """Feature dimension."""
         assert self.model is not None
         return self.model.d
-
-
-def _frozen(arr: Any) -> np.ndarray:
-    """A read-only float64 copy."""
-    out = np.array(arr, dtype=np.float64, copy=True)
-    out.setflags(write=False)
-    return out
 
 
 def mu_norm_bound(mu: np.ndarray) -> float:

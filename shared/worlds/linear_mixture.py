@@ -38,7 +38,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 from privrl.seeding import generator
 from privrl.worlds.model_spec import ModelSpec
-from privrl.worlds.tabular import TabularMDP, WorldError, riverswim
+from privrl.worlds.tabular import TabularMDP, WorldError, _frozen, riverswim
 
 LINEAR_TOL = 1e-9  # |P - <phi, theta>| and norm-assumption slack
 VERTEX_LIMIT = 12  # exact max of ||phi_v|| over the 2^S vertices of [0,1]^S up to this S
@@ -128,13 +128,6 @@ class LinearMixtureMDP(TabularMDP):
         assert model is not None
         return (f"LinearMixtureMDP(name={self.name!r}, H={self.H}, S={self.S}, A={self.A}, "
                 f"d={model.d}, d2={model.d2}, reward_noise={self.reward_noise!r})")
-
-
-def _frozen(arr: Any) -> np.ndarray:
-    """A read-only float64 copy."""
-    out = np.array(arr, dtype=np.float64, copy=True)
-    out.setflags(write=False)
-    return out
 
 
 def _check_structure(model: LinearMixtureModel, P: np.ndarray, R: np.ndarray, theta: np.ndarray,
