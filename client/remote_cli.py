@@ -632,23 +632,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", help="run id")
     p.add_argument("--json", action="store_true", help="print the public run info as JSON")
     p.set_defaults(handler=cmd_runs_show)
-    p = rsub.add_parser("delete", help="delete a run (admin)")
-    _server_option(p)
-    p.add_argument("run", help="run id")
-    p.set_defaults(handler=cmd_runs_delete)
-
-    p = rsub.add_parser(
-        "continue", help="go on with a run held because the server's store went back, under a"
-        " new noise epoch (admin; charged as a fresh tree, refused beyond the budget)")
-    _server_option(p)
-    p.add_argument("run", help="run id")
-    p.set_defaults(handler=cmd_runs_recover)
-    p = rsub.add_parser(
-        "stop", help="stop a run held because the server's store went back: no more claims or"
-        " reports, its releases stay served (admin)")
-    _server_option(p)
-    p.add_argument("run", help="run id")
-    p.set_defaults(handler=cmd_runs_recover)
+    for name, handler, text in (
+        ("delete", cmd_runs_delete, "delete a run (admin)"),
+        ("continue", cmd_runs_recover, "go on with a run held because the server's store went"
+         " back, under a new noise epoch (admin; charged as a fresh tree, refused beyond the"
+         " budget)"),
+        ("stop", cmd_runs_recover, "stop a run held because the server's store went back: no"
+         " more claims or reports, its releases stay served (admin)"),
+    ):
+        p = rsub.add_parser(name, help=text)
+        _server_option(p)
+        p.add_argument("run", help="run id")
+        p.set_defaults(handler=handler)
 
     p = sub.add_parser("ledger", help="every privacy charge of a run, with the running total")
     _server_option(p)

@@ -180,6 +180,13 @@ class NoiseRow:
     value: bytes
 
 
+# columns later versions added: (table, column, its declaration with old rows' value)
+ADDED_COLUMNS = (("runs", "seed", "TEXT NOT NULL DEFAULT ''"),
+                 ("policies", "arrays", "TEXT NOT NULL DEFAULT '{}'"),
+                 ("runs", "stopped", "INTEGER NOT NULL DEFAULT 0"),
+                 ("runs", "credentials", "INTEGER NOT NULL DEFAULT 0"))
+
+
 class Store:
     """The server's database: one connection, one lock, one transaction per write."""
 
@@ -202,10 +209,8 @@ class Store:
             raise ValueError(f"synchronous must be FULL or NORMAL, got {synchronous!r}")
         self._conn.execute(f"PRAGMA synchronous={synchronous}")
         self._conn.executescript(SCHEMA)
+        self._add_columns()
         self._migrate_public_seeds()
-        self._migrate_policy_arrays()
-        self._migrate_stopped()
-        self._migrate_run_credentials()
         # Reads have their own connection and lock: they see committed rows only (never a
         # batch the writer has staged), and never wait for a COMMIT, so the event loop may
         # read while the writer's transaction is open (WAL: readers and the writer coexist).
@@ -214,29 +219,15 @@ class Store:
             target, check_same_thread=False, isolation_level=None, timeout=30.0, uri=True
         )
 
-    def _migrate_policy_arrays(self) -> None:
-        """Databases written before policy messages had arrays: add the column (empty)."""
-        columns = {r[1] for r in self._conn.execute("PRAGMA table_info(policies)")}
-        if "arrays" not in columns:
-            self._conn.execute("ALTER TABLE policies ADD COLUMN arrays TEXT NOT NULL DEFAULT '{}'")
-
-    def _migrate_stopped(self) -> None:
-        """Databases written before runs could be stopped: add the flag (not stopped)."""
-        columns = {r[1] for r in self._conn.execute("PRAGMA table_info(runs)")}
-        if "stopped" not in columns:
-            self._conn.execute("ALTER TABLE runs ADD COLUMN stopped INTEGER NOT NULL DEFAULT 0")
-
-    def _migrate_run_credentials(self) -> None:
-        """Databases written before runs could require credentials: add the column (open)."""
-        columns = {r[1] for r in self._conn.execute("PRAGMA table_info(runs)")}
-        if "credentials" not in columns:
-            self._conn.execute("ALTER TABLE runs ADD COLUMN credentials INTEGER NOT NULL DEFAULT 0")
+    def _add_columns(self) -> None:
+        """Databases written before a column existed: add it with the value old rows had
+        (policy messages without arrays, runs not stopped, open, seed still in the config)."""
+        for table, column, declared in ADDED_COLUMNS:
+            if column not in {r[1] for r in self._conn.execute(f"PRAGMA table_info({table})")}:
+                self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declared}")
 
     def _migrate_public_seeds(self) -> None:
         """Databases written before seeds were secret: move the seed out of the public config."""
-        columns = {r[1] for r in self._conn.execute("PRAGMA table_info(runs)")}
-        if "seed" not in columns:
-            self._conn.execute("ALTER TABLE runs ADD COLUMN seed TEXT NOT NULL DEFAULT ''")
         rows = self._conn.execute("SELECT id, config FROM runs WHERE seed = ''").fetchall()
         for run_id, text in rows:
             config = json.loads(text)

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 from privrl.config import RunConfig
-from privrl.privacy.accountant import Ledger
+from privrl.privacy.accountant import Ledger, encode_number
 from privrl.seeding import SEED_BITS
 from privrl.wire import (
     F64_PATTERN,
@@ -505,8 +505,3 @@ class Recovery(Strict):
         " from now on, charged to the ledger as a fresh tree; refused beyond the run's budget);"
         " 'stop': take no more claims or reports (the releases so far stay served)"
     )
-
-
-def encode_number(x: float) -> float | str:
-    """JSON-safe float ('inf' as a string)."""
-    return "inf" if math.isinf(x) else float(x)

@@ -16,7 +16,7 @@ from privrl import accel
 
 ACCEL = Path(accel.__file__).parent
 COMPILED = re.compile(r"^privrl: compiled DP-UCBVI's kernels \(break_ties, new_model,"
-                      r" plan_replicas, run_episodes\) in \d+\.\d s; numba caches them for"
+                      r" plan_replicas, rollout, run_episodes\) in \d+\.\d s; numba caches them for"
                       r" later processes$")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import itertools
 from pathlib import Path
 
@@ -234,33 +233,30 @@ def _tied_uniforms(mdp: TabularMDP, rows: int) -> np.ndarray:
     return u
 
 
-@pytest.mark.parametrize("n_states", [3, 16])
-def test_rollout_successor_table_equals_step_by_step(monkeypatch, n_states: int) -> None:
-    """Up to SUCCESSOR_TABLE_STATES a rollout draws every (h, s)'s successor at once and walks
-    the table; the states are those of the step-by-step draw, ties included."""
-    rollout_module = importlib.import_module("privrl.worlds.rollout")  # not the function
-    assert n_states <= rollout_module.SUCCESSOR_TABLE_STATES
-    mdp = _tied_world(n_states)
-    pols = _random_policies(mdp, (5,), seed=7)
-    u = _tied_uniforms(mdp, 5)
-    table = rollout(mdp, pols, u)
-    monkeypatch.setattr(rollout_module, "SUCCESSOR_TABLE_STATES", 0)
-    steps = rollout(mdp, pols, u)
-    for field in ("states", "actions", "rewards"):
-        np.testing.assert_array_equal(getattr(table, field), getattr(steps, field))
+def _reference_rollout(mdp: TabularMDP, pols: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """States of the layout's inverse CDF #{cdf <= u}, clipped to S-1, step by step in Python."""
+    def draw(cdf: np.ndarray, x: float) -> int:
+        return min(int((cdf <= x).sum()), cdf.size - 1)
+
+    states = np.empty((len(u), mdp.H + 1), np.int64)
+    for i, (pol, row) in enumerate(zip(pols, u, strict=True)):
+        states[i, 0] = draw(mdp.cum_d1, row[0])
+        for h in range(mdp.H):
+            s = states[i, h]
+            states[i, h + 1] = draw(mdp.cum_P[h, s, pol[h, s]], row[1 + h])
+    return states
 
 
 @pytest.mark.parametrize("n_states", [3, 16, 40])
 @pytest.mark.parametrize("noise", ["deterministic", "bernoulli"])
-def test_one_user_rollout_equals_the_batch_rollout(n_states: int, noise: str) -> None:
-    """One user's rollout walks Python lists by bisection; every user's trajectory is the one
-    the vectorized batch gives it (ties of the inverse CDF, both reward kinds, S above the
-    successor table's limit), with the batch's dtypes."""
+def test_rollout_equals_the_inverse_cdf_step_by_step(n_states: int, noise: str) -> None:
+    """The compiled rollout draws the layout's inverse CDF, ties included; every user alone
+    gets the trajectory the batch gives it, with the batch's dtypes."""
     mdp = _tied_world(n_states, noise)
-    assert mdp.step_lists is not None
     pols = _random_policies(mdp, (6,), seed=7)
     u = _tied_uniforms(mdp, 6)
     batch = rollout(mdp, pols, u)
+    np.testing.assert_array_equal(batch.states, _reference_rollout(mdp, pols, u))
     for i in range(6):
         one = rollout(mdp, pols[i], u[i : i + 1])  # one (H, S) policy, one row of uniforms
         for field in ("states", "actions", "rewards"):
@@ -269,15 +265,16 @@ def test_one_user_rollout_equals_the_batch_rollout(n_states: int, noise: str) ->
             np.testing.assert_array_equal(got, want)
 
 
-def test_one_user_rollout_without_monotone_cdfs_takes_the_batch_path() -> None:
+def test_rollout_counts_the_entries_of_a_decreasing_cdf_row() -> None:
     """A cumulative row that passes 1 before its last positive entry is pinned back to 1, so it
-    decreases: bisection would not count its entries <= u, and the lists are not offered."""
+    decreases: the draw still counts its entries <= u (not a bisection)."""
     P = np.array([[[0.5, 0.5000000000000002, 1e-17]], [[0.2, 0.3, 0.5]], [[0.0, 0.0, 1.0]]])
     mdp = TabularMDP.from_arrays(P, np.full((3, 1), 0.5), np.full(3, 1 / 3), horizon=4)
-    assert (np.diff(mdp.cum_P, axis=-1) < 0).any() and mdp.step_lists is None
+    assert (np.diff(mdp.cum_P, axis=-1) < 0).any()
     u = _uniforms(4, mdp.H, seed=3)
     pols = np.zeros((4, mdp.H, mdp.S), np.int64)
     batch = rollout(mdp, pols, u)
+    np.testing.assert_array_equal(batch.states, _reference_rollout(mdp, pols, u))
     np.testing.assert_array_equal(rollout(mdp, pols[:1], u[:1]).states, batch.states[:1])
 
 

@@ -755,20 +755,8 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def audit_server(
-    server: str,
-    run_ids: Sequence[str] | None = None,
-    polls: int = 3,
-    interval: float = 1.0,
-    alpha: float = 1e-3,
-    guesses: int = DEFAULT_GUESSES,
-    max_candidates: int = 400,
-    rng: np.random.Generator | None = None,
-    seed_budget: float = 120.0,
-    grid: float | None = None,
-    progress: Progress | None = None,
-) -> AuditReport:
-    """Audit the server at `server` from its public routes (see the module docstring)."""
+def audit_server(server: str, *args: Any, **options: Any) -> AuditReport:
+    """Audit the server at `server` from its public routes (see the module docstring); the rest
+    are `ServerAudit`'s arguments after its `api`."""
     with ServerAPI(server) as api:
-        return ServerAudit(api, run_ids, polls, interval, alpha, guesses, max_candidates,
-                           rng, seed_budget, grid, progress).run()
+        return ServerAudit(api, *args, **options).run()

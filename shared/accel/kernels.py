@@ -1,6 +1,7 @@
-"""DP-UCBVI's compiled kernels: planning (projection, bonus, optimistic value iteration) and the
-in-process episode loop. The only implementation of each; a kernel receives its random draws as
-arrays (drawn with numpy's Generator), it never draws.
+"""DP-UCBVI's compiled kernels: planning (projection, bonus, optimistic value iteration), the
+in-process episode loop and the episode rollout every user plays. The only implementation of
+each; a kernel receives its random draws as arrays (drawn with numpy's Generator), it never
+draws.
 
 Every kernel and its callees sit in this one module, so numba's cache (keyed by this file) never
 loads a kernel with a stale callee. Each kernel has one explicit signature: importing this
@@ -20,7 +21,7 @@ from numba import types
 _STARTED = time.perf_counter()  # IMPORT_SECONDS: what compiling (or loading) them took
 
 # the kernels compiled (or loaded from numba's cache) at import, one signature each
-__all__ = ["break_ties", "new_model", "plan_replicas", "run_episodes"]
+__all__ = ["break_ties", "new_model", "plan_replicas", "rollout", "run_episodes"]
 
 F8, I8, B1 = types.float64, types.int64, types.boolean
 
@@ -364,12 +365,28 @@ def break_ties(q: np.ndarray, keys: np.ndarray, tie_tol: float, actions: np.ndar
 
 @numba.njit(**OPTIONS)
 def _draw(cdf: np.ndarray, u: float) -> int:
-    """Inverse CDF: #{cdf <= u}, clipped to the last index (as `privrl.worlds.rollout`)."""
+    """Inverse CDF: #{cdf <= u}, clipped to the last index (`privrl.worlds.rollout`'s layout)."""
     n = 0
     for i in range(cdf.shape[0]):
         if cdf[i] <= u:
             n += 1
     return min(n, cdf.shape[0] - 1)
+
+
+@numba.njit(**OPTIONS)
+def _episode(world: tuple, policy: np.ndarray, u: np.ndarray, bernoulli: bool,
+             states: np.ndarray, actions: np.ndarray, rewards: np.ndarray) -> None:
+    """One user's episode of policy (H, S) with its uniforms u (2H+1), in the layout of
+    `privrl.worlds.rollout`: s_1, each transition and each Bernoulli reward by its own draw."""
+    cum_d1, cum_p, r_mean = world
+    horizon = policy.shape[0]
+    states[0] = _draw(cum_d1, u[0])
+    for h in range(horizon):
+        s = states[h]
+        a = actions[h] = policy[h, s]
+        states[h + 1] = _draw(cum_p[h, s, a], u[1 + h])
+        mean = r_mean[h, s, a]
+        rewards[h] = (1.0 if u[1 + horizon + h] < mean else 0.0) if bernoulli else mean
 
 
 @numba.njit(types.void(RELEASE, NOISE, NOISE, _arr(F8, 3), _arr(F8, 4), WORLD, SCHEDULE,
@@ -389,7 +406,6 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
     bernoulli]. played (B, R, H, S) gets the policy each user played.
     """
     sas_sum, sa_sum, r_sum = sums
-    cum_d1, cum_p, r_mean = world
     radius, threshold, consts = schedule
     n_rep, horizon, n_states, n_actions = q.shape
     hs = sas_sum.shape[1]
@@ -404,7 +420,8 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
     clean_sas = np.zeros(sas_sum.shape[1:])
     clean_sa = np.zeros(r_sum.shape[1:])
     clean_r = np.zeros(r_sum.shape[1:])
-    states = np.empty(horizon + 1, np.int64)
+    states, played_actions = np.empty(horizon + 1, np.int64), np.empty(horizon, np.int64)
+    rewards = np.empty(horizon)
     # non-private: the model changes only at the visited cells, so only they are rebuilt
     kept = not (flags[PRIVATE] or ldp or jdp) and (threshold <= 0.0).all()
     model = new_model(n_rep, hs, n_states, n_actions)
@@ -451,18 +468,14 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
             for h in range(horizon):
                 for s in range(n_states):
                     played[i, rep, h, s] = actions[rep, h, s]
-            u = uniforms[i, rep]
-            states[0] = _draw(cum_d1, u[0])
+            _episode(world, actions[rep], uniforms[i, rep], bernoulli, states, played_actions,
+                     rewards)
             for h in range(horizon):
-                s = states[h]
-                a = actions[rep, h, s]
-                states[h + 1] = _draw(cum_p[h, s, a], u[1 + h])
-                mean = r_mean[h, s, a]
-                reward = (1.0 if u[1 + horizon + h] < mean else 0.0) if bernoulli else mean
+                s, a = states[h], played_actions[h]
                 j = 0 if hs == 1 else h
                 clean_sas[j, s, a, states[h + 1]] += 1.0
                 clean_sa[j, s, a] += 1.0
-                clean_r[j, s, a] += reward
+                clean_r[j, s, a] += rewards[h]
             if ldp:  # every entry of every released family is noised and summed
                 noise_sas, noise_sa, noise_r = report_noise
                 for j in range(hs):
@@ -496,6 +509,17 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
                     clean_r[j, s, a] = 0.0
                     if kept:
                         stale[rep, j, s, a] = True
+
+
+@numba.njit(types.void(WORLD, _arr(I8, 3), _arr(F8, 2), B1, _arr(I8, 2), _arr(I8, 2),
+                       _arr(F8, 2)), cache=True, **OPTIONS)
+def rollout(world: tuple, policies: np.ndarray, uniforms: np.ndarray, bernoulli: bool,
+            states: np.ndarray, actions: np.ndarray, rewards: np.ndarray) -> None:
+    """R users' episodes (`_episode`): user r plays policies[r] (or the one policy (1, H, S))
+    with uniforms[r]; fills states (R, H+1), actions and rewards (R, H)."""
+    for r in range(uniforms.shape[0]):
+        _episode(world, policies[r if policies.shape[0] > 1 else 0], uniforms[r], bernoulli,
+                 states[r], actions[r], rewards[r])
 
 
 IMPORT_SECONDS = time.perf_counter() - _STARTED

@@ -33,6 +33,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -501,18 +502,9 @@ def audit_local_randomizer(
     library's; pass another to audit it against the same declaration.
     """
     config = config.model_copy(update={"privacy": "ldp"})
-
-    def draw(cfg: RunConfig, pair: NeighbourPair, which: str, n: int,
-             gen: np.random.Generator) -> np.ndarray:
-        """Outputs of the local randomizer."""
-        return sample_statistic(cfg, pair, which, n, gen, randomizer)
-
-    def outputs(cfg: RunConfig, clean: Stats, rows: int, gen: np.random.Generator) -> Stats:
-        """Reports of the local randomizer."""
-        return local_outputs(cfg, clean, rows, gen, randomizer)
-
-    return _audit(config, rng, samples, confidence, pilot, draw, "local randomizer", 1,
-                  outputs, progress)
+    return _audit(config, rng, samples, confidence, pilot,
+                  partial(sample_statistic, randomizer=randomizer), "local randomizer", 1,
+                  partial(local_outputs, randomizer=randomizer), progress)
 
 
 def audit_central_release(
@@ -531,19 +523,11 @@ def audit_central_release(
     to the library's central privatizer; pass another to audit it against the same declaration.
     """
     config = config.model_copy(update={"privacy": "jdp", "smoothed_tree": False})
-
-    def draw(cfg: RunConfig, pair: NeighbourPair, which: str, n: int,
-             gen: np.random.Generator) -> np.ndarray:
-        """Release sequences of the central privatizer."""
-        return sample_central_statistic(cfg, pair, which, n, gen, privatizer)
-
-    def outputs(cfg: RunConfig, clean: Stats, rows: int, gen: np.random.Generator) -> Stats:
-        """First releases of the central privatizer."""
-        return central_outputs(cfg, clean, rows, gen, privatizer)
-
     name = f"central release over {config.episodes} episode(s)"
-    return _audit(config, rng, samples, confidence, pilot, draw, name,
-                  levels_released(config.episodes), outputs, progress)
+    return _audit(config, rng, samples, confidence, pilot,
+                  partial(sample_central_statistic, privatizer=privatizer), name,
+                  levels_released(config.episodes),
+                  partial(central_outputs, privatizer=privatizer), progress)
 
 
 def _audit(

@@ -227,11 +227,16 @@ def save(results: list[dict[str, Any]], out: Path) -> Path:
     return path
 
 
-def load(path: Path) -> list[dict[str, Any]]:
-    """Read results from a summary.json or a directory holding one."""
+def read_summary(path: Path) -> dict[str, Any]:
+    """The JSON of a summary.json, or of the one in a directory."""
     path = Path(path)
     if path.is_dir():
         path = path / "summary.json"
     if not path.exists():
         raise FileNotFoundError(f"no summary.json at {path}")
-    return json.loads(path.read_text())["results"]
+    return json.loads(path.read_text())
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    """Read results from a summary.json or a directory holding one."""
+    return read_summary(path)["results"]

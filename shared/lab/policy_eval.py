@@ -49,6 +49,7 @@ from ..protocol import LedgerView
 from ..run import Run
 from ..seeding import generator
 from ..worlds.chain import ChainMRP
+from .experiments import read_summary
 from .plots import privacy_color
 
 KIND = "policy-eval"
@@ -341,12 +342,7 @@ def save(summary: dict[str, Any], out: Path) -> Path:
 def load(path: Path) -> dict[str, Any] | None:
     """A policy-evaluation summary from a summary.json (or its directory); None if another
     kind of summary is there."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "summary.json"
-    if not path.exists():
-        raise FileNotFoundError(f"no summary.json at {path}")
-    data = json.loads(path.read_text())
+    data = read_summary(path)
     return data if data.get("kind") == KIND else None
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "Ledger",
     "Totals",
     "continuous_gaussian",
+    "encode_number",
     "epsilon_to_rho",
     "epsilon_to_rho_classical",
     "pure_to_rho",
@@ -183,13 +184,13 @@ def _continuous_charge(charge: Charge) -> bool:
     return charge.rho == 0.0 or continuous_gaussian(charge.noise)
 
 
-def _encode(x: float) -> float | str:
-    """JSON-safe float: inf becomes the string "inf"."""
+def encode_number(x: float) -> float | str:
+    """JSON-safe float: inf becomes the string "inf" (the ledger's and the protocol's)."""
     return "inf" if math.isinf(x) else float(x)
 
 
 def _decode(x: float | int | str) -> float:
-    """Inverse of `_encode`: accepts numbers and the string "inf"; refuses NaN."""
+    """Inverse of `encode_number`: accepts numbers and the string "inf"; refuses NaN."""
     value = float(x)
     if math.isnan(value):
         raise ValueError(f"NaN is not a valid ledger value: {x!r}")
@@ -283,7 +284,7 @@ class Charge:
         """JSON-safe dict of this charge (inf encoded as "inf")."""
         d = asdict(self)
         for name in ("epsilon", "rho", "sensitivity", "scale", "delta"):
-            d[name] = _encode(d[name])
+            d[name] = encode_number(d[name])
         return d
 
     @classmethod
@@ -313,7 +314,7 @@ class Totals:
 
     def to_dict(self) -> dict[str, float | str]:
         """JSON-safe dict of the totals (inf encoded as "inf")."""
-        return {k: _encode(v) for k, v in asdict(self).items()}
+        return {k: encode_number(v) for k, v in asdict(self).items()}
 
 
 # relative slack of the budget check: a calibration that spends exactly the budget lands within
@@ -508,8 +509,8 @@ class Ledger:
         """JSON-safe dict: the entries plus (informational) summed epsilon_pure and rho."""
         return {
             "entries": [c.to_dict() for c in self._entries],
-            "epsilon_pure": _encode(self.epsilon_pure),
-            "rho": _encode(self.rho),
+            "epsilon_pure": encode_number(self.epsilon_pure),
+            "rho": encode_number(self.rho),
         }
 
     @classmethod

@@ -213,10 +213,6 @@ class MatrixCounter:
         self._steps[0] = step
         self._sum += step
 
-    def decoded(self) -> np.ndarray:
-        """(D w)_t after t items, item units, float: A x + D z up to float rounding."""
-        return self._sum.copy()
-
     def noise_sum(self) -> np.ndarray:
         """The decoded noise D z in the current release (float; for tests and diagnostics)."""
         return self._sum - self.exact

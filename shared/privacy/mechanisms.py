@@ -99,17 +99,12 @@ def _ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator
 
 
-@dataclass(frozen=True)
-class Laplace:
-    """The Laplace mechanism with scale `b` per coordinate; pure DP with privacy map D1 / b."""
+class _Additive:
+    """What Laplace and Gaussian share: iid draws of one width from the noise backend."""
 
-    scale: float
-    backend: NoiseBackend = INTEGER_NOISE
-    kind: ClassVar[str] = "pure"
-
-    def __post_init__(self) -> None:
-        """Validate and normalise the scale to a Python float."""
-        object.__setattr__(self, "scale", check_nonneg("Laplace scale", self.scale))
+    backend: NoiseBackend
+    family: ClassVar[str]  # the backend's draw: "laplace" or "gaussian"
+    width: ClassVar[str]  # the field holding the width: "scale" or "sigma"
 
     @property
     def reproducible(self) -> bool:
@@ -121,17 +116,36 @@ class Laplace:
         """Whether the draws are integers (discrete Laplace / Gaussian, grid units)."""
         return self.backend.integer
 
+    def _finite_width(self) -> float:
+        """The width, refused when infinite (a zero budget has nothing to draw)."""
+        value = getattr(self, self.width)
+        if math.isinf(value):
+            raise ValueError(f"cannot sample {self.family.capitalize()} noise of infinite"
+                             f" {self.width} (zero budget)")
+        return value
+
     def sample(self, rng: np.random.Generator | None, shape: Shape) -> np.ndarray:
-        """Draw iid Lap(0, b) noise of `shape` from the backend (`rng`: the seeded stream)."""
-        if math.isinf(self.scale):
-            raise ValueError("cannot sample Laplace noise of infinite scale (zero budget)")
-        return self.backend.laplace(rng, self.scale, shape)
+        """Draw iid noise of `shape` from the backend (`rng`: the seeded stream)."""
+        return getattr(self.backend, self.family)(rng, self._finite_width(), shape)
 
     def add(self, rng: np.random.Generator | None, values: np.ndarray) -> np.ndarray:
-        """`values` plus Lap(b) noise, applied by the backend (OpenDP noises the values itself)."""
-        if math.isinf(self.scale):
-            raise ValueError("cannot sample Laplace noise of infinite scale (zero budget)")
-        return self.backend.add("laplace", rng, self.scale, values)
+        """`values` plus the noise, applied by the backend (OpenDP noises the values itself)."""
+        return self.backend.add(self.family, rng, self._finite_width(), values)
+
+
+@dataclass(frozen=True)
+class Laplace(_Additive):
+    """The Laplace mechanism with scale `b` per coordinate; pure DP with privacy map D1 / b."""
+
+    scale: float
+    backend: NoiseBackend = INTEGER_NOISE
+    kind: ClassVar[str] = "pure"
+    family: ClassVar[str] = "laplace"
+    width: ClassVar[str] = "scale"
+
+    def __post_init__(self) -> None:
+        """Validate and normalise the scale to a Python float."""
+        object.__setattr__(self, "scale", check_nonneg("Laplace scale", self.scale))
 
     def epsilon(self, l1_sensitivity: float) -> float:
         """Privacy map: the pure epsilon of releasing a query of this l1 sensitivity, D1 / b."""
@@ -167,38 +181,18 @@ class Laplace:
 
 
 @dataclass(frozen=True)
-class Gaussian:
+class Gaussian(_Additive):
     """The Gaussian mechanism with std `sigma` per coordinate; zCDP with map D2^2 / (2 sigma^2)."""
 
     sigma: float
     backend: NoiseBackend = INTEGER_NOISE
     kind: ClassVar[str] = "zcdp"
+    family: ClassVar[str] = "gaussian"
+    width: ClassVar[str] = "sigma"
 
     def __post_init__(self) -> None:
         """Validate and normalise sigma to a Python float."""
         object.__setattr__(self, "sigma", check_nonneg("Gaussian sigma", self.sigma))
-
-    @property
-    def reproducible(self) -> bool:
-        """Whether the draws are a function of the generator passed in (seeded backends)."""
-        return self.backend.reproducible
-
-    @property
-    def integer(self) -> bool:
-        """Whether the draws are integers (discrete Laplace / Gaussian, grid units)."""
-        return self.backend.integer
-
-    def sample(self, rng: np.random.Generator | None, shape: Shape) -> np.ndarray:
-        """Draw iid N(0, sigma^2) noise of `shape` from the backend (`rng`: the seeded stream)."""
-        if math.isinf(self.sigma):
-            raise ValueError("cannot sample Gaussian noise of infinite sigma (zero budget)")
-        return self.backend.gaussian(rng, self.sigma, shape)
-
-    def add(self, rng: np.random.Generator | None, values: np.ndarray) -> np.ndarray:
-        """`values` plus N(0, sigma^2) noise, applied by the backend."""
-        if math.isinf(self.sigma):
-            raise ValueError("cannot sample Gaussian noise of infinite sigma (zero budget)")
-        return self.backend.add("gaussian", rng, self.sigma, values)
 
     def rho(self, l2_sensitivity: float) -> float:
         """Privacy map: the zCDP rho of releasing a query of this l2 sensitivity."""

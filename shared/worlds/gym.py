@@ -80,9 +80,7 @@ def require_gymnasium() -> Any:
     return gymnasium
 
 
-# --------------------------------------------------------------------------------------------
-# privrl -> gymnasium
-# --------------------------------------------------------------------------------------------
+# --- privrl -> gymnasium ---
 
 
 def as_gymnasium_env(mdp: TabularMDP) -> gymnasium.Env:
@@ -93,9 +91,7 @@ def as_gymnasium_env(mdp: TabularMDP) -> gymnasium.Env:
     return PrivrlEnv(mdp)
 
 
-# --------------------------------------------------------------------------------------------
-# gymnasium -> privrl
-# --------------------------------------------------------------------------------------------
+# --- gymnasium -> privrl ---
 
 
 @dataclass(frozen=True)

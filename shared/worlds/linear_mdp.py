@@ -41,7 +41,7 @@ from privrl.worlds.linear_mixture import (
     sign_actions,
 )
 from privrl.worlds.model_spec import ModelSpec
-from privrl.worlds.tabular import TabularMDP, WorldError
+from privrl.worlds.tabular import TabularMDP, WorldError, _frozen
 
 INLINE_PHI = "inline-phi"
 VERTEX_LIMIT = 12  # exact max over v in {-1,+1}^S of ||sum mu v|| up to this S
@@ -92,13 +92,6 @@ class LinearMDP(TabularMDP):
         """Feature dimension."""
         assert self.model is not None
         return self.model.d
-
-
-def _frozen(arr: Any) -> np.ndarray:
-    """A read-only float64 copy."""
-    out = np.array(arr, dtype=np.float64, copy=True)
-    out.setflags(write=False)
-    return out
 
 
 def mu_norm_bound(mu: np.ndarray) -> float:
@@ -155,9 +148,7 @@ def _start_at_zero(n_states: int) -> np.ndarray:
     return d1
 
 
-# ------------------------------------------------------------------------------------------------
-# LIN-Cube (docs/explanation/linear-mdp.md#worlds)
-# ------------------------------------------------------------------------------------------------
+# --- LIN-Cube (docs/explanation/linear-mdp.md#worlds) ---
 
 
 def lin_cube_model(horizon: int = 5, d: int = 5) -> LinearMDPModel:
@@ -196,9 +187,7 @@ def lin_cube(horizon: int = 5, d: int = 5, gap: float = 0.05, seed: int = 0) -> 
                   f"lin-cube(d={d},H={horizon},gap={gap:g},seed={seed})", spec)
 
 
-# ------------------------------------------------------------------------------------------------
-# tabular worlds as linear MDPs (Jin et al. 2020, Example 2.1): phi(s,a) = e_(s,a)
-# ------------------------------------------------------------------------------------------------
+# --- tabular worlds as linear MDPs (Jin et al. 2020, Example 2.1): phi(s,a) = e_(s,a) ---
 
 
 def one_hot_model(name: str, horizon: int, n_states: int, n_actions: int) -> LinearMDPModel:
@@ -268,9 +257,7 @@ def river_chain(horizon: int = 6, n_states: int = 4) -> LinearMDP:
     return _one_hot_world(model, P, R, f"river-chain(S={n_states},H={horizon})", spec)
 
 
-# ------------------------------------------------------------------------------------------------
-# LatentLevels (Ngo et al. 2022's experiments; docs/explanation/linear-mdp.md#worlds)
-# ------------------------------------------------------------------------------------------------
+# --- LatentLevels (Ngo et al. 2022's experiments; docs/explanation/linear-mdp.md#worlds) ---
 
 
 def latent_levels_model(horizon: int = 5) -> LinearMDPModel:
@@ -300,9 +287,7 @@ def latent_levels(horizon: int = 5) -> LinearMDP:
                   f"latent-levels(H={horizon})", spec)
 
 
-# ------------------------------------------------------------------------------------------------
-# LIN-Mix: a random low-rank linear MDP (d latent next-state distributions)
-# ------------------------------------------------------------------------------------------------
+# --- LIN-Mix: a random low-rank linear MDP (d latent next-state distributions) ---
 
 
 def lin_mix_model(horizon: int = 5, n_states: int = 10, n_actions: int = 4, d: int = 5,
@@ -331,9 +316,7 @@ def lin_mix(horizon: int = 5, n_states: int = 10, n_actions: int = 4, d: int = 5
                   f"lin-mix(S={n_states},A={n_actions},d={d},H={horizon},seed={seed})", spec)
 
 
-# ------------------------------------------------------------------------------------------------
-# public models by name, and files
-# ------------------------------------------------------------------------------------------------
+# --- public models by name, and files ---
 
 MODELS: dict[str, Callable[..., LinearMDPModel]] = {
     "lin-cube": lin_cube_model,

@@ -38,7 +38,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 from privrl.seeding import generator
 from privrl.worlds.model_spec import ModelSpec
-from privrl.worlds.tabular import TabularMDP, WorldError, riverswim
+from privrl.worlds.tabular import TabularMDP, WorldError, _frozen, riverswim
 
 LINEAR_TOL = 1e-9  # |P - <phi, theta>| and norm-assumption slack
 VERTEX_LIMIT = 12  # exact max of ||phi_v|| over the 2^S vertices of [0,1]^S up to this S
@@ -130,13 +130,6 @@ class LinearMixtureMDP(TabularMDP):
                 f"d={model.d}, d2={model.d2}, reward_noise={self.reward_noise!r})")
 
 
-def _frozen(arr: Any) -> np.ndarray:
-    """A read-only float64 copy."""
-    out = np.array(arr, dtype=np.float64, copy=True)
-    out.setflags(write=False)
-    return out
-
-
 def _check_structure(model: LinearMixtureModel, P: np.ndarray, R: np.ndarray, theta: np.ndarray,
                      reward_theta: np.ndarray | None) -> None:
     """P = <phi, theta>, known rewards = R, ||theta_h|| <= c_w (and the reward analogues)."""
@@ -195,9 +188,7 @@ def _build(model: LinearMixtureModel, theta: np.ndarray, d1: np.ndarray, name: s
                             model=model, theta=theta, reward_theta=reward_theta, spec=spec)
 
 
-# ------------------------------------------------------------------------------------------------
-# LM-Hard (Luyo et al. 2021; docs/explanation/linear-mixture.md#worlds)
-# ------------------------------------------------------------------------------------------------
+# --- LM-Hard (Luyo et al. 2021; docs/explanation/linear-mixture.md#worlds) ---
 
 
 def sign_actions(d: int) -> np.ndarray:
@@ -247,9 +238,7 @@ def lm_hard(horizon: int = 5, d: int = 4, gap: float = 0.05, seed: int = 0) -> L
     return _build(model, theta, d1, f"lm-hard(d={d},H={horizon},gap={gap:g},seed={seed})", spec)
 
 
-# ------------------------------------------------------------------------------------------------
-# LM-Mix (Luyo et al. 2021) and Zhou's E2 (docs/explanation/linear-mixture.md#worlds)
-# ------------------------------------------------------------------------------------------------
+# --- LM-Mix (Luyo et al. 2021) and Zhou's E2 (docs/explanation/linear-mixture.md#worlds) ---
 
 
 def _kernels(feature_seed: int, tag: str, n_kernels: int, n_states: int, n_actions: int,
@@ -343,9 +332,7 @@ def _check_sizes(name: str, horizon: int, n_states: int, n_actions: int, d: int)
                          f"({horizon}, {n_states}, {n_actions}, {d})")
 
 
-# ------------------------------------------------------------------------------------------------
-# the registry of public models, and files
-# ------------------------------------------------------------------------------------------------
+# --- the registry of public models, and files ---
 
 MODELS: dict[str, Callable[..., LinearMixtureModel]] = {
     "lm-hard": lm_hard_model,

@@ -11,7 +11,7 @@ import os
 import zipfile
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import numpy as np
 from privrl.seeding import generator
@@ -25,9 +25,7 @@ class WorldError(ValueError):
     """An MDP definition is invalid; the message names the array, the index and the problem."""
 
 
-# --------------------------------------------------------------------------------------------
-# validation helpers (each raises WorldError with a precise, user-facing message)
-# --------------------------------------------------------------------------------------------
+# --- validation helpers (each raises WorldError with a precise, user-facing message) ---
 
 
 class HorizonMissing(WorldError):
@@ -106,14 +104,6 @@ def _frozen(arr: np.ndarray) -> np.ndarray:
     return out
 
 
-class StepLists(NamedTuple):
-    """A world's inverse-CDF tables as Python lists (`TabularMDP.step_lists`)."""
-
-    cum_d1: list[float]  # [s]
-    cum_P: list[list[list[list[float]]]]  # [h][s][a][s']
-    R: list[list[list[float]]]  # [h][s][a]
-
-
 def _cumulative(p: np.ndarray) -> np.ndarray:
     """Cumulative sums over the last axis, pinned to exactly 1 from each row's last positive entry.
 
@@ -128,9 +118,7 @@ def _cumulative(p: np.ndarray) -> np.ndarray:
     return cdf
 
 
-# --------------------------------------------------------------------------------------------
-# the MDP
-# --------------------------------------------------------------------------------------------
+# --- the MDP ---
 
 _P_AXES = ("h", "s", "a", "s'")
 _R_AXES = ("h", "s", "a")
@@ -197,17 +185,6 @@ class TabularMDP:
     def cum_d1(self) -> np.ndarray:
         """Cumulative initial distribution (S,) for inverse-CDF sampling (ends at 1)."""
         return _cumulative(self.d1)
-
-    @cached_property
-    def step_lists(self) -> StepLists | None:
-        """cum_d1, cum_P and R as nested Python lists, for one user's rollout by bisection
-        (numpy's per-call cost would dominate its 20 tiny steps); None when a cumulative row
-        decreases somewhere (a sum pinned to 1 after passing it), where bisection would not
-        count the entries <= u."""
-        rows = np.concatenate([self.cum_P.reshape(-1, self.S), self.cum_d1[None]])
-        if not (np.diff(rows, axis=-1) >= 0.0).all():
-            return None
-        return StepLists(self.cum_d1.tolist(), self.cum_P.tolist(), self.R.tolist())
 
     def is_stationary(self) -> bool:
         """True iff P_h and r_h are identical for every step h (time-homogeneous world)."""
@@ -305,9 +282,7 @@ def _check_shapes(
         raise WorldError(f"d1 has shape {d1_shape} but P implies (S,) = ({S},)")
 
 
-# --------------------------------------------------------------------------------------------
-# concrete worlds
-# --------------------------------------------------------------------------------------------
+# --- concrete worlds ---
 
 
 def riverswim(horizon: int = 20, n_states: int = 6) -> TabularMDP:
@@ -376,9 +351,7 @@ def garnet(
     return TabularMDP.from_arrays(P.reshape(*lead, S), R, d1, horizon=H, name=name)
 
 
-# --------------------------------------------------------------------------------------------
-# loading
-# --------------------------------------------------------------------------------------------
+# --- loading ---
 
 
 def load_npz(
