@@ -250,6 +250,20 @@ def takeover_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def frontier_thresholds(path: str = "frontier/frontier.json") -> str:
+    """`privrl frontier`: each case's smallest ε that learns, per preset, with its interval."""
+    from privrl.lab.frontier import threshold_table
+
+    return table_markdown(threshold_table(load(path)))
+
+
+def frontier_ablation(path: str = "frontier/frontier.json") -> str:
+    """`privrl frontier`: each lever alone and together, one case per family at one ε."""
+    from privrl.lab.frontier import ablation_table
+
+    return table_markdown(ablation_table(load(path)))
+
+
 RENDERERS: dict[str, Callable[..., str]] = {
     "table": results_table,
     "cli": cli_reference,
@@ -260,6 +274,8 @@ RENDERERS: dict[str, Callable[..., str]] = {
     "results-swarm": swarm_table,
     "results-policy-eval": policy_eval_table,
     "results-takeover": takeover_table,
+    "results-frontier": frontier_thresholds,
+    "results-frontier-ablation": frontier_ablation,
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -29,7 +30,7 @@ from ..worlds.model_spec import model_spec_of
 from .executors import LocalExecutor, Task, TaskResult, run_task
 from .experiments import WorldSpec
 from .frontier_cases import ABLATIONS, CASES, Ablation, Case, Lever, case_named
-from .provenance import provenance
+from .provenance import commit as checkout_commit
 from .threshold import LEARNS_BELOW, Interval, final_fractions, smallest_learning_epsilon
 
 PRESETS = ("faithful", "practical")
@@ -211,8 +212,11 @@ def record_of(job: Job, result: TaskResult | str, level: float) -> dict[str, Any
 class Study:
     """A study's JSON file: load (to resume), add records, save atomically."""
 
-    def __init__(self, path: Path, spec: StudySpec, command: str) -> None:
+    def __init__(self, path: Path, spec: StudySpec, command: str,
+                 commit: str | None = None) -> None:
+        """`commit`: the code's commit (default: the checkout's, asked of git once)."""
         self.path, self.spec, self.command = Path(path), spec, command
+        self.commit = commit if commit is not None else checkout_commit()
         self.runs: dict[str, dict[str, Any]] = {}
         self.rows: list[Job] = []
         self.started = time.time()
@@ -232,7 +236,9 @@ class Study:
         """The whole JSON document."""
         frontier = [j.row() for j in self.rows if j.kind == "frontier"]
         ablation = [j.row() for j in self.rows if j.kind == "ablation"]
-        data = {"schema": SCHEMA, **provenance(self.command), "spec": self.spec.to_dict(),
+        data = {"schema": SCHEMA, "command": self.command, "commit": self.commit,
+                "load_average": [round(x, 1) for x in os.getloadavg()],
+                "spec": self.spec.to_dict(),
                 "learns_below_percent": LEARNS_BELOW,
                 "frontier": frontier, "ablation": ablation, "runs": self.runs}
         data["thresholds"] = thresholds(data)
