@@ -264,6 +264,13 @@ def frontier_ablation(path: str = "frontier/frontier.json") -> str:
     return table_markdown(ablation_table(load(path)))
 
 
+def frontier_timing(path: str = "frontier/frontier.json") -> str:
+    """`privrl frontier`: seconds per run and per replica-episode, and the full study's."""
+    from privrl.lab.frontier import timing_table
+
+    return table_markdown(timing_table(load(path)))
+
+
 RENDERERS: dict[str, Callable[..., str]] = {
     "table": results_table,
     "cli": cli_reference,
@@ -276,6 +283,7 @@ RENDERERS: dict[str, Callable[..., str]] = {
     "results-takeover": takeover_table,
     "results-frontier": frontier_thresholds,
     "results-frontier-ablation": frontier_ablation,
+    "results-frontier-timing": frontier_timing,
 }
 
 

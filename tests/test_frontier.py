@@ -252,6 +252,10 @@ def test_the_tables_render_from_the_json(tiny: tuple[fr.Study, dict, list], tmp_
     assert any("not available: RunConfig has no field 'ghost_schedule'" in r for r in rows)
     faithful = next(r for r in rows if "| faithful preset |" in r)
     assert "| +0.0 |" in faithful  # the baseline's own difference
+    timing = hooks.render("<!-- generated: results-frontier-timing f.json -->")
+    rows = [line for line in timing.splitlines() if line.startswith("| lsvi")]
+    assert [r.split(" | ")[1:3] for r in rows] == [["faithful", "2"], ["practical", "2"]]
+    assert "h on 2 cores" in timing
 
 
 def test_the_figure_has_a_panel_per_case_in_its_privacy_colour() -> None:

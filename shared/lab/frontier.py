@@ -219,7 +219,6 @@ class Study:
         self.commit = commit if commit is not None else checkout_commit()
         self.runs: dict[str, dict[str, Any]] = {}
         self.rows: list[Job] = []
-        self.started = time.time()
 
     def resume(self) -> int:
         """Take the finished runs of an existing file of the same spec; how many."""
@@ -398,25 +397,57 @@ def threshold_table(data: dict[str, Any]) -> dict[str, Any]:
     """The thresholds as a results_table document (columns, rows, provenance)."""
     columns = [("case", ""), ("preset", ""), ("ε grid", ""), ("smallest ε that learns", ""),
                ("95% interval", ""), ("% of uniform at it", ".1f"), ("ledger ε at it", ".4g"),
-               ("s per run", ".1f")]
+               ("% of uniform at the largest ε", ".1f")]
     rows = []
-    runs = {(r["case"], r["label"], float(r["epsilon"])): data["runs"].get(r["run"], {})
-            for r in data["frontier"]}
     for t in data["thresholds"]:
         grid = t["grid"]
-        at = runs.get((t["case"], t["preset"], t["epsilon"])) if t["epsilon"] else None
-        ci = _interval(at)
-        secs = [r["seconds"] for (c, p, _), r in runs.items()
-                if c == t["case"] and p == t["preset"] and r.get("status") == "done"]
+        points = dict(series(data, t["case"], t["preset"]))
+        at = points.get(t["epsilon"]) if t["epsilon"] is not None else None
+        top = points.get(max(grid)) if grid else None
+        spent = (_run_at(data, t["case"], t["preset"], t["epsilon"])["ledger"]["epsilon"]
+                 if at else None)
         rows.append([t["case"], t["preset"],
                      f"{min(grid):g} … {max(grid):g} ({len(grid)})" if grid else "—",
                      _eps_text(t["epsilon"], grid),
                      f"[{_eps_text(t['low'], grid)}, {_eps_text(t['high'], grid)}]",
-                     [ci.mean, ci.high - ci.mean] if ci else None,
-                     at["ledger"]["epsilon"] if at and isinstance(at["ledger"]["epsilon"], float)
-                     else None,
-                     float(np.mean(secs)) if secs else None])
+                     [at.mean, at.high - at.mean] if at else None,
+                     spent if isinstance(spent, float) else None,
+                     [top.mean, top.high - top.mean] if top else None])
     return _document(data, columns, rows, _threshold_note(data))
+
+
+def _run_at(data: dict[str, Any], case: str, preset: str, epsilon: float) -> dict[str, Any]:
+    """The frontier run of a case and preset at ε."""
+    row = next(r for r in data["frontier"] if (r["case"], r["label"], float(r["epsilon"]))
+               == (case, preset, epsilon))
+    return data["runs"][row["run"]]
+
+
+def timing_table(data: dict[str, Any], episodes: int = 50_000, seeds: int = 5,
+                 grid_size: int = 8, workers: int = 2) -> dict[str, Any]:
+    """Per case and preset: the measured seconds per run and per replica-episode, and a linear
+    extrapolation to `grid_size` ε × `seeds` seeds × `episodes` episodes."""
+    columns = [("case", ""), ("preset", ""), ("runs", "d"), ("s per run", ".1f"),
+               ("ms per replica-episode", ".3f"), (f"extrapolated s at K = {episodes:,}", "sci")]
+    rows, total = [], 0.0
+    for key in dict.fromkeys((r["case"], r["label"]) for r in data["frontier"]):
+        runs = [data["runs"][r["run"]] for r in data["frontier"]
+                if (r["case"], r["label"]) == key
+                and data["runs"].get(r["run"], {}).get("status") == "done"]
+        if not runs:
+            rows.append([*key, 0, None, None, None])
+            continue
+        ms = float(np.mean([r["ms_per_replica_episode"] for r in runs]))
+        full = ms * 1e-3 * episodes * seeds * grid_size
+        total += full
+        rows.append([*key, len(runs), float(np.mean([r["seconds"] for r in runs])), ms, full])
+    hours = total / 3600
+    note = (f"Seconds of one run (all its seeds as replicas) at the study's size; extrapolated"
+            f" linearly in K × seeds to {grid_size} ε × {seeds} seeds × {episodes:,} episodes"
+            f" per case and preset: {hours:.1f} h of runs in all, {hours / workers:.1f}"
+            f" h on {workers} cores (ablation not included; a per-episode cost that grows with K"
+            " makes it an underestimate).")
+    return _document(data, columns, rows, note)
 
 
 def _threshold_note(data: dict[str, Any]) -> str:

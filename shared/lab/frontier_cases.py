@@ -5,6 +5,7 @@ it under both presets at every ε of its grid. A *lever* is a named set of overr
 fields and knobs) by which the practical preset departs from the faithful one; the ablation
 applies each lever alone, then all of them, to the faithful preset at one ε per family. A lever
 whose field or knob this build does not have is named, and reported as not available.
+Sensitivities from the public features are not a lever: both presets use them.
 """
 
 from __future__ import annotations
@@ -93,8 +94,6 @@ MATRIX_COUNTER = Lever("counter", "matrix-factorization counter", {"counter": "m
 GEOMETRIC = Lever("schedule", "geometric releases (r = 1.1)", {"schedule": "geometric:1.1"})
 PROFILE = Lever("accounting", "exact Gaussian privacy profile", {"accounting": "profile"})
 SPLIT = Lever("split", "budget split σ_f² ∝ Δ_f", knobs={"split": "sensitivity"})
-PUBLIC_BOUNDS = Lever("sensitivity", "sensitivity from the public features",
-                      knobs={"sensitivity": "public"})
 
 ABLATIONS: tuple[Ablation, ...] = (
     Ablation("dp-ucbvi-step-jdp", 5.0, (
@@ -116,21 +115,21 @@ ABLATIONS: tuple[Ablation, ...] = (
             "beta_mode": "thm7", "beta_scale": 0.1, "shift": "release", "shift_scale": 1.0}),
     )),
     Ablation("linopt-vi-jdp", 100.0, (
-        GEOMETRIC, MATRIX_COUNTER, SPLIT, PUBLIC_BOUNDS,
+        GEOMETRIC, MATRIX_COUNTER, SPLIT,
         Lever("accounting", "zCDP calibration", knobs={"calibration": "zcdp"}),
         PROFILE,
         Lever("learner", "radius × 0.1, release shift", knobs={
             "beta_scale": 0.1, "shift": "release"}),
     )),
     Ablation("lsvi-ucb-batched-jdp", 1000.0, (
-        MATRIX_COUNTER, PUBLIC_BOUNDS,
+        MATRIX_COUNTER,
         Lever("accounting", "zCDP calibration", knobs={"calibration": "zcdp"}),
         PROFILE,
         Lever("learner", "β = 2, noise shift, ridge 1", knobs={
             "shift": "noise", "beta": 2.0, "ridge": 1.0}),
     )),
     Ablation("lsvi-ucb-switching-jdp", 1000.0, (
-        GEOMETRIC, MATRIX_COUNTER, PUBLIC_BOUNDS, PROFILE,
+        GEOMETRIC, MATRIX_COUNTER, PROFILE,
         Lever("learner", "β = 2", knobs={"beta": 2.0}),
     )),
 )
