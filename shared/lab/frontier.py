@@ -407,13 +407,21 @@ def threshold_table(data: dict[str, Any]) -> dict[str, Any]:
         spent = (_run_at(data, t["case"], t["preset"], t["epsilon"])["ledger"]["epsilon"]
                  if at else None)
         rows.append([t["case"], t["preset"],
-                     f"{min(grid):g} … {max(grid):g} ({len(grid)})" if grid else "—",
+                     _grid_text(grid, t["not_run"]),
                      _eps_text(t["epsilon"], grid),
                      f"[{_eps_text(t['low'], grid)}, {_eps_text(t['high'], grid)}]",
                      [at.mean, at.high - at.mean] if at else None,
                      spent if isinstance(spent, float) else None,
                      [top.mean, top.high - top.mean] if top else None])
     return _document(data, columns, rows, _threshold_note(data))
+
+
+def _grid_text(grid: Sequence[float], refused: Sequence[float]) -> str:
+    """'0.1 … 100 (4)', with the ε refused before they ran: '(2; 1000, 1e+05 refused)'."""
+    text = f"{min(grid):g} … {max(grid):g} ({len(grid)}" if grid else "— ("
+    if refused:
+        text += ("; " if grid else "") + ", ".join(f"{e:g}" for e in refused) + " refused"
+    return text + ")"
 
 
 def _run_at(data: dict[str, Any], case: str, preset: str, epsilon: float) -> dict[str, Any]:
