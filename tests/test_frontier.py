@@ -278,3 +278,30 @@ def test_the_figure_has_a_panel_per_case_in_its_privacy_colour() -> None:
             assert curves["faithful"].get_linestyle() != curves["practical"].get_linestyle()
         assert any(ln.get_label().startswith("learns (25%)") and ln.get_ydata()[0] == 25
                    for ln in ax.get_lines())
+
+
+def test_progress_estimates_from_the_finished_runs_per_algorithm() -> None:
+    spec = fr.StudySpec(episodes=100, seeds=(0, 1), cases=("dp-ucbvi-pooled-jdp",
+                                                           "lsvi-ucb-batched-jdp"),
+                        presets=("practical",), epsilons=(1.0, 10.0), ablation=False)
+    jobs = fr.Planner(spec).jobs()
+    tasks = [fr.Task((i, 0), j.config, j.world, spec.seeds) for i, j in enumerate(jobs)]
+    progress = fr.Progress(tasks, workers=2, quiet=True)
+    assert progress.eta() is None
+    progress.finished(tasks[0], 20.0, "ucbvi")  # 0.1 s per replica-episode
+    progress.finished(tasks[2], 2.0, "lsvi")  # 0.01 s per replica-episode
+    assert progress.eta() == pytest.approx((20.0 + 2.0) / 2)  # one of each left, two workers
+    assert [fr.clock(s) for s in (12, 185, 3720)] == ["12s", "3m05s", "1h02m"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--cases", "nope"], "unknown case(s) nope"),
+    (["--seeds", "1"], "at least 2 seeds"),
+])
+def test_the_command_refuses_bad_options_in_one_line(args: list[str], message: str,
+                                                     capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    from privrl.client.cli import main
+
+    assert main(["frontier", *args, "--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
