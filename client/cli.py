@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from privrl import __version__, algorithms
-from privrl.client import audit_cli, lab_cli, policy_eval_cli, remote_cli
+from privrl.client import audit_cli, frontier_cli, lab_cli, policy_eval_cli, remote_cli
 from privrl.client.cli_common import CliError, Parser, RawDescriptionFormatter, mark_parsers
 from privrl.client.load import cli as load_cli
 from privrl.worlds.tabular import WorldError
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     lab_cli.register(sub)
+    frontier_cli.register(sub)
     policy_eval_cli.register(sub)
     remote_cli.register(sub)
     audit_cli.register(sub)

@@ -250,6 +250,27 @@ def takeover_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def frontier_thresholds(path: str = "frontier/frontier.json") -> str:
+    """`privrl frontier`: each case's smallest ε that learns, per preset, with its interval."""
+    from privrl.lab.frontier import threshold_table
+
+    return table_markdown(threshold_table(load(path)))
+
+
+def frontier_ablation(path: str = "frontier/frontier.json") -> str:
+    """`privrl frontier`: each lever alone and together, one case per family at one ε."""
+    from privrl.lab.frontier import ablation_table
+
+    return table_markdown(ablation_table(load(path)))
+
+
+def frontier_timing(path: str = "frontier/frontier.json") -> str:
+    """`privrl frontier`: seconds per run and per replica-episode, and the full study's."""
+    from privrl.lab.frontier import timing_table
+
+    return table_markdown(timing_table(load(path)))
+
+
 RENDERERS: dict[str, Callable[..., str]] = {
     "table": results_table,
     "cli": cli_reference,
@@ -260,6 +281,9 @@ RENDERERS: dict[str, Callable[..., str]] = {
     "results-swarm": swarm_table,
     "results-policy-eval": policy_eval_table,
     "results-takeover": takeover_table,
+    "results-frontier": frontier_thresholds,
+    "results-frontier-ablation": frontier_ablation,
+    "results-frontier-timing": frontier_timing,
 }
 
 

@@ -13,25 +13,12 @@ import json
 import math
 import os
 import shlex
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-CODE = ("shared", "server", "client", "scripts", "pyproject.toml")
-
-
-def commit() -> str:
-    """The short hash of the checkout's HEAD, with `+` when its code (not its docs) has local
-    changes."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
-                              check=False).stdout.strip()
-
-    changed = git("status", "--porcelain", "--", *CODE)
-    return git("rev-parse", "--short", "HEAD") + ("+" if changed else "")
+from privrl.lab.provenance import commit
 
 
 def save_table(path: str | Path, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]],

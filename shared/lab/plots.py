@@ -293,3 +293,51 @@ def plot_switches(results: list[dict[str, Any]], path: Path) -> Path | None:
         return None
     switches_figure(results).savefig(path, dpi=120)
     return path
+
+
+PRESET_STYLES = {"faithful": {"linestyle": "--", "marker": "s"},
+                 "practical": {"linestyle": "-", "marker": "o"}}
+
+
+def frontier_panels_figure(panels: list[dict[str, Any]], learns_below: float = 25.0,
+                           title: str = "") -> Figure:
+    """`privrl frontier`'s figure: one panel per case (log ε), the final regret as % of the
+    uniform policy's per preset (faithful dashed, practical solid, in the case's privacy colour),
+    a band for the seeds' 95% interval, and the learning line at `learns_below` %."""
+    cols = min(3, max(1, len(panels)))
+    rows = -(-len(panels) // cols) if panels else 1
+    fig = Figure(figsize=(4.2 * cols, 3.2 * rows + 0.6))
+    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
+    for ax, panel in zip(axes, panels, strict=False):
+        colour = privacy_color(panel["privacy"])
+        top = 130.0
+        for preset, points in panel["presets"].items():
+            if not points:
+                continue
+            e, m, lo, hi = (np.array(v, dtype=float) for v in zip(*points, strict=True))
+            top = max(top, float(m.max()) + 10.0)
+            style = PRESET_STYLES.get(preset, {"linestyle": ":", "marker": "^"})
+            ax.plot(e, m, color=colour, label=preset, markersize=5, linewidth=1.6, **style)
+            ax.fill_between(e, lo, hi, color=colour, alpha=0.15 if preset == "practical" else 0.08,
+                            lw=0)
+        ax.axhline(learns_below, color="0.45", ls=":", lw=1.2, label=f"learns ({learns_below:g}%)")
+        ax.axhline(100, color="0.7", lw=0.8, label="_random")
+        ax.set_xscale("log")
+        ax.set_ylim(-5, top)
+        ax.set_title(panel["title"], fontsize=10)
+        ax.set_xlabel("ε (per user)")
+        ax.set_ylabel("final regret, % of uniform")
+        ax.grid(alpha=0.3, which="both")
+    for ax in axes[len(panels):]:
+        ax.set_axis_off()
+    handles, labels = axes[0].get_legend_handles_labels() if panels else ([], [])
+    fig.suptitle(title or "Privacy–utility frontier: last 10% of episodes, mean and 95% band")
+    legend_below(fig, handles, labels, top=0.95)
+    return fig
+
+
+def plot_frontier_panels(panels: list[dict[str, Any]], path: Path, learns_below: float = 25.0,
+                         title: str = "") -> Path:
+    """`frontier_panels_figure`, saved as a PNG at `path`."""
+    frontier_panels_figure(panels, learns_below, title).savefig(path, dpi=110)
+    return path

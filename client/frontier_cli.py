@@ -1,0 +1,110 @@
+"""`privrl frontier`: the privacy–utility frontier of every learning family, and the ablation of
+the levers by which the practical presets depart from the faithful ones."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from privrl.client.cli_common import CliError, epsilon_value, positive_int
+from privrl.lab.frontier_cases import ABLATIONS, CASES
+
+OUTPUTS = ("frontier.json", "frontier.png")
+
+
+def cmd_frontier(args: argparse.Namespace) -> int:
+    """privrl frontier: run (or continue) the study in --out, then draw its figure."""
+    from privrl.lab.frontier import Study, StudySpec, panels, run_study, threshold_table
+    from privrl.lab.plots import plot_frontier_panels
+
+    if args.list:
+        return list_cases()
+    known = [c.name for c in CASES]
+    unknown = [c for c in args.cases if c not in known]
+    if unknown:
+        raise CliError(f"unknown case(s) {', '.join(unknown)}: use {', '.join(known)}")
+    if args.seeds < 2:
+        raise CliError("--seeds: at least 2 seeds (an interval over seeds needs two)")
+    spec = StudySpec(episodes=args.episodes,
+                     seeds=tuple(range(args.seed, args.seed + args.seeds)), delta=args.delta,
+                     cases=tuple(args.cases), presets=tuple(args.presets),
+                     grid_size=args.grid_size, epsilons=tuple(args.epsilon or ()),
+                     ablation=not args.no_ablation)
+    out = Path(args.out)
+    path = out / OUTPUTS[0]
+    if args.force and path.exists():
+        path.unlink()
+    study = Study(path, spec, shlex.join(["privrl", *sys.argv[1:]]))
+    try:
+        resumed = study.resume()
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if resumed:
+        print(f"continuing {path}: {resumed} run(s) already there", file=sys.stderr)
+    data = run_study(study, workers=args.workers, quiet=args.quiet)
+    png = plot_frontier_panels(panels(data), out / OUTPUTS[1], data["learns_below_percent"])
+    print_thresholds(threshold_table(data))
+    print(path)
+    print(png)
+    return 0
+
+
+def print_thresholds(table: dict) -> None:
+    """The threshold table as plain text."""
+    for row in table["rows"]:
+        case, preset, grid, eps, interval, pct = row[:6]
+        at = "" if pct is None else f" ({pct[0]:.1f}% ± {pct[1]:.1f} at it)"
+        print(f"{case:<24} {preset:<10} smallest learning ε {eps:<10} {interval}{at}")
+
+
+def list_cases() -> int:
+    """Every case with its default grid, and every ablation's levers."""
+    from privrl.lab.frontier_cases import case_named
+
+    for case in CASES:
+        print(f"{case.name:<24} {case.title:<28} ε grid {case.grid(8)}")
+    for ablation in ABLATIONS:
+        algo = case_named(ablation.case).algo
+        print(f"ablation {ablation.case} at ε = {ablation.epsilon:g}:")
+        for lever in ablation.levers:
+            missing = lever.missing(algo)
+            state = f"not available ({'; '.join(missing)})" if missing else "available"
+            print(f"  {lever.kind:<12} {lever.label:<40} {lever.overrides():<48} {state}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `frontier`."""
+    p = sub.add_parser(
+        "frontier", help="the privacy–utility frontier of every family, and the levers' ablation",
+        description="Run every case (algorithm, privacy mode, knobs) under the faithful and the"
+        " practical presets over its ε grid, seeds as replicas, in process and in parallel;"
+        " find each case's smallest ε that learns (last 10% of episodes ≤ 25% of the uniform"
+        " policy's regret) with an interval over the seeds; run the ablation of the levers;"
+        " write --out/frontier.json and --out/frontier.png. A re-run with the same options"
+        " continues an interrupted study.")
+    p.add_argument("--cases", nargs="+", default=[c.name for c in CASES], metavar="CASE",
+                   help="the cases to run (default: all; --list names them)")
+    p.add_argument("--presets", nargs="+", choices=["faithful", "practical"],
+                   default=["faithful", "practical"], help="the presets (default: both)")
+    p.add_argument("--epsilon", type=epsilon_value, nargs="+", default=None,
+                   help="one ε grid for every case (default: each case's own range, log-spaced)")
+    p.add_argument("--grid-size", type=positive_int, default=8,
+                   help="ε values per case over its own range (default: 8)")
+    p.add_argument("--episodes", type=positive_int, default=50_000, help="K (default: 50,000)")
+    p.add_argument("--seeds", type=positive_int, default=5, help="seeds per run (default: 5)")
+    p.add_argument("--seed", type=int, default=0, help="first seed (default: 0)")
+    p.add_argument("--delta", type=float, default=1e-5, help="δ (default: 1e-5)")
+    p.add_argument("--no-ablation", action="store_true", help="skip the levers' ablation")
+    p.add_argument("--workers", type=positive_int, default=2,
+                   help="parallel processes (default: 2)")
+    p.add_argument("--out", default="results/frontier",
+                   help="where frontier.json and frontier.png go (default: results/frontier)")
+    p.add_argument("--force", action="store_true",
+                   help="start over: discard the study already in --out")
+    p.add_argument("--quiet", action="store_true", help="no per-run progress lines")
+    p.add_argument("--list", action="store_true",
+                   help="list the cases and the ablations' levers (available or not) and exit")
+    p.set_defaults(handler=cmd_frontier)

@@ -1,0 +1,513 @@
+"""`privrl frontier`: every case under both presets over its ε grid, and the levers' ablation.
+
+The study is one JSON file (`frontier.json`): its spec, provenance (command, commit, load
+average), and one record per distinct run configuration, keyed by a digest of the
+configuration. A run that is already in the file is not run again (an interrupted study
+continues where it stopped); the file is rewritten after every finished run. Seeds run as
+replicas of one in-process run per configuration; configurations run in parallel on local
+processes (executors.py). Thresholds (threshold.py) and tables are derived from the records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..algorithms import registry
+from ..budget import OverspendingPlan, check_budget
+from ..config import RunConfig
+from ..worlds import optimal_return, uniform_random_return
+from ..worlds.model_spec import model_spec_of
+from .executors import LocalExecutor, Task, TaskResult, run_task
+from .experiments import WorldSpec
+from .frontier_cases import ABLATIONS, CASES, Ablation, Case, Lever, case_named
+from .provenance import commit as checkout_commit
+from .threshold import LEARNS_BELOW, Interval, final_fractions, smallest_learning_epsilon
+
+PRESETS = ("faithful", "practical")
+MECHANISM = "gaussian"
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """What a study measures: its size and which cases, presets, grid and ablations."""
+
+    episodes: int = 50_000
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    delta: float = 1e-5
+    cases: tuple[str, ...] = tuple(c.name for c in CASES)
+    presets: tuple[str, ...] = PRESETS
+    grid_size: int = 8
+    epsilons: tuple[float, ...] = ()  # an explicit grid for every case (empty: each case's own)
+    ablation: bool = True
+
+    def grid(self, case: Case) -> list[float]:
+        """The ε grid of `case`."""
+        return sorted(self.epsilons) if self.epsilons else case.grid(self.grid_size)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (tuples as lists)."""
+        return json.loads(json.dumps(asdict(self)))
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of the study: a configuration to run, or a reason it cannot run."""
+
+    kind: str  # "frontier" or "ablation"
+    case: str
+    label: str  # the preset ("faithful", "practical"), or the ablation row's lever
+    epsilon: float
+    config: RunConfig | None
+    world: WorldSpec
+    lever: str = ""  # ablation: the lever's kind ("" for the presets, "all" for every lever)
+    overrides: str = ""
+    unavailable: str = ""  # why the row cannot run on this build
+
+    @property
+    def key(self) -> str:
+        """The run's digest (its configuration): one record per distinct configuration."""
+        if self.config is None:
+            return ""
+        text = json.dumps(self.config.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def row(self) -> dict[str, Any]:
+        """The JSON row (frontier or ablation list) that points at its run."""
+        out = {"case": self.case, "label": self.label, "epsilon": self.epsilon, "run": self.key}
+        if self.kind == "ablation":
+            out.update(lever=self.lever, overrides=self.overrides, unavailable=self.unavailable)
+        return out
+
+
+@dataclass
+class Planner:
+    """Builds the study's configurations (worlds built once each)."""
+
+    spec: StudySpec
+    mdps: dict[str, Any] = field(default_factory=dict)
+
+    def world(self, algo: str) -> tuple[WorldSpec, Any]:
+        """The algorithm's default world and its MDP."""
+        name = registry.get(algo).default_world
+        if name not in self.mdps:
+            self.mdps[name] = WorldSpec(name).build()
+        mdp = self.mdps[name]
+        return WorldSpec(name, mdp.H), mdp
+
+    def config(self, case: Case, preset: str, epsilon: float,
+               lever_fields: dict[str, Any] | None = None,
+               lever_knobs: dict[str, Any] | None = None) -> tuple[RunConfig, WorldSpec]:
+        """The case's RunConfig at `epsilon` under `preset`, with a lever's overrides."""
+        world, mdp = self.world(case.algo)
+        knobs = {**case.knobs, **(lever_knobs or {})}
+        config = RunConfig(
+            algo=case.algo, n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H,
+            model=model_spec_of(mdp), episodes=self.spec.episodes, privacy=case.privacy,
+            epsilon=float(epsilon), delta=self.spec.delta, mechanism=MECHANISM, preset=preset,
+            knobs=knobs or None, **(lever_fields or {}))
+        return config, world
+
+    def jobs(self) -> list[Job]:
+        """Every frontier point, then every ablation row."""
+        out = []
+        for name in self.spec.cases:
+            case = case_named(name)
+            for preset in self.spec.presets:
+                for eps in self.spec.grid(case):
+                    config, world = self.config(case, preset, eps)
+                    out.append(Job("frontier", name, preset, eps, config, world))
+        if self.spec.ablation:
+            for ablation in ABLATIONS:
+                if ablation.case in self.spec.cases:
+                    out += self.ablation_jobs(ablation)
+        return out
+
+    def ablation_jobs(self, ablation: Ablation) -> list[Job]:
+        """Faithful, each lever alone, every available lever together, practical."""
+        case, eps = case_named(ablation.case), ablation.epsilon
+        rows = []
+
+        def job(label: str, lever: str, overrides: str, preset: str = "faithful",
+                fields: dict[str, Any] | None = None, knobs: dict[str, Any] | None = None,
+                unavailable: str = "") -> Job:
+            config, world = (self.config(case, preset, eps, fields, knobs) if not unavailable
+                             else (None, self.world(case.algo)[0]))
+            return Job("ablation", case.name, label, eps, config, world, lever, overrides,
+                       unavailable)
+
+        rows.append(job("faithful preset", "", ""))
+        together_fields: dict[str, Any] = {}
+        together_knobs: dict[str, Any] = {}
+        available: list[Lever] = []
+        for lever in ablation.levers:
+            missing = lever.missing(case.algo)
+            if missing:
+                rows.append(job(lever.label, lever.kind, lever.overrides(),
+                                unavailable="; ".join(missing)))
+                continue
+            available.append(lever)
+            together_fields.update(lever.fields)
+            together_knobs.update(lever.knobs)
+            rows.append(job(lever.label, lever.kind, lever.overrides(), fields=dict(lever.fields),
+                            knobs=dict(lever.knobs)))
+        kinds = ", ".join(dict.fromkeys(lever.kind for lever in available))
+        rows.append(job(f"all available levers ({kinds})", "all", "", fields=together_fields,
+                        knobs=together_knobs))
+        rows.append(job("practical preset", "", "", preset="practical"))
+        return rows
+
+
+def random_regret(mdp: Any) -> float:
+    """The uniformly random policy's per-episode regret on `mdp` (the 100% of the fractions)."""
+    return float(optimal_return(mdp) - uniform_random_return(mdp))
+
+
+def run_or_error(task: Task, progress: Callable[[int], None] | None = None) -> TaskResult | str:
+    """`run_task`, with a failure returned as one line (the study records it and goes on)."""
+    try:
+        return run_task(task, progress)
+    except Exception as exc:  # noqa: BLE001 (any failure of one run must not end the study)
+        return f"{type(exc).__name__}: {exc}"
+
+
+def precheck(config: RunConfig) -> str:
+    """Why `config` cannot run (an overspending plan, a refused knob), or ''."""
+    try:
+        check_budget(config)
+    except OverspendingPlan as exc:
+        return f"refused: {exc}"
+    except ValueError as exc:
+        return f"invalid: {exc}"
+    return ""
+
+
+def record_of(job: Job, result: TaskResult | str, level: float) -> dict[str, Any]:
+    """The JSON record of one finished run."""
+    assert job.config is not None
+    base = {"config": job.config.model_dump(mode="json"), "world": job.world.to_dict(),
+            "algo": job.config.algo, "preset": job.config.preset}
+    if isinstance(result, str):
+        return {**base, "status": "failed", "message": result}
+    led = result.ledger
+    episodes = result.regret.shape[1]
+    return {**base, "status": "done", "seeds": list(result.seeds),
+            "fractions": final_fractions(result.regret, level), "random_regret": level,
+            "ledger": {k: led[k] for k in ("epsilon", "delta", "rho")},
+            "seconds": result.seconds,
+            "ms_per_replica_episode": 1e3 * result.seconds / (episodes * len(result.seeds)),
+            "policy_versions": result.policy_versions}
+
+
+class Study:
+    """A study's JSON file: load (to resume), add records, save atomically."""
+
+    def __init__(self, path: Path, spec: StudySpec, command: str,
+                 commit: str | None = None) -> None:
+        """`commit`: the code's commit (default: the checkout's, asked of git once)."""
+        self.path, self.spec, self.command = Path(path), spec, command
+        self.commit = commit if commit is not None else checkout_commit()
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.rows: list[Job] = []
+
+    def resume(self) -> int:
+        """Take the finished runs of an existing file of the same spec; how many."""
+        if not self.path.exists():
+            return 0
+        data = json.loads(self.path.read_text())
+        if data.get("spec") != self.spec.to_dict():
+            raise ValueError(f"{self.path} holds a study of another spec ({data.get('spec')}):"
+                             " use another --out, or --force to start over")
+        self.runs = {k: r for k, r in data["runs"].items() if r["status"] != "failed"}
+        return len(self.runs)
+
+    def data(self) -> dict[str, Any]:
+        """The whole JSON document."""
+        frontier = [j.row() for j in self.rows if j.kind == "frontier"]
+        ablation = [j.row() for j in self.rows if j.kind == "ablation"]
+        data = {"schema": SCHEMA, "command": self.command, "commit": self.commit,
+                "load_average": [round(x, 1) for x in os.getloadavg()],
+                "spec": self.spec.to_dict(),
+                "learns_below_percent": LEARNS_BELOW,
+                "frontier": frontier, "ablation": ablation, "runs": self.runs}
+        data["thresholds"] = thresholds(data)
+        return data
+
+    def save(self) -> Path:
+        """Rewrite the file (a temporary file renamed over it: never half-written)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data(), indent=1, allow_nan=False) + "\n")
+        tmp.replace(self.path)
+        return self.path
+
+
+def clock(seconds: float) -> str:
+    """'1h02m', '3m05s', '12s'."""
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+class Progress:
+    """'[i/n] label: seconds; elapsed, ETA' on stderr; the ETA from the finished runs' seconds
+    per replica-episode of the same algorithm (else of all), over the parallel workers."""
+
+    def __init__(self, tasks: Sequence[Task], workers: int, quiet: bool = False) -> None:
+        self.pending = {t.key: t for t in tasks}
+        self.n, self.done, self.workers, self.quiet = len(tasks), 0, max(1, workers), quiet
+        self.rate: dict[str, list[float]] = {}
+        self.start = time.perf_counter()
+
+    def eta(self) -> float | None:
+        """Seconds left, or None before any run finished."""
+        every = [r for rates in self.rate.values() for r in rates]
+        if not every:
+            return None
+        left = 0.0
+        for t in self.pending.values():
+            rates = self.rate.get(t.config.algo) or every
+            left += float(np.mean(rates)) * t.replica_episodes
+        return left / min(self.workers, max(1, len(self.pending)))
+
+    def finished(self, task: Task, seconds: float | None, what: str) -> None:
+        """A run finished (seconds None: it failed)."""
+        self.pending.pop(task.key, None)
+        self.done += 1
+        if seconds is not None:
+            self.rate.setdefault(task.config.algo, []).append(seconds / task.replica_episodes)
+        if self.quiet:
+            return
+        eta = self.eta()
+        print(f"[{self.done}/{self.n}] {what}: "
+              f"{'failed' if seconds is None else f'{seconds:.1f} s'}; elapsed "
+              f"{clock(time.perf_counter() - self.start)}, ETA "
+              f"{'?' if eta is None else clock(eta)}", file=sys.stderr, flush=True)
+
+
+def describe(job: Job) -> str:
+    """'dp-ucbvi-step-jdp practical ε=1'."""
+    return f"{job.case} {job.label} ε={job.epsilon:g}"
+
+
+def run_study(study: Study, workers: int = 2, quiet: bool = False,
+              note: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run every job of the study not yet in its file; the file after each run; its data."""
+    say = note or (lambda text: print(text, file=sys.stderr, flush=True))
+    planner = Planner(study.spec)
+    study.rows = planner.jobs()
+    todo: dict[str, Job] = {}
+    for job in study.rows:
+        if job.unavailable:
+            say(f"lever {job.label!r} ({job.lever}) is not available for family {job.case}:"
+                f" {job.unavailable}")
+            continue
+        if job.key in study.runs or job.key in todo:
+            continue
+        assert job.config is not None
+        reason = precheck(job.config)
+        if reason:
+            say(f"{describe(job)}: {reason}")
+            study.runs[job.key] = {"config": job.config.model_dump(mode="json"),
+                                   "world": job.world.to_dict(), "algo": job.config.algo,
+                                   "preset": job.config.preset, "status": "refused",
+                                   "message": reason}
+            continue
+        todo[job.key] = job
+    jobs = list(todo.values())
+    tasks = [Task((i, 0), j.config, j.world, tuple(study.spec.seeds))
+             for i, j in enumerate(jobs) if j.config is not None]
+    say(f"{len(study.rows)} rows, {len(study.runs)} runs already done or refused,"
+        f" {len(tasks)} to run ({study.spec.episodes} episodes x {len(study.spec.seeds)} seeds"
+        f" each) on {workers} worker(s)")
+    study.save()
+    progress = Progress(tasks, workers, quiet)
+    levels = {name: random_regret(mdp) for name, mdp in planner.mdps.items()}
+    by_key = {t.key: t for t in tasks}
+    for key, result in LocalExecutor(workers).run(run_or_error, tasks, lambda k, n: None):
+        job = jobs[key[0]]
+        study.runs[job.key] = record_of(job, result, levels[job.world.name])
+        study.save()
+        ok = not isinstance(result, str)
+        progress.finished(by_key[key], result.seconds if ok else None, describe(job))
+        if not ok:
+            say(f"  {result}")
+    return study.data()
+
+
+# ---------------------------------------------------------------- derived: thresholds, tables
+
+
+def _interval(run: dict[str, Any] | None) -> Interval | None:
+    if not run or run.get("status") != "done":
+        return None
+    return Interval.of(run["fractions"])
+
+
+def series(data: dict[str, Any], case: str, preset: str) -> list[tuple[float, Interval]]:
+    """(ε, interval of the final fractions) of a case under a preset, by ε; runs with results."""
+    out = []
+    for row in data["frontier"]:
+        if row["case"] == case and row["label"] == preset:
+            ci = _interval(data["runs"].get(row["run"]))
+            if ci is not None:
+                out.append((float(row["epsilon"]), ci))
+    return sorted(out, key=lambda p: p[0])
+
+
+def thresholds(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per case and preset: the smallest ε that learns and its interval (threshold.py)."""
+    out = []
+    seen = dict.fromkeys((r["case"], r["label"]) for r in data["frontier"])
+    for case, preset in seen:
+        fractions = {}
+        refused = []
+        for row in data["frontier"]:
+            if row["case"] != case or row["label"] != preset:
+                continue
+            run = data["runs"].get(row["run"]) or {}
+            if run.get("status") == "done":
+                fractions[float(row["epsilon"])] = run["fractions"]
+            elif run:
+                refused.append(float(row["epsilon"]))
+        found = smallest_learning_epsilon(fractions, data["learns_below_percent"])
+        out.append({"case": case, "preset": preset, **found.to_dict(),
+                    "not_run": sorted(refused)})
+    return out
+
+
+def _eps_text(value: float | None, grid: Sequence[float]) -> str:
+    if value is None:
+        return f"> {max(grid):g}" if grid else "—"
+    return f"{value:g}"
+
+
+def threshold_table(data: dict[str, Any]) -> dict[str, Any]:
+    """The thresholds as a results_table document (columns, rows, provenance)."""
+    columns = [("case", ""), ("preset", ""), ("ε grid", ""), ("smallest ε that learns", ""),
+               ("95% interval", ""), ("% of uniform at it", ".1f"), ("ledger ε at it", ".4g"),
+               ("% of uniform at the largest ε", ".1f")]
+    rows = []
+    for t in data["thresholds"]:
+        grid = t["grid"]
+        points = dict(series(data, t["case"], t["preset"]))
+        at = points.get(t["epsilon"]) if t["epsilon"] is not None else None
+        top = points.get(max(grid)) if grid else None
+        spent = (_run_at(data, t["case"], t["preset"], t["epsilon"])["ledger"]["epsilon"]
+                 if at else None)
+        rows.append([t["case"], t["preset"],
+                     _grid_text(grid, t["not_run"]),
+                     _eps_text(t["epsilon"], grid),
+                     f"[{_eps_text(t['low'], grid)}, {_eps_text(t['high'], grid)}]",
+                     [at.mean, at.high - at.mean] if at else None,
+                     spent if isinstance(spent, float) else None,
+                     [top.mean, top.high - top.mean] if top else None])
+    return _document(data, columns, rows, _threshold_note(data))
+
+
+def _grid_text(grid: Sequence[float], refused: Sequence[float]) -> str:
+    """'0.1 … 100 (4)', with the ε refused before they ran: '(2; 1000, 1e+05 refused)'."""
+    text = f"{min(grid):g} … {max(grid):g} ({len(grid)}" if grid else "— ("
+    if refused:
+        text += ("; " if grid else "") + ", ".join(f"{e:g}" for e in refused) + " refused"
+    return text + ")"
+
+
+def _run_at(data: dict[str, Any], case: str, preset: str, epsilon: float) -> dict[str, Any]:
+    """The frontier run of a case and preset at ε."""
+    row = next(r for r in data["frontier"] if (r["case"], r["label"], float(r["epsilon"]))
+               == (case, preset, epsilon))
+    return data["runs"][row["run"]]
+
+
+def timing_table(data: dict[str, Any], episodes: int = 50_000, seeds: int = 5,
+                 grid_size: int = 8, workers: int = 2) -> dict[str, Any]:
+    """Per case and preset: the measured seconds per run and per replica-episode, and a linear
+    extrapolation to `grid_size` ε × `seeds` seeds × `episodes` episodes."""
+    columns = [("case", ""), ("preset", ""), ("runs", "d"), ("s per run", ".1f"),
+               ("ms per replica-episode", ".3f"), (f"extrapolated s at K = {episodes:,}", "sci")]
+    rows, total = [], 0.0
+    for key in dict.fromkeys((r["case"], r["label"]) for r in data["frontier"]):
+        runs = [data["runs"][r["run"]] for r in data["frontier"]
+                if (r["case"], r["label"]) == key
+                and data["runs"].get(r["run"], {}).get("status") == "done"]
+        if not runs:
+            rows.append([*key, 0, None, None, None])
+            continue
+        ms = float(np.mean([r["ms_per_replica_episode"] for r in runs]))
+        full = ms * 1e-3 * episodes * seeds * grid_size
+        total += full
+        rows.append([*key, len(runs), float(np.mean([r["seconds"] for r in runs])), ms, full])
+    hours = total / 3600
+    note = (f"Seconds of one run (all its seeds as replicas) at the study's size; extrapolated"
+            f" linearly in K × seeds to {grid_size} ε × {seeds} seeds × {episodes:,} episodes"
+            f" per case and preset: {hours:.1f} h of runs in all, {hours / workers:.1f}"
+            f" h on {workers} cores (ablation not included; a per-episode cost that grows with K"
+            " makes it an underestimate).")
+    return _document(data, columns, rows, note)
+
+
+def _threshold_note(data: dict[str, Any]) -> str:
+    spec = data["spec"]
+    return (f"K = {spec['episodes']:,}, {len(spec['seeds'])} seeds, δ = {spec['delta']:g},"
+            f" Gaussian mechanism, each algorithm's default world. A case learns at ε when the"
+            f" seeds' mean final fraction (last 10% of episodes, % of the uniformly random"
+            f" policy's regret) is ≤ {data['learns_below_percent']:g}%; the smallest ε that"
+            " learns is the smallest grid ε from which on it learns at every larger grid ε; the"
+            " interval applies the same rule to the ends of each ε's 95% t interval over the"
+            " seeds.")
+
+
+def ablation_table(data: dict[str, Any]) -> dict[str, Any]:
+    """The ablation rows as a results_table document."""
+    columns = [("case", ""), ("ε", "g"), ("lever", ""), ("row", ""), ("overrides", ""),
+               ("% of uniform", ".1f"), ("vs faithful (points)", "+.1f"), ("ledger ε", ".4g"),
+               ("status", "")]
+    rows = []
+    base: dict[str, float] = {}
+    for r in data["ablation"]:
+        run = data["runs"].get(r["run"]) if r["run"] else None
+        ci = _interval(run)
+        if r["label"] == "faithful preset" and ci is not None:
+            base[r["case"]] = ci.mean
+        status = ("not available: " + r["unavailable"] if r["unavailable"]
+                  else "done" if ci else (run or {}).get("message", "not run"))
+        eps = run["ledger"]["epsilon"] if ci else None
+        rows.append([r["case"], r["epsilon"], r["lever"] or "—", r["label"],
+                     r["overrides"] or "—", [ci.mean, ci.high - ci.mean] if ci else None,
+                     ci.mean - base[r["case"]] if ci and r["case"] in base else None,
+                     eps if isinstance(eps, float) else None, status])
+    note = ("Each lever alone on the faithful preset, then every available lever together, and"
+            " the practical preset; % of uniform as mean ± 95% t half-width over the seeds.")
+    return _document(data, columns, rows, note)
+
+
+def _document(data: dict[str, Any], columns: list[tuple[str, str]], rows: list[list[Any]],
+              note: str) -> dict[str, Any]:
+    return {"command": data["command"], "commit": data["commit"],
+            "load_average": data["load_average"],
+            "columns": [{"title": t, "format": f} for t, f in columns], "rows": rows,
+            "note": note}
+
+
+def panels(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The figure's panels: per case its title, privacy mode and each preset's points."""
+    out = []
+    for name in dict.fromkeys(r["case"] for r in data["frontier"]):
+        case = case_named(name)
+        presets = {p: [(e, ci.mean, ci.low, ci.high) for e, ci in series(data, name, p)]
+                   for p in dict.fromkeys(r["label"] for r in data["frontier"]
+                                          if r["case"] == name)}
+        out.append({"title": case.title, "privacy": case.privacy, "presets": presets})
+    return out

@@ -1,0 +1,143 @@
+"""What `privrl frontier` runs: the learning cases, their ε ranges, and the ablation's levers.
+
+A *case* is an (algorithm, privacy mode, knobs) on the algorithm's default world; the study runs
+it under both presets at every ε of its grid. A *lever* is a named set of overrides (RunConfig
+fields and knobs) by which the practical preset departs from the faithful one; the ablation
+applies each lever alone, then all of them, to the faithful preset at one ε per family. A lever
+whose field or knob this build does not have is named, and reported as not available.
+Sensitivities from the public features are not a lever: both presets use them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..algorithms import registry
+from ..config import RunConfig
+
+LEVER_KINDS = ("schedule", "counter", "split", "sensitivity", "accounting", "learner")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One learning case: an algorithm in one privacy mode with fixed knobs, and its ε range."""
+
+    name: str
+    algo: str
+    privacy: str
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    epsilon_range: tuple[float, float] = (0.1, 1e5)
+
+    @property
+    def title(self) -> str:
+        """'dp-ucbvi pooled JDP'."""
+        extra = " pooled" if self.knobs.get("pooled") else ""
+        return f"{self.algo}{extra} {self.privacy.upper()}"
+
+    def grid(self, size: int) -> list[float]:
+        """`size` log-spaced ε over the case's range, at two significant digits."""
+        lo, hi = self.epsilon_range
+        points = np.geomspace(lo, hi, size) if size > 1 else np.array([hi])
+        return sorted({float(f"{e:.2g}") for e in points})
+
+
+@dataclass(frozen=True)
+class Lever:
+    """Overrides of the faithful preset: RunConfig fields and the algorithm's knobs."""
+
+    kind: str  # one of LEVER_KINDS
+    label: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+
+    def overrides(self) -> str:
+        """'counter=matrix, knob beta_scale=0.1'."""
+        parts = [f"{k}={v}" for k, v in self.fields.items()]
+        parts += [f"knob {k}={v}" for k, v in self.knobs.items()]
+        return ", ".join(parts)
+
+    def missing(self, algo: str) -> list[str]:
+        """The fields and knobs this lever names that this build lacks (empty: available)."""
+        knobs = registry.get(algo).knobs_model.model_fields
+        return ([f"RunConfig has no field {k!r}" for k in self.fields
+                 if k not in RunConfig.model_fields]
+                + [f"{algo} has no knob {k!r}" for k in self.knobs if k not in knobs])
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """A case's levers, measured at one ε."""
+
+    case: str
+    epsilon: float
+    levers: tuple[Lever, ...]
+
+
+CASES: tuple[Case, ...] = (
+    Case("dp-ucbvi-step-jdp", "dp-ucbvi", "jdp", {}, (0.1, 100.0)),
+    Case("dp-ucbvi-pooled-jdp", "dp-ucbvi", "jdp", {"pooled": True}, (0.01, 10.0)),
+    Case("dp-ucbvi-pooled-ldp", "dp-ucbvi", "ldp", {"pooled": True}, (0.3, 1000.0)),
+    Case("ucrl-vtr-jdp", "ucrl-vtr", "jdp", {}, (0.1, 1e5)),
+    Case("ucrl-vtr-ldp", "ucrl-vtr", "ldp", {}, (1.0, 1e6)),
+    Case("linopt-vi-jdp", "linopt-vi", "jdp", {}, (0.1, 1e5)),
+    Case("linopt-po-jdp", "linopt-po", "jdp", {}, (0.1, 1e5)),
+    Case("lsvi-ucb-batched-jdp", "lsvi-ucb-batched", "jdp", {}, (1.0, 1e5)),
+    Case("lsvi-ucb-switching-jdp", "lsvi-ucb-switching", "jdp", {}, (1.0, 1e5)),
+)
+
+# Levers shared by every family (the continual-release layer and the accountant of issue 31)
+MATRIX_COUNTER = Lever("counter", "matrix-factorization counter", {"counter": "matrix"})
+GEOMETRIC = Lever("schedule", "geometric releases (r = 1.1)", {"schedule": "geometric:1.1"})
+PROFILE = Lever("accounting", "exact Gaussian privacy profile", {"accounting": "profile"})
+SPLIT = Lever("split", "budget split σ_f² ∝ Δ_f", knobs={"split": "sensitivity"})
+
+ABLATIONS: tuple[Ablation, ...] = (
+    Ablation("dp-ucbvi-step-jdp", 5.0, (
+        GEOMETRIC,
+        Lever("counter", "smoothed tree", {"tree_smoothing": True}),
+        MATRIX_COUNTER,
+        Lever("split", "N(s,a) derived from N(s,a,s')", knobs={"pair_counts": "derived"}),
+        PROFILE,
+        Lever("learner", "practical bonus and radius", knobs={
+            "bonus_scale": 0.01, "privacy_scale": 0.0, "radius_mode": "std",
+            "unknown_below": 1.0, "clip_remaining": True}),
+    )),
+    Ablation("ucrl-vtr-jdp", 10.0, (
+        GEOMETRIC, MATRIX_COUNTER, SPLIT,
+        Lever("sensitivity", "values clipped at H−h+1", knobs={"clip_remaining": True}),
+        Lever("accounting", "zCDP calibration", knobs={"calibration": "zcdp"}),
+        PROFILE,
+        Lever("learner", "Thm. 7 radius × 0.1, release shift", knobs={
+            "beta_mode": "thm7", "beta_scale": 0.1, "shift": "release", "shift_scale": 1.0}),
+    )),
+    Ablation("linopt-vi-jdp", 100.0, (
+        GEOMETRIC, MATRIX_COUNTER, SPLIT,
+        Lever("accounting", "zCDP calibration", knobs={"calibration": "zcdp"}),
+        PROFILE,
+        Lever("learner", "radius × 0.1, release shift", knobs={
+            "beta_scale": 0.1, "shift": "release"}),
+    )),
+    Ablation("lsvi-ucb-batched-jdp", 1000.0, (
+        MATRIX_COUNTER,
+        Lever("accounting", "zCDP calibration", knobs={"calibration": "zcdp"}),
+        PROFILE,
+        Lever("learner", "β = 2, noise shift, ridge 1", knobs={
+            "shift": "noise", "beta": 2.0, "ridge": 1.0}),
+    )),
+    Ablation("lsvi-ucb-switching-jdp", 1000.0, (
+        GEOMETRIC, MATRIX_COUNTER, PROFILE,
+        Lever("learner", "β = 2", knobs={"beta": 2.0}),
+    )),
+)
+
+
+def case_named(name: str) -> Case:
+    """The case called `name` (ValueError listing them otherwise)."""
+    for case in CASES:
+        if case.name == name:
+            return case
+    raise ValueError(f"unknown case {name!r}: use {', '.join(c.name for c in CASES)}")

@@ -1,0 +1,110 @@
+"""The smallest ε that learns, with a confidence interval over seeds (`privrl frontier`).
+
+A case (algorithm, mode, preset) run at grid values ε₁ < … < ε_m, n seeds each, gives per seed
+the *final fraction* f: the mean regret of the last 10% of episodes as a percentage of the
+uniformly random policy's per-episode regret (0% optimal, 100% random). Per ε:
+
+* the mean f̄ and a two-sided 95% Student t interval f̄ ± t₀.₉₇₅,ₙ₋₁ · s/√n over the seeds;
+* the case *learns at ε* when f̄ ≤ 25% (`LEARNS_BELOW`).
+
+The smallest ε that learns, ε*, is the smallest grid ε from which on the case learns at every
+larger grid ε (so one lucky dip below a failing ε does not count). Its interval [ε_lo, ε_hi]
+applies the same rule to the ends of the per-ε intervals: ε_lo from where the interval's lower
+end is ≤ 25% (learning is not excluded), ε_hi from where its upper end is ≤ 25% (learning is
+established). So ε_lo ≤ ε* ≤ ε_hi; None means "not on this grid" (beyond its largest ε).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+LEARNS_BELOW = 25.0  # percent of the uniform policy's regret
+TAIL_FRACTION = 0.1  # the final fraction is measured on the last 10% of episodes
+CONFIDENCE = 0.95
+# Student t quantiles t_{0.975, df} for df = 1..30 (the table every statistics text prints;
+# tests check it against scipy.stats.t); beyond 30 degrees of freedom the normal 1.96.
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def tail_episodes(episodes: int) -> int:
+    """How many final episodes the fraction averages: 10% of K, at least one."""
+    return max(1, round(TAIL_FRACTION * episodes))
+
+
+def final_fractions(regret: np.ndarray, random_regret: float) -> list[float]:
+    """Per seed (rows of `regret`, (R, K)): the last 10%'s mean regret, % of the random policy's."""
+    tail = tail_episodes(regret.shape[1])
+    return [float(100.0 * x / random_regret) for x in regret[:, -tail:].mean(axis=1)]
+
+
+def t_quantile(df: int) -> float:
+    """t_{0.975, df}: the two-sided 95% Student t quantile."""
+    if df < 1:
+        raise ValueError("a t interval needs at least two seeds")
+    return T975[df - 1] if df <= len(T975) else 1.96
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The mean of the seeds' fractions and its 95% t interval (the mean itself for one seed)."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Interval:
+        """Mean ± t · s/√n of `values`."""
+        x = np.asarray(values, dtype=np.float64)
+        if x.size == 0:
+            raise ValueError("no seeds")
+        mean = float(x.mean())
+        if x.size == 1:
+            return cls(mean, mean, mean, 1)
+        half = t_quantile(x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
+        return cls(mean, mean - half, mean + half, int(x.size))
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """The smallest grid ε that learns and its interval; None: not on the grid."""
+
+    epsilon: float | None
+    low: float | None
+    high: float | None
+    grid: tuple[float, ...]  # the ε that have results, ascending
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON form."""
+        return {"epsilon": self.epsilon, "low": self.low, "high": self.high,
+                "grid": list(self.grid)}
+
+
+def _from_where(grid: Sequence[float], learns: Callable[[int], bool]) -> float | None:
+    """The smallest grid[j] with learns(i) for every i ≥ j (None if not even the last)."""
+    found = None
+    for j in range(len(grid) - 1, -1, -1):
+        if not learns(j):
+            break
+        found = grid[j]
+    return found
+
+
+def smallest_learning_epsilon(fractions: Mapping[float, Sequence[float]],
+                              below: float = LEARNS_BELOW) -> Threshold:
+    """ε*, ε_lo and ε_hi (module docstring) of the seeds' final fractions (%) at each ε."""
+    grid = tuple(sorted(float(e) for e in fractions if len(fractions[e])))
+    ci = [Interval.of(fractions[e]) for e in grid]
+    return Threshold(
+        epsilon=_from_where(grid, lambda i: ci[i].mean <= below),
+        low=_from_where(grid, lambda i: ci[i].low <= below),
+        high=_from_where(grid, lambda i: ci[i].high <= below),
+        grid=grid,
+    )

@@ -1,0 +1,307 @@
+"""`privrl frontier`: the smallest learning ε and its interval on data whose answer is known, the
+study's JSON (schema, resumption, refused and unavailable rows), its tables and its figure."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.colors import to_hex
+from privrl.lab import frontier as fr
+from privrl.lab.frontier_cases import ABLATIONS, CASES, LEVER_KINDS, Lever, case_named
+from privrl.lab.plots import PRIVACY_COLORS, frontier_panels_figure
+from privrl.lab.threshold import (
+    T975,
+    Interval,
+    final_fractions,
+    smallest_learning_epsilon,
+    t_quantile,
+    tail_episodes,
+)
+from test_docs import load_hooks
+
+GRID = (1.0, 2.0, 4.0, 8.0, 16.0)
+SPREAD = (-8.0, 0.0, 8.0)  # three seeds around each mean: s = 8, half-width t₂·8/√3 = 19.87
+
+
+def seeds_around(means: list[float]) -> dict[float, list[float]]:
+    return {e: [m + o for o in SPREAD] for e, m in zip(GRID, means, strict=True)}
+
+
+def test_the_t_table_is_student_t() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    for df in range(1, len(T975) + 1):
+        assert t_quantile(df) == pytest.approx(stats.t.ppf(0.975, df), abs=1e-3)
+    assert t_quantile(100) == pytest.approx(stats.norm.ppf(0.975), abs=1e-3)
+    with pytest.raises(ValueError):
+        t_quantile(0)
+
+
+def test_the_interval_is_mean_plus_minus_t_s_over_root_n() -> None:
+    ci = Interval.of([1.0, 2.0, 3.0])
+    assert (ci.mean, ci.n) == (2.0, 3)
+    assert ci.high - ci.mean == pytest.approx(4.303 / math.sqrt(3))
+    assert ci.mean - ci.low == pytest.approx(ci.high - ci.mean)
+    one = Interval.of([7.0])
+    assert one.low == one.mean == one.high == 7.0
+
+
+def test_threshold_and_its_interval_on_known_data() -> None:
+    """Means 100, 60, 30, 20, 0 with half-width 19.9: the mean crosses 25% at ε = 8, the
+    interval's lower end at ε = 4 (30 − 19.9 ≤ 25), its upper end at ε = 16 (20 + 19.9 > 25,
+    0 + 19.9 ≤ 25)."""
+    found = smallest_learning_epsilon(seeds_around([100.0, 60.0, 30.0, 20.0, 0.0]))
+    assert (found.low, found.epsilon, found.high) == (4.0, 8.0, 16.0)
+    assert found.grid == GRID
+
+
+def test_a_lucky_dip_below_a_failing_epsilon_does_not_count() -> None:
+    found = smallest_learning_epsilon(seeds_around([100.0, 0.0, 60.0, 20.0, 0.0]))
+    assert found.epsilon == 8.0  # ε = 2 learns, but ε = 4 does not
+
+
+def test_never_and_always() -> None:
+    never = smallest_learning_epsilon(seeds_around([100.0, 90.0, 80.0, 70.0, 60.0]))
+    assert (never.low, never.epsilon, never.high) == (None, None, None)
+    always = smallest_learning_epsilon({e: [1.0, 2.0, 3.0] for e in GRID})
+    assert (always.low, always.epsilon, always.high) == (1.0, 1.0, 1.0)
+
+
+def test_a_known_curve_is_recovered_from_noisy_seeds() -> None:
+    """f(ε) = 100 / (1 + (ε/3)²) crosses 25% at ε = 3√3 ≈ 5.2: on a decade grid of 13 points
+    the first grid ε past it is 10; 20 noisy seeds per ε (sd 2) find it, and the interval
+    holds it."""
+    rng = np.random.default_rng(7)
+    grid = np.geomspace(0.1, 1000, 13)
+    data = {float(e): list(100 / (1 + (e / 3) ** 2) + rng.normal(0, 2, 20)) for e in grid}
+    found = smallest_learning_epsilon(data)
+    assert found.epsilon == pytest.approx(10.0)
+    assert found.low <= found.epsilon <= found.high
+
+
+def test_the_interval_always_holds_the_threshold() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        data = {e: list(rng.uniform(0, 60, 3)) for e in GRID}
+        found = smallest_learning_epsilon(data)
+        order = [x if x is not None else math.inf for x in (found.low, found.epsilon,
+                                                             found.high)]
+        assert order == sorted(order)
+
+
+def test_final_fractions_are_the_last_tenth_over_the_random_regret() -> None:
+    regret = np.zeros((2, 100))
+    regret[0, 90:] = 1.0
+    regret[1, 89] = 50.0  # just before the tail: not counted
+    assert tail_episodes(100) == 10 and tail_episodes(3) == 1
+    assert final_fractions(regret, 2.0) == [50.0, 0.0]
+
+
+def test_cases_and_levers_are_data_and_name_real_algorithms() -> None:
+    from privrl.algorithms import registry
+
+    assert len({c.name for c in CASES}) == len(CASES) >= 9
+    for case in CASES:
+        algo = registry.get(case.algo)
+        assert case.privacy in algo.privacy_modes
+        grid = case.grid(8)
+        assert len(grid) == 8 and grid == sorted(grid)
+        assert grid[0] == case.epsilon_range[0] and grid[-1] == case.epsilon_range[1]
+    for ablation in ABLATIONS:
+        case_named(ablation.case)
+        assert {lever.kind for lever in ablation.levers} <= set(LEVER_KINDS)
+    with pytest.raises(ValueError, match="unknown case"):
+        case_named("nope")
+
+
+def test_a_lever_names_what_this_build_lacks() -> None:
+    lever = Lever("counter", "x", {"no_such_field": 1}, {"no_such_knob": 2, "beta": 2.0})
+    assert lever.missing("lsvi-ucb-batched") == [
+        "RunConfig has no field 'no_such_field'", "lsvi-ucb-batched has no knob 'no_such_knob'"]
+    assert Lever("learner", "y", {"tree_smoothing": True}, {"pooled": True}).missing(
+        "dp-ucbvi") == []
+
+
+TINY = fr.StudySpec(episodes=20, seeds=(0, 1), cases=("lsvi-ucb-batched-jdp",),
+                    epsilons=(1.0, 1000.0))
+
+
+@pytest.fixture
+def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[fr.Study, dict, list]:
+    """A real tiny study (one case, two ε, two seeds, K = 20) run in this process, and the
+    notes it printed; the ablation's levers include one that no build has."""
+    ghost = Lever("schedule", "ghost schedule", {"ghost_schedule": "x"})
+    ablations = tuple(
+        fr.Ablation(a.case, a.epsilon, (ghost, *a.levers)) for a in ABLATIONS)
+    monkeypatch.setattr(fr, "ABLATIONS", ablations)
+    notes: list[str] = []
+    study = fr.Study(tmp_path / "frontier.json", TINY, "privrl frontier (test)", "abc1234")
+    data = fr.run_study(study, workers=1, quiet=True, note=notes.append)
+    return study, data, notes
+
+
+def test_the_study_json_has_its_schema(tiny: tuple[fr.Study, dict, list]) -> None:
+    study, data, notes = tiny
+    saved = json.loads(study.path.read_text())
+    assert saved == json.loads(json.dumps(data))
+    assert {"schema", "command", "commit", "load_average", "spec", "learns_below_percent",
+            "frontier", "ablation", "runs", "thresholds"} <= set(saved)
+    assert saved["command"] == "privrl frontier (test)" and len(saved["load_average"]) == 3
+    assert saved["spec"]["episodes"] == 20 and saved["spec"]["seeds"] == [0, 1]
+    assert [(r["label"], r["epsilon"]) for r in saved["frontier"]] == [
+        ("faithful", 1.0), ("faithful", 1000.0), ("practical", 1.0), ("practical", 1000.0)]
+    for row in saved["frontier"]:
+        run = saved["runs"][row["run"]]
+        assert run["status"] == "done" and run["seeds"] == [0, 1]
+        assert len(run["fractions"]) == 2 and run["seconds"] > 0
+        assert run["config"]["epsilon"] == row["epsilon"] and run["config"]["delta"] == 1e-5
+        assert run["ledger"]["epsilon"] <= row["epsilon"] * (1 + 1e-9)
+    assert {t["preset"] for t in saved["thresholds"]} == {"faithful", "practical"}
+    ghost = [r for r in saved["ablation"] if r["label"] == "ghost schedule"]
+    assert ghost and ghost[0]["run"] == "" and "ghost_schedule" in ghost[0]["unavailable"]
+    assert ("lever 'ghost schedule' (schedule) is not available for family"
+            " lsvi-ucb-batched-jdp: RunConfig has no field 'ghost_schedule'") in notes
+    labels = [r["label"] for r in saved["ablation"]]
+    assert labels[0] == "faithful preset" and labels[-1] == "practical preset"
+    assert any(x.startswith("all available levers") for x in labels)
+    # the ablation's practical row at ε = 1000 is the frontier's run: run once
+    practical = {r["run"] for r in saved["frontier"] + saved["ablation"]
+                 if r["label"] in ("practical", "practical preset") and r["epsilon"] == 1000.0}
+    assert len(practical) == 1
+
+
+def test_a_rerun_continues_where_the_study_stopped(tiny: tuple[fr.Study, dict, list],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    study, data, _ = tiny
+    saved = json.loads(study.path.read_text())
+    lost = saved["frontier"][1]["run"]
+    del saved["runs"][lost]  # as if interrupted before this run finished
+    study.path.write_text(json.dumps(saved))
+    ran: list[str] = []
+    real = fr.run_task
+
+    def counting(task, progress=None):  # noqa: ANN001, ANN202
+        ran.append(fr.Job("frontier", "", "", 0, task.config, task.world).key)
+        return real(task, progress)
+
+    monkeypatch.setattr(fr, "run_task", counting)
+    again = fr.Study(study.path, TINY, "privrl frontier (test)", "abc1234")
+    assert again.resume() == len(saved["runs"])
+    after = fr.run_study(again, workers=1, quiet=True, note=lambda _: None)
+    assert ran == [lost]
+    assert after["runs"][lost]["status"] == "done"
+    assert after["runs"][lost]["fractions"] == data["runs"][lost]["fractions"]  # same seeds
+    other = fr.Study(study.path, fr.StudySpec(episodes=21, seeds=(0, 1),
+                                              cases=TINY.cases, epsilons=TINY.epsilons), "x",
+                      "abc1234")
+    with pytest.raises(ValueError, match="another spec"):
+        other.resume()
+
+
+def test_a_failed_run_is_recorded_and_retried(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = fr.StudySpec(episodes=10, seeds=(0, 1), cases=("lsvi-ucb-batched-jdp",),
+                        presets=("practical",), epsilons=(10.0,), ablation=False)
+
+    def broken(task, progress=None):  # noqa: ANN001, ANN202
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(fr, "run_task", broken)
+    study = fr.Study(tmp_path / "f.json", spec, "x", "abc1234")
+    data = fr.run_study(study, workers=1, quiet=True, note=lambda _: None)
+    (run,) = data["runs"].values()
+    assert run["status"] == "failed" and run["message"] == "RuntimeError: boom"
+    monkeypatch.undo()
+    again = fr.Study(tmp_path / "f.json", spec, "x", "abc1234")
+    assert again.resume() == 0  # a failed run does not count as finished
+    (run,) = fr.run_study(again, workers=1, quiet=True, note=lambda _: None)["runs"].values()
+    assert run["status"] == "done"
+
+
+def test_an_overspending_configuration_is_recorded_as_refused(tmp_path: Path) -> None:
+    """The faithful LinOpt-VI calibration overspends at large ε: refused before it runs, and its
+    ε is left out of the threshold's grid."""
+    spec = fr.StudySpec(episodes=200, seeds=(0, 1), cases=("linopt-vi-jdp",),
+                        presets=("faithful",), epsilons=(1e5,), ablation=False)
+    data = fr.run_study(fr.Study(tmp_path / "f.json", spec, "x", "abc1234"), workers=1, quiet=True,
+                        note=lambda _: None)
+    (run,) = data["runs"].values()
+    assert run["status"] == "refused" and "would spend" in run["message"]
+    (threshold,) = data["thresholds"]
+    assert threshold["grid"] == [] and threshold["not_run"] == [1e5]
+
+
+def test_the_tables_render_from_the_json(tiny: tuple[fr.Study, dict, list], tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    _, data, _ = tiny
+    hooks = load_hooks()
+    monkeypatch.setattr(hooks, "RESULTS", tmp_path)
+    (tmp_path / "f.json").write_text(json.dumps(data))
+    thresholds = hooks.render("<!-- generated: results-frontier f.json -->")
+    lines = [line for line in thresholds.splitlines() if line.startswith("|")]
+    assert lines[0].startswith("| case | preset | ε grid | smallest ε that learns |")
+    assert len(lines) == 2 + 2  # header, rule, one row per preset
+    assert "| lsvi-ucb-batched-jdp | faithful | 1 … 1000 (2) |" in thresholds
+    assert "`privrl frontier (test)`" in thresholds
+    ablation = hooks.render("<!-- generated: results-frontier-ablation f.json -->")
+    rows = [line for line in ablation.splitlines() if line.startswith("| lsvi")]
+    assert len(rows) == len(data["ablation"])
+    assert any("not available: RunConfig has no field 'ghost_schedule'" in r for r in rows)
+    faithful = next(r for r in rows if "| faithful preset |" in r)
+    assert "| +0.0 |" in faithful  # the baseline's own difference
+    timing = hooks.render("<!-- generated: results-frontier-timing f.json -->")
+    rows = [line for line in timing.splitlines() if line.startswith("| lsvi")]
+    assert [r.split(" | ")[1:3] for r in rows] == [["faithful", "2"], ["practical", "2"]]
+    assert "h on 2 cores" in timing
+
+
+def test_the_figure_has_a_panel_per_case_in_its_privacy_colour() -> None:
+    panels = [{"title": "a JDP", "privacy": "jdp", "presets": {
+                  "faithful": [(1.0, 90.0, 80.0, 100.0), (10.0, 50.0, 40.0, 60.0)],
+                  "practical": [(1.0, 40.0, 30.0, 50.0), (10.0, 5.0, 0.0, 10.0)]}},
+              {"title": "b LDP", "privacy": "ldp", "presets": {
+                  "faithful": [(1.0, 100.0, 99.0, 101.0)], "practical": []}}]
+    fig = frontier_panels_figure(panels)
+    drawn = [ax for ax in fig.axes if ax.axison]
+    assert [ax.get_title() for ax in drawn] == ["a JDP", "b LDP"]
+    for ax, panel in zip(drawn, panels, strict=True):
+        assert ax.get_xscale() == "log"
+        curves = {ln.get_label(): ln for ln in ax.get_lines()
+                  if ln.get_label() in ("faithful", "practical")}
+        assert set(curves) == {p for p, pts in panel["presets"].items() if pts}
+        for line in curves.values():
+            assert to_hex(line.get_color()) == PRIVACY_COLORS[panel["privacy"]]
+        if len(curves) == 2:  # the presets differ by dash pattern and marker
+            assert curves["faithful"].get_linestyle() != curves["practical"].get_linestyle()
+        assert any(ln.get_label().startswith("learns (25%)") and ln.get_ydata()[0] == 25
+                   for ln in ax.get_lines())
+
+
+def test_progress_estimates_from_the_finished_runs_per_algorithm() -> None:
+    spec = fr.StudySpec(episodes=100, seeds=(0, 1), cases=("dp-ucbvi-pooled-jdp",
+                                                           "lsvi-ucb-batched-jdp"),
+                        presets=("practical",), epsilons=(1.0, 10.0), ablation=False)
+    jobs = fr.Planner(spec).jobs()
+    tasks = [fr.Task((i, 0), j.config, j.world, spec.seeds) for i, j in enumerate(jobs)]
+    progress = fr.Progress(tasks, workers=2, quiet=True)
+    assert progress.eta() is None
+    progress.finished(tasks[0], 20.0, "ucbvi")  # 0.1 s per replica-episode
+    progress.finished(tasks[2], 2.0, "lsvi")  # 0.01 s per replica-episode
+    assert progress.eta() == pytest.approx((20.0 + 2.0) / 2)  # one of each left, two workers
+    assert [fr.clock(s) for s in (12, 185, 3720)] == ["12s", "3m05s", "1h02m"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--cases", "nope"], "unknown case(s) nope"),
+    (["--seeds", "1"], "at least 2 seeds"),
+])
+def test_the_command_refuses_bad_options_in_one_line(args: list[str], message: str,
+                                                     capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    from privrl.client.cli import main
+
+    assert main(["frontier", *args, "--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
