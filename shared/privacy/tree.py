@@ -282,7 +282,7 @@ class TreeCounter:
             raise ValueError(f"tree counter '{self.family}' is full ({self.max_items} items)")
         out = np.empty((count, *self.exact.shape), dtype=self.exact.dtype)
         for i in range(count):
-            out[i] = self.noise_sum()
+            self.noise_sum(out[i])
             self._advance()
         return out
 
@@ -327,17 +327,18 @@ class TreeCounter:
         assert index == t >> level
         return value
 
-    def noise_sum(self) -> np.ndarray:
-        """Total noise in the current release: the nodes of t's binary representation."""
-        total = None  # the first node's copy, not zeros plus it (0 + x == x): one pass less
-        for level in range(levels_released(self.t)):
-            if (self.t >> level) & 1:
-                node = self._node_for_release(level, self.t)
-                if total is None:
-                    total = node.astype(self.exact.dtype)  # a copy
-                else:
-                    total += node
-        return np.zeros_like(self.exact) if total is None else total
+    def noise_sum(self, out: np.ndarray | None = None) -> np.ndarray:
+        """Total noise in the current release: the nodes of t's binary representation (into
+        `out`, shaped and typed as the exact sums, when given)."""
+        levels = [j for j in range(levels_released(self.t)) if (self.t >> j) & 1]
+        total = np.empty_like(self.exact) if out is None else out
+        if not levels:
+            total[...] = 0
+            return total
+        total[...] = self._node_for_release(levels[0], self.t)  # not zeros plus it: one pass
+        for level in levels[1:]:
+            total += self._node_for_release(level, self.t)
+        return total
 
     def release(self) -> np.ndarray:
         """The noisy prefix sum B(t) after the items added so far (B(0) = 0)."""
