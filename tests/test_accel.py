@@ -12,7 +12,7 @@ from privrl.worlds.tabular import garnet, riverswim
 from support.projection import project_counts
 from support.ucbvi_reference import plan_q
 
-CASES = {  # private cases on the float backend: the fused loop runs them
+CASES = {  # the fused loop runs them all: float noise and the default seeded integer noise
     "none": dict(privacy="none", preset="practical"),
     "none-pooled-faithful": dict(privacy="none", knobs={"pooled": True}),
     "jdp-gaussian": dict(privacy="jdp", noise="float", mechanism="gaussian", epsilon=1.0,
@@ -23,6 +23,14 @@ CASES = {  # private cases on the float backend: the fused loop runs them
     "ldp-gaussian-released": dict(privacy="ldp", noise="float", mechanism="gaussian",
                                   epsilon=50.0, delta=1e-5, preset="practical",
                                   knobs={"pair_counts": "released"}),
+    "jdp-laplace-integer": dict(privacy="jdp", mechanism="laplace", epsilon=2.0),
+    "jdp-gaussian-integer": dict(privacy="jdp", mechanism="gaussian", epsilon=1.0, delta=1e-5,
+                                 preset="practical"),
+    "ldp-laplace-pooled-integer": dict(privacy="ldp", mechanism="laplace", epsilon=4.0,
+                                       knobs={"pooled": True}),
+    "ldp-gaussian-released-integer": dict(privacy="ldp", mechanism="gaussian", epsilon=50.0,
+                                          delta=1e-5, preset="practical",
+                                          knobs={"pair_counts": "released"}),
 }
 
 
@@ -33,6 +41,8 @@ def test_fused_loop_gives_the_generic_loops_numbers(monkeypatch: pytest.MonkeyPa
     and privatizer one episode at a time): same regret, versions, switches and ledger."""
     mdp = riverswim(8)
     config = RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=150, **CASES[case])
+    run = Run(config, [3, 4])
+    assert run.algorithm.simulator(run, mdp) is not None  # the fused loop does run this case
     fused = run_in_process(config, mdp, [3, 4])
     monkeypatch.setattr(DPUCBVIAlgorithm, "simulator", lambda self, run, world: None)
     generic = run_in_process(config, mdp, [3, 4])

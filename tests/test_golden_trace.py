@@ -3,6 +3,8 @@
 All cases were re-recorded once when the streams were laid out per role and block of episodes
 (issue 29: a user's episode is a slot of its block's stream, tie-breaks are rows of theirs, and
 ties pick a tied action by rank), float-noise cases and the default integer-noise cases alike.
+jdp-laplace and jdp-laplace-integer were re-recorded when seeded tree nodes came to be drawn in
+groups, one draw per group of a level (issue 29, part 5); the other cases' streams did not move.
 
 `python tests/test_golden_trace.py --write` regenerates tests/data/golden_ucbvi.json; do that
 only for a change that is meant to alter the numbers, and say so in the commit.

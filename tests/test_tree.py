@@ -169,3 +169,27 @@ def test_noise_block_is_the_noise_of_the_releases_item_by_item(smooth: bool) -> 
             got.append(tree.release())
         releases.append(np.array(got))
     np.testing.assert_allclose(releases[1], releases[0], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_a_node_asked_alone_equals_the_node_drawn_in_its_group(integer: bool) -> None:
+    """Seeded nodes come in groups (one draw per group), yet node (level, index) is a function
+    of the seed alone: a fresh tree asked for the nodes out of order (a restart) rebuilds the
+    release of a tree fed item by item; the nodes of one group differ."""
+    from privrl.privacy.noise import INTEGER_NOISE
+    from privrl.privacy.tree import nodes_per_draw
+
+    noise = Laplace(3.0, INTEGER_NOISE if integer else FLOAT)
+    zeros = np.zeros((2, 2, 3), np.int64 if integer else np.float64)
+    for t in (nodes_per_draw(0) + 3, 299):
+        in_order = TreeCounter((2, 3), noise, [5, 6], "sas", 300)
+        for _ in range(t):
+            in_order.add(zeros)
+        alone = TreeCounter((2, 3), noise, [5, 6], "sas", 300)
+        levels = [j for j in range(levels_released(t)) if (t >> j) & 1]  # as noise_sum adds
+        rebuilt = sum(alone.node_noise(j, t >> j) for j in levels)
+        np.testing.assert_array_equal(rebuilt, in_order.release())
+    fresh = TreeCounter((2, 3), noise, [5, 6], "sas", 300)
+    a, b = fresh.node_noise(0, 2).copy(), fresh.node_noise(0, 3)
+    assert not np.array_equal(a, b)
+    assert not np.array_equal(a[0], a[1])  # replicas draw from their own seeds

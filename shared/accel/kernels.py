@@ -41,7 +41,7 @@ SCHEDULE = types.Tuple((_arr(F8, 1), _arr(F8, 1), _arr(F8, 2)))  # radius, thres
 OPTIONS = dict(nogil=True, error_model="numpy")
 
 # plan_replicas' and run_episodes' flags (a bool array)
-PRIVATE, CLIP_PREVIOUS, VARIANCE_TERMS, HAS_SA, BERNOULLI = range(5)
+PRIVATE, CLIP_PREVIOUS, VARIANCE_TERMS, HAS_SA, BERNOULLI, INTEGER_REWARDS = range(6)
 
 
 @numba.njit(**OPTIONS)
@@ -400,16 +400,17 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
     sums (R, Hs, S, A[, S]): the exact sums (none, JDP) or the sums of noisy reports (LDP),
     updated in place, as is Q~ q. release_noise (B, R, ...) is the central noise in the
     billboard of episode i (JDP), report_noise (B, R, ...) each user's report noise (LDP); both
-    have no rows when the mode has none. uniforms (B, R, 2H+1) are the users' rollout draws,
+    have no rows when the mode has none. uniforms (B, R, 2H+1 [+ H]) are the users' rollout draws
+    (then, with integer_rewards, the H that turn each realised reward r into Bernoulli(r)),
     tie_keys (B, R, H, S) the planner's tie-break draws. schedule: each episode's radius,
     threshold (B,) and constants (B, 7); flags: [private, clip_previous, variance_terms, has_sa,
-    bernoulli]. played (B, R, H, S) gets the policy each user played.
+    bernoulli, integer_rewards]. played (B, R, H, S) gets the policy each user played.
     """
     sas_sum, sa_sum, r_sum = sums
     radius, threshold, consts = schedule
     n_rep, horizon, n_states, n_actions = q.shape
     hs = sas_sum.shape[1]
-    has_sa, bernoulli = flags[HAS_SA], flags[BERNOULLI]
+    has_sa, bernoulli, integer_rewards = flags[HAS_SA], flags[BERNOULLI], flags[INTEGER_REWARDS]
     jdp, ldp = release_noise[0].shape[0] > 0, report_noise[0].shape[0] > 0
     board_sas = np.empty_like(sas_sum) if jdp else sas_sum
     board_r = np.empty_like(r_sum) if jdp else r_sum
@@ -472,6 +473,8 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
                      rewards)
             for h in range(horizon):
                 s, a = states[h], played_actions[h]
+                if integer_rewards:  # the user reports Bernoulli(r): a count, on the grid
+                    rewards[h] = 1.0 if uniforms[i, rep, 1 + 2 * horizon + h] < rewards[h] else 0.0
                 j = 0 if hs == 1 else h
                 clean_sas[j, s, a, states[h + 1]] += 1.0
                 clean_sa[j, s, a] += 1.0

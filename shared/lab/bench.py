@@ -6,8 +6,9 @@ and the medians are reported, so the ratios compare numbers taken under the same
 The figures are wall-clock milliseconds per episode (all replicas) and per replica-episode; the
 ratios divide rlberry's milliseconds per episode by privrl's per replica-episode. Each private
 variant is also timed drawing nothing but the noise one of its replica-episodes must draw (the
-tree's fresh nodes in JDP, a user's report noise in LDP, numpy's own Laplace / normal algorithm
-as the runs use it): rlberry's time over that is the best ratio the variant could reach.
+tree's fresh nodes in JDP, drawn a group of nodes per call as the tree does, a user's report
+noise in LDP, one call per user; numpy's own Laplace / normal algorithm as the runs use it):
+rlberry's time over that is the best ratio the variant could reach.
 
 Private variants run with the default integer noise (discrete Laplace / Gaussian on integer
 grids) and with `noise: float` (simulation only) side by side: `integer_over_float` is the cost
@@ -27,6 +28,7 @@ from privrl.algorithms.registry import bind
 
 from ..config import RunConfig
 from ..privacy.discrete import discrete_gaussian, discrete_laplace
+from ..privacy.tree import nodes_per_draw
 from ..run import run_in_process
 from ..seeding import generator
 from ..worlds.tabular import TabularMDP, garnet, riverswim
@@ -94,37 +96,40 @@ def time_privrl(mdp: TabularMDP, privacy: str, mechanism: str, delta: float, noi
     return 1e3 * (time.perf_counter() - start) / episodes
 
 
-def noise_draws(config: RunConfig) -> tuple[str, int, bool]:
+def noise_draws(config: RunConfig) -> tuple[str, int, bool, int]:
     """(kind, count) of the standard draws one replica-episode makes: every released entry once
     per fresh tree node (about one node per item, two with the smoothed tree's full dyadic
-    tree) in JDP, once per user report in LDP; (kind, 0) without noise; and whether they are
-    integers."""
+    tree) in JDP, once per user report in LDP; (kind, 0) without noise; whether they are
+    integers; and how many episodes' draws one call makes (a group of level-0 tree nodes in
+    JDP, one user in LDP)."""
     cal = bind(config).calibration()
     if cal.mechanism is None:
-        return config.mechanism, 0, False
+        return config.mechanism, 0, False, 1
     entries = sum(int(np.prod(f.shape)) for f in cal.families)
-    nodes = 2 if cal.mode == "jdp" and cal.smooth else 1
-    return cal.mechanism_name, entries * nodes, cal.integer
+    jdp = cal.mode == "jdp"
+    nodes = 2 if jdp and cal.smooth else 1
+    return cal.mechanism_name, entries * nodes, cal.integer, nodes_per_draw(0) if jdp else 1
 
 
-def time_noise(kind: str, draws: int, integer: bool, episodes: int) -> float:
-    """Milliseconds per replica-episode of drawing `draws` values of `kind` from a fresh seeded
-    stream per episode, the way the runs draw them: discrete integers (scale 3), or float
-    standard draws."""
-    rounds = max(1, min(episodes, 200))
+def time_noise(kind: str, draws: int, integer: bool, episodes: int, per_call: int = 1) -> float:
+    """Milliseconds per replica-episode of drawing `draws` values of `kind` per episode,
+    `per_call` episodes' worth from each fresh seeded stream, the way the runs draw them:
+    discrete integers (scale 3), or float standard draws."""
+    calls = max(1, min(episodes, 200) // per_call)
+    size = draws * per_call
     start = time.perf_counter()
     if integer:
         draw = discrete_laplace if kind == "laplace" else discrete_gaussian
-        for k in range(rounds):
-            draw(generator(0, "floor", k), 3.0, draws)
+        for k in range(calls):
+            draw(generator(0, "floor", k), 3.0, size)
     else:
-        for k in range(rounds):
+        for k in range(calls):
             rng = generator(0, "floor", k)
             if kind == "laplace":
-                rng.laplace(0.0, 1.0, draws)
+                rng.laplace(0.0, 1.0, size)
             else:
-                rng.standard_normal(draws)
-    return 1e3 * (time.perf_counter() - start) / rounds
+                rng.standard_normal(size)
+    return 1e3 * (time.perf_counter() - start) / (calls * per_call)
 
 
 def rlberry_agent(horizon: int) -> Any | None:
@@ -170,8 +175,9 @@ def measure(mdp: TabularMDP, episodes: int, replicas: list[int], rounds: int,
             row.samples_ms.append(time_privrl(mdp, *settings[(row.variant, row.replicas)],
                                               episodes, row.replicas))
             if row.noise_draws and row.replicas == replicas[0]:
-                kind, count, integer = draws[row.variant]
-                row.noise_samples_ms.append(time_noise(kind, count, integer, episodes))
+                kind, count, integer, per_call = draws[row.variant]
+                row.noise_samples_ms.append(time_noise(kind, count, integer, episodes,
+                                                       per_call))
         if peer is not None:
             peer.samples_ms.append(time_rlberry(episodes, mdp.H) or 0.0)
     return rows, peer, warmup

@@ -5,9 +5,12 @@ sums are kept apart, and the release after t items is
 
     B(t) = exact_sum(t) + sum_{j : bit j of t is 1} node_noise(level=j, index=t >> j)
 
-With a reproducible (numpy) backend, node noise is drawn from a counter-based seed path (slot
-`index` of the stream (seed, family, level), `privrl.seeding.SlotStream`), so a restarted process
-rebuilds exactly the values it already published (contract 2) from the exact sums alone. With an
+With a reproducible (numpy) backend, node noise is drawn from a counter-based seed path, in bulk:
+the nodes of a level come `nodes_per_draw(level)` at a time, the m-th group (indices
+m L + 1 .. m L + L) one draw of slot m of the stream (seed, family, level)
+(`privrl.seeding.SlotStream`), so a restarted process rebuilds exactly the values it already
+published (contract 2) from the exact sums alone. A group's nodes that are never released are
+never published. With an
 unseeded backend (OpenDP on the OS CSPRNG) nothing can be re-derived: a counter that journals keeps
 every node it draws for its owner to persist, and a replay takes node values from that store and
 refuses to draw any (`StoredNoiseError`), so a published value is never re-drawn. Nodes are drawn
@@ -65,6 +68,14 @@ class NodeNoise:
     level: int
     index: int
     value: np.ndarray  # (R, *shape) when drawn; any layout of that many float64s when loaded
+
+
+NODE_BLOCK = 32  # level-0 nodes drawn in one call; level j draws NODE_BLOCK >> j (at least 1)
+
+
+def nodes_per_draw(level: int) -> int:
+    """How many consecutive nodes of `level` one seeded draw makes (one slot of its stream)."""
+    return max(1, NODE_BLOCK >> level)
 
 
 def tree_levels(max_items: int) -> int:
@@ -155,6 +166,8 @@ class TreeCounter:
         self._replaying = False
         self.noise_epoch = 0  # > 0 after a store went back: nodes drawn from now on are fresh
         self._slot_streams: dict[tuple[int, int], list[SlotStream]] = {}  # (epoch, level)
+        # seeded noise: the group of nodes drawn last at each (epoch, level), (group, (R, L, ...))
+        self._groups: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
 
     def node_noise(self, level: int, index: int) -> np.ndarray:
         """The noise of tree node (level, index) for every replica: stored, seeded or fresh.
@@ -174,21 +187,37 @@ class TreeCounter:
 
     def _draw(self, level: int, index: int) -> np.ndarray:
         """Fresh noise for node (level, index); refused while replaying unseeded noise."""
-        if self._replaying and not self.noise.reproducible:
+        if self.noise.reproducible:
+            return self._seeded(level, index)
+        if self._replaying:
             raise StoredNoiseError(
                 f"tree '{self.family}' needs the noise of node (level {level}, index {index}),"
                 " which is not stored; unseeded noise is never re-drawn"
             )
-        streams = self._streams(level)
-        value = sample_rows(self.noise, lambda r: streams[r].at(index), len(self.seeds),
-                            self.shape)
-        if self.journal and not self.noise.reproducible:
+        value = self.noise.sample(None, (len(self.seeds), *self.shape))
+        if self.journal:
             self._drawn.append(NodeNoise(self.family, level, index, value))
         return value
 
+    def _seeded(self, level: int, index: int) -> np.ndarray:
+        """Seeded node (level, index) (index >= 1): row (index - 1) % L of its group's draw
+        (L = `nodes_per_draw(level)`), the group drawn once from each replica's stream."""
+        if index < 1:
+            raise ValueError(f"tree node indices start at 1, got {index}")
+        group, row = divmod(index - 1, nodes_per_draw(level))
+        key = (self.noise_epoch, level)
+        kept = self._groups.get(key)
+        if kept is None or kept[0] != group:
+            streams = self._streams(level)
+            value = sample_rows(self.noise, lambda r: streams[r].at(group), len(self.seeds),
+                                (nodes_per_draw(level), *self.shape))
+            self._groups[key] = kept = (group, value)
+        return kept[1][:, row]
+
     def _stream_path(self, level: int) -> tuple[str | int, ...]:
-        """The seed path of level `level`'s node streams: node (level, index) is slot `index`
-        of `SlotStream(seed, *path)` (counter-based, so never re-drawn); a noise epoch > 0
+        """The seed path of level `level`'s node streams: node (level, index) is in slot
+        (index - 1) // `nodes_per_draw(level)` of `SlotStream(seed, *path)` (counter-based, so
+        never re-drawn); a noise epoch > 0
         gives every node independent noise."""
         if self.noise_epoch > 0:
             return ("tree", self.family, "epoch", self.noise_epoch, level)
@@ -253,7 +282,7 @@ class TreeCounter:
             raise ValueError(f"tree counter '{self.family}' is full ({self.max_items} items)")
         out = np.empty((count, *self.exact.shape), dtype=self.exact.dtype)
         for i in range(count):
-            out[i] = self.noise_sum()
+            self.noise_sum(out[i])
             self._advance()
         return out
 
@@ -298,17 +327,18 @@ class TreeCounter:
         assert index == t >> level
         return value
 
-    def noise_sum(self) -> np.ndarray:
-        """Total noise in the current release: the nodes of t's binary representation."""
-        total = None  # the first node's copy, not zeros plus it (0 + x == x): one pass less
-        for level in range(levels_released(self.t)):
-            if (self.t >> level) & 1:
-                node = self._node_for_release(level, self.t)
-                if total is None:
-                    total = node.astype(self.exact.dtype)  # a copy
-                else:
-                    total += node
-        return np.zeros_like(self.exact) if total is None else total
+    def noise_sum(self, out: np.ndarray | None = None) -> np.ndarray:
+        """Total noise in the current release: the nodes of t's binary representation (into
+        `out`, shaped and typed as the exact sums, when given)."""
+        levels = [j for j in range(levels_released(self.t)) if (self.t >> j) & 1]
+        total = np.empty_like(self.exact) if out is None else out
+        if not levels:
+            total[...] = 0
+            return total
+        total[...] = self._node_for_release(levels[0], self.t)  # not zeros plus it: one pass
+        for level in levels[1:]:
+            total += self._node_for_release(level, self.t)
+        return total
 
     def release(self) -> np.ndarray:
         """The noisy prefix sum B(t) after the items added so far (B(0) = 0)."""

@@ -5,9 +5,11 @@ It gives the generic loop's numbers (`privrl.run.run_in_process`), from the same
 numpy's Generator before each block: each user's rollout uniforms and report noise from its own
 stream (`user_generators`), the tie-break draws from the learner's (`DPUCBVI.tie_keys`), the
 central noise from the privatizer (`Central.noise_ahead`); the ledger is charged through the
-privatizer's `record`, and regret is the evaluator's (`episode_regret`) for each policy played.
-Runs without noise or with float noise (simulation only) in a tabular world; integer noise runs
-the generic loop.
+privatizer's `record` for a whole block before its noise is drawn (admit, then draw), and regret
+is the evaluator's (`episode_regret`) for each policy played. Runs without noise, with float
+noise (simulation only) or with seeded integer noise whose families all live on the unit grid
+(counts, and rewards turned into Bernoulli counts by each user) in a tabular world; anything
+else (OpenDP's unseeded noise, rounded families) runs the generic loop.
 """
 
 from __future__ import annotations
@@ -36,11 +38,13 @@ FAMILIES = ("sas", "sa", "r")
 
 def applies(run: Run, world: Any) -> bool:
     """Whether this loop runs `run` (else the generic loop does): a tabular world, a fresh run,
-    no noise or the float backend's."""
+    no noise, the float backend's or seeded integers on unit grids (exact in float64)."""
     cal = run.calibration
+    on_unit_grid = all(f.grid == 1.0 and not f.rounded for f in cal.families)
     return (isinstance(world, TabularMDP) and run.reported == 0
             and isinstance(run.privatizer, Identity | Central | Aggregator)
-            and (cal.mechanism is None or cal.noise == "float"))
+            and (cal.mechanism is None or cal.noise == "float"
+                 or (cal.noise == "numpy" and on_unit_grid)))
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -66,8 +70,11 @@ class FusedEpisodes:
         self.block = max(1, min(BLOCK, BLOCK_FLOATS // draws))
         private = run.calibration.mechanism is not None
         self.world_arrays = tuple(_read_only(a) for a in (world.cum_d1, world.cum_P, world.R))
+        # under integer noise each user turns its rewards into Bernoulli counts (H more draws)
+        self.integer = run.calibration.integer and self.learner.algorithm.integer_rewards
+        self.width = N_UNIFORMS(world.H) + (world.H if self.integer else 0)
         self.flags = np.append(self.planner.flags(private),
-                               [self.released, world.reward_noise == "bernoulli"])
+                               [self.released, world.reward_noise == "bernoulli", self.integer])
 
     def __call__(self, regret: np.ndarray, progress: Callable[[int], None] | None,
                  progress_every: int) -> np.ndarray:
@@ -86,11 +93,11 @@ class FusedEpisodes:
             uniforms, report_noise = self._user_draws(k, b)
             tie_keys = np.stack([planner.tie_keys(r, k, b) for r in range(n_rep)], axis=1)
             played = np.empty((b, *planner.q.shape[:3]), np.int64)
+            for _ in range(b):  # admit the block's releases before drawing their noise
+                run.privatizer.record(run.ledger)
             kernels.run_episodes(self.sums, self._release_noise(b), report_noise, uniforms,
                                  tie_keys, self.world_arrays, schedule,
                                  planner.caps, self.flags, TIE_TOL, planner.q, played)
-            for _ in range(b):
-                run.privatizer.record(run.ledger)
             last, last_regret, changed = self._regret(played, last, last_regret,
                                                       regret[:, k : k + b])
             changes += changed.sum(axis=1)
@@ -118,10 +125,11 @@ class FusedEpisodes:
         return pols[:, -1].copy(), out[:, -1].copy(), changed
 
     def _user_draws(self, k: int, b: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
-        """Each user's rollout uniforms (b, R, 2H+1) for episodes k .. k+b-1 and, in LDP, its
-        report noise per family (b, R, ...) drawn after them, as `privrl.run.user_episode` does."""
+        """Each user's rollout uniforms (b, R, 2H+1), then its Bernoulli-reward ones (H, integer
+        noise), for episodes k .. k+b-1 and, in LDP, its report noise per family (b, R, ...)
+        drawn after them (grid units), as `privrl.run.user_episode` does."""
         run, cal = self.run, self.run.calibration
-        n_rep, width = len(run.seeds), N_UNIFORMS(self.world.H)
+        n_rep, width = len(run.seeds), self.width
         ldp = cal.mode == "ldp" and cal.mechanism is not None
         uniforms = np.empty((b, n_rep, width))
         noise = {name: np.zeros((b if ldp and name in cal.released else 0, n_rep, *shape))
@@ -138,8 +146,9 @@ class FusedEpisodes:
         return uniforms, tuple(noise[name] for name in FAMILIES)
 
     def _release_noise(self, b: int) -> tuple[np.ndarray, ...]:
-        """JDP: the central noise in the next b billboards per family (b, R, ...); else none."""
+        """JDP: the central noise in the next b billboards per family (b, R, ...), as float64
+        (integers on the unit grid are exact); else none."""
         priv, n_rep = self.run.privatizer, len(self.run.seeds)
         ahead = priv.noise_ahead(b) if isinstance(priv, Central) else {}
-        return tuple(np.ascontiguousarray(ahead[name]) if name in ahead
+        return tuple(np.ascontiguousarray(ahead[name], dtype=np.float64) if name in ahead
                      else np.zeros((0, n_rep, *self.shapes[name])) for name in FAMILIES)
