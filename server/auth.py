@@ -19,11 +19,12 @@ bearer = HTTPBearer(
 )
 
 
-def require_admin(
+async def require_admin(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> None:
-    """Pass only with the right admin token (401 missing, 403 wrong, 503 not configured)."""
+    """Pass only with the right admin token (401 missing, 403 wrong, 503 not configured).
+    Never blocks, so async: FastAPI calls it on the event loop, not in a worker thread."""
     settings: Settings = request.app.state.settings
     if settings.admin_token is None:
         raise Refusal(
@@ -51,13 +52,14 @@ user_bearer = HTTPBearer(
 )
 
 
-def claim_source(
+async def claim_source(
     run_id: str,
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(user_bearer)],
 ) -> str:
     """Who asks for a claim: its credential's id when the run requires credentials (401 none,
-    403 forged or another run's), else its network address."""
+    403 forged or another run's), else its network address. Async like `require_admin`: a
+    worker-thread hop per claim cost more than the check itself."""
     hosted = request.app.state.run_table.get(run_id)
     if hosted.row.credentials:
         token = credentials.credentials if credentials is not None else None

@@ -4,7 +4,10 @@ or the client's address), and claims a source lets lapse lower its own cap, not 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
+import anyio.to_thread
 import pytest
 from fastapi.testclient import TestClient
 from privrl.protocol import CredentialList, RunInfo
@@ -124,3 +127,27 @@ def test_the_key_signs_credentials(apps: Apps, key: str | None) -> None:
     assert claim_as(client, run_id, token).status_code == 200
     client = apps.reopen(client, credential_key="rotated")
     assert claim_as(client, run_id, token).status_code == 403
+
+
+def test_claims_and_reports_never_wait_for_a_worker_thread_to_check_their_source(
+        apps: Apps, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The auth dependencies are async: FastAPI runs a sync one in a worker thread per call."""
+    client = apps()
+    config = spec("jdp", episodes=20)
+    run_id = create(client, config, "?credentials=true")
+    [token] = credentials(client, run_id, 1)
+    hopped: list[str] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def recording(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        inner = getattr(fn, "func", fn)  # Starlette hands over a functools.partial
+        hopped.append(f"{inner.__module__}.{inner.__qualname__}")
+        return await run_sync(fn, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", recording)
+    resp = claim_as(client, run_id, token)
+    assert resp.status_code == 200, resp.text
+    body = user_report(resp.json(), config, world(config))
+    assert client.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200
+    assert credentials(client, run_id, 1)  # the admin check too
+    assert not [name for name in hopped if name.startswith("privrl.server.auth")], hopped
