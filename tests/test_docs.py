@@ -4,7 +4,6 @@ command-line parser, the generated pages render from the code and the measured d
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
 import subprocess
@@ -15,6 +14,7 @@ import pytest
 import support.toy_algorithm  # noqa: F401  (registers toy-random, which the plug-in guide runs)
 from privrl.client.cli import build_parser
 from privrl.client.cli_common import all_parsers
+from support.docs_hooks import load_hooks
 from support.vendored import REPO_ROOT
 
 DOCS = REPO_ROOT / "docs"
@@ -23,20 +23,6 @@ BLOCK = re.compile(r"^```(bash|sh|console|)\n(.*?)^```", re.S | re.M)
 LOOP = re.compile(r"for (\w+) in (\S+)")
 REDIRECT = re.compile(r"\s(?:\d?>>?|<)\s*\S+|\s\d>&\d")
 ENV_VAR = re.compile(r"\$\{?[A-Za-z_]+\}?")
-
-
-def load_hooks():
-    """scripts/docs_hooks.py loaded as MkDocs loads a hook: with its folder on sys.path."""
-    spec = importlib.util.spec_from_file_location("docs_hooks", REPO_ROOT / "scripts" /
-                                                  "docs_hooks.py")
-    module = importlib.util.module_from_spec(spec)
-    saved = sys.path.copy()
-    sys.path.insert(0, str(REPO_ROOT / "scripts"))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = saved
-    return module
 
 
 def shell_lines(block: str, shell: bool) -> list[str]:

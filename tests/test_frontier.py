@@ -21,7 +21,7 @@ from privrl.lab.threshold import (
     t_quantile,
     tail_episodes,
 )
-from test_docs import load_hooks
+from support.docs_hooks import load_hooks
 
 GRID = (1.0, 2.0, 4.0, 8.0, 16.0)
 SPREAD = (-8.0, 0.0, 8.0)  # three seeds around each mean: s = 8, half-width t₂·8/√3 = 19.87
