@@ -530,7 +530,9 @@ def audit_central_release(
     The tree's smoothing is post-processing, so the raw tree is audited. `privatizer` defaults
     to the library's central privatizer; pass another to audit it against the same declaration.
     """
-    config = config.model_copy(update={"privacy": "jdp", "smoothed_tree": False})
+    counter = "tree" if config.counter == "smoothed" else config.counter
+    config = config.model_copy(update={"privacy": "jdp", "counter": counter,
+                                       "tree_smoothing": None})
 
     def draw(cfg: RunConfig, pair: NeighbourPair, which: str, n: int,
              gen: np.random.Generator) -> np.ndarray:

@@ -36,11 +36,12 @@ FAMILIES = ("sas", "sa", "r")
 
 def applies(run: Run, world: Any) -> bool:
     """Whether this loop runs `run` (else the generic loop does): a tabular world, a fresh run,
-    no noise or the float backend's."""
+    no noise or the float backend's, a release every episode."""
     cal = run.calibration
     return (isinstance(world, TabularMDP) and run.reported == 0
             and isinstance(run.privatizer, Identity | Central | Aggregator)
-            and (cal.mechanism is None or cal.noise == "float"))
+            and (cal.mechanism is None or cal.noise == "float")
+            and run.config.schedule == "every")
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
