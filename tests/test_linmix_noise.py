@@ -128,3 +128,26 @@ def test_vectorized_replicas_equal_one_at_a_time(algo: str, privacy: str) -> Non
 def test_luyo_radius_helpers_are_the_theorem() -> None:
     """Thm. 7's beta with Ups_low = Ups_high = 0 is C_w sqrt(lambda) + Hoeffding."""
     assert luyo.beta_thm7(4.0, 0.0, 0.0, 0.0, 2.0, 1.5) == pytest.approx(2.0 * 2.0 + 1.5)
+
+
+@pytest.mark.parametrize("algo", ["ucrl-vtr", "linopt-vi", "linopt-po"])
+def test_sparse_schedule_replans_only_at_releases(algo: str) -> None:
+    """Under batch:10 the learner plans once per release (and once at the start), not per
+    report; the PO mirror step still counts every episode played with Q^k."""
+    mdp = HARD if algo == "ucrl-vtr" else E2
+    run = Run(cfg(algo, mdp, episodes=50, schedule="batch:10"), [1, 2])
+    planned: list[int] = []
+    plan = run.learner.plan
+
+    def counting(billboard, reported):
+        planned.append(reported)
+        return plan(billboard, reported)
+
+    run.learner.plan = counting  # type: ignore[method-assign]
+    for k in range(50):
+        message = run.message()
+        traj, _ = user_episode(mdp, message, [5, 6], k, run.algorithm, run.calibration)
+        run.ingest_trajectories(traj, message)
+    assert planned == [0, 10, 20, 30, 40]
+    if algo == "linopt-po":
+        assert run.learner.planned_at == 40

@@ -21,6 +21,7 @@ from ..base import check_model_sizes
 
 if TYPE_CHECKING:
     from ...config import RunConfig
+    from ...privacy.calibration import Calibration
 
 
 def run_model(config: RunConfig, algo: str, known_rewards: bool, reward_features: bool
@@ -40,6 +41,12 @@ def run_model(config: RunConfig, algo: str, known_rewards: bool, reward_features
         raise ValueError(f"{algo} learns rewards from reward features, but the public model "
                          f"{config.model.name!r} has none")
     return model
+
+
+def released_since(calibration: Calibration, reported: int, last_planned: int) -> bool:
+    """Whether the billboard changed since the last plan: a release of the run's schedule fell
+    in between (every report under the papers' schedule, in LDP and without privacy)."""
+    return calibration.counter_items(reported) != calibration.counter_items(last_planned)
 
 
 def clip_norm(x: np.ndarray, bound: float | np.ndarray) -> np.ndarray:

@@ -42,6 +42,7 @@ from .common import (
     clip_norm,
     gram_and_target,
     model_sensitivities,
+    released_since,
     run_model,
     value_caps,
     value_targets,
@@ -112,6 +113,10 @@ class LinOptLearner(Learner):
         self.q: np.ndarray | None = None  # Q^k of the last plan (PO's next mirror step)
         self.planned_at = 0
         self.caps = float(cfg.horizon) - np.arange(cfg.horizon, dtype=float)  # H - h + 1
+
+    def plans_at(self, reported: int, last_planned: int) -> bool:
+        """Only when the billboard changed (at the schedule's releases)."""
+        return released_since(self.calibration, reported, last_planned)
 
     def parts(self, reported: int) -> tuple[zhou.Part, zhou.Part]:
         """The transition and reward regressions' Sigma, lambdas, nu and beta at this release."""

@@ -39,6 +39,7 @@ from . import luyo
 from .common import (
     gram_and_target,
     model_sensitivities,
+    released_since,
     run_model,
     value_caps,
     value_targets,
@@ -108,6 +109,10 @@ class UCRLVTRLearner(Learner):
         self.private = calibration.mechanism is not None
         self.fallbacks = 0  # matrices whose eigenvalues had to be floored (the bad noise event)
         self.replicas = len(seeds)
+
+    def plans_at(self, reported: int, last_planned: int) -> bool:
+        """Only when the billboard changed (at the schedule's releases)."""
+        return released_since(self.calibration, reported, last_planned)
 
     def bounds(self, reported: int) -> luyo.NoiseBounds:
         """Ups and C of the release after `reported` reports (0 without noise)."""
