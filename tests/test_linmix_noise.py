@@ -41,8 +41,8 @@ def test_ucrl_vtr_practical_radius_is_the_variance_formula(privacy: str) -> None
         assert ups > 0 and learner.bounds(t).ups == pytest.approx(ups, rel=1e-12)
         want = ((lam + 3 * ups) * HARD.model.c_w + c) / math.sqrt(lam + ups) + hoeffding
         assert learner.beta(t) == pytest.approx(0.1 * want, rel=1e-12)
-        assert learner.floor(t) == pytest.approx(lam + ups, rel=1e-12)  # projection's floor
-        assert learner.shift(t) == 0.0
+        assert learner.shift(t) == pytest.approx(2 * ups, rel=1e-12)  # the measured winner
+        assert learner.floor(t) == lam
         assert tail.beta(t) > 1.5 * learner.beta(t)
 
 
@@ -96,7 +96,7 @@ def test_projection_is_post_processing_of_the_billboard(algo: str) -> None:
     """A learner that never saw any data plans from another run's billboard exactly as that
     run's own learner does: the plan is a function of the release and public numbers only."""
     mdp = HARD if algo == "ucrl-vtr" else E2
-    config = cfg(algo, mdp, epsilon=3.0, episodes=40)
+    config = cfg(algo, mdp, epsilon=3.0, episodes=40, knobs={"psd": "project"})
     run = Run(config, [2])
     for k in range(15):
         message = run.message()

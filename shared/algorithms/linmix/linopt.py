@@ -90,7 +90,7 @@ class LinOptKnobs(BaseModel):
 PRESETS: dict[str, LinOptKnobs] = {
     "faithful": LinOptKnobs(),
     "practical": LinOptKnobs(calibration="zcdp", beta_scale=0.1, shift="release",
-                             noise_norms="variance", psd="project"),
+                             noise_norms="variance"),
 }
 
 

@@ -91,7 +91,7 @@ PRESETS: dict[str, UCRLVTRKnobs] = {
     "faithful": UCRLVTRKnobs(),
     "practical": UCRLVTRKnobs(calibration="zcdp", beta_mode="thm7", beta_scale=0.1,
                               shift="release", shift_scale=1.0, clip_remaining=True,
-                              noise_norms="variance", psd="project"),
+                              noise_norms="variance"),
 }
 
 
