@@ -3,7 +3,8 @@ policy's, per epsilon, on held-out worlds (secret parameters from seed 1, not th
 
 `python scripts/linear/threshold.py --out results/linear/threshold.json [--episodes 50000]
 [--seeds 3] [--epsilon 0.3 1 3 10 30 100 1000] [--cases ucrl-vtr:jdp ...] [--knob NAME=VALUE]
-[--schedule batch:10]`
+[--schedule batch:10]`; `--from A.json B.json --json docs/results/linear/threshold.json` turns
+saved sweeps into the docs' table (rows of every file, thresholds per case and knobs).
 
 Each case runs its seeds as one vectorized in-process run (replica axis R), practical preset,
 Gaussian, delta = 1e-5. Learning: the mean over seeds of the last 10% of episodes' regret is at
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -25,19 +27,32 @@ from privrl.worlds import make
 from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.values import optimal_return, uniform_random_return
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from results_table import save_table  # noqa: E402
+
 WORLDS = {"ucrl-vtr": ("lm-hard", {"seed": 1}),
           "linopt-vi": ("zhou-mix", {"seed": 1, "feature_seed": 1}),
           "linopt-po": ("zhou-mix", {"seed": 1, "feature_seed": 1})}
 CASES = ("ucrl-vtr:jdp", "ucrl-vtr:ldp", "linopt-vi:jdp", "linopt-po:jdp")
 LEARNS = 25.0  # % of uniform
+COLUMNS = (("case", ""), ("learner", ""), ("schedule", ""), ("ε", "g"), ("episodes", ","),
+           ("seeds", ""), ("last 10% regret, % of uniform", ".1f"), ("learns", ""),
+           ("ledger ε", ".4g"), ("s / 1000 episodes (wall, shared machine)", ".1f"))
+
+
+def knob_value(text: str) -> object:
+    """A knob's value: JSON where it parses (numbers, true/false), else the word."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
 
 
 def run_case(algo: str, privacy: str, eps: float, args: argparse.Namespace) -> dict:
     """One (algorithm, mode, epsilon) over all seeds at once."""
     world, params = WORLDS[algo]
     mdp = make(world, None, **params)
-    knobs = dict(kv.split("=", 1) for kv in args.knob)
-    knobs = {k: json.loads(v) if v[:1] in "0123456789-[{tf" else v for k, v in knobs.items()}
+    knobs = {k: knob_value(v) for k, v in (kv.split("=", 1) for kv in args.knob)}
     extra = {"schedule": args.schedule} if args.schedule and privacy == "jdp" else {}
     config = RunConfig(algo=algo, n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H,
                        model=model_spec_of(mdp), episodes=args.episodes, privacy=privacy,
@@ -72,10 +87,30 @@ def thresholds(rows: list[dict]) -> dict[str, float | None]:
     return out
 
 
+def learner_label(knobs: dict) -> str:
+    """'variance' (today's practical) or the knob overrides that made a run differ."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(knobs.items())) or "practical"
+
+
+def save_docs_table(files: list[str], path: str) -> None:
+    """The rows of saved sweeps as the docs' table (`results_table.save_table`)."""
+    rows = [r for f in files for r in json.loads(Path(f).read_text())["rows"]]
+    rows.sort(key=lambda r: (r["algo"], r["privacy"], learner_label(r["knobs"]), r["schedule"],
+                             r["epsilon"]))
+    table = [[f"{r['algo']} {r['privacy'].upper()}", learner_label(r["knobs"]), r["schedule"],
+              r["epsilon"], r["episodes"], r["seeds"],
+              [r["last10_pct_uniform"], float(np.std(r["per_seed_pct"]))],
+              r["last10_pct_uniform"] <= LEARNS, r["ledger_epsilon"], r["s_per_1000_episodes"]]
+             for r in rows]
+    save_table(path, COLUMNS, table, sources=files)
+
+
 def main() -> None:
     """Run the sweep, printing one line per run and rewriting --out after each."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", help="the sweep's JSON (rewritten after every run)")
+    parser.add_argument("--from", dest="sources", nargs="+", help="saved sweeps: no run")
+    parser.add_argument("--json", help="save the docs' table of --from (or of this sweep)")
     parser.add_argument("--episodes", type=int, default=50_000)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epsilon", type=float, nargs="+",
@@ -85,6 +120,9 @@ def main() -> None:
     parser.add_argument("--preset", default="practical")
     parser.add_argument("--schedule", default=None, help="JDP release schedule (default: every)")
     args = parser.parse_args()
+    if args.sources:
+        save_docs_table(args.sources, args.json)
+        return
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
@@ -98,6 +136,8 @@ def main() -> None:
                   " s/1000 ep", flush=True)
             out.write_text(json.dumps({"rows": rows, "thresholds": thresholds(rows),
                                        "args": vars(args)}, indent=1))
+    if args.json:
+        save_docs_table([str(out)], args.json)
 
 
 if __name__ == "__main__":
