@@ -13,13 +13,15 @@ import math
 from typing import Annotated, Any, Literal
 
 from privrl.privacy.noise import NoiseName
-from privrl.wire import FloatOrInfinity, JsonInt
+from privrl.privacy.schedules import parse_schedule
+from privrl.wire import INTEGRAL, FloatOrInfinity, JsonInt
 from privrl.worlds.model_spec import ModelSpec
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 PrivacyMode = Literal["none", "jdp", "ldp"]
 MechanismName = Literal["laplace", "gaussian"]
 PresetName = Literal["faithful", "practical"]
+CounterName = Literal["tree", "smoothed", "matrix"]
 DEFAULT_ACCOUNTING_DELTA = 1e-5
 
 
@@ -110,12 +112,39 @@ class RunConfig(BaseModel):
         description="overrides of the preset's public knobs, checked by the algorithm (e.g."
         " dp-ucbvi: bonus_scale, radius_scale, pair_counts, pooled)",
     )
+    counter: CounterName = Field(
+        "smoothed",
+        description="JDP: the continual counter behind every released family: 'tree' (the"
+        " papers' binary tree), 'smoothed' (the tree with Honaker's upward pass;"
+        " post-processing, same privacy) or 'matrix' (the square-root factorization of the"
+        " prefix-sum matrix, banded with counter_bands; integer noise only). Default: tree in"
+        " the faithful preset, smoothed in practical",
+    )
+    schedule: str = Field(
+        "every",
+        description="JDP: when the billboard is refreshed: 'every' episode (the papers'),"
+        " 'batch:B' (after episodes B, 2B, ...) or 'geometric:r' (after episodes ceil(r^j));"
+        " the episodes between two releases enter the counter as one item",
+    )
+    counter_bands: Annotated[int, Field(ge=1), INTEGRAL] | None = Field(
+        None, description="the matrix counter's bands (default: the full factorization)"
+    )
     tree_smoothing: bool | None = Field(
         None,
-        description="JDP: noise the full dyadic tree and combine each node with its children"
-        " (Honaker's upward pass; post-processing, same privacy). Default: on in practical,"
-        " off in faithful (the paper's binary mechanism)",
+        description="deprecated: counter='smoothed' (true) or 'tree' (false); kept so older"
+        " configurations still load",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_counter(cls, data: Any) -> Any:
+        """The counter a preset (or the deprecated tree_smoothing) implies, when none is given."""
+        if not isinstance(data, dict) or data.get("counter") is not None:
+            return data
+        smooth = data.get("tree_smoothing")
+        if smooth is None:
+            smooth = data.get("preset", "practical") == "practical"
+        return {**data, "counter": "smoothed" if smooth is True else "tree"}
 
     @model_validator(mode="after")
     def _check(self) -> RunConfig:
@@ -124,6 +153,7 @@ class RunConfig(BaseModel):
                 raise ValueError("the Gaussian mechanism needs 0 < delta < 1 (e.g. --delta 1e-5)")
         if self.privacy != "none" and self.mechanism == "laplace" and self.delta != 0:
             raise ValueError("the Laplace mechanism is pure epsilon-DP: leave delta at 0")
+        self._check_counter()
         # Whether the algorithm exists and has this privacy mode and knobs is the registry's
         # to say, where a run is made (`privrl.algorithms.registry.bind`, and `check` on a
         # server): a configuration is plain data and imports no algorithm.
@@ -135,9 +165,29 @@ class RunConfig(BaseModel):
         pure-epsilon ledgers ignore it)."""
         return self.delta if self.delta > 0 else DEFAULT_ACCOUNTING_DELTA
 
+    def _check_counter(self) -> None:
+        """Counter, bands, schedule and the deprecated tree_smoothing agree."""
+        try:
+            parse_schedule(self.schedule)
+        except ValueError as exc:
+            raise ValueError(f"schedule: {exc}") from None
+        if self.tree_smoothing is not None and self.counter != (
+                "smoothed" if self.tree_smoothing else "tree"):
+            raise ValueError(f"tree_smoothing={str(self.tree_smoothing).lower()} contradicts"
+                             f" counter={self.counter!r}: give counter alone")
+        if self.counter_bands is not None and self.counter != "matrix":
+            raise ValueError("counter_bands is for counter='matrix' only")
+        if self.privacy == "jdp" and self.counter == "matrix" and self.mechanism != "gaussian":
+            raise ValueError("counter='matrix' is calibrated in l2 (zCDP): use mechanism"
+                             " 'gaussian' (e.g. --mechanism gaussian --delta 1e-5)")
+        if self.privacy == "jdp" and self.counter == "matrix" and self.noise != "numpy":
+            raise ValueError("counter='matrix' needs noise='numpy' (seeded integer noise: its"
+                             " encoder is exact and its noise is re-derived on a restart)")
+        if self.privacy != "jdp" and self.schedule != "every":
+            raise ValueError("a release schedule shapes JDP's central counters: with privacy"
+                             f" {self.privacy!r} leave schedule at 'every'")
+
     @property
     def smoothed_tree(self) -> bool:
-        """Whether JDP tree counters use the variance-reducing upward pass."""
-        if self.tree_smoothing is None:
-            return self.preset == "practical"
-        return self.tree_smoothing
+        """Deprecated: whether JDP counters are smoothed trees (counter == 'smoothed')."""
+        return self.counter == "smoothed"

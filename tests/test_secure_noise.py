@@ -284,7 +284,7 @@ def secure_spec() -> dict:
 def test_server_rebuilds_an_opendp_run_exactly_after_restarts(
     apps: Apps, secure_spec: dict, smoothing: bool
 ) -> None:
-    config = {**secure_spec, "tree_smoothing": smoothing}
+    config = {**secure_spec, "counter": "smoothed" if smoothing else "tree"}
     client = apps()
     run_id = create(client, config)
     plain = create(client, spec("jdp", episodes=30, n_states=4, horizon=5))

@@ -35,11 +35,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 from privrl.config import RunConfig
 from privrl.privacy.accountant import continuous_gaussian, epsilon_to_rho
+from privrl.privacy.continual import CounterPlan
 from privrl.privacy.grid import exact_units, randomized_round, rounding_slack
 from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.privacy.noise import noise_backend
 from privrl.privacy.psd import SymmetricNoise
-from privrl.privacy.tree import NoiseSampler, release_variance, smoothed_variance, tree_levels
+from privrl.privacy.schedules import EveryEpisode, Schedule, parse_schedule
+from privrl.privacy.tree import NoiseSampler, smoothed_variance, tree_levels
 
 if TYPE_CHECKING:
     from privrl.algorithms.base import Family
@@ -83,8 +85,10 @@ class Calibration:
     mode: str
     mechanism: Mechanism | None
     families: tuple[FamilyCalibration, ...]
-    levels: int  # tree levels L (JDP); 1 otherwise
+    levels: int  # tree levels L of the counter's T items (JDP); 1 otherwise
     smooth: bool = False  # JDP trees with the variance-reducing upward pass
+    plan: CounterPlan | None = None  # JDP: the counter every family is released through
+    schedule: Schedule = EveryEpisode()  # JDP: after which episodes the counters release
 
     @property
     def integer(self) -> bool:
@@ -136,6 +140,16 @@ class Calibration:
             mech = _with_scale(mech, fam.scale / fam.grid)
         return SymmetricNoise(mech) if fam.symmetric else mech
 
+    def counter_sampler(self, name: str) -> NoiseSampler:
+        """What draws family `name`'s noise inside its JDP counter: `sampler(name)`, in the
+        matrix counter's encoder units (2^16 per grid unit) when the plan is one."""
+        unit = self.plan.unit if self.plan is not None and self.integer else 1.0
+        if unit == 1.0:
+            return self.sampler(name)
+        fam = self.family(name)
+        mech = _with_scale(self.mechanism_of(name), fam.scale / fam.grid * unit)
+        return SymmetricNoise(mech) if fam.symmetric else mech
+
     @property
     def noise(self) -> str:
         """The backend that draws the noise: 'numpy' (seeded integers), 'opendp' (CSPRNG,
@@ -147,28 +161,50 @@ class Calibration:
         """'pure' (epsilon) or 'zcdp' (rho)."""
         return "pure" if self.mechanism is None else self.mechanism.kind
 
-    def release_std(self, items: int, family: str | None = None) -> float:
-        """Std of one released entry's error after `items` reports (data-independent), of the
-        reference mechanism or of `family`."""
-        if self.mechanism is None or items == 0:
-            return 0.0
-        std = self.mechanism.std() if family is None else self.mechanism_of(family).std()
-        if self.mode == "jdp":
-            return std * math.sqrt(release_variance(items, self.smooth))
-        return std * math.sqrt(items)
+    def counter_items(self, episodes: int) -> int:
+        """How many items the counters hold once `episodes` episodes were reported: the releases
+        of the schedule so far (JDP), else one report per episode."""
+        if self.mode != "jdp" or episodes <= 0:
+            return max(int(episodes), 0)
+        return self.schedule.releases(episodes)
 
-    def release_std_bound(self, items: int, family: str | None = None) -> float:
-        """max over t <= items of `release_std(t)`: a non-decreasing, data-independent bound
-        (a tree release after t items sums at most floor(log2(t+1)) nodes, the lowest levels
-        having the largest variance)."""
+    def _unit_std(self, family: str | None) -> float:
+        """Std of one noise draw of the reference mechanism or of `family`, natural units."""
+        assert self.mechanism is not None
+        return self.mechanism.std() if family is None else self.mechanism_of(family).std()
+
+    def _variance_factor(self, items: int) -> float:
+        """Release variance after `items` counter items, in units of one draw's variance."""
+        if self.mode != "jdp":
+            return float(items)
+        plan = self.plan or CounterPlan("smoothed" if self.smooth else "tree", max(items, 1))
+        return plan.release_variance(items)
+
+    def release_std(self, episodes: int, family: str | None = None) -> float:
+        """Std of one billboard entry's error once `episodes` episodes were reported
+        (data-independent): the counter's release after `counter_items(episodes)` items (JDP:
+        tree, smoothed tree or matrix counter, at the run's schedule), or the sum of as many
+        local reports (LDP); of the reference mechanism or of `family`."""
+        items = self.counter_items(episodes)
         if self.mechanism is None or items == 0:
             return 0.0
-        std = self.mechanism.std() if family is None else self.mechanism_of(family).std()
+        return self._unit_std(family) * math.sqrt(self._variance_factor(items))
+
+    def release_std_bound(self, episodes: int, family: str | None = None) -> float:
+        """max over e <= episodes of `release_std(e)`: a non-decreasing, data-independent bound
+        (trees: a release after t items sums at most floor(log2(t+1)) nodes; the matrix
+        counter's variance grows with t)."""
+        items = self.counter_items(episodes)
+        if self.mechanism is None or items == 0:
+            return 0.0
         if self.mode != "jdp":
-            return std * math.sqrt(items)
-        m = (items + 1).bit_length() - 1
-        var = sum(smoothed_variance(j) for j in range(m)) if self.smooth else float(m)
-        return std * math.sqrt(var)
+            return self._unit_std(family) * math.sqrt(items)
+        plan = self.plan or CounterPlan("smoothed" if self.smooth else "tree", items)
+        if plan.kind == "matrix":
+            var = plan.release_variance(items)
+        else:
+            var = _tree_bound(items, plan.kind == "smoothed")
+        return self._unit_std(family) * math.sqrt(var)
 
     def report_entries(self) -> int:
         """Numbers in one local report (every entry of every released family)."""
@@ -205,20 +241,23 @@ def calibrate(config: RunConfig, families: Sequence[Family]) -> Calibration:
     if (config.privacy != "none" and not math.isinf(config.epsilon)
             and noise_backend(config.noise).integer):
         families = tuple(_with_rounding_slack(f, config.mechanism) for f in families)
-    levels = tree_levels(config.episodes) if config.privacy == "jdp" else 1
-    smooth = config.privacy == "jdp" and config.smoothed_tree
+    plan, schedule = counter_plan(config)
+    levels = tree_levels(plan.releases) if plan is not None else 1
+    weight = encoder_weight(plan)
+    smooth = plan is not None and plan.kind == "smoothed"
     if config.privacy == "none" or not families:
         return Calibration(
-            config.privacy, None, tuple(_calibrated(f, 0.0, 0.0) for f in families), levels
+            config.privacy, None, tuple(_calibrated(f, 0.0, 0.0) for f in families), levels,
+            smooth, plan, schedule,
         )
     eps, backend = config.epsilon, noise_backend(config.noise)
     fixed = [f.scale for f in families]
     if any(x is not None for x in fixed):
-        return _fixed_scales(config, families, levels, smooth)
+        return _fixed_scales(config, families, levels, smooth, plan, schedule)
     l1 = max(f.l1 for f in families)
     if config.mechanism == "laplace":
         eps_f = eps / len(families)
-        mech: Mechanism = replace(Laplace.calibrate(eps_f / levels, l1), backend=backend)
+        mech: Mechanism = replace(Laplace.calibrate(eps_f / weight, l1), backend=backend)
         if math.isinf(eps):
             mech = Laplace(0.0, backend)
         costs = [mech.epsilon(f.l1) for f in families]
@@ -228,15 +267,46 @@ def calibrate(config: RunConfig, families: Sequence[Family]) -> Calibration:
         else:
             rho = epsilon_to_rho(eps, config.delta,
                                  continuous=continuous_gaussian(config.noise))
-            mech = Gaussian(math.sqrt(levels * sum(f.l2**2 for f in families) / (2.0 * rho)),
+            mech = Gaussian(math.sqrt(weight * sum(f.l2**2 for f in families) / (2.0 * rho)),
                             backend)
         costs = [mech.rho(f.l2) for f in families]
     scale = mech.sigma if isinstance(mech, Gaussian) else mech.scale
     fams = tuple(_calibrated(f, c, scale) for f, c in zip(families, costs, strict=True))
-    return Calibration(config.privacy, mech, fams, levels, smooth)
+    return Calibration(config.privacy, mech, fams, levels, smooth, plan, schedule)
 
 
-def sensitivity_split(l2: Sequence[float], levels: int, rho: float) -> list[float]:
+def counter_plan(config: RunConfig) -> tuple[CounterPlan | None, Schedule]:
+    """The JDP counter plan of `config` (its counter over the schedule's releases in K
+    episodes; None outside JDP) and its release schedule."""
+    schedule = parse_schedule(config.schedule)
+    if config.privacy != "jdp":
+        return None, schedule
+    releases = schedule.releases(config.episodes)
+    if releases < 1:
+        raise ValueError(f"schedule {config.schedule!r} releases nothing in {config.episodes}"
+                         " episodes")
+    return CounterPlan(config.counter, releases, config.counter_bands), schedule
+
+
+def encoder_weight(plan: CounterPlan | None) -> float:
+    """How many node costs one item spends over the run: the squared largest encoder column
+    norm (trees: exactly their levels; Laplace trees: the same count of nodes), 1 without a
+    counter."""
+    if plan is None:
+        return 1.0
+    if plan.kind == "matrix":
+        return plan.column_norm() ** 2
+    return float(tree_levels(plan.releases))
+
+
+def _tree_bound(items: int, smooth: bool) -> float:
+    """max over t <= items of a (smoothed) tree's release variance: the lowest
+    floor(log2(items + 1)) levels, whose variances are the largest."""
+    m = (items + 1).bit_length() - 1
+    return sum(smoothed_variance(j) for j in range(m)) if smooth else float(m)
+
+
+def sensitivity_split(l2: Sequence[float], levels: float, rho: float) -> list[float]:
     """Gaussian scales of families with l2 sensitivities `l2`, each released in `levels` nodes,
     spending exactly `rho` in all with sigma_f^2 proportional to Delta_f (the minimiser of
     sum_f sigma_f^2 subject to sum_f L Delta_f^2 / (2 sigma_f^2) = rho, by Lagrange)."""
@@ -252,13 +322,14 @@ def split_scales(config: RunConfig, l2: Sequence[float]) -> list[float] | None:
     if (config.privacy == "none" or config.mechanism != "gaussian"
             or math.isinf(config.epsilon)):
         return None
-    levels = tree_levels(config.episodes) if config.privacy == "jdp" else 1
+    levels = encoder_weight(counter_plan(config)[0])
     rho = epsilon_to_rho(config.epsilon, config.delta, continuous=continuous_gaussian(config.noise))
     return sensitivity_split(l2, levels, rho)
 
 
 def _fixed_scales(
-    config: RunConfig, families: tuple[Family, ...], levels: int, smooth: bool
+    config: RunConfig, families: tuple[Family, ...], levels: int, smooth: bool,
+    plan: CounterPlan | None, schedule: Schedule,
 ) -> Calibration:
     """Families that fix their own noise scale: each is charged what its scale spends."""
     if any(f.scale is None for f in families):
@@ -272,7 +343,7 @@ def _fixed_scales(
         mech = _with_scale(ref, scale)
         costs.append(mech.rho(f.l2) if isinstance(mech, Gaussian) else mech.epsilon(f.l1))
     fams = tuple(_calibrated(f, c, s) for f, c, s in zip(families, costs, scales, strict=True))
-    return Calibration(config.privacy, ref, fams, levels, smooth)
+    return Calibration(config.privacy, ref, fams, levels, smooth, plan, schedule)
 
 
 def _with_scale(mech: Mechanism, scale: float) -> Mechanism:

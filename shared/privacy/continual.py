@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from privrl.privacy.matrix_counter import (
     ENCODER_BITS,
     MatrixCounter,
+    encoder_coefficients,
     encoder_column_norm,
     matrix_release_variance,
     tree_column_norm,
@@ -92,11 +93,22 @@ class CounterPlan:
             return sigma**2 * self.release_variance(self.releases)
         return sigma**2 * tree_max_release_variance(self.releases, self.kind == "smoothed")
 
+    def release_weights(self) -> list[float]:
+        """What release t = 1..T adds to the worst-case user's spend, in units of one node's
+        cost (l2^2 / 2 sigma^2 in grid units): the squared encoder entry E_{t-1} / unit
+        (a tree: 1 at each t = 2^j, when level j first releases, else 0). They sum to
+        `column_norm()`^2."""
+        if self.kind == "matrix":
+            enc = encoder_coefficients(self.releases, self.bands).astype(float) / self.unit
+            return [float(e) ** 2 for e in enc]
+        return [1.0 if t & (t - 1) == 0 else 0.0 for t in range(1, self.releases + 1)]
+
     def build(self, shape: tuple[int, ...], noise: NoiseSampler, seeds: Sequence[int],
-              family: str) -> TreeCounter | MatrixCounter:
-        """The counter itself, over this plan's T items."""
+              family: str, integer: bool | None = None) -> TreeCounter | MatrixCounter:
+        """The counter itself, over this plan's T items (`integer`: a tree's items and noise in
+        grid units; default: whether `noise` draws integers)."""
         if self.kind == "matrix":
             return MatrixCounter(shape, noise, seeds, family, self.releases, self.bands)
         return TreeCounter(shape, noise, seeds, family, self.releases,
-                           smooth=self.kind == "smoothed")
+                           smooth=self.kind == "smoothed", integer=integer)
 

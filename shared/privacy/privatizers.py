@@ -21,29 +21,35 @@ integers, and a release is those integers times the public grid step.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 import numpy as np
 from privrl.privacy.accountant import Charge, Ledger
 from privrl.privacy.calibration import Calibration, FamilyCalibration
+from privrl.privacy.continual import CounterPlan
 from privrl.privacy.grid import exact_units
+from privrl.privacy.matrix_counter import MatrixCounter
 from privrl.privacy.noise import noise_label, sample_rows
+from privrl.privacy.schedules import EveryEpisode
 from privrl.privacy.tree import NodeNoise, StoredNoiseError, TreeCounter, levels_released
 from privrl.seeding import generator
 from privrl.stats import Stats
 
 
 def family_charges(calibration: Calibration, mechanism: str, note: str, at: int,
-                   names: Iterable[str] | None = None) -> list[Charge]:
+                   names: Iterable[str] | None = None, weight: float = 1.0) -> list[Charge]:
     """The charges of one node level / one local report / one release of every released family
-    (or of the families `names`), each at its own scale."""
+    (or of the families `names`), each at its own scale; `weight` times a node's cost (a
+    matrix counter's release)."""
     wanted = None if names is None else set(names)
     out = []
     for fam in calibration.families:
         if wanted is not None and fam.name not in wanted:
             continue
-        cost = {"rho": fam.cost} if calibration.cost_kind == "zcdp" else {"epsilon": fam.cost}
+        amount = fam.cost * weight
+        cost = {"rho": amount} if calibration.cost_kind == "zcdp" else {"epsilon": amount}
         sens = fam.l2 if calibration.cost_kind == "zcdp" else fam.l1
         out.append(Charge(f"{mechanism}:{fam.name}", sensitivity=sens, scale=fam.scale,
                           note=note, at=at, noise=noise_label(calibration.noise), **cost))
@@ -112,39 +118,79 @@ class Identity(NoServerNoise):
 
 
 class Central:
-    """JDP: one tree counter per released family; the billboard sees only noisy prefix sums."""
+    """JDP: one continual counter per released family (the calibration's `CounterPlan`: tree,
+    smoothed tree or matrix counter); the billboard sees only its noisy prefix sums.
+
+    Under a sparse schedule the episodes between two releases are summed into one item, added
+    (and charged) only when the schedule's release is due; until then the billboard keeps the
+    last release.
+    """
 
     def __init__(self, calibration: Calibration, seeds: Sequence[int], max_items: int) -> None:
         assert calibration.mechanism is not None
         self.calibration = calibration
         self.seeds = [int(s) for s in seeds]
-        self.trees = {
-            f.name: TreeCounter(
-                f.shape, calibration.sampler(f.name), seeds, f.name, max_items, calibration.smooth,
-                calibration.integer,
-            )
+        self.max_items = int(max_items)  # episodes K
+        self.schedule = calibration.schedule
+        self.counter_plan = calibration.plan or CounterPlan(
+            "smoothed" if calibration.smooth else "tree",
+            self.schedule.releases(self.max_items))
+        self._release_episodes = self.schedule.release_episodes(self.max_items)
+        # without noise (eps = inf) nothing is encoded: the exact tree releases the same sums
+        building = self.counter_plan
+        if building.kind == "matrix" and not calibration.integer:
+            building = CounterPlan("tree", building.releases)
+        self.trees: dict[str, TreeCounter | MatrixCounter] = {
+            f.name: building.build(f.shape, calibration.counter_sampler(f.name), seeds, f.name,
+                                   calibration.integer)
             for f in calibration.families
         }
-        self.items = 0
-        self.max_items = int(max_items)
+        self._weights = self.counter_plan.release_weights()
+        self._pending: dict[str, np.ndarray] | None = None  # episodes since the last release
+        self.items = 0  # episodes ingested
+        self.released = 0  # counter items (releases) so far
         self.noise_epoch = 0
+
+    @property
+    def every_episode(self) -> bool:
+        """Whether every episode is released (the papers' schedule)."""
+        return isinstance(self.schedule, EveryEpisode)
 
     def start_noise_epoch(self, epoch: int) -> None:
         """Draw every node from now on afresh under noise epoch `epoch` (after the server's
         store went back: published noise is never reused over other data). The caller charges
-        the epoch as a fresh tree; levels opening later are then not charged again."""
+        the epoch as a fresh tree; levels opening later are then not charged again. Tree
+        counters released every episode only (the epoch's charges count their levels)."""
+        if not self.every_episode or self.counter_plan.kind == "matrix":
+            raise ValueError("noise epochs need a tree counter released every episode")
         self.noise_epoch = epoch
         for tree in self.trees.values():
-            tree.noise_epoch = epoch
+            tree.noise_epoch = epoch  # type: ignore[union-attr]
 
     def ingest(self, stats: Stats, ledger: Ledger) -> None:
-        """Add raw increments; charge each family's node cost when a new tree level opens.
-        Every family is converted and the charge admitted (BudgetExhausted past the budget)
-        before any is added: a refused item changes nothing and draws no noise."""
+        """Add raw increments; at a release, add the episodes since the last one to each
+        family's counter, charged first. Every family is converted and the charge admitted
+        (BudgetExhausted past the budget) before any is added: a refused item changes nothing
+        and draws no noise."""
         items = {name: self._items(name, stats[name]) for name in self.trees}
+        if self._pending is not None:
+            items = {name: self._pending[name] + items[name] for name in items}
+        due = self.release_due(self.items + 1)
         self.record(ledger)
+        if not due:
+            self._pending = items
+            return
+        self._pending = None
         for name, tree in self.trees.items():
             tree.add(items[name])
+
+    def release_due(self, episode: int) -> bool:
+        """Whether the schedule releases after `episode` (1-based; none past K)."""
+        if episode > self.max_items:
+            return False
+        if self.every_episode:
+            return True
+        return _contains(self._release_episodes, episode)
 
     def _items(self, name: str, values: np.ndarray) -> np.ndarray:
         """One item per replica as the tree adds it: grid units under integer noise."""
@@ -161,53 +207,82 @@ class Central:
         return generator(self.seeds[replica], "grid", fam.name, self.items)
 
     def record(self, ledger: Ledger) -> None:
-        """Count one ingested item; charge each family's node cost when a new level opens
-        (first: a refused charge counts nothing)."""
-        item = self.items + 1
-        if self.noise_epoch == 0 and levels_released(item) > levels_released(item - 1):
-            level = levels_released(item) - 1
-            charge_families(ledger, self.calibration, "tree", f"tree level {level} released",
-                            item)
-        self.items = item
+        """Count one ingested episode; at a release, charge what it adds to the worst-case
+        user's spend (a tree: a node cost per family when a new level opens; a matrix counter:
+        its encoder weight); first: a refused charge counts nothing."""
+        episode = self.items + 1
+        if self.release_due(episode):
+            item = self.released + 1
+            if self.noise_epoch == 0:
+                ledger.charge_all(self._release_charges(item, episode))
+            self.released = item
+        self.items = episode
+
+    def _release_charges(self, item: int, episode: int) -> list[Charge]:
+        """The charges of counter item `item`'s release after `episode`."""
+        weight = self._weights[item - 1]
+        if weight == 0.0:
+            return []
+        if self.counter_plan.kind == "matrix":
+            return family_charges(self.calibration, "matrix", f"matrix release {item}",
+                                  episode, weight=weight)
+        level = levels_released(item) - 1
+        return family_charges(self.calibration, "tree", f"tree level {level} released", episode)
 
     def plan(self) -> list[Charge]:
-        """What the whole run charges: every tree level over `max_items` items."""
-        return tree_plan(self.calibration, self.max_items)
+        """What the whole run charges: every release over its K episodes."""
+        return [c for item, episode in enumerate(self._release_episodes, start=1)
+                for c in self._release_charges(item, episode)]
 
     def noise_ahead(self, count: int) -> Stats:
         """The central noise in the next `count` releases of every family, (count, R, ...) in
         grid units, the trees then standing `count` items further (`TreeCounter.noise_block`):
-        for a caller that adds those items' exact sums itself (DP-UCBVI's fused loop)."""
-        return {name: tree.noise_block(count) for name, tree in self.trees.items()}
+        for a caller that adds those items' exact sums itself (DP-UCBVI's fused loop). Trees
+        released every episode only."""
+        if not self.every_episode or self.counter_plan.kind == "matrix":
+            raise ValueError("noise ahead needs a tree counter released every episode")
+        return {name: tree.noise_block(count)  # type: ignore[union-attr]
+                for name, tree in self.trees.items()}
 
     def release(self) -> Stats:
         """Noisy prefix sums B(items) of every family (grid units times the grid step)."""
         return {name: _from_units(self.calibration, name, tree.release())
                 for name, tree in self.trees.items()}
 
+    def _node_trees(self) -> dict[str, TreeCounter]:
+        """The tree counters (a matrix counter's noise is always seeded: nothing to keep)."""
+        return {name: c for name, c in self.trees.items() if isinstance(c, TreeCounter)}
+
     def journal_noise(self) -> None:
         """Keep every unseeded node value drawn until `take_drawn` (a server persists them)."""
-        for tree in self.trees.values():
+        for tree in self._node_trees().values():
             tree.journal = True
 
     def take_drawn(self) -> list[NodeNoise]:
         """The unseeded node values drawn since the last call, every family."""
-        return [node for tree in self.trees.values() for node in tree.take_drawn()]
+        return [node for tree in self._node_trees().values() for node in tree.take_drawn()]
 
     def begin_replay(self, nodes: Iterable[NodeNoise]) -> None:
         """Replay from stored node values: a needed node that is not stored is an error."""
-        by_family: dict[str, list[NodeNoise]] = {name: [] for name in self.trees}
+        trees = self._node_trees()
+        by_family: dict[str, list[NodeNoise]] = {name: [] for name in trees}
         for node in nodes:
             if node.family not in by_family:
                 raise StoredNoiseError(f"node noise is stored for unknown family {node.family!r}")
             by_family[node.family].append(node)
-        for name, tree in self.trees.items():
+        for name, tree in trees.items():
             tree.begin_replay(by_family[name])
 
     def end_replay(self) -> None:
         """Draw fresh noise again; refuse stored node values the replay never used."""
-        for tree in self.trees.values():
+        for tree in self._node_trees().values():
             tree.end_replay()
+
+
+def _contains(episodes: Sequence[int], episode: int) -> bool:
+    """Whether the increasing `episodes` hold `episode` (bisection: a range or a tuple)."""
+    i = bisect.bisect_left(episodes, episode)
+    return i < len(episodes) and episodes[i] == episode
 
 
 def _from_units(calibration: Calibration, name: str, units: np.ndarray) -> np.ndarray:

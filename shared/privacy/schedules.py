@@ -13,6 +13,7 @@ sensitivity is the same; only T (the encoder size, hence the per-release noise) 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
@@ -26,6 +27,8 @@ class Schedule(Protocol):
     def release_due(self, episode: int) -> bool: ...
 
     def releases(self, episodes: int) -> int: ...
+
+    def release_episodes(self, episodes: int) -> Sequence[int]: ...
 
 
 def _check_episode(episode: int) -> int:
@@ -47,6 +50,10 @@ class EveryEpisode:
         """K releases over K episodes."""
         return max(int(episodes), 0)
 
+    def release_episodes(self, episodes: int) -> Sequence[int]:
+        """1, 2, ..., K."""
+        return range(1, max(int(episodes), 0) + 1)
+
 
 @dataclass(frozen=True)
 class Batches:
@@ -66,6 +73,10 @@ class Batches:
     def releases(self, episodes: int) -> int:
         """floor(K / B)."""
         return max(int(episodes), 0) // self.size
+
+    def release_episodes(self, episodes: int) -> Sequence[int]:
+        """B, 2B, ... <= K."""
+        return range(self.size, max(int(episodes), 0) + 1, self.size)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from ..base import check_model_sizes
 
 if TYPE_CHECKING:
     from ...config import RunConfig
+    from ...privacy.calibration import Calibration
 
 
 def run_model(config: RunConfig, algo: str, known_rewards: bool, reward_features: bool
@@ -40,6 +41,12 @@ def run_model(config: RunConfig, algo: str, known_rewards: bool, reward_features
         raise ValueError(f"{algo} learns rewards from reward features, but the public model "
                          f"{config.model.name!r} has none")
     return model
+
+
+def released_since(calibration: Calibration, reported: int, last_planned: int) -> bool:
+    """Whether the billboard changed since the last plan: a release of the run's schedule fell
+    in between (every report under the papers' schedule, in LDP and without privacy)."""
+    return calibration.counter_items(reported) != calibration.counter_items(last_planned)
 
 
 def clip_norm(x: np.ndarray, bound: float | np.ndarray) -> np.ndarray:
@@ -120,6 +127,15 @@ def model_sensitivities(model: LinearMixtureModel, caps: np.ndarray) -> dict[str
             out[k].append(min(generic[k], box[k] * cap * cap))
     return {k: (math.sqrt(math.fsum(x * x for x in v)) if k.endswith("l2") else math.fsum(v))
             for k, v in out.items()}
+
+
+def variance_norms(std_matrix: float, std_vector: float, d: int) -> tuple[float, float]:
+    """Norm scales of one release's noise from its variance, not from a tail bound: 2 sqrt(d)
+    s_m for a symmetric d x d matrix with i.i.d. entries of std s_m on and above the diagonal
+    (the semicircle's edge; above the mean spectral norm for every d, e.g. 1.48 sqrt(d) s_m at
+    d = 4), and sqrt(d) s_v = sqrt(E||v||^2) for a d-vector (above E||v|| by Jensen)."""
+    root = math.sqrt(d)
+    return 2.0 * root * std_matrix, root * std_vector
 
 
 def vtr_sensitivities(d: int, x_caps: np.ndarray, y_caps: np.ndarray) -> dict[str, float]:

@@ -42,6 +42,7 @@ from .common import (
     clip_norm,
     gram_and_target,
     model_sensitivities,
+    released_since,
     run_model,
     value_caps,
     value_targets,
@@ -69,6 +70,15 @@ class LinOptKnobs(BaseModel):
         "paper", description="Sigma from sqrt(m) sigma (JDP) / sqrt(K) sigma (LDP), or from the"
         " release's own error std (running maximum over versions)")
     shift_scale: float = Field(1.0, ge=0, description="the shift is 2 shift_scale Sigma")
+    noise_norms: Literal["tail", "variance"] = Field(
+        "tail", description="Sigma and the vector noise's norm: Lemmas B.4/B.5's tails with the"
+        " union bound over K H (the paper's) or the noise's own scale from its variance"
+        " (2 sqrt(d) s_m, sqrt(d) s_v: `variance_norms`)")
+    psd: Literal["shift", "project"] = Field(
+        "shift", description="how the noisy Gram is made positive definite: the paper's shift"
+        " (lambda + 2 shift_scale Sigma) I, or a projection: lambda I + release with every"
+        " eigenvalue below lambda_min raised to it (explored directions keep their eigenvalues;"
+        " both are post-processing)")
     ridge: float = Field(1.0, gt=0, description="lambda: the non-private regularizer,"
                          " also added to the private one")
     tie_break: Literal["first", "random"] = Field(
@@ -79,7 +89,8 @@ class LinOptKnobs(BaseModel):
 
 PRESETS: dict[str, LinOptKnobs] = {
     "faithful": LinOptKnobs(),
-    "practical": LinOptKnobs(calibration="zcdp", beta_scale=0.1, shift="release"),
+    "practical": LinOptKnobs(calibration="zcdp", beta_scale=0.1, shift="release",
+                             noise_norms="variance"),
 }
 
 
@@ -103,6 +114,10 @@ class LinOptLearner(Learner):
         self.planned_at = 0
         self.caps = float(cfg.horizon) - np.arange(cfg.horizon, dtype=float)  # H - h + 1
 
+    def plans_at(self, reported: int, last_planned: int) -> bool:
+        """Only when the billboard changed (at the schedule's releases)."""
+        return released_since(self.calibration, reported, last_planned)
+
     def parts(self, reported: int) -> tuple[zhou.Part, zhou.Part]:
         """The transition and reward regressions' Sigma, lambdas, nu and beta at this release."""
         cal, cfg, k = self.calibration, self.algorithm.config, self.knobs
@@ -113,7 +128,7 @@ class LinOptLearner(Learner):
                 stds = {n: cal.family(n).scale * math.sqrt(terms) for n in FAMILIES}
             else:
                 stds = {n: cal.release_std_bound(reported, n) for n in FAMILIES}
-        common = (self.horizon, self.episodes, cfg.beta, k.ridge, k.shift_scale)
+        common = (self.horizon, self.episodes, cfg.beta, k.ridge, k.shift_scale, k.noise_norms)
         p = zhou.part("p", self.model.d, stds["gram_p"], stds["target_p"], *common)
         r = zhou.part("r", self.model.d2, stds["gram_r"], stds["target_r"], *common)
         return p, r
@@ -124,9 +139,11 @@ class LinOptLearner(Learner):
 
     def _solve(self, gram: np.ndarray, target: np.ndarray, part: zhou.Part
                ) -> tuple[np.ndarray, np.ndarray]:
-        """theta_hat and L^{-1} of Lambda = release + (lambda + 2 s Sigma) I, floored."""
-        diag = self.knobs.ridge + 2.0 * self.knobs.shift_scale * part.big_sigma
-        reg = regularize(gram, diag, floor=part.lam_min)
+        """theta_hat and L^{-1} of Lambda = release + (lambda + 2 s Sigma) I floored at
+        lambda_min (`psd=shift`), or release + lambda I projected onto eigenvalues >= lambda_min
+        (`psd=project`)."""
+        shift = 2.0 * self.knobs.shift_scale * part.big_sigma if self.knobs.psd == "shift" else 0.0
+        reg = regularize(gram, self.knobs.ridge + shift, floor=part.lam_min)
         self.fallbacks += int(reg.floored.sum())
         return cholesky_solve(reg.matrices, target)
 

@@ -39,9 +39,11 @@ from . import luyo
 from .common import (
     gram_and_target,
     model_sensitivities,
+    released_since,
     run_model,
     value_caps,
     value_targets,
+    variance_norms,
 )
 
 if TYPE_CHECKING:
@@ -69,6 +71,15 @@ class UCRLVTRKnobs(BaseModel):
         " sqrt(K) LDP reports) or from the release's own error std (a running maximum over"
         " versions; data-independent)")
     shift_scale: float = Field(1.0, ge=0, description="the PD shift is 2 shift_scale Ups")
+    noise_norms: Literal["tail", "variance"] = Field(
+        "tail", description="Ups and C: Claims 26/27's tails with the union bound over K H"
+        " (4 sqrt(d) + 2 ln(1/alpha), sqrt(d) + 2 sqrt(ln(1/alpha)), the paper's) or the noise's"
+        " own scale from its variance (2 sqrt(d) s_m, sqrt(d) s_v: `variance_norms`)")
+    psd: Literal["shift", "project"] = Field(
+        "shift", description="how the noisy Gram is made positive definite: the paper's shift"
+        " (lambda + 2 shift_scale Ups) I, or a projection: lambda I + release with every"
+        " eigenvalue below lambda + (2 shift_scale - 1) Ups raised to it (explored directions"
+        " keep their eigenvalues; both are post-processing)")
     ridge: float | None = Field(None, gt=0, description="lambda (default: the paper's H^2)")
     clip_remaining: bool = Field(
         False, description="clip Q~_h at H-h+1 instead of H (still optimistic: Q*_h <= H-h+1);"
@@ -79,7 +90,8 @@ class UCRLVTRKnobs(BaseModel):
 PRESETS: dict[str, UCRLVTRKnobs] = {
     "faithful": UCRLVTRKnobs(),
     "practical": UCRLVTRKnobs(calibration="zcdp", beta_mode="thm7", beta_scale=0.1,
-                              shift="release", shift_scale=1.0, clip_remaining=True),
+                              shift="release", shift_scale=1.0, clip_remaining=True,
+                              noise_norms="variance"),
 }
 
 
@@ -98,6 +110,10 @@ class UCRLVTRLearner(Learner):
         self.fallbacks = 0  # matrices whose eigenvalues had to be floored (the bad noise event)
         self.replicas = len(seeds)
 
+    def plans_at(self, reported: int, last_planned: int) -> bool:
+        """Only when the billboard changed (at the schedule's releases)."""
+        return released_since(self.calibration, reported, last_planned)
+
     def bounds(self, reported: int) -> luyo.NoiseBounds:
         """Ups and C of the release after `reported` reports (0 without noise)."""
         cal, cfg = self.calibration, self.algorithm.config
@@ -110,23 +126,38 @@ class UCRLVTRLearner(Learner):
         else:
             std_m = cal.release_std_bound(reported, "gram")
             std_v = cal.release_std_bound(reported, "target")
+        if self.knobs.noise_norms == "variance":
+            return luyo.NoiseBounds(*variance_norms(std_m, std_v, self.d))
         return luyo.noise_bounds(std_m, std_v, self.d, self.horizon, self.episodes, cfg.beta)
 
+    def levels(self, reported: int) -> tuple[float, float]:
+        """(Ups_low, Ups_high): the noise keeps Lambda~'s eigenvalues within lambda + [low,
+        high] (Thm. 7), low = (2 s - 1) Ups, high = (2 s + 1) Ups for shift_scale s."""
+        ups, s = self.bounds(reported).ups, self.knobs.shift_scale
+        return max(2.0 * s - 1.0, 0.0) * ups, (2.0 * s + 1.0) * ups
+
     def shift(self, reported: int) -> float:
-        """The PD shift added to release `reported` (none at version 0, erratum 5)."""
-        if reported == 0:
+        """The PD shift added to release `reported` (none at version 0, erratum 5; none when
+        the release is projected instead)."""
+        if reported == 0 or self.knobs.psd == "project":
             return 0.0
         return 2.0 * self.knobs.shift_scale * self.bounds(reported).ups
 
+    def floor(self, reported: int) -> float:
+        """The eigenvalue floor of Lambda~: lambda (the shift's fallback), or lambda + Ups_low
+        (the projection; none at version 0)."""
+        if self.knobs.psd == "shift" or reported == 0:
+            return self.lam
+        return self.lam + self.levels(reported)[0]
+
     def beta(self, reported: int) -> float:
         """The confidence radius used with release `reported`."""
-        b = self.bounds(self.episodes if self.knobs.shift == "paper" else reported)
-        s = self.knobs.shift_scale
-        c_w = self.model.c_w
+        at = self.episodes if self.knobs.shift == "paper" else reported
+        b, c_w = self.bounds(at), self.model.c_w
         if self.knobs.beta_mode == "corollary":
             beta = luyo.beta_corollary(self.lam, b.ups, c_w, self.hoeffding)
         else:
-            low, high = max(2.0 * s - 1.0, 0.0) * b.ups, (2.0 * s + 1.0) * b.ups
+            low, high = self.levels(at)
             beta = luyo.beta_thm7(self.lam, low, high, b.c, c_w, self.hoeffding)
         return self.knobs.beta_scale * beta
 
@@ -135,8 +166,10 @@ class UCRLVTRLearner(Learner):
         return self.beta(reported)
 
     def estimates(self, billboard: Stats, reported: int) -> tuple[np.ndarray, np.ndarray]:
-        """(w~ (R, H, d), L^{-1} (R, H, d, d)) from the release: shift, floor, Cholesky."""
-        reg = regularize(billboard["gram"], self.lam + self.shift(reported), floor=self.lam)
+        """(w~ (R, H, d), L^{-1} (R, H, d, d)) from the release: shift or projection (an
+        eigenvalue floor), Cholesky."""
+        reg = regularize(billboard["gram"], self.lam + self.shift(reported),
+                         floor=self.floor(reported))
         self.fallbacks += int(reg.floored.sum())
         return cholesky_solve(reg.matrices, billboard["target"])
 

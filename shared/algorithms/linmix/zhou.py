@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from privrl.privacy.psd import wigner_norm_tail_zhou
 
+from .common import variance_norms
+
 
 def tree_levels(episodes: int) -> int:
     """m = max(1, ceil(log2 K)) (erratum 5)."""
@@ -39,15 +41,21 @@ class Part:
 
 
 def part(kind: str, dim: int, std_matrix: float, std_vector: float, horizon: int, episodes: int,
-         alpha: float, ridge: float, shift_scale: float = 1.0) -> Part:
+         alpha: float, ridge: float, shift_scale: float = 1.0, norms: str = "tail") -> Part:
     """Sigma, lambda_min/max, nu and beta of one regression, for summed-noise stds `std_*`
     (sqrt(m) sigma in the paper; sqrt(K) sigma in LDP) plus a ridge `ridge` (0 in the paper's
-    private case, lambda in the non-private one); the shift is 2 shift_scale Sigma."""
+    private case, lambda in the non-private one); the shift is 2 shift_scale Sigma.
+
+    `norms`: Sigma and chi from Lemmas B.4/B.5's tails at alpha / (4 K H) ('tail', the paper's)
+    or from the noise's variance, 2 sqrt(d) std_matrix and sqrt(d) std_vector ('variance')."""
     k, h = episodes, horizon
-    big = std_matrix * wigner_norm_tail_zhou(dim, alpha / (4.0 * k * h))
+    if norms == "variance":
+        big, chi = variance_norms(std_matrix, std_vector, dim)
+    else:
+        big = std_matrix * wigner_norm_tail_zhou(dim, alpha / (4.0 * k * h))
+        chi = std_vector * (math.sqrt(dim) + math.sqrt(2.0 * math.log(4.0 * k * h / alpha)))
     lam_min = max(2.0 * shift_scale - 1.0, 0.0) * big + ridge
     lam_max = (2.0 * shift_scale + 1.0) * big + ridge
-    chi = std_vector * (math.sqrt(dim) + math.sqrt(2.0 * math.log(4.0 * k * h / alpha)))
     nu = chi / math.sqrt(lam_min) if chi else 0.0
     log_h = 2.0 * math.log(h / alpha)
     if kind == "p":

@@ -10,6 +10,7 @@ import functools
 import math
 from typing import TYPE_CHECKING, Any
 
+from ...privacy.mechanisms import Gaussian
 from ...stats import Stats
 from ...worlds.rollout import Trajectories
 from ..base import Algorithm, Family, Learner, PolicyMessage
@@ -38,9 +39,13 @@ def union_radius(calibration: Calibration, algorithm: DPUCBVIAlgorithm) -> float
     mech, cfg = calibration.mechanism, algorithm.config
     if mech is None or not calibration.noise_scale:
         return 0.0
-    m = calibration.levels if calibration.mode == "jdp" else cfg.episodes
     s, a = cfg.n_states, cfg.n_actions
     counters = cfg.episodes * cfg.horizon * s * a * (s + 2)
+    plan = calibration.plan
+    if plan is not None and plan.kind == "matrix":  # one Gaussian of the largest release std
+        worst = Gaussian(calibration.release_std_bound(cfg.episodes), mech.backend)
+        return 4.0 * worst.tail_bound(1, cfg.beta / (3.0 * counters))
+    m = calibration.levels if calibration.mode == "jdp" else cfg.episodes
     return 4.0 * mech.tail_bound(m, cfg.beta / (3.0 * counters))
 
 
@@ -52,6 +57,12 @@ class UCBVILearner(Learner):
         self.knobs: UCBVIKnobs = algorithm.knobs
         self.planner = DPUCBVI(algorithm.config, self.knobs, seeds)
         self.union = union_radius(calibration, algorithm)
+
+    def plans_at(self, reported: int, last_planned: int) -> bool:
+        """Only when the billboard changed: at every release of the run's schedule (every
+        report under the papers' schedule, in LDP and without privacy)."""
+        cal = self.calibration
+        return cal.counter_items(reported) != cal.counter_items(last_planned)
 
     def radius(self, reported: int) -> float:
         """E after `reported` reports (errata E1, E7): the union bound, or c_E x release std."""
