@@ -125,7 +125,7 @@ def improve_integer(level: int, own: np.ndarray, left: np.ndarray, right: np.nda
     (2^j own + (2^j - 1)(left + right)) / (2^(j+1) - 1), j = `level` (weights of
     `smoothed_variance`). Python integers take over where int64 could overflow."""
     top, den = 1 << level, (2 << level) - 1
-    big = max(int(np.abs(a).max(initial=0)) for a in (own, left, right))
+    big = max(max(int(a.max(initial=0)), -int(a.min(initial=0))) for a in (own, left, right))
     if (4 * big + 2) << (level + 1) >= 2**62:
         own, left, right = (a.astype(object) for a in (own, left, right))
     num = top * own + (top - 1) * (left + right)
