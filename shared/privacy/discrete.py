@@ -31,7 +31,7 @@ __all__ = ["discrete_gaussian", "discrete_gaussian_variance", "discrete_laplace"
 
 def _size(shape: Shape) -> int:
     """The number of entries of `shape`."""
-    return int(np.prod(shape, dtype=np.int64))
+    return int(shape) if isinstance(shape, (int, np.integer)) else int(math.prod(shape))
 
 
 def _laplace_candidates(rng: np.random.Generator, scale: float, count: int) -> np.ndarray:

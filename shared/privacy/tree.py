@@ -73,6 +73,10 @@ class NodeNoise:
 NODE_BLOCK = 32  # level-0 nodes drawn in one call; level j draws NODE_BLOCK >> j (at least 1)
 
 
+CHUNK_LEVELS = 5  # a block's releases are assembled CHUNK = 2^5 aligned items at a time
+CHUNK = 1 << CHUNK_LEVELS
+
+
 def nodes_per_draw(level: int) -> int:
     """How many consecutive nodes of `level` one seeded draw makes (one slot of its stream)."""
     return max(1, NODE_BLOCK >> level)
@@ -105,9 +109,12 @@ def release_variance(t: int, smooth: bool) -> float:
     return float(sum(smoothed_variance(j) for j in bits)) if smooth else float(len(bits))
 
 
-def _improve(w: float, own: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """A smoothed node: w * own + (1 - w) * (left + right) (summed in place: the same sums)."""
-    out = (left + right) * (1.0 - w)
+def _improve(w: float, own: np.ndarray, left: np.ndarray, right: np.ndarray,
+             out: np.ndarray | None = None) -> np.ndarray:
+    """A smoothed node: w * own + (1 - w) * (left + right) (summed in place: the same sums),
+    into `out` if given."""
+    out = np.add(left, right, out=out)
+    out *= 1.0 - w
     out += w * own
     return out
 
@@ -118,7 +125,7 @@ def improve_integer(level: int, own: np.ndarray, left: np.ndarray, right: np.nda
     (2^j own + (2^j - 1)(left + right)) / (2^(j+1) - 1), j = `level` (weights of
     `smoothed_variance`). Python integers take over where int64 could overflow."""
     top, den = 1 << level, (2 << level) - 1
-    big = max(int(np.abs(a).max(initial=0)) for a in (own, left, right))
+    big = max(max(int(a.max(initial=0)), -int(a.min(initial=0))) for a in (own, left, right))
     if (4 * big + 2) << (level + 1) >= 2**62:
         own, left, right = (a.astype(object) for a in (own, left, right))
     num = top * own + (top - 1) * (left + right)
@@ -205,6 +212,11 @@ class TreeCounter:
         if index < 1:
             raise ValueError(f"tree node indices start at 1, got {index}")
         group, row = divmod(index - 1, nodes_per_draw(level))
+        return self._group(level, group)[:, row]
+
+    def _group(self, level: int, group: int) -> np.ndarray:
+        """Seeded nodes group L + 1 .. group L + L of `level`, (R, L, *shape): slot `group` of
+        each replica's stream, drawn once (the group drawn last at each level is kept)."""
         key = (self.noise_epoch, level)
         kept = self._groups.get(key)
         if kept is None or kept[0] != group:
@@ -212,7 +224,7 @@ class TreeCounter:
             value = sample_rows(self.noise, lambda r: streams[r].at(group), len(self.seeds),
                                 (nodes_per_draw(level), *self.shape))
             self._groups[key] = kept = (group, value)
-        return kept[1][:, row]
+        return kept[1]
 
     def _stream_path(self, level: int) -> tuple[str | int, ...]:
         """The seed path of level `level`'s node streams: node (level, index) is in slot
@@ -281,9 +293,125 @@ class TreeCounter:
         if self.t + count > self.max_items:
             raise ValueError(f"tree counter '{self.family}' is full ({self.max_items} items)")
         out = np.empty((count, *self.exact.shape), dtype=self.exact.dtype)
-        for i in range(count):
+        if count and self.noise.reproducible and not self._stored:
+            self._block_levels(out)  # seeded: level by level (the same numbers as item by item)
+            return out
+        for i in range(count):  # unseeded: drawn (and journalled) in item order
             self.noise_sum(out[i])
             self._advance()
+        return out
+
+    def _block_levels(self, out: np.ndarray) -> None:
+        """`noise_block` for seeded noise, one level at a time: the nodes of each level that
+        complete within the block at once, then each release's sum over levels (lowest set bit
+        copied, the others added in increasing level order, exactly as `noise_sum` does)."""
+        t0, count = self.t, out.shape[0]
+        end = t0 + count
+        tables: list[tuple[int, np.ndarray] | None] = []  # per level: (first index, nodes)
+        for level in range(self.levels):
+            below = tables[-1] if tables else None
+            tables.append(self._level_block(level, (t0 >> level) + 1, end >> level, below))
+        self.t = end
+        lo = min(end, -(-t0 // CHUNK) * CHUNK)  # aligned chunks [lo, hi), single items around
+        hi = max(lo, end // CHUNK * CHUNK)
+        for t in (*range(t0, lo), *range(hi, end)):
+            self._sum_into(out[t - t0], t, tables)
+        for c0 in range(lo, hi, CHUNK):
+            self._chunk_into(out[c0 - t0:c0 - t0 + CHUNK], c0, tables)
+
+    @staticmethod
+    def _sum_into(dst: np.ndarray, t: int, tables: list) -> None:
+        """The noise of the release after t items from the level tables, as `noise_sum`."""
+        first = True
+        for level in range(levels_released(t)):
+            if (t >> level) & 1:
+                base, nodes = tables[level]
+                if first:
+                    dst[...] = nodes[(t >> level) - base]
+                    first = False
+                else:
+                    dst += nodes[(t >> level) - base]
+        if first:
+            dst[...] = 0
+
+    @staticmethod
+    def _chunk_into(dst: np.ndarray, c0: int, tables: list) -> None:
+        """The releases after c0 .. c0 + CHUNK - 1 items (c0 a multiple of CHUNK): at a level
+        below log2(CHUNK) the runs of 2^j items sharing a node are strided views (the run's
+        first item has no lower bit: copied; the others added); above, one node for all."""
+        flat = dst.reshape(CHUNK, -1)
+        for level in range(CHUNK_LEVELS):
+            base, nodes = tables[level]
+            half = CHUNK >> (level + 1)
+            start = (c0 >> level) + 1 - base  # node of the first run (odd index)
+            runs = nodes.reshape(nodes.shape[0], -1)[start:start + 2 * half:2]
+            view = flat.reshape(half, 2, 1 << level, -1)[:, 1]
+            view[:, 0] = runs
+            if level:
+                view[:, 1:] += runs[:, None]
+        first = True  # item c0: its lowest set bit is at CHUNK_LEVELS or above
+        for level in range(CHUNK_LEVELS, levels_released(c0)):
+            if (c0 >> level) & 1:
+                base, nodes = tables[level]
+                node = nodes[(c0 >> level) - base].reshape(-1)
+                flat[1:] += node
+                if first:
+                    flat[0] = node
+                    first = False
+                else:
+                    flat[0] += node
+        if first:
+            flat[0] = 0
+
+    def _level_block(self, level: int, first: int, last: int,
+                     below: tuple[int, np.ndarray] | None) -> tuple[int, np.ndarray] | None:
+        """Level `level`'s node noise (improved, if smooth) from the node kept before the block
+        (if it is t >> level) through node `last`, as (first index, (n, R, *shape)), or None
+        when there is none; the kept nodes are updated."""
+        kept = (self._done if self.smooth else self._nodes).get(level)
+        carried = kept if kept is not None and kept[0] == first - 1 else None
+        if last < first:
+            return None if carried is None else (carried[0], carried[1][None])
+        lead = carried is not None
+        nodes = np.empty((last - first + 1 + lead, len(self.seeds), *self.shape),
+                         self.exact.dtype)
+        if carried is not None:
+            nodes[0] = carried[1]
+        new = nodes[lead:]
+        if not self.smooth:
+            self._own_block(level, first, last, new, odd_only=True)
+            odd = last if last & 1 else last - 1
+            if odd >= first:
+                self._nodes[level] = (odd, new[odd - first])
+            return first - lead, nodes
+        if level == 0:
+            self._own_block(level, first, last, new)
+        else:
+            assert below is not None
+            own = self._own_block(level, first, last, np.empty_like(new))
+            b_base, b_nodes = below
+            left = b_nodes[2 * first - 1 - b_base:2 * last - b_base:2]
+            right = b_nodes[2 * first - b_base:2 * last + 1 - b_base:2]
+            if self.integer:
+                new[...] = improve_integer(level, own, left, right)
+            else:
+                _improve(smoothed_variance(level), own, left, right, out=new)
+        self._done.pop(level, None)
+        if last & 1:
+            self._done[level] = (last, new[-1])
+        return first - lead, nodes
+
+    def _own_block(self, level: int, first: int, last: int, out: np.ndarray,
+                   odd_only: bool = False) -> np.ndarray:
+        """Seeded noise of nodes first .. last of `level` into `out` (n, R, *shape), from their
+        groups' draws (`_group`); with `odd_only`, a group holding no odd index is not drawn."""
+        per = nodes_per_draw(level)
+        for group in range((first - 1) // per, (last - 1) // per + 1):
+            lo, hi = max(first, group * per + 1), min(last, group * per + per)
+            if odd_only and lo == hi and not lo & 1:
+                continue
+            block = self._group(level, group)[:, lo - 1 - group * per:hi - group * per]
+            out[lo - first:hi - first + 1] = block.swapaxes(0, 1)
         return out
 
     def _advance(self) -> None:
