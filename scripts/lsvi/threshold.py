@@ -16,8 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 from privrl.config import RunConfig
@@ -26,7 +28,13 @@ from privrl.worlds import make
 from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.values import optimal_return, uniform_random_return
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from results_table import save_table  # noqa: E402
+
 LEARNS = 25.0  # % of uniform
+COLUMNS = (("ε (δ = 1e-5)", "sci"), ("last 10%, % of uniform, per seed", ""),
+           ("mean ± std", ".1f"), ("ledger ε (largest)", ".4g"), ("switches (mean)", ".1f"),
+           ("learns", ""))
 
 
 def one_run(algo: str, epsilon: float, seed: int, episodes: int, preset: str,
@@ -68,16 +76,19 @@ def main() -> None:
             for eps in args.epsilon for s in range(1, args.seeds + 1)]
     with ProcessPoolExecutor(args.workers) as pool:
         runs = list(pool.map(one_run, *zip(*jobs, strict=True)))
-    print("epsilon | last 10% (% of uniform), per seed | mean | ledger eps (max) | learns")
+    rows = []
     for eps in args.epsilon:
-        rows = [r for r in runs if r["epsilon"] == eps]
-        pct = [r["last10_pct_uniform"] for r in rows]
-        spent = max(r["ledger_epsilon"] for r in rows)
-        print(f"{eps:g} | {' '.join(f'{p:.1f}' for p in pct)} | {np.mean(pct):.1f} |"
-              f" {spent:.4g} | {all(p <= LEARNS for p in pct)}")
+        runs_e = [r for r in runs if r["epsilon"] == eps]
+        pct = [r["last10_pct_uniform"] for r in runs_e]
+        rows.append([eps, ", ".join(f"{p:.1f}" for p in pct), [float(np.mean(pct)),
+                                                              float(np.std(pct))],
+                     max(r["ledger_epsilon"] for r in runs_e),
+                     float(np.mean([r["switches"] for r in runs_e])),
+                     all(p <= LEARNS for p in pct)])
+        print(" | ".join(str(v) for v in rows[-1]), flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "runs": runs}, f, indent=1)
+        save_table(args.json, COLUMNS, rows, algo=args.algo, episodes=args.episodes,
+                   runs=runs)
 
 
 def _value(text: str) -> object:
