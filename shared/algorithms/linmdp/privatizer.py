@@ -4,9 +4,11 @@ LSVI re-evaluates every past transition with the newest value function, so no us
 its contribution once (Luyo et al. 2021, Remark 5): the raw history stays here, inside the trusted
 curator (JDP only), and only two things ever leave:
 
-* the Gram matrices, through one tree counter per run (`privrl.privacy.tree.TreeCounter`, shape
-  (H, d, d), symmetric Gaussian node noise) whose leaves are episodes (switching) or batch sums
-  (batched), shifted by a public diagonal and floored at a public eigenvalue (post-processing);
+* the Gram matrices, through one continual counter per run (the algorithm's `CounterPlan`: tree,
+  smoothed tree or matrix counter, shape (H, d, d), symmetric Gaussian noise) whose leaves are
+  the sums of the episodes between two releases of the schedule (every episode or batches),
+  each leaf charged its release weight, shifted by a public diagonal and floored at a public
+  eigenvalue (post-processing);
 * at each release round, the targets of every step with fresh Gaussian noise, solved into w_h.
 
 The billboard is the Gram snapshot the weights were solved against and the weights ("gram",
