@@ -663,3 +663,21 @@ def test_replicas_at_different_rounds_are_charged_no_round_past_the_cap() -> Non
 
     assert asked([cap, 0]) == []
     assert asked([cap - 1, 0]) == [f"targets of round {cap}"]
+
+
+def test_a_leaf_is_rounded_to_the_grid_once() -> None:
+    """Integer noise: the Gram counter's item is the leaf's exact sum randomized-rounded once
+    (within one grid step per entry), not the sum of every episode's rounding."""
+    world = make("lin-cube")
+    run = Run(config(world, "lsvi-ucb-batched", 300, "jdp", 10.0, schedule="batch:100"), [5])
+    rng = np.random.default_rng(2)
+    total = np.zeros((world.H, world.model.d, world.model.d))
+    for _ in range(100):
+        s = rng.integers(0, world.S, size=world.H)
+        act = rng.integers(0, world.A, size=world.H)
+        phi = world.model.features[s, act]
+        total += np.einsum("hi,hj->hij", phi, phi)
+        _feed(run, phi[None], rng.random((1, world.H)), np.zeros((1, world.H)))
+    grid = run.calibration.family("gram").grid
+    assert run.privatizer.leaves == 1
+    assert np.abs(run.privatizer.counter.exact[0] - total / grid).max() < 1.0
