@@ -287,18 +287,20 @@ def _feed(run: Run, phi: np.ndarray, reward: np.ndarray, next_state: np.ndarray)
 
 
 @pytest.mark.slow  # statistical: 4000 episodes of noise alone, 3 seeds
-def test_noise_alone_never_switches() -> None:
-    """An all-zero feature stream under the sound shift: 0 switches (3 seeds)."""
+@pytest.mark.parametrize("shift", ["bound", "variance"])
+def test_noise_alone_never_switches(shift: str) -> None:
+    """An all-zero feature stream under the sound shift 2 lam_t or the practical noise-aware
+    one (3 expected noise norms): 0 switches (3 seeds), eigenvalues above the floor."""
     world = make("river-chain", horizon=6)  # d = 8
     K = 4000
-    run = Run(config(world, "lsvi-ucb-switching", K, "jdp", 1.0), [1, 2, 3])
+    run = Run(config(world, "lsvi-ucb-switching", K, "jdp", 1.0, knobs={"shift": shift}),
+              [1, 2, 3])
     zeros_phi, zeros = np.zeros((3, 6, 8)), np.zeros((3, 6))
     for _ in range(K):
         _feed(run, zeros_phi, zeros, zeros)
     assert run.privatizer.rounds.tolist() == [0, 0, 0]
     assert run.privatizer.fallbacks == 0
-    lam_t = run.algorithm.constants.lam_t
-    assert np.linalg.eigvalsh(run.privatizer.current).min() >= lam_t
+    assert np.linalg.eigvalsh(run.privatizer.current).min() >= run.algorithm.gram_floor
 
 
 def test_switches_depend_only_on_released_grams_and_respect_the_cap() -> None:
@@ -555,3 +557,127 @@ def test_lin_cube_families_use_the_public_step_sensitivity() -> None:
         (step.target / 2) ** 2 * target_sensitivity2(world.H), rel=1e-12)
     assert planned_totals(cfg).epsilon == pytest.approx(5.0, rel=1e-6)
     assert planned_totals(cfg).epsilon <= 5.0 * (1 + 1e-9)
+
+
+# -- issue 31 parts 3 and 4: the counter layer and noise-aware shifts ---------------------------
+
+
+@pytest.mark.parametrize("algo", ["lsvi-ucb-batched", "lsvi-ucb-switching"])
+def test_the_practical_shift_is_the_released_noise_norm(algo: str) -> None:
+    """Practical: ridge + scale * 2 sqrt(d) * the Gram release's largest std (sigma times the
+    counter's largest release variance), far below the tail-bound shifts; faithful keeps the
+    papers' shift."""
+    world = make("lin-cube")
+    run = Run(config(world, algo, 5000, "jdp", 10.0), [0])
+    a = run.algorithm
+    plan = a.counter_plan
+    assert plan.kind == "smoothed"
+    worst = max(plan.release_variance(t) for t in range(1, plan.releases + 1))
+    scale = a.knobs.shift_scale
+    want = a.gram_floor + scale * 2 * math.sqrt(world.model.d) * a.gram_sigma * math.sqrt(worst)
+    assert a.gram_diagonal == pytest.approx(want, rel=1e-12)
+    bound = Run(config(world, algo, 5000, "jdp", 10.0,
+                       knobs={"shift": "noise" if algo == "lsvi-ucb-batched" else "bound"}),
+                [0]).algorithm
+    assert bound.gram_diagonal > 4 * a.gram_diagonal
+    faithful = Run(config(world, algo, 5000, "jdp", 10.0, preset="faithful"), [0]).algorithm
+    assert faithful.counter_plan.kind == "tree"
+    assert faithful.gram_diagonal != pytest.approx(want)
+
+
+@pytest.mark.parametrize("counter", ["tree", "smoothed", "matrix"])
+@pytest.mark.parametrize("algo", ["lsvi-ucb-batched", "lsvi-ucb-switching"])
+def test_the_gram_counter_follows_the_plan_and_the_ledger_equals_it(algo: str,
+                                                                    counter: str) -> None:
+    """The run's counter (tree, smoothed, matrix) is built from its CounterPlan over the leaves
+    that close; the Gram's sigma spends rho/2 at the plan's column norm; a whole run charges
+    exactly its plan (every leaf's release weight, every round)."""
+    world = make("lin-cube")
+    K = 300
+    cfg = config(world, algo, K, "jdp", 30.0, counter=counter,
+                 knobs={"trigger": "always"} if algo == "lsvi-ucb-switching" else None)
+    run = Run(cfg, [4])
+    a = run.algorithm
+    assert a.counter_plan.kind == counter
+    assert a.counter_plan.releases == a.planned_leaves()
+    assert type(run.privatizer.counter).__name__ == ("MatrixCounter" if counter == "matrix"
+                                                     else "TreeCounter")
+    gram = run.calibration.family("gram")
+    spent = a.counter_plan.column_norm() ** 2 * gram.l2**2 / (2 * gram.scale**2)
+    rho = a.rho if algo == "lsvi-ucb-switching" else None
+    if rho is not None:
+        assert spent == pytest.approx(rho / 2, rel=1e-9)
+    plan = run.privatizer.plan()
+    res = run_in_process(cfg, world, [4])
+    assert res.ledger.rho == pytest.approx(sum(c.rho for c in plan), rel=1e-9)
+    assert sum(c.rho for c in plan if c.mechanism.endswith(":gram")) == pytest.approx(
+        spent, rel=1e-9)
+
+
+def test_switching_decides_only_at_the_schedule_releases() -> None:
+    """Under schedule batch:B a Gram leaf closes (and a switch may happen) only after episodes
+    B, 2B, ... < K: the counter has floor((K-1)/B) leaves and switches land on multiples of B."""
+    world = make("lin-cube")
+    K, B = 400, 25
+    cfg = config(world, "lsvi-ucb-switching", K, "jdp", 1000.0, schedule=f"batch:{B}",
+                 knobs={"trigger": "always"})
+    run = Run(cfg, [2])
+    assert run.algorithm.planned_leaves() == (K - 1) // B
+    rng = np.random.default_rng(1)
+    switched = []
+    for k in range(K):
+        before = int(run.privatizer.rounds[0])
+        s = rng.integers(0, world.S, size=(1, world.H))
+        act = rng.integers(0, world.A, size=(1, world.H))
+        _feed(run, world.model.features[s, act], rng.random((1, world.H)),
+              rng.integers(0, world.S, size=(1, world.H)).astype(float))
+        if run.privatizer.rounds[0] > before:
+            switched.append(k + 1)
+    assert switched and all(e % B == 0 for e in switched)
+    assert run.privatizer.leaves == (K - 1) // B
+
+
+def test_batched_batches_are_a_release_schedule() -> None:
+    """schedule batch:L fixes the batch length; 'every' keeps App. E.1's B; the knob and the
+    schedule together, or a geometric schedule, are refused."""
+    world = make("lin-cube")
+    run = Run(config(world, "lsvi-ucb-batched", 1000, "jdp", 10.0, schedule="batch:100"), [0])
+    assert run.algorithm.batch_length == 100 and run.algorithm.planned_leaves() == 9
+    with pytest.raises(ValueError, match="once"):
+        Run(config(world, "lsvi-ucb-batched", 1000, "jdp", 10.0, schedule="batch:100",
+                   knobs={"batches": 5}), [0])
+    with pytest.raises(ValueError, match="fixed batches"):
+        Run(config(world, "lsvi-ucb-batched", 1000, "jdp", 10.0, schedule="geometric:2"), [0])
+
+
+def test_replicas_at_different_rounds_are_charged_no_round_past_the_cap() -> None:
+    """One replica at the cap, another under it: the filter admits no round past the plan (it
+    used to ask for round cap + 1 and exhaust the budget); one under the cap still asks."""
+    world = make("river-chain", horizon=3)
+    run = Run(config(world, "lsvi-ucb-switching", 600, "jdp", 20.0), [1, 2])
+    priv, cap = run.privatizer, int(run.algorithm.planned_rounds())
+
+    def asked(rounds: list[int]) -> list[str]:
+        priv.rounds, priv.charged_rounds = np.array(rounds), max(rounds)
+        return [c.note for c in priv._worst_charges(3) if c.mechanism == "release:target"]
+
+    assert asked([cap, 0]) == []
+    assert asked([cap - 1, 0]) == [f"targets of round {cap}"]
+
+
+def test_a_leaf_is_rounded_to_the_grid_once() -> None:
+    """Integer noise: the Gram counter's item is the leaf's exact sum randomized-rounded once
+    (within one grid step per entry), not the sum of every episode's rounding."""
+    world = make("lin-cube")
+    run = Run(config(world, "lsvi-ucb-batched", 300, "jdp", 10.0, schedule="batch:100"), [5])
+    rng = np.random.default_rng(2)
+    total = np.zeros((world.H, world.model.d, world.model.d))
+    for _ in range(100):
+        s = rng.integers(0, world.S, size=world.H)
+        act = rng.integers(0, world.A, size=world.H)
+        phi = world.model.features[s, act]
+        total += np.einsum("hi,hj->hij", phi, phi)
+        _feed(run, phi[None], rng.random((1, world.H)), np.zeros((1, world.H)))
+    grid = run.calibration.family("gram").grid
+    assert run.privatizer.leaves == 1
+    assert np.abs(run.privatizer.counter.exact[0] - total / grid).max() < 1.0

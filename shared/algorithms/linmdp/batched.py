@@ -25,6 +25,7 @@ from pydantic import Field
 
 from ...privacy.accountant import continuous_gaussian, epsilon_to_rho
 from ...privacy.psd import wigner_norm_tail
+from ...privacy.schedules import Batches, EveryEpisode, parse_schedule
 from ..registry import register
 from .common import LSVIAlgorithm, LSVIKnobs
 from .constants import batched_constants, luyo_batches, zcdp_batched_sigmas
@@ -42,9 +43,10 @@ class BatchedKnobs(LSVIKnobs):
     batches: int | None = Field(
         None, ge=1, description="B, the number of batches (default: App. E.1's"
         " ceil((K eps)^(2/5) / (d^(3/5) H^(1/5))), K without noise); fixed before any data")
-    shift: Literal["paper", "noise"] = Field(
-        "paper", description="the Gram shift: App. E.1's (c_K + Ups) I, or 2 Ups' I with Ups'"
-        " a high-probability bound on the prefix noise's norm (sqrt(B0) nodes, no c_K)")
+    shift: Literal["paper", "noise", "variance"] = Field(
+        "paper", description="the Gram shift: App. E.1's (c_K + Ups) I, 2 Ups' I with Ups'"
+        " a high-probability bound on the prefix noise's norm (sqrt(B0) nodes, no c_K), or"
+        " shift_scale times 2 sqrt(d) times the release's actual noise std at each leaf")
     shift_scale: float = Field(1.0, ge=0, description="multiplies the shift (post-processing)")
     ridge: float | None = Field(None, gt=0, description="lambda (default: the paper's d; the"
                                 " theory beta keeps lambda = d)")
@@ -52,8 +54,23 @@ class BatchedKnobs(LSVIKnobs):
 
 PRESETS: dict[str, BatchedKnobs] = {
     "faithful": BatchedKnobs(),
-    "practical": BatchedKnobs(calibration="zcdp", shift="noise", beta=2.0, ridge=1.0),
+    "practical": BatchedKnobs(calibration="zcdp", shift="variance", beta=2.0, ridge=1.0),
 }
+
+
+def batch_schedule(text: str, batches: int | None, default: int, episodes: int) -> Batches:
+    """The batches as a release schedule: the run's 'batch:L', or B = `batches` (else
+    `default`, App. E.1's) batches of L = ceil(K / B) under 'every' (ValueError otherwise)."""
+    schedule = parse_schedule(text)
+    if isinstance(schedule, Batches):
+        if batches is not None:
+            raise ValueError("give the batches once: the knob batches or schedule batch:L")
+        return schedule
+    if not isinstance(schedule, EveryEpisode):
+        raise ValueError(f"lsvi-ucb-batched releases after fixed batches: schedule {text!r} is"
+                         " not one (use batch:L, or every for App. E.1's B)")
+    b = batches if batches is not None else default
+    return Batches(math.ceil(episodes / min(b, episodes)))
 
 
 @register
@@ -73,12 +90,14 @@ class BatchedLSVI(LSVIAlgorithm):
         cfg, d = config, self.model.d
         eps = config.epsilon if self.private else math.inf
         K, H, p = cfg.episodes, cfg.horizon, cfg.beta
-        b = knobs.batches if knobs.batches is not None else luyo_batches(K, H, d, eps)
+        self.schedule = batch_schedule(cfg.schedule, knobs.batches, luyo_batches(K, H, d, eps), K)
+        b = math.ceil(K / self.schedule.size)
+        self.counter_plan = self.gram_counter(self.planned_leaves())
         sigmas = None
         if self.private and knobs.calibration == "zcdp":
-            rounds = math.ceil(K / math.ceil(K / min(b, K))) - 1
             rho = epsilon_to_rho(eps, cfg.delta, continuous=continuous_gaussian(cfg.noise))
-            sigmas = zcdp_batched_sigmas(H, rounds, rho, self.step)
+            sigmas = zcdp_batched_sigmas(H, self.planned_rounds(), rho, self.step,
+                                         weight=self.counter_weight())
         delta = cfg.delta if self.private else 0.5
         c = batched_constants(K, H, d, eps, delta, p, batches=b, sigmas=sigmas)
         self.constants = c
@@ -88,32 +107,27 @@ class BatchedLSVI(LSVIAlgorithm):
             shift = c.c_k + c.ups
         else:
             alpha = p / (6.0 * K * H)
-            shift = 2.0 * c.sigma_gram * math.sqrt(c.tree_depth) * wigner_norm_tail(d, alpha)
+            spread = math.sqrt(self.max_release_factor())
+            shift = 2.0 * c.sigma_gram * spread * wigner_norm_tail(d, alpha)
         self.initial_diagonal = self.lam
         self.gram_diagonal = self.lam + knobs.shift_scale * shift
         self.gram_floor = self.lam
+        if knobs.shift == "variance":
+            self.gram_diagonal = self.noise_shift(knobs.shift_scale)
         self.beta = knobs.beta_scale * (knobs.beta if knobs.beta is not None else c.beta)
 
     @property
     def batch_length(self) -> int:
         """L = ceil(K / B): episodes per batch."""
-        return self.constants.batch_length
-
-    def leaves(self) -> int:
-        """N_K - 1 batch sums are ever released (at least one leaf, for the counter)."""
-        return max(self.constants.policies - 1, 1)
-
-    def leaf_closes(self, items: int) -> bool:
-        """At the end of every batch but the last (nothing is released after it)."""
-        return items % self.batch_length == 0 and items < self.config.episodes
+        return self.schedule.size
 
     def planned_leaves(self) -> int:
-        """A leaf at the end of batches 1..N_K-1."""
-        return self.constants.policies - 1
+        """A leaf at the end of batches 1..N_K-1 (the schedule's releases before episode K)."""
+        return self.schedule.releases(self.config.episodes - 1)
 
     def planned_rounds(self) -> int:
         """A round at the end of batches 1..N_K-1."""
-        return self.constants.policies - 1
+        return self.planned_leaves()
 
     def may_release(self, items: int, rounds: np.ndarray) -> bool:
         """At the end of batches 1..N_K-1 only."""

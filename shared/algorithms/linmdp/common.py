@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...privacy.continual import CounterPlan
 from ...privacy.grid import FEATURE_GRID
+from ...privacy.schedules import Schedule
+from ...privacy.tree import smoothed_variance
 from ...stats import Stats
 from ...ties import tie_priorities
 from ...worlds.linear_mdp import LinearMDPModel, linear_mdp_model
@@ -120,8 +123,10 @@ class LSVIAlgorithm(Algorithm):
     gram_diagonal: float  # the public shift added to the Gram release (ridge included)
     gram_floor: float  # eigenvalue floor of the PD fallback
     initial_diagonal: float  # version 0's Gram, c I (no data, no noise)
-    gram_sigma: float  # per-entry std of each Gram tree node
+    gram_sigma: float  # per-entry std of each Gram counter node (grid units times the grid)
     target_sigma: float  # per-entry std of each release's target noise
+    schedule: Schedule  # after which episodes a Gram leaf closes (the counter's releases)
+    counter_plan: CounterPlan  # the Gram counter over the leaves that ever close
 
     def __init__(self, config: RunConfig) -> None:
         """Bind to `config`: Gaussian noise from seeded generators over a public linear MDP."""
@@ -175,13 +180,51 @@ class LSVIAlgorithm(Algorithm):
         """The trusted store and its releases (instead of the generic tree counters)."""
         return TrustedLSVI(self, calibration, seeds, max_items)
 
-    @abstractmethod
-    def leaves(self) -> int:
-        """How many leaves the Gram tree counter can take."""
+    def gram_counter(self, leaves: int) -> CounterPlan:
+        """The run's counter (`RunConfig.counter`: tree, smoothed tree or matrix) over the
+        `leaves` Gram leaves that ever close (at least one)."""
+        kind = self.config.counter
+        bands = self.config.counter_bands if kind == "matrix" else None
+        return CounterPlan(kind, max(int(leaves), 1), bands)
+
+    def counter_weight(self) -> float:
+        """How many node costs one Gram leaf spends over the run: the squared largest column
+        norm of the counter's encoder (a tree: its levels)."""
+        return self.counter_plan.column_norm() ** 2
+
+    def max_release_factor(self) -> float:
+        """The Gram counter's largest release variance over its leaves, in node variances."""
+        plan = self.counter_plan
+        if plan.kind == "matrix":  # sum_{k<t} d_k^2 grows with t
+            return plan.release_variance(plan.releases)
+        lowest = (plan.releases + 1).bit_length() - 1  # t = 2^m - 1 sums the m lowest levels
+        if plan.kind == "smoothed":
+            return float(sum(smoothed_variance(j) for j in range(lowest)))
+        return float(lowest)
+
+    def gram_release_std(self) -> float:
+        """The largest std of an entry of the Gram counter's release over the run: a public
+        function of sigma, the schedule and the counter (0 without noise)."""
+        if not self.private:
+            return 0.0
+        return self.gram_sigma * math.sqrt(self.max_release_factor())
+
+    def noise_shift(self, scale: float) -> float:
+        """The diagonal added to every Gram release under a noise-aware shift: the floor (the
+        ridge) plus `scale` times 2 sqrt(d) times `gram_release_std` (2 sqrt(d) s is the
+        expected norm of a symmetric d x d matrix of N(0, s^2) entries). Constant over the run,
+        so the shift alone never changes a determinant."""
+        spread = 2.0 * math.sqrt(self.model.d) * self.gram_release_std()
+        return self.gram_floor + scale * spread
+
+    def leaf_closes(self, items: int) -> bool:
+        """Whether a Gram leaf closes after `items` episodes: at the schedule's releases before
+        the last episode (nothing is played after it)."""
+        return items < self.config.episodes and self.schedule.release_due(items)
 
     @abstractmethod
     def planned_leaves(self) -> int:
-        """How many Gram leaves close over the whole run (the tree levels the plan charges)."""
+        """How many Gram leaves close over the whole run (the counter's items)."""
 
     @abstractmethod
     def planned_rounds(self) -> int:
@@ -190,10 +233,6 @@ class LSVIAlgorithm(Algorithm):
     @abstractmethod
     def may_release(self, items: int, rounds: np.ndarray) -> bool:
         """Whether a release round can happen after `items` episodes (public numbers only)."""
-
-    @abstractmethod
-    def leaf_closes(self, items: int) -> bool:
-        """Whether the Gram items received so far close a tree leaf after `items` episodes."""
 
     @abstractmethod
     def release_due(self, items: int, current: np.ndarray, snapshot: np.ndarray,

@@ -77,12 +77,14 @@ def target_sensitivity2(horizon: int, step: StepSensitivity = GENERIC_STEP) -> f
 
 
 def zcdp_batched_sigmas(horizon: int, rounds: int, rho: float,
-                        step: StepSensitivity = GENERIC_STEP) -> tuple[float, float]:
+                        step: StepSensitivity = GENERIC_STEP, weight: float | None = None
+                        ) -> tuple[float, float]:
     """The smallest (sigma_Lambda, sigma_u) that spend exactly rho (zCDP) on this schedule: rho/2
-    on the Gram tree over `rounds` leaves (each leaf in bit_length(rounds) nodes), rho/2 on
-    `rounds` target releases, at the sensitivities above."""
+    on the Gram counter over `rounds` leaves (a leaf in `weight` node costs: the counter's
+    squared largest encoder column norm, by default a tree's bit_length(rounds) levels), rho/2
+    on `rounds` target releases, at the sensitivities above."""
     rounds = max(rounds, 1)
-    levels = rounds.bit_length()
+    levels = rounds.bit_length() if weight is None else weight
     return (math.sqrt(gram_sensitivity2(horizon, step) * levels / rho),
             math.sqrt(target_sensitivity2(horizon, step) * rounds / rho))
 
@@ -147,16 +149,21 @@ class SwitchingConstants:
 
 def switching_constants(episodes: int, horizon: int, d: int, rho: float, p: float,
                         calibration: Calibration = "sound", ridge: float = 1.0,
-                        tight: bool = True, step: StepSensitivity = GENERIC_STEP
+                        tight: bool = True, step: StepSensitivity = GENERIC_STEP,
+                        weight: float | None = None, spread: float | None = None
                         ) -> SwitchingConstants:
     """The sound (default) or the paper-literal constants; rho = inf is the non-private limit
     (no noise, lam_t = 0, no cap), where U_K and beta use `ridge` in place of lam_t. `tight`:
     the sound scales at the sensitivities above, with the target noise sized for the
     ceil(N_max) - 1 rounds that can occur (`rounds_cap`), `step` the world's public per-step
     bounds; False: the papers' (Gram 4H, targets 4H (H+1)^2, N_max rounds), which reproduce its
-    golden table."""
+    golden table. A counter other than the tree over K leaves gives `weight`, the node costs one
+    leaf spends (its squared largest encoder column norm), and `spread`, its largest release
+    variance in node variances (both the tree's L by default)."""
     K, H = episodes, horizon
     L = int(K).bit_length()
+    nodes = L if weight is None else weight
+    spread = L if spread is None else spread
     log_3khp = math.log(3.0 * K * H / p)
     if math.isinf(rho):
         node2 = lam_t = sig_y2 = lam_y = 0.0
@@ -164,8 +171,8 @@ def switching_constants(episodes: int, horizon: int, d: int, rho: float, p: floa
     elif calibration == "sound":
         gram2, target2 = ((gram_sensitivity2(H, step), target_sensitivity2(H, step)) if tight
                           else (4.0 * H, 4.0 * H * (H + 1) ** 2))
-        node2 = L * gram2 / rho
-        lam_t = math.sqrt(L * node2) * (4.0 * math.sqrt(d) + 2.0 * log_3khp)
+        node2 = nodes * gram2 / rho
+        lam_t = math.sqrt(spread * node2) * (4.0 * math.sqrt(d) + 2.0 * log_3khp)
         n_max = (d * H / math.log(2.0)) * math.log1p(K / (lam_t * d))
         rounds = max(rounds_cap(n_max), 1.0) if tight else n_max
         sig_y2 = target2 * rounds / rho

@@ -4,9 +4,11 @@ LSVI re-evaluates every past transition with the newest value function, so no us
 its contribution once (Luyo et al. 2021, Remark 5): the raw history stays here, inside the trusted
 curator (JDP only), and only two things ever leave:
 
-* the Gram matrices, through one tree counter per run (`privrl.privacy.tree.TreeCounter`, shape
-  (H, d, d), symmetric Gaussian node noise) whose leaves are episodes (switching) or batch sums
-  (batched), shifted by a public diagonal and floored at a public eigenvalue (post-processing);
+* the Gram matrices, through one continual counter per run (the algorithm's `CounterPlan`: tree,
+  smoothed tree or matrix counter, shape (H, d, d), symmetric Gaussian noise) whose leaves are
+  the sums of the episodes between two releases of the schedule (every episode or batches),
+  each leaf charged its release weight, shifted by a public diagonal and floored at a public
+  eigenvalue (post-processing);
 * at each release round, the targets of every step with fresh Gaussian noise, solved into w_h.
 
 The billboard is the Gram snapshot the weights were solved against and the weights ("gram",
@@ -34,9 +36,10 @@ import numpy as np
 
 from ...privacy.accountant import Charge, Ledger
 from ...privacy.calibration import Calibration
-from ...privacy.privatizers import NoServerNoise, charge_families, family_charges, tree_plan
+from ...privacy.continual import CounterPlan
+from ...privacy.privatizers import NoServerNoise, family_charges
 from ...privacy.psd import regularize
-from ...privacy.tree import TreeCounter, levels_released
+from ...privacy.tree import levels_released
 from ...seeding import generator
 from ...stats import Stats
 from .lsvi import History, backward_pass
@@ -60,9 +63,13 @@ class TrustedLSVI(NoServerNoise):
         n_rep, d = len(self.seeds), model.d
         self.private = calibration.mechanism is not None
         self.integer = calibration.integer
-        self.counter = (TreeCounter((horizon, d, d), calibration.sampler("gram"), self.seeds,
-                                    "gram", algorithm.leaves(), integer=self.integer)
+        plan = algorithm.counter_plan
+        if plan.kind == "matrix" and not self.integer:  # eps = inf: nothing to encode
+            plan = CounterPlan("tree", plan.releases)
+        self.counter = (plan.build((horizon, d, d), calibration.counter_sampler("gram"),
+                                   self.seeds, "gram", integer=self.integer)
                         if self.private else None)
+        self._weights = algorithm.counter_plan.release_weights()
         self.exact_gram = np.zeros((n_rep, horizon, d, d))  # only without noise
         self.pending = np.zeros((n_rep, horizon, d, d))  # Gram items since the last leaf
         self.leaves = 0
@@ -86,12 +93,7 @@ class TrustedLSVI(NoServerNoise):
         ledger.admit(self._worst_charges(self.items + 1))  # before anything changes or is drawn
         phi = stats["phi"]
         self.history.add(phi, stats["reward"], stats["next_state"].astype(np.int64))
-        gram = np.einsum("rhi,rhj->rhij", phi, phi)
-        if self.integer:
-            fam = self.calibration.family("gram")
-            gram = np.stack([fam.to_units(gram[r], generator(seed, "grid", "gram", self.items))
-                             for r, seed in enumerate(self.seeds)])
-        self.pending = self.pending + gram
+        self.pending += np.einsum("rhi,rhj->rhij", phi, phi)
         self.items += 1
         if self.algorithm.leaf_closes(self.items):
             self._close_leaf(ledger)
@@ -108,12 +110,25 @@ class TrustedLSVI(NoServerNoise):
         ever close, and every release round the algorithm allows (`planned_rounds`)."""
         if not self.private:
             return []
-        algo = self.algorithm
-        rounds = algo.planned_rounds()
-        return [*tree_plan(self.calibration, algo.planned_leaves(), names=("gram",)),
+        rounds = self.algorithm.planned_rounds()
+        return [*[c for leaf in range(1, self.algorithm.planned_leaves() + 1)
+                  for c in self._leaf_charges(leaf, 0)],
                 *[c for n in range(1, rounds + 1) for c in self._round_charges(n, 0)]]
 
     # -- internals -------------------------------------------------------------------------------
+
+    def _leaf_charges(self, leaf: int, at: int) -> list[Charge]:
+        """What Gram leaf `leaf` adds to the worst-case user's spend: its counter's release
+        weight in node costs (a tree: one node cost when a new level opens)."""
+        weight = self._weights[leaf - 1]
+        if weight == 0.0:
+            return []
+        if self.algorithm.counter_plan.kind == "matrix":
+            return family_charges(self.calibration, "matrix", f"matrix release {leaf}", at,
+                                  names=("gram",), weight=weight)
+        level = levels_released(leaf) - 1
+        return family_charges(self.calibration, "tree", f"tree level {level} released", at,
+                              names=("gram",))
 
     def _round_charges(self, top: int, at: int) -> list[Charge]:
         """The charges of release round `top` (every step's targets)."""
@@ -127,11 +142,10 @@ class TrustedLSVI(NoServerNoise):
             return []
         out = []
         if self.algorithm.leaf_closes(items):
-            leaves = self.leaves + 1
-            if levels_released(leaves) > levels_released(leaves - 1):
-                out += family_charges(self.calibration, "tree", "tree level", items,
-                                      names=("gram",))
-        top = int(self.rounds.max()) + 1
+            out += self._leaf_charges(self.leaves + 1, items)
+        nxt = self.rounds + 1  # each replica's next round, if it may still have one
+        nxt = nxt[nxt <= self.algorithm.planned_rounds()]
+        top = int(nxt.max()) if nxt.size else 0
         if top > self.charged_rounds and self.algorithm.may_release(items, self.rounds):
             out += self._round_charges(top, items)
         return out
@@ -143,19 +157,27 @@ class TrustedLSVI(NoServerNoise):
             self.exact_gram += self.pending
             prefix = self.exact_gram
         else:
-            self.counter.add(self.pending)
+            self.counter.add(self._leaf_item())
             prefix = self.counter.release()
             if self.integer:
                 prefix = prefix * self.calibration.family("gram").grid
-            if levels_released(self.leaves) > levels_released(self.leaves - 1):
-                level = levels_released(self.leaves) - 1
-                charge_families(ledger, self.calibration, "tree", f"tree level {level} released",
-                                self.items, names=("gram",))
+            ledger.charge_all(self._leaf_charges(self.leaves, self.items))
         self.pending = np.zeros_like(self.pending)
         algo = self.algorithm
         reg = regularize(prefix, algo.gram_diagonal, floor=algo.gram_floor)
         self.fallbacks += int(reg.floored.sum())
         self.current = reg.matrices
+
+    def _leaf_item(self) -> np.ndarray:
+        """The pending Gram sum as the counter's item: under integer noise randomized-rounded to
+        the grid once per leaf from `generator(seed_r, "grid", "gram", leaf)` (a user is in one
+        leaf, so the rounding slack of one item bounds it)."""
+        if not self.integer:
+            return self.pending
+        fam = self.calibration.family("gram")
+        return np.stack([fam.to_units(self.pending[r], generator(seed, "grid", "gram",
+                                                                  self.leaves))
+                         for r, seed in enumerate(self.seeds)])
 
     def _target_noise(self, due: np.ndarray) -> np.ndarray:
         """Fresh N(0, sigma_target^2) noise (R, H, d) for the replicas in `due` (else zeros);

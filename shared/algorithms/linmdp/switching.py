@@ -30,6 +30,7 @@ import numpy as np
 from pydantic import Field
 
 from ...privacy.accountant import continuous_gaussian, epsilon_to_rho
+from ...privacy.schedules import parse_schedule
 from ..registry import register
 from .common import LSVIAlgorithm, LSVIKnobs
 from .constants import rounds_cap, switching_constants
@@ -48,6 +49,12 @@ class SwitchingKnobs(LSVIKnobs):
         " more than claimed)")
     ridge: float = Field(1.0, gt=0, description="min_shift: the Gram shift is max(2 lam_t,"
                          " ridge) (the ridge of the non-private limit, where lam_t = 0)")
+    shift: Literal["bound", "variance"] = Field(
+        "bound", description="the Gram shift: 2 lam_t, a high-probability bound on the prefix"
+        " noise's norm (the paper), or the ridge plus shift_scale times 2 sqrt(d) times the"
+        " release's actual noise std at each leaf (post-processing either way)")
+    shift_scale: float = Field(1.0, ge=0, description="with shift=variance: how many expected"
+                               " noise norms the shift adds")
     trigger: Literal["det", "always"] = Field(
         "det", description="switch when some step's released log det grew by ln(switch_ratio)"
         " (the paper), or every episode (LSVI-UCB; still capped by N_max when noisy)")
@@ -57,7 +64,7 @@ class SwitchingKnobs(LSVIKnobs):
 
 PRESETS: dict[str, SwitchingKnobs] = {
     "faithful": SwitchingKnobs(),
-    "practical": SwitchingKnobs(beta=2.0),
+    "practical": SwitchingKnobs(beta=2.0, shift="variance", shift_scale=3.0),
 }
 
 
@@ -78,41 +85,42 @@ class SwitchingLSVI(LSVIAlgorithm):
         rho = (epsilon_to_rho(config.epsilon, config.delta,
                               continuous=continuous_gaussian(config.noise))
                if self.private else math.inf)
+        self.schedule = parse_schedule(config.schedule)
+        self.counter_plan = self.gram_counter(self.planned_leaves())
         c = switching_constants(config.episodes, config.horizon, self.model.d, rho, config.beta,
-                                knobs.calibration, knobs.ridge, step=self.step)
+                                knobs.calibration, knobs.ridge, step=self.step,
+                                weight=self.counter_weight(), spread=self.max_release_factor())
         self.rho, self.constants = rho, c
         self.gram_sigma, self.target_sigma = math.sqrt(c.sigma_node2), math.sqrt(c.sigma_y2)
         self.gram_diagonal = max(2.0 * c.lam_t, knobs.ridge)
-        self.initial_diagonal = self.gram_diagonal
         self.gram_floor = c.lam_t if c.lam_t > 0 else knobs.ridge
+        if knobs.shift == "variance" and self.private:
+            self.gram_floor = knobs.ridge
+            self.gram_diagonal = self.noise_shift(knobs.shift_scale)
+        self.initial_diagonal = self.gram_diagonal
         self.beta = knobs.beta_scale * (knobs.beta if knobs.beta is not None else c.beta)
         self.max_rounds = rounds_cap(c.n_max)
         self.log_ratio = math.log(knobs.switch_ratio)
 
-    def leaves(self) -> int:
-        """One leaf per episode."""
-        return self.config.episodes
-
-    def leaf_closes(self, items: int) -> bool:
-        """Every episode's Gram is released (paper line 22)."""
-        return True
-
     def planned_leaves(self) -> int:
-        """One leaf per episode."""
-        return self.config.episodes
+        """A leaf at each of the schedule's releases before episode K (every episode's Gram in
+        the paper, line 22)."""
+        return self.schedule.releases(self.config.episodes - 1)
 
     def planned_rounds(self) -> int:
-        """The cap ceil(N_max) - 1, and at most one round before each episode 2..K."""
-        return int(min(self.max_rounds, self.config.episodes - 1))
+        """The cap ceil(N_max) - 1, and at most one round per leaf."""
+        return int(min(self.max_rounds, self.planned_leaves()))
 
     def may_release(self, items: int, rounds: np.ndarray) -> bool:
-        """Before episode items+1 <= K, while some replica is under the cap."""
-        return items < self.config.episodes and bool(np.any(rounds < self.max_rounds))
+        """When a leaf closes (before episode items+1 <= K), while some replica is under the
+        cap: a switch is decided on a new Gram release only."""
+        return self.leaf_closes(items) and bool(np.any(rounds < self.max_rounds))
 
     def release_due(self, items: int, current: np.ndarray, snapshot: np.ndarray,
                     rounds: np.ndarray) -> np.ndarray:
-        """Before episode items+1 <= K: the trigger on released Grams, under the cap."""
-        if items >= self.config.episodes:
+        """When a leaf closed (before episode items+1 <= K): the trigger on released Grams,
+        under the cap."""
+        if not self.leaf_closes(items):
             return np.zeros(rounds.shape, dtype=bool)
         under_cap = rounds < self.max_rounds
         if self.knobs.trigger == "always":
