@@ -233,7 +233,7 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
     p.add_argument("--counter", default=None, choices=list(COUNTERS),
                    help="JDP continual counter: tree (the papers'), smoothed (Honaker's upward"
                    " pass) or matrix (square-root factorization; needs --mechanism gaussian)."
-                   " Default: the preset's (faithful: tree, practical: smoothed)")
+                   " (default: the preset's; faithful: tree, practical: smoothed)")
     p.add_argument("--schedule", default="every", metavar="every|batch:B|geometric:r",
                    help="JDP release schedule: after every episode (default), every B episodes"
                    " or after episodes ceil(r^j)")
