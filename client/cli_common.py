@@ -24,6 +24,7 @@ from privrl.argtypes import unit_interval as unit_interval
 from privrl.argtypes import whole_number as whole_number
 from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
+from privrl.privacy.continual import COUNTERS
 from privrl.privacy.noise import NOISE_NAMES, SIMULATION_ONLY
 from privrl.wire import error_text
 from privrl.worlds.model_spec import model_spec_of
@@ -229,6 +230,15 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
         " opendp (OS CSPRNG, exact discrete samplers; needs privrl[secure]) or float"
         f" ({SIMULATION_ONLY})",
     )
+    p.add_argument("--counter", default=None, choices=list(COUNTERS),
+                   help="JDP continual counter: tree (the papers'), smoothed (Honaker's upward"
+                   " pass) or matrix (square-root factorization; needs --mechanism gaussian)."
+                   " (default: the preset's; faithful: tree, practical: smoothed)")
+    p.add_argument("--schedule", default="every", metavar="every|batch:B|geometric:r",
+                   help="JDP release schedule: after every episode (default), every B episodes"
+                   " or after episodes ceil(r^j)")
+    p.add_argument("--counter-bands", type=positive_int, default=None,
+                   help="the matrix counter's bands (default: the full factorization)")
 
 
 def mechanisms_from_args(args: argparse.Namespace) -> list[str]:
@@ -327,6 +337,9 @@ def config_from_args(
             noise=args.noise,
             preset=args.preset,
             knobs=knobs or None,
+            counter=args.counter,
+            schedule=args.schedule,
+            counter_bands=args.counter_bands,
         )
         bind(config)  # the algorithm's own rules across fields
     except ValidationError as exc:

@@ -27,6 +27,14 @@ from privrl.run import Run
 UNKNOWN = -1  # `published` when the store's epoch was left before the mark knew its count
 
 
+def supported(run: Run) -> bool:
+    """Whether `run` can continue under a fresh noise epoch: its server draws no noise, or its
+    counters are trees released after every episode (whose levels the epochs charge)."""
+    priv = run.privatizer
+    return not isinstance(priv, Central) or (
+        priv.every_episode and priv.counter_plan.kind != "matrix")
+
+
 def _charge(run: Run, ledger: Ledger, epoch: int, published: int, first: bool) -> None:
     """Record in `ledger` what starting `epoch` now costs (`first`: the run is in epoch 0)."""
     if not isinstance(run.privatizer, Central):

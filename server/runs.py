@@ -140,6 +140,14 @@ class RunTable:
 
     def _continue(self, hosted: HostedRun, mark: Mark) -> None:
         """Start the noise epochs that make the run's next releases fresh, within its budget."""
+        if not noise_epochs.supported(hosted.run):
+            raise Refusal(
+                409, "budget",
+                f"run {hosted.id} cannot continue under fresh noise: noise epochs need tree"
+                f" counters released every episode (this run: counter {hosted.config.counter!r},"
+                f" schedule {hosted.config.schedule!r}); stop it (its releases so far stay"
+                " served) or delete it",
+            )
         epochs = list(range(hosted.epoch + 1, max(mark.epoch, hosted.epoch) + 2))
         published = mark.reported if mark.epoch == hosted.epoch else noise_epochs.UNKNOWN
         fits, total = noise_epochs.fits(hosted.run, epochs, published)

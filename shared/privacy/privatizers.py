@@ -145,7 +145,8 @@ class Central:
                                    calibration.integer)
             for f in calibration.families
         }
-        self._weights = self.counter_plan.release_weights()
+        matrix = self.counter_plan.kind == "matrix"
+        self._weights = self.counter_plan.release_weights() if matrix else None
         self._pending: dict[str, np.ndarray] | None = None  # episodes since the last release
         self.items = 0  # episodes ingested
         self.released = 0  # counter items (releases) so far
@@ -220,7 +221,10 @@ class Central:
 
     def _release_charges(self, item: int, episode: int) -> list[Charge]:
         """The charges of counter item `item`'s release after `episode`."""
-        weight = self._weights[item - 1]
+        if self._weights is None:  # a tree: one node cost when level j opens, at item 2^j
+            weight = 1.0 if item & (item - 1) == 0 else 0.0
+        else:
+            weight = self._weights[item - 1]
         if weight == 0.0:
             return []
         if self.counter_plan.kind == "matrix":
@@ -231,8 +235,13 @@ class Central:
 
     def plan(self) -> list[Charge]:
         """What the whole run charges: every release over its K episodes."""
-        return [c for item, episode in enumerate(self._release_episodes, start=1)
-                for c in self._release_charges(item, episode)]
+        releases = len(self._release_episodes)
+        if self._weights is None:  # only the items 2^j charge
+            items: Iterable[int] = (1 << j for j in range(levels_released(releases)))
+        else:
+            items = (t for t, w in enumerate(self._weights, start=1) if w > 0.0)
+        return [c for item in items
+                for c in self._release_charges(item, self._release_episodes[item - 1])]
 
     def noise_ahead(self, count: int) -> Stats:
         """The central noise in the next `count` releases of every family, (count, R, ...) in

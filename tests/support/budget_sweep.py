@@ -1,5 +1,6 @@
 """The budget sweep of issue 31: every registered algorithm x privacy mode x mechanism x preset x
-spending knob choice x epsilon, either refused at creation or planned (and run) within budget.
+spending knob choice x continual-release choice (JDP: counter, schedule, bands) x epsilon, either
+refused at creation or planned (and run) within budget.
 
 Print the measured table: `cd tests && python -m support.budget_sweep [EPISODES] [--run K]`.
 """
@@ -25,6 +26,13 @@ from pydantic import ValidationError
 EPSILONS = (0.1, 1.0, 10.0, 1e3, 1e5)
 DELTA = 1e-5
 MECHANISMS = ("laplace", "gaussian")
+# JDP's continual release, one choice at a time beside the preset's (the matrix counter only
+# with the Gaussian mechanism: the schema refuses it otherwise)
+CONTINUAL: tuple[dict[str, Any], ...] = (
+    {}, {"counter": "tree"}, {"counter": "smoothed"}, {"counter": "matrix"},
+    {"schedule": "batch:10"}, {"schedule": "geometric:1.5"},
+    {"counter": "matrix", "schedule": "geometric:1.5"}, {"counter": "matrix", "counter_bands": 8},
+)
 
 
 def knob_choices(algo: str) -> list[dict[str, Any] | None]:
@@ -54,7 +62,10 @@ class Case:
         """algo mode mechanism preset knobs."""
         c = self.config
         knobs = ",".join(f"{k}={v}" for k, v in (c.knobs or {}).items()) or "-"
-        return f"{c.algo} {c.privacy} {c.mechanism} {c.preset} {knobs}"
+        release = f" {c.counter}" + (f"/{c.counter_bands}" if c.counter_bands else "")
+        release += f" {c.schedule}" if c.schedule != "every" else ""
+        return f"{c.algo} {c.privacy} {c.mechanism} {c.preset} {knobs}" + (
+            release if c.privacy == "jdp" else "")
 
 
 def cases(episodes: int, epsilons: tuple[float, ...] = EPSILONS,
@@ -70,7 +81,10 @@ def cases(episodes: int, epsilons: tuple[float, ...] = EPSILONS,
         for privacy in [p for p in plugin.privacy_modes if p != "none"]:
             for mech, preset in ((m, p) for m in MECHANISMS for p in plugin.presets):
                 seen: set[str] = set()
-                for knobs in knob_choices(algo)[:1 if presets_only else None]:
+                releases = CONTINUAL if privacy == "jdp" else CONTINUAL[:1]
+                choices = [(k, {}) for k in knob_choices(algo)[:1 if presets_only else None]]
+                choices += [(None, r) for r in releases[1:]]
+                for knobs, release in choices:
                     for eps in epsilons:
                         try:
                             config = RunConfig(
@@ -78,11 +92,14 @@ def cases(episodes: int, epsilons: tuple[float, ...] = EPSILONS,
                                 model=model_spec_of(mdp), episodes=episodes, privacy=privacy,
                                 epsilon=eps, delta=DELTA if mech == "gaussian" else 0.0,
                                 mechanism=mech, preset=preset,
-                                knobs=knobs)
-                            resolved = registry.bind(config).knobs
+                                knobs=knobs, **release)
+                            algorithm = registry.bind(config)
+                            resolved = algorithm.knobs
+                            algorithm.calibration()  # e.g. a schedule releasing nothing in K
                         except (ValidationError, ValueError):
                             continue
-                        key = f"{resolved!r}{eps}"
+                        key = f"{resolved!r}{config.counter}{config.counter_bands}"
+                        key += f"{config.schedule}{eps}"
                         if key in seen:
                             continue
                         seen.add(key)
