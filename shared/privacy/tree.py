@@ -113,7 +113,7 @@ def _improve(w: float, own: np.ndarray, left: np.ndarray, right: np.ndarray,
              out: np.ndarray | None = None) -> np.ndarray:
     """A smoothed node: w * own + (1 - w) * (left + right) (summed in place: the same sums),
     into `out` if given."""
-    out = np.add(left, right, out=out)
+    out = np.add(left, right, out=out, dtype=np.float64)
     out *= 1.0 - w
     out += w * own
     return out
