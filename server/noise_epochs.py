@@ -31,8 +31,7 @@ def supported(run: Run) -> bool:
     """Whether `run` can continue under a fresh noise epoch: its server draws no noise, or its
     counters are trees released after every episode (whose levels the epochs charge)."""
     priv = run.privatizer
-    return not isinstance(priv, Central) or (
-        priv.every_episode and priv.counter_plan.kind != "matrix")
+    return not isinstance(priv, Central) or priv.trees_every_episode
 
 
 def _charge(run: Run, ledger: Ledger, epoch: int, published: int, first: bool) -> None:

@@ -162,7 +162,7 @@ class Central:
         store went back: published noise is never reused over other data). The caller charges
         the epoch as a fresh tree; levels opening later are then not charged again. Tree
         counters released every episode only (the epoch's charges count their levels)."""
-        if not self.every_episode or self.counter_plan.kind == "matrix":
+        if not self.trees_every_episode:
             raise ValueError("noise epochs need a tree counter released every episode")
         self.noise_epoch = epoch
         for tree in self.trees.values():
@@ -243,12 +243,18 @@ class Central:
         return [c for item in items
                 for c in self._release_charges(item, self._release_episodes[item - 1])]
 
+    @property
+    def trees_every_episode(self) -> bool:
+        """Whether every counter is a tree released after every episode (what noise ahead and
+        noise epochs need)."""
+        return self.every_episode and self.counter_plan.kind != "matrix"
+
     def noise_ahead(self, count: int) -> Stats:
         """The central noise in the next `count` releases of every family, (count, R, ...) in
         grid units, the trees then standing `count` items further (`TreeCounter.noise_block`):
         for a caller that adds those items' exact sums itself (DP-UCBVI's fused loop). Trees
         released every episode only."""
-        if not self.every_episode or self.counter_plan.kind == "matrix":
+        if not self.trees_every_episode:
             raise ValueError("noise ahead needs a tree counter released every episode")
         return {name: tree.noise_block(count)  # type: ignore[union-attr]
                 for name, tree in self.trees.items()}
