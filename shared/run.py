@@ -60,9 +60,9 @@ class Run:
     def __init__(self, config: RunConfig, seeds: Sequence[int]) -> None:
         if not seeds:
             raise ValueError("a run needs one server seed per replica")
-        self.config = config
         self.seeds = [int(s) for s in seeds]
         self.algorithm: Algorithm = bind(config)
+        config = self.config = self.algorithm.config  # the preset's schedule filled in
         self.calibration: Calibration = self.algorithm.calibration()
         self.privatizer: Privatizer = self.algorithm.privatizer(
             self.calibration, self.seeds, config.episodes

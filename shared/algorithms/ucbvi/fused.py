@@ -39,14 +39,16 @@ FAMILIES = ("sas", "sa", "r")
 def applies(run: Run, world: Any) -> bool:
     """Whether this loop runs `run` (else the generic loop does): a tabular world, a fresh run,
     no noise, the float backend's or seeded integers on unit grids (exact in float64), a release
-    every episode."""
+    every episode by tree counters (`Central.noise_ahead` has no matrix counter)."""
     cal = run.calibration
     on_unit_grid = all(f.grid == 1.0 and not f.rounded for f in cal.families)
     return (isinstance(world, TabularMDP) and run.reported == 0
             and isinstance(run.privatizer, Identity | Central | Aggregator)
             and (cal.mechanism is None or cal.noise == "float"
                  or (cal.noise == "numpy" and on_unit_grid))
-            and run.config.schedule == "every")
+            and run.config.schedule == "every"
+            and not (isinstance(run.privatizer, Central)
+                     and run.privatizer.counter_plan.kind == "matrix"))
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
