@@ -231,6 +231,7 @@ def run_in_process(
     if config.model is not None and spec != config.model:
         raise ValueError("the world's public model differs from the run's configured model")
     run = Run(config, seeds)
+    config = run.config  # the preset's schedule filled in: what the result records
     n_rep, k_total = len(run.seeds), config.episodes
     regret = np.empty((n_rep, k_total))
     simulator = (run.algorithm.simulator(run, mdp) if isinstance(run.algorithm, Simulates)

@@ -153,3 +153,14 @@ def test_an_http_run_on_the_preset_schedule_gives_the_in_process_numbers(apps: A
     for name, arr in run.billboard().items():
         np.testing.assert_allclose(np.asarray(served["billboard"]["arrays"][name]),
                                    arr[0].ravel(), rtol=0, atol=1e-9)
+
+
+def test_privrl_algorithms_lists_each_practical_schedule(capsys: pytest.CaptureFixture) -> None:
+    from privrl.client.cli import main
+
+    assert main(["algorithms"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for algo, schedule in MEASURED.items():
+        at = next(i for i, line in enumerate(lines) if line.startswith(algo + " "))
+        block = lines[at + 1:at + 4]
+        assert f"JDP schedule: faithful every, practical {schedule}" in "\n".join(block), block
