@@ -234,9 +234,10 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
                    help="JDP continual counter: tree (the papers'), smoothed (Honaker's upward"
                    " pass) or matrix (square-root factorization; needs --mechanism gaussian)."
                    " (default: the preset's; faithful: tree, practical: smoothed)")
-    p.add_argument("--schedule", default="every", metavar="every|batch:B|geometric:r",
-                   help="JDP release schedule: after every episode (default), every B episodes"
-                   " or after episodes ceil(r^j)")
+    p.add_argument("--schedule", default=None, metavar="every|batch:B|geometric:r",
+                   help="JDP release schedule: after every episode, every B episodes or after"
+                   " episodes ceil(r^j) (default: the preset's; faithful: every, practical:"
+                   " the algorithm's, as `privrl algorithms` lists)")
     p.add_argument("--counter-bands", type=positive_int, default=None,
                    help="the matrix counter's bands (default: the full factorization)")
 

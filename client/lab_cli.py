@@ -224,7 +224,8 @@ def cmd_worlds(args: argparse.Namespace) -> int:
 
 
 def cmd_algorithms(args: argparse.Namespace) -> int:
-    """privrl algorithms: every registered algorithm, its privacy modes and default world."""
+    """privrl algorithms: every registered algorithm, its privacy modes, default world and the
+    release schedule of each preset."""
     width = max(16, *(len(n) for n in algorithms.names()))
     for name in algorithms.names():
         algo = algorithms.get(name)
@@ -234,6 +235,7 @@ def cmd_algorithms(args: argparse.Namespace) -> int:
               f"{', '.join(sorted(algo.presets))}")
         print(f"{'':<{width}} {algo.summary}")
         print(f"{'':<{width}} knobs: {knobs}")
+        print(f"{'':<{width}} JDP schedule: faithful every, practical {algo.practical_schedule}")
     return 0
 
 

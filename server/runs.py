@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from privrl.algorithms import bind, check
+from privrl.algorithms import bind, effective
 from privrl.config import RunConfig
 from privrl.seeding import secret_seed
 from privrl.server import noise_epochs
@@ -228,7 +228,7 @@ class RunTable:
         seed comes from the OS CSPRNG. Either way it is a secret: no route or log shows it.
         """
         try:  # what the create schema states: the algorithm exists, with this mode and knobs
-            check(config)
+            config = effective(config)  # stored and shown as runs use it (the preset's schedule)
         except ValueError as exc:
             raise Refusal(422, "schema", f"invalid request: {exc}") from None
         self._check_ready()

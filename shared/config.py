@@ -120,11 +120,13 @@ class RunConfig(BaseModel):
         " prefix-sum matrix, banded with counter_bands; integer noise only). Default: tree in"
         " the faithful preset, smoothed in practical",
     )
-    schedule: str = Field(
-        "every",
+    schedule: str | None = Field(
+        None,
         description="JDP: when the billboard is refreshed: 'every' episode (the papers'),"
         " 'batch:B' (after episodes B, 2B, ...) or 'geometric:r' (after episodes ceil(r^j));"
-        " the episodes between two releases enter the counter as one item",
+        " the episodes between two releases enter the counter as one item. Default (null):"
+        " the preset's: 'every' in faithful, the algorithm's measured schedule in practical"
+        " (`privrl algorithms` lists it; JDP only); a created run states the one it uses",
     )
     counter_bands: Annotated[int, Field(ge=1), INTEGRAL] | None = Field(
         None, description="the matrix counter's bands (default: the full factorization)"
@@ -168,7 +170,8 @@ class RunConfig(BaseModel):
     def _check_counter(self) -> None:
         """Counter, bands, schedule and the deprecated tree_smoothing agree."""
         try:
-            parse_schedule(self.schedule)
+            if self.schedule is not None:
+                parse_schedule(self.schedule)
         except ValueError as exc:
             raise ValueError(f"schedule: {exc}") from None
         if self.tree_smoothing is not None and self.counter != (
@@ -183,7 +186,7 @@ class RunConfig(BaseModel):
         if self.privacy == "jdp" and self.counter == "matrix" and self.noise != "numpy":
             raise ValueError("counter='matrix' needs noise='numpy' (seeded integer noise: its"
                              " encoder is exact and its noise is re-derived on a restart)")
-        if self.privacy != "jdp" and self.schedule != "every":
+        if self.privacy != "jdp" and self.schedule not in (None, "every"):
             raise ValueError("a release schedule shapes JDP's central counters: with privacy"
                              f" {self.privacy!r} leave schedule at 'every'")
 

@@ -60,9 +60,9 @@ class Run:
     def __init__(self, config: RunConfig, seeds: Sequence[int]) -> None:
         if not seeds:
             raise ValueError("a run needs one server seed per replica")
-        self.config = config
         self.seeds = [int(s) for s in seeds]
         self.algorithm: Algorithm = bind(config)
+        config = self.config = self.algorithm.config  # the preset's schedule filled in
         self.calibration: Calibration = self.algorithm.calibration()
         self.privatizer: Privatizer = self.algorithm.privatizer(
             self.calibration, self.seeds, config.episodes
@@ -231,6 +231,7 @@ def run_in_process(
     if config.model is not None and spec != config.model:
         raise ValueError("the world's public model differs from the run's configured model")
     run = Run(config, seeds)
+    config = run.config  # the preset's schedule filled in: what the result records
     n_rep, k_total = len(run.seeds), config.episodes
     regret = np.empty((n_rep, k_total))
     simulator = (run.algorithm.simulator(run, mdp) if isinstance(run.algorithm, Simulates)

@@ -21,7 +21,8 @@ E2 = make("zhou-mix")
 def cfg(algo: str = "ucrl-vtr", mdp=HARD, **kw) -> RunConfig:
     base = dict(algo=algo, n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H,
                 model=model_spec_of(mdp), episodes=200, privacy="jdp", epsilon=1.0, delta=1e-5,
-                mechanism="gaussian", preset="practical")
+                mechanism="gaussian", preset="practical", schedule="every")
+    # every episode: the mechanics these tests check (the preset's: test_preset_schedules.py)
     return RunConfig(**{**base, **kw})
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from jsonschema import Draft202012Validator
-from privrl.algorithms import bind
+from privrl.algorithms import bind, effective
 from privrl.config import RunConfig
 from privrl.protocol import Ack, PolicyLog, RunInfo, RunList
 from privrl.run import Run, user_episode
@@ -255,7 +255,7 @@ def test_the_client_librarys_infinite_epsilon_is_accepted(client: TestClient) ->
     assert body["epsilon"] == "Infinity"
     resp = client.post("/v1/runs", json=body, headers=AUTH)
     assert resp.status_code == 201, resp.text
-    assert RunInfo.model_validate_json(resp.content).config == config
+    assert RunInfo.model_validate_json(resp.content).config == effective(config)
 
 
 # -- the claim / report cycle -----------------------------------------------------------------

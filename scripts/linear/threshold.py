@@ -68,7 +68,7 @@ def run_case(algo: str, privacy: str, eps: float, args: argparse.Namespace) -> d
             "seeds": args.seeds, "last10_pct_uniform": float(np.mean(pct)),
             "per_seed_pct": pct.tolist(), "ledger_epsilon": res.ledger.totals(1e-5).epsilon,
             "wall_s": wall, "s_per_1000_episodes": 1e3 * wall / args.episodes,
-            "knobs": knobs, "schedule": extra.get("schedule", "every"), "world": world,
+            "knobs": knobs, "schedule": res.config.schedule, "world": world,
             "world_params": params}
 
 
@@ -118,7 +118,8 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", default=list(CASES))
     parser.add_argument("--knob", action="append", default=[])
     parser.add_argument("--preset", default="practical")
-    parser.add_argument("--schedule", default=None, help="JDP release schedule (default: every)")
+    parser.add_argument("--schedule", default=None,
+                        help="JDP release schedule (default: the preset's)")
     args = parser.parse_args()
     if args.sources:
         save_docs_table(args.sources, args.json)

@@ -11,7 +11,7 @@ from . import (  # noqa: F401  (importing a module registers its algorithms)
     ucbvi,  # dp-ucbvi
 )
 from .base import PRIVACY_MODES, Algorithm, Family, Learner, NoKnobs, PolicyMessage
-from .registry import bind, check, get, load_plugins, names, register
+from .registry import bind, check, effective, get, load_plugins, names, register
 
 __all__ = [
     "PRIVACY_MODES",
@@ -22,6 +22,7 @@ __all__ = [
     "PolicyMessage",
     "bind",
     "check",
+    "effective",
     "get",
     "load_plugins",
     "names",

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..privacy.calibration import calibrate
 from ..privacy.privatizers import make_privatizer
+from ..privacy.schedules import parse_schedule
 from ..stats import Stats
 from ..wire import error_text
 from ..worlds.first_visit import FirstVisits
@@ -134,12 +135,34 @@ class Algorithm(ABC):
     # Under integer noise, users report Bernoulli(r) rewards instead of r (unbiased), so that
     # families that sum rewards stay integers (`privrl.privacy.grid.bernoulli_rewards`).
     integer_rewards: ClassVar[bool] = False
+    # The JDP release schedule of the practical preset (the best one measured); the faithful
+    # preset releases every episode, as the papers do.
+    practical_schedule: ClassVar[str] = "every"
 
     def __init__(self, config: RunConfig) -> None:
-        """Bind to `config`; refuse (ValueError) a privacy mode or knobs this algorithm lacks."""
+        """Bind to `config`; refuse (ValueError) a privacy mode or knobs this algorithm lacks.
+        `self.config` is the configuration runs use: the preset's schedule filled in."""
         self.check_mode(config.privacy)
-        self.config = config
+        self.config = self.effective_config(config)
         self.knobs: Any = self.resolve_knobs(config.preset, config.knobs)
+
+    @classmethod
+    def preset_schedule(cls, preset: str, privacy: str, episodes: int) -> str:
+        """The release schedule `preset` gives a run: the practical one under JDP when it
+        releases before episode K (a run that never learns is no preset), else 'every'."""
+        if preset != "practical" or privacy != "jdp":
+            return "every"
+        if parse_schedule(cls.practical_schedule).releases(episodes - 1) < 1:
+            return "every"
+        return cls.practical_schedule
+
+    @classmethod
+    def effective_config(cls, config: RunConfig) -> RunConfig:
+        """`config` with a concrete schedule: the user's if given, else the preset's."""
+        if config.schedule is not None:
+            return config
+        schedule = cls.preset_schedule(config.preset, config.privacy, config.episodes)
+        return config.model_copy(update={"schedule": schedule})
 
     @classmethod
     def check_mode(cls, privacy: str) -> None:

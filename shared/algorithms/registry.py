@@ -41,9 +41,16 @@ def check(config: RunConfig) -> type[Algorithm]:
     return algorithm
 
 
+def effective(config: RunConfig) -> RunConfig:
+    """The configuration `config`'s runs use (its preset's schedule filled in), once `check`ed:
+    what a server stores and shows."""
+    return check(config).effective_config(config)
+
+
 def bind(config: RunConfig) -> Algorithm:
     """The algorithm `config` names, bound to it; ValueError for an unknown algorithm, a privacy
-    mode or knobs it does not have, or a configuration its own rules across fields refuse."""
+    mode or knobs it does not have, or a configuration its own rules across fields refuse.
+    Its `config` is `effective(config)`."""
     return get(config.algo)(config)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from ..algorithms import effective
 from ..config import RunConfig
 from ..worlds import optimal_return, uniform_random_return
 from ..worlds.registry import UnknownWorld, make
@@ -93,7 +94,7 @@ def summarize(
     seconds = sum(b.seconds for b in blocks)
     record = {
         "label": label(config),
-        "config": config.model_dump(mode="json"),
+        "config": effective(config).model_dump(mode="json"),  # the schedule the runs used
         "world": world.to_dict(),
         "seeds": [s for b in blocks for s in b.seeds],
         "regret": regret_summary(regret, mdp),

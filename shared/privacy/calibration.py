@@ -277,8 +277,9 @@ def calibrate(config: RunConfig, families: Sequence[Family]) -> Calibration:
 
 def counter_plan(config: RunConfig) -> tuple[CounterPlan | None, Schedule]:
     """The JDP counter plan of `config` (its counter over the schedule's releases in K
-    episodes; None outside JDP) and its release schedule."""
-    schedule = parse_schedule(config.schedule)
+    episodes; None outside JDP) and its release schedule. A configuration no algorithm has
+    bound (schedule None: the preset's) releases every episode."""
+    schedule = parse_schedule(config.schedule or "every")
     if config.privacy != "jdp":
         return None, schedule
     releases = schedule.releases(config.episodes)

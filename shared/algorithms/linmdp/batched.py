@@ -90,7 +90,8 @@ class BatchedLSVI(LSVIAlgorithm):
         cfg, d = config, self.model.d
         eps = config.epsilon if self.private else math.inf
         K, H, p = cfg.episodes, cfg.horizon, cfg.beta
-        self.schedule = batch_schedule(cfg.schedule, knobs.batches, luyo_batches(K, H, d, eps), K)
+        self.schedule = batch_schedule(self.config.schedule, knobs.batches,
+                                       luyo_batches(K, H, d, eps), K)
         b = math.ceil(K / self.schedule.size)
         self.counter_plan = self.gram_counter(self.planned_leaves())
         sigmas = None

@@ -77,6 +77,7 @@ class SwitchingLSVI(LSVIAlgorithm):
                " at most N_max times (Ngo, Vietri & Wu Alg. 1, sound calibration), JDP only")
     knobs_model = SwitchingKnobs
     presets = PRESETS
+    practical_schedule = "batch:50"  # learns from eps = 100 at K = 50,000 (docs/results/lsvi.md)
 
     def __init__(self, config: RunConfig) -> None:
         """Fix rho, the noise scales, the shift, the cap and beta from public numbers."""
@@ -85,7 +86,7 @@ class SwitchingLSVI(LSVIAlgorithm):
         rho = (epsilon_to_rho(config.epsilon, config.delta,
                               continuous=continuous_gaussian(config.noise))
                if self.private else math.inf)
-        self.schedule = parse_schedule(config.schedule)
+        self.schedule = parse_schedule(self.config.schedule)  # the preset's, if not given
         self.counter_plan = self.gram_counter(self.planned_leaves())
         c = switching_constants(config.episodes, config.horizon, self.model.d, rho, config.beta,
                                 knobs.calibration, knobs.ridge, step=self.step,

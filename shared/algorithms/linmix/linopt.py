@@ -201,6 +201,7 @@ class LinOptAlgorithm(Algorithm):
     presets = PRESETS
     default_world = "zhou-mix"
     default_mechanism = "gaussian"
+    practical_schedule = "batch:10"  # learns from eps = 3 (docs/results/linear.md)
     policy_optimization: ClassVar[bool] = False
 
     def __init__(self, config: RunConfig) -> None:

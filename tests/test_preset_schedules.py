@@ -1,0 +1,166 @@
+"""Presets' release schedules: faithful releases every episode (the papers'), practical on the
+algorithm's measured schedule (JDP only); an explicit schedule wins; a server stores and shows
+the schedule a run uses, and serves the numbers of the in-process run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from privrl.algorithms import bind, effective, get
+from privrl.budget import release_plan
+from privrl.config import RunConfig
+from privrl.privacy.schedules import parse_schedule
+from privrl.protocol import RunInfo, RunRequest
+from privrl.run import Run, user_episode
+from privrl.worlds import make
+from privrl.worlds.model_spec import model_spec_of
+from pydantic import ValidationError
+from support.server import AUTH, Apps, claim, create, state, user_report
+
+K = 120
+# The practical schedules measured in docs/results/linear.md and docs/results/lsvi.md.
+MEASURED = {"ucrl-vtr": "batch:10", "linopt-vi": "batch:10", "linopt-po": "batch:10",
+            "lsvi-ucb-switching": "batch:50", "lsvi-ucb-batched": "every", "dp-ucbvi": "every"}
+LINEAR = ("ucrl-vtr", "linopt-vi", "linopt-po", "lsvi-ucb-switching")
+
+
+def config(algo: str, preset: str = "practical", privacy: str = "jdp", episodes: int = K,
+           **kw: Any) -> RunConfig:
+    """A run of `algo` on its default world (Gaussian, eps = 10)."""
+    world = make(get(algo).default_world)
+    return RunConfig(algo=algo, n_states=world.S, n_actions=world.A, horizon=world.H,
+                     model=model_spec_of(world), episodes=episodes, privacy=privacy,
+                     epsilon=10.0, delta=1e-5 if privacy != "none" else 0.0,
+                     mechanism="gaussian", preset=preset, **kw)
+
+
+@pytest.mark.parametrize("algo", sorted(MEASURED))
+def test_each_algorithm_declares_its_practical_schedule(algo: str) -> None:
+    assert get(algo).practical_schedule == MEASURED[algo]
+    assert bind(config(algo)).config.schedule == MEASURED[algo]
+    assert bind(config(algo, "faithful")).config.schedule == "every"
+
+
+@pytest.mark.parametrize("algo", LINEAR)
+def test_practical_releases_on_its_schedule_and_faithful_every_episode(algo: str) -> None:
+    schedule = MEASURED[algo]
+    practical = release_plan(config(algo))
+    assert practical == release_plan(config(algo, schedule=schedule))
+    assert practical != release_plan(config(algo, schedule="every"))
+    assert release_plan(config(algo, "faithful")) == release_plan(
+        config(algo, "faithful", schedule="every"))
+    due = set(parse_schedule(schedule).release_episodes(K))
+    assert {c.at for c in practical if c.at} <= due  # linear mixtures charge at releases
+
+
+@pytest.mark.parametrize("algo", ("ucrl-vtr", "linopt-vi"))
+def test_the_ledger_of_a_practical_run_charges_at_its_batches_only(algo: str) -> None:
+    """The tree's levels over floor(K/B) items, charged at episodes B, 2B, 4B, ..."""
+    run = Run(config(algo, episodes=40), [0])
+    assert run.config.schedule == "batch:10"
+    world = make(get(algo).default_world)
+    for k in range(40):
+        run.play_and_ingest(world, [11], k)
+    at = sorted({c.at for c in run.ledger.entries})
+    assert at == [10, 20, 40]
+    faithful = Run(config(algo, "faithful", episodes=40), [0])
+    for k in range(40):
+        faithful.play_and_ingest(world, [11], k)
+    assert sorted({c.at for c in faithful.ledger.entries}) == [1, 2, 4, 8, 16, 32]
+
+
+@pytest.mark.parametrize("algo", LINEAR)
+def test_an_explicit_schedule_wins(algo: str) -> None:
+    for schedule in ("every", "batch:4", "geometric:1.5"):
+        for preset in ("faithful", "practical"):
+            assert bind(config(algo, preset, schedule=schedule)).config.schedule == schedule
+
+
+@pytest.mark.parametrize("algo", ("ucrl-vtr", "linopt-vi", "linopt-po"))
+@pytest.mark.parametrize("privacy", ("ldp", "none"))
+def test_ldp_and_non_private_runs_never_get_a_schedule(algo: str, privacy: str) -> None:
+    assert bind(config(algo, privacy=privacy)).config.schedule == "every"
+    with pytest.raises(ValidationError, match="leave schedule at 'every'"):
+        config(algo, privacy=privacy, schedule="batch:10")
+
+
+def test_a_preset_schedule_that_would_not_release_before_the_last_episode_is_dropped() -> None:
+    """K <= B: batch:B would never let the learner plan from a release; the run releases every
+    episode instead (an explicit schedule is the user's, kept)."""
+    assert bind(config("ucrl-vtr", episodes=10)).config.schedule == "every"
+    assert bind(config("ucrl-vtr", episodes=11)).config.schedule == "batch:10"
+    assert bind(config("lsvi-ucb-switching", episodes=50)).config.schedule == "every"
+    assert bind(config("ucrl-vtr", episodes=10, schedule="batch:5")).config.schedule == "batch:5"
+
+
+def test_an_unbound_config_leaves_the_schedule_to_the_preset() -> None:
+    raw = config("ucrl-vtr")
+    assert raw.schedule is None
+    assert effective(raw) == raw.model_copy(update={"schedule": "batch:10"})
+    assert effective(effective(raw)) == effective(raw)
+
+
+# -- over HTTP -------------------------------------------------------------------------------
+
+
+def body(cfg: RunConfig, seed: int = 3) -> dict[str, Any]:
+    """The POST /v1/runs body of `cfg` (schedule omitted when the preset's)."""
+    return RunRequest(**cfg.model_dump(), seed=seed).model_dump(mode="json", exclude_none=True)
+
+
+def test_a_server_stores_and_shows_the_schedule_its_run_uses(apps: Apps) -> None:
+    client: TestClient = apps()
+    sent = body(config("ucrl-vtr", episodes=30))
+    assert "schedule" not in sent
+    run_id = create(client, sent)
+    shown = RunInfo.model_validate(client.get(f"/v1/runs/{run_id}").json()).config
+    assert shown.schedule == "batch:10" and shown == effective(config("ucrl-vtr", episodes=30))
+    client = apps.reopen(client)  # rebuilt from the stored config
+    assert RunInfo.model_validate(client.get(f"/v1/runs/{run_id}").json()).config == shown
+    explicit = create(client, body(config("ucrl-vtr", episodes=30, schedule="every")))
+    got = RunInfo.model_validate(client.get(f"/v1/runs/{explicit}").json()).config
+    assert got.schedule == "every"
+    ldp = create(client, body(config("ucrl-vtr", privacy="ldp", episodes=30)))
+    assert RunInfo.model_validate(client.get(f"/v1/runs/{ldp}").json()).config.schedule == "every"
+    resp = client.post("/v1/runs", headers=AUTH,
+                       json={**body(config("ucrl-vtr", privacy="ldp")), "schedule": "batch:10"})
+    assert resp.status_code == 422 and "leave schedule at 'every'" in resp.text
+
+
+def test_an_http_run_on_the_preset_schedule_gives_the_in_process_numbers(apps: Apps) -> None:
+    client: TestClient = apps()
+    hard = make("lm-hard")
+    cfg = config("ucrl-vtr", episodes=30)
+    sent = body(cfg)
+    run_id = create(client, sent)
+    for _ in range(30):
+        ticket = claim(client, run_id)
+        resp = client.post(f"/v1/runs/{run_id}/reports", json=user_report(ticket, sent, hard))
+        assert resp.status_code == 200, resp.text
+    served = state(client, run_id)
+
+    run = Run(cfg, [3])
+    for k in range(30):
+        message = run.message()
+        traj, _ = user_episode(hard, message, [11], k, run.algorithm, run.calibration)
+        run.ingest_trajectories(traj, message)
+    assert sorted({c["at"] for c in served["ledger"]["charges"]}) == [10, 20]
+    assert len(served["ledger"]["charges"]) == len(run.ledger.entries)
+    assert served["ledger"]["rho"] == pytest.approx(run.ledger.totals(1e-5).rho, rel=1e-12)
+    for name, arr in run.billboard().items():
+        np.testing.assert_allclose(np.asarray(served["billboard"]["arrays"][name]),
+                                   arr[0].ravel(), rtol=0, atol=1e-9)
+
+
+def test_privrl_algorithms_lists_each_practical_schedule(capsys: pytest.CaptureFixture) -> None:
+    from privrl.client.cli import main
+
+    assert main(["algorithms"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for algo, schedule in MEASURED.items():
+        at = next(i for i, line in enumerate(lines) if line.startswith(algo + " "))
+        block = lines[at + 1:at + 4]
+        assert f"JDP schedule: faithful every, practical {schedule}" in "\n".join(block), block
