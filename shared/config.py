@@ -13,7 +13,7 @@ import math
 from typing import Annotated, Any, Literal
 
 from privrl.privacy.noise import NoiseName
-from privrl.privacy.schedules import parse_schedule
+from privrl.privacy.schedules import SCHEDULE_PATTERN, parse_schedule
 from privrl.wire import INTEGRAL, FloatOrInfinity, JsonInt
 from privrl.worlds.model_spec import ModelSpec
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
@@ -61,6 +61,34 @@ _DELTA_RULES: dict[str, Any] = {
                 },
             },
             "then": {"properties": {"delta": {"const": 0}}},
+        },
+        # _check_counter's rules
+        {
+            "if": {"properties": {"counter_bands": {"type": "integer"}},
+                   "required": ["counter_bands"]},
+            "then": {"properties": {"counter": {"const": "matrix"}}, "required": ["counter"]},
+        },
+        {
+            "if": {"properties": {"privacy": {"const": "jdp"}, "counter": {"const": "matrix"}},
+                   "required": ["counter"]},
+            "then": {"properties": {"mechanism": {"const": "gaussian"},
+                                    "noise": {"const": "numpy"}},
+                     "required": ["mechanism"]},
+        },
+        {
+            "if": {"properties": {"privacy": {"not": {"const": "jdp"}}}, "required": ["privacy"]},
+            "then": {"properties": {"schedule": {"anyOf": [{"type": "null"},
+                                                           {"const": "every"}]}}},
+        },
+        {
+            "if": {"properties": {"tree_smoothing": {"const": True}},
+                   "required": ["tree_smoothing", "counter"]},
+            "then": {"properties": {"counter": {"const": "smoothed"}}},
+        },
+        {
+            "if": {"properties": {"tree_smoothing": {"const": False}},
+                   "required": ["tree_smoothing", "counter"]},
+            "then": {"properties": {"counter": {"const": "tree"}}},
         },
     ]
 }
@@ -122,6 +150,8 @@ class RunConfig(BaseModel):
     )
     schedule: str | None = Field(
         None,
+        # stated in the schema; _check_counter refuses the rest with a message that says what to do
+        json_schema_extra={"pattern": SCHEDULE_PATTERN},
         description="JDP: when the billboard is refreshed: 'every' episode (the papers'),"
         " 'batch:B' (after episodes B, 2B, ...) or 'geometric:r' (after episodes ceil(r^j));"
         " the episodes between two releases enter the counter as one item. Default (null):"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from privrl.config import RunConfig
 from privrl.privacy.schedules import Batches, EveryEpisode, Geometric, parse_schedule
 
 
@@ -41,3 +44,18 @@ def test_parse_schedule():
     assert parse_schedule("geometric:1.5") == Geometric(1.5)
     with pytest.raises(ValueError, match="unknown release schedule"):
         parse_schedule("hourly")
+
+
+@pytest.mark.parametrize("text", ["every", "batch:1", "batch:10", "geometric:1.1", "geometric:2",
+                                  "geometric:10.5", "geometric:1.05", "batch:0", "batch:007",
+                                  "geometric:1", "geometric:1.0", "geometric:1.5e3", "every:1",
+                                  "weekly", "batch:", "geometric:0.5"])
+def test_the_served_pattern_admits_exactly_the_schedules_the_parser_reads(text: str) -> None:
+    """A schedule the served JSON schema admits is never refused, and the other way round."""
+    pattern = RunConfig.model_json_schema()["properties"]["schedule"]["pattern"]
+    try:
+        parse_schedule(text)
+        parsed = True
+    except ValueError:
+        parsed = False
+    assert bool(re.fullmatch(pattern, text)) == parsed

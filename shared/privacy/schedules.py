@@ -13,12 +13,19 @@ sensitivity is the same; only T (the encoder size, hence the per-release noise) 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
 
-__all__ = ["Batches", "EveryEpisode", "Geometric", "Schedule", "parse_schedule"]
+__all__ = ["SCHEDULE_PATTERN", "Batches", "EveryEpisode", "Geometric", "Schedule",
+           "parse_schedule"]
+
+# The schedules `parse_schedule` reads: B >= 1 without leading zeros, r > 1 as a plain decimal
+# (the served JSON schema states the same pattern, so a request it admits is never refused).
+SCHEDULE_PATTERN = (r"^(every|batch:[1-9][0-9]*"
+                    r"|geometric:(([2-9][0-9]*|1[0-9]+)(\.[0-9]+)?|1\.[0-9]*[1-9][0-9]*))$")
 
 
 class Schedule(Protocol):
@@ -111,12 +118,16 @@ class Geometric:
 
 
 def parse_schedule(text: str) -> Schedule:
-    """'every', 'batch:B' or 'geometric:r' as a schedule."""
+    """'every', 'batch:B' or 'geometric:r' as a schedule (only as SCHEDULE_PATTERN writes it)."""
     name, _, arg = text.partition(":")
+    schedule: Schedule | None = None
     if name == "every" and not arg:
-        return EveryEpisode()
-    if name == "batch" and arg:
-        return Batches(int(arg))
-    if name == "geometric" and arg:
-        return Geometric(float(arg))
-    raise ValueError(f"unknown release schedule {text!r}: use every, batch:B or geometric:r")
+        schedule = EveryEpisode()
+    elif name == "batch" and arg.isdigit():
+        schedule = Batches(int(arg))
+    elif name == "geometric" and re.fullmatch(r"[0-9]+(\.[0-9]+)?", arg):
+        schedule = Geometric(float(arg))
+    if schedule is None or not re.fullmatch(SCHEDULE_PATTERN, text):
+        raise ValueError(f"unknown release schedule {text!r}: use every, batch:B or geometric:r"
+                         " (B >= 1 and r > 1, plain decimals)")
+    return schedule
