@@ -83,12 +83,12 @@ _DELTA_RULES: dict[str, Any] = {
         {
             "if": {"properties": {"tree_smoothing": {"const": True}},
                    "required": ["tree_smoothing", "counter"]},
-            "then": {"properties": {"counter": {"const": "smoothed"}}},
+            "then": {"properties": {"counter": {"enum": ["smoothed", None]}}},
         },
         {
             "if": {"properties": {"tree_smoothing": {"const": False}},
                    "required": ["tree_smoothing", "counter"]},
-            "then": {"properties": {"counter": {"const": "tree"}}},
+            "then": {"properties": {"counter": {"enum": ["tree", None]}}},
         },
     ]
 }
@@ -140,8 +140,9 @@ class RunConfig(BaseModel):
         description="overrides of the preset's public knobs, checked by the algorithm (e.g."
         " dp-ucbvi: bonus_scale, radius_scale, pair_counts, pooled)",
     )
-    counter: CounterName = Field(
-        "smoothed",
+    # null (or absent) is the preset's counter, filled in by _default_counter: never None after
+    counter: CounterName | None = Field(
+        None,
         description="JDP: the continual counter behind every released family: 'tree' (the"
         " papers' binary tree), 'smoothed' (the tree with Honaker's upward pass;"
         " post-processing, same privacy) or 'matrix' (the square-root factorization of the"
