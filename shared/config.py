@@ -83,12 +83,14 @@ _DELTA_RULES: dict[str, Any] = {
         {
             "if": {"properties": {"tree_smoothing": {"const": True}},
                    "required": ["tree_smoothing", "counter"]},
-            "then": {"properties": {"counter": {"enum": ["smoothed", None]}}},
+            "then": {"properties": {"counter": {"anyOf": [{"const": "smoothed"},
+                                                          {"type": "null"}]}}},
         },
         {
             "if": {"properties": {"tree_smoothing": {"const": False}},
                    "required": ["tree_smoothing", "counter"]},
-            "then": {"properties": {"counter": {"enum": ["tree", None]}}},
+            "then": {"properties": {"counter": {"anyOf": [{"const": "tree"},
+                                                          {"type": "null"}]}}},
         },
     ]
 }
