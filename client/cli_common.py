@@ -338,9 +338,10 @@ def config_from_args(
             noise=args.noise,
             preset=args.preset,
             knobs=knobs or None,
-            counter=args.counter,
             schedule=args.schedule,
             counter_bands=args.counter_bands,
+            # absent (not null) is the preset's counter
+            **({} if args.counter is None else {"counter": args.counter}),
         )
         bind(config)  # the algorithm's own rules across fields
     except ValidationError as exc:

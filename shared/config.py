@@ -76,21 +76,14 @@ _DELTA_RULES: dict[str, Any] = {
                      "required": ["mechanism"]},
         },
         {
-            "if": {"properties": {"privacy": {"not": {"const": "jdp"}}}, "required": ["privacy"]},
-            "then": {"properties": {"schedule": {"anyOf": [{"type": "null"},
-                                                           {"const": "every"}]}}},
-        },
-        {
             "if": {"properties": {"tree_smoothing": {"const": True}},
                    "required": ["tree_smoothing", "counter"]},
-            "then": {"properties": {"counter": {"anyOf": [{"const": "smoothed"},
-                                                          {"type": "null"}]}}},
+            "then": {"properties": {"counter": {"const": "smoothed"}}},
         },
         {
             "if": {"properties": {"tree_smoothing": {"const": False}},
                    "required": ["tree_smoothing", "counter"]},
-            "then": {"properties": {"counter": {"anyOf": [{"const": "tree"},
-                                                          {"type": "null"}]}}},
+            "then": {"properties": {"counter": {"const": "tree"}}},
         },
     ]
 }
@@ -142,9 +135,8 @@ class RunConfig(BaseModel):
         description="overrides of the preset's public knobs, checked by the algorithm (e.g."
         " dp-ucbvi: bonus_scale, radius_scale, pair_counts, pooled)",
     )
-    # null (or absent) is the preset's counter, filled in by _default_counter: never None after
-    counter: CounterName | None = Field(
-        None,
+    counter: CounterName = Field(
+        "smoothed",
         description="JDP: the continual counter behind every released family: 'tree' (the"
         " papers' binary tree), 'smoothed' (the tree with Honaker's upward pass;"
         " post-processing, same privacy) or 'matrix' (the square-root factorization of the"
@@ -174,7 +166,7 @@ class RunConfig(BaseModel):
     @classmethod
     def _default_counter(cls, data: Any) -> Any:
         """The counter a preset (or the deprecated tree_smoothing) implies, when none is given."""
-        if not isinstance(data, dict) or data.get("counter") is not None:
+        if not isinstance(data, dict) or "counter" in data:  # an explicit null is refused
             return data
         smooth = data.get("tree_smoothing")
         if smooth is None:
