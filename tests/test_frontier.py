@@ -117,6 +117,16 @@ def test_cases_and_levers_are_data_and_name_real_algorithms() -> None:
         case_named("nope")
 
 
+def test_the_default_study_plans_every_frontier_point_and_ablation_row() -> None:
+    jobs = fr.Planner(fr.StudySpec()).jobs()
+    cases = {c.name for c in CASES}
+    assert {j.case for j in jobs if j.kind == "frontier"} == cases
+    ablated = {a.case for a in ABLATIONS}
+    assert {j.case for j in jobs if j.kind != "frontier"} == ablated
+    matrix = [j for j in jobs if j.config is not None and j.config.counter == "matrix"]
+    assert matrix and all(j.config.mechanism == "gaussian" for j in matrix)
+
+
 def test_a_lever_names_what_this_build_lacks() -> None:
     lever = Lever("counter", "x", {"no_such_field": 1}, {"no_such_knob": 2, "beta": 2.0})
     assert lever.missing("lsvi-ucb-batched") == [
@@ -199,6 +209,29 @@ def test_a_rerun_continues_where_the_study_stopped(tiny: tuple[fr.Study, dict, l
                       "abc1234")
     with pytest.raises(ValueError, match="another spec"):
         other.resume()
+
+
+def test_a_rerun_with_another_case_grows_the_study(tiny: tuple[fr.Study, dict, list],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    study, data, _ = tiny
+    ran: list[str] = []
+    real = fr.run_task
+
+    def counting(task, progress=None):  # noqa: ANN001, ANN202
+        ran.append(task.config.algo)
+        return real(task, progress)
+
+    monkeypatch.setattr(fr, "run_task", counting)
+    more = fr.StudySpec(episodes=TINY.episodes, seeds=TINY.seeds, epsilons=TINY.epsilons,
+                        cases=("lsvi-ucb-switching-jdp",))
+    grown = fr.Study(study.path, more, "privrl frontier (test)", "def5678")
+    assert grown.resume() == len(data["runs"])
+    after = fr.run_study(grown, workers=1, quiet=True, note=lambda _: None)
+    assert set(ran) == {"lsvi-ucb-switching"}  # the first case's runs are not run again
+    assert after["spec"]["cases"] == [*TINY.cases, "lsvi-ucb-switching-jdp"]
+    assert {r["case"] for r in after["frontier"]} == set(after["spec"]["cases"])
+    commits = {r["algo"]: r["commit"] for r in after["runs"].values() if r["status"] == "done"}
+    assert commits == {"lsvi-ucb-batched": "abc1234", "lsvi-ucb-switching": "def5678"}
 
 
 def test_a_failed_run_is_recorded_and_retried(tmp_path: Path,

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,11 +111,12 @@ class Planner:
         """The case's RunConfig at `epsilon` under `preset`, with a lever's overrides."""
         world, mdp = self.world(case.algo)
         knobs = {**case.knobs, **(lever_knobs or {})}
+        fields = {"mechanism": MECHANISM, **(lever_fields or {})}
         config = RunConfig(
             algo=case.algo, n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H,
             model=model_spec_of(mdp), episodes=self.spec.episodes, privacy=case.privacy,
-            epsilon=float(epsilon), delta=self.spec.delta, mechanism=MECHANISM, preset=preset,
-            knobs=knobs or None, **(lever_fields or {}))
+            epsilon=float(epsilon), delta=self.spec.delta, preset=preset,
+            knobs=knobs or None, **fields)
         return config, world
 
     def jobs(self) -> list[Job]:
@@ -192,8 +193,9 @@ def precheck(config: RunConfig) -> str:
     return ""
 
 
-def record_of(job: Job, result: TaskResult | str, level: float) -> dict[str, Any]:
-    """The JSON record of one finished run."""
+def record_of(job: Job, result: TaskResult | str, level: float, commit: str
+              ) -> dict[str, Any]:
+    """The JSON record of one finished run (`commit`: the code's that ran it)."""
     assert job.config is not None
     base = {"config": job.config.model_dump(mode="json"), "world": job.world.to_dict(),
             "algo": job.config.algo, "preset": job.config.preset}
@@ -204,7 +206,7 @@ def record_of(job: Job, result: TaskResult | str, level: float) -> dict[str, Any
     return {**base, "status": "done", "seeds": list(result.seeds),
             "fractions": final_fractions(result.regret, level), "random_regret": level,
             "ledger": {k: led[k] for k in ("epsilon", "delta", "rho")},
-            "seconds": result.seconds,
+            "seconds": result.seconds, "commit": commit,
             "ms_per_replica_episode": 1e3 * result.seconds / (episodes * len(result.seeds)),
             "policy_versions": result.policy_versions}
 
@@ -225,9 +227,13 @@ class Study:
         if not self.path.exists():
             return 0
         data = json.loads(self.path.read_text())
-        if data.get("spec") != self.spec.to_dict():
-            raise ValueError(f"{self.path} holds a study of another spec ({data.get('spec')}):"
+        saved = data.get("spec") or {}
+        mine = self.spec.to_dict()
+        if {**saved, "cases": None} != {**mine, "cases": None}:
+            raise ValueError(f"{self.path} holds a study of another spec ({saved}):"
                              " use another --out, or --force to start over")
+        cases = [*saved["cases"], *(c for c in self.spec.cases if c not in saved["cases"])]
+        self.spec = replace(self.spec, cases=tuple(cases))  # other cases: the study grows
         self.runs = {k: r for k, r in data["runs"].items() if r["status"] != "failed"}
         return len(self.runs)
 
@@ -337,7 +343,7 @@ def run_study(study: Study, workers: int = 2, quiet: bool = False,
     by_key = {t.key: t for t in tasks}
     for key, result in LocalExecutor(workers).run(run_or_error, tasks, lambda k, n: None):
         job = jobs[key[0]]
-        study.runs[job.key] = record_of(job, result, levels[job.world.name])
+        study.runs[job.key] = record_of(job, result, levels[job.world.name], study.commit)
         study.save()
         ok = not isinstance(result, str)
         progress.finished(by_key[key], result.seconds if ok else None, describe(job))
