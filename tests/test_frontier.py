@@ -287,8 +287,15 @@ def test_the_tables_render_from_the_json(tiny: tuple[fr.Study, dict, list], tmp_
     assert "| +0.0 |" in faithful  # the baseline's own difference
     timing = hooks.render("<!-- generated: results-frontier-timing f.json -->")
     rows = [line for line in timing.splitlines() if line.startswith("| lsvi")]
-    assert [r.split(" | ")[1:3] for r in rows] == [["faithful", "2"], ["practical", "2"]]
-    assert "h on 2 cores" in timing
+    assert [r.split(" | ")[1:3] for r in rows] == [["faithful", "2 of 2"],
+                                                   ["practical", "2 of 2"]]
+    assert "h on 2 workers" in timing and "Not yet run" not in timing
+    lost = data["frontier"][0]["run"]
+    partial = {**data, "runs": {k: r for k, r in data["runs"].items() if k != lost}}
+    (tmp_path / "f.json").write_text(json.dumps(partial))
+    timing = hooks.render("<!-- generated: results-frontier-timing f.json -->")
+    assert "| lsvi-ucb-batched-jdp | faithful | 1 of 2 |" in timing
+    assert "Not yet run: 1 runs, about" in timing
 
 
 def test_the_figure_has_a_panel_per_case_in_its_privacy_colour() -> None:

@@ -437,30 +437,42 @@ def _run_at(data: dict[str, Any], case: str, preset: str, epsilon: float) -> dic
     return data["runs"][row["run"]]
 
 
-def timing_table(data: dict[str, Any], episodes: int = 50_000, seeds: int = 5,
-                 grid_size: int = 8, workers: int = 2) -> dict[str, Any]:
-    """Per case and preset: the measured seconds per run and per replica-episode, and a linear
-    extrapolation to `grid_size` ε × `seeds` seeds × `episodes` episodes."""
-    columns = [("case", ""), ("preset", ""), ("runs", "d"), ("s per run", ".1f"),
-               ("ms per replica-episode", ".3f"), (f"extrapolated s at K = {episodes:,}", "sci")]
-    rows, total = [], 0.0
+def timing_table(data: dict[str, Any], workers: int = 2) -> dict[str, Any]:
+    """Per case and preset: the runs done of those planned, the measured seconds per run, per
+    replica-episode and in all; the note sums every run (ablation included) and extrapolates
+    the runs not yet done from their case's measured rate."""
+    columns = [("case", ""), ("preset", ""), ("runs done", ""), ("s per run", ".1f"),
+               ("ms per replica-episode", ".3f"), ("s in all", ".0f")]
+    spec = data["spec"]
+    replica_episodes = spec["episodes"] * len(spec["seeds"])
+    rows, rate = [], {}
     for key in dict.fromkeys((r["case"], r["label"]) for r in data["frontier"]):
-        runs = [data["runs"][r["run"]] for r in data["frontier"]
-                if (r["case"], r["label"]) == key
-                and data["runs"].get(r["run"], {}).get("status") == "done"]
+        planned = [r for r in data["frontier"] if (r["case"], r["label"]) == key]
+        runs = [data["runs"][r["run"]] for r in planned
+                if data["runs"].get(r["run"], {}).get("status") == "done"]
+        refused = sum(data["runs"].get(r["run"], {}).get("status") == "refused" for r in planned)
+        done = f"{len(runs)} of {len(planned) - refused}"
         if not runs:
-            rows.append([*key, 0, None, None, None])
+            rows.append([*key, done, None, None, None])
             continue
         ms = float(np.mean([r["ms_per_replica_episode"] for r in runs]))
-        full = ms * 1e-3 * episodes * seeds * grid_size
-        total += full
-        rows.append([*key, len(runs), float(np.mean([r["seconds"] for r in runs])), ms, full])
-    hours = total / 3600
-    note = (f"Seconds of one run (all its seeds as replicas) at the study's size; extrapolated"
-            f" linearly in K × seeds to {grid_size} ε × {seeds} seeds × {episodes:,} episodes"
-            f" per case and preset: {hours:.1f} h of runs in all, {hours / workers:.1f}"
-            f" h on {workers} cores (ablation not included; a per-episode cost that grows with K"
-            " makes it an underestimate).")
+        rate[key[0]] = ms
+        rows.append([*key, done, float(np.mean([r["seconds"] for r in runs])), ms,
+                     float(sum(r["seconds"] for r in runs))])
+    measured = sum(r.get("seconds", 0.0) for r in data["runs"].values()
+                   if r.get("status") == "done")
+    keys = {r["run"]: r["case"] for r in data["frontier"] + data["ablation"] if r["run"]}
+    missing = [case for key, case in keys.items()
+               if data["runs"].get(key, {}).get("status") not in ("done", "refused")]
+    left = sum(rate.get(case, np.nan) * 1e-3 * replica_episodes for case in missing)
+    note = (f"Measured: {measured / 3600:.2f} h of runs in all (frontier and ablation), so"
+            f" {measured / 3600 / workers:.2f} h on {workers} workers, on this 2-core machine"
+            f" shared with other work (load average {data['load_average']} at the last save).")
+    if missing:
+        note += (f" Not yet run: {len(missing)} runs"
+                 + (f", about {left / 3600 / workers:.2f} h more on {workers} workers at their"
+                    " cases' measured rates." if np.isfinite(left) else
+                    " (some of a case with no run yet: no estimate)."))
     return _document(data, columns, rows, note)
 
 
