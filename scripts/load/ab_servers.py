@@ -1,7 +1,7 @@
 """Two server versions side by side under the same Locust generator, interleaved.
 
     python scripts/load/ab_servers.py BEFORE_PYTHONPATH [--rounds 6] [--seconds 6] \
-        [--users 64] [--json FILE]
+        [--users 64] [--after-noise float] [--json FILE]
 
 BEFORE_PYTHONPATH holds another copy of the package (for example `git archive` of an older
 commit with shared/ renamed privrl/ and server/, client/ moved inside it). Both servers run at
@@ -12,7 +12,8 @@ client (a child process on the same PYTHONPATH): the wire format changes between
 The VM's speed drifts by tens of percent within minutes, so only rows measured close together
 are compared: per round, each server's episode requests/s over its own /healthz requests/s, and
 its server CPU per episode request over its CPU per /healthz request. Prints one JSON line per
-phase, then the medians.
+phase, then the medians. --after-noise sets this checkout's runs' noise backend (e.g. 'float',
+the float noise an older version drew), to compare the servers at equal noise.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from privrl.client.procs import free_port, module_cmd, stop_process, wait_ready
 from privrl.seeding import secret_seed
 
 MODES = (("healthz", None), ("episodes", "jdp"), ("episodes", "ldp"))
+NOISE_ENV = "PRIVRL_AB_NOISE"  # the child's run noise backend (unset: the default)
 
 
 
@@ -63,11 +65,16 @@ def start(tmp: Path, name: str, pythonpath: str | None, token: str
 
 
 def measure_with(pythonpath: str | None, url: str, pid: int, token: str, mode: str,
-                 privacy: str | None, users: int, seconds: float) -> dict[str, Any]:
-    """`measure` in a child process of the version on `pythonpath` (its own client)."""
+                 privacy: str | None, users: int, seconds: float, noise: str | None = None
+                 ) -> dict[str, Any]:
+    """`measure` in a child process of the version on `pythonpath` (its own client), its runs
+    on the `noise` backend (None: the version's default)."""
     args = [url, str(pid), token, mode, privacy or "", str(users), str(seconds)]
+    env = version_env(pythonpath, token)
+    if noise:
+        env[NOISE_ENV] = noise
     done = subprocess.run([sys.executable, __file__, "--phase", *args], check=True,
-                          env=version_env(pythonpath, token), capture_output=True, text=True)
+                          env=env, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -79,7 +86,10 @@ def measure(url: str, pid: int, token: str, mode: str, privacy: str | None, user
     if mode == "episodes":
         assert privacy is not None
         with ServerAPI(url, token=token) as api:
-            run_id = api.create_run(bench_config(privacy, 10.0)).id
+            config = bench_config(privacy, 10.0)
+            if os.environ.get(NOISE_ENV):
+                config = config.model_copy(update={"noise": os.environ[NOISE_ENV]})
+            run_id = api.create_run(config).id
     row = phase("locust", url, run_id, users, seconds, 2, 0, secret_seed(), mode, pid)
     return {"rps": row["requests_per_second"], "errors": row["errors"],
             "server_ms": row["server_cpu_ms_per_request"],
@@ -117,6 +127,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--users", type=int, default=64)
+    parser.add_argument("--after-noise", help="this checkout's runs' noise backend")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     token = secrets.token_hex(16)
@@ -131,7 +142,8 @@ def main() -> None:
                     for mode, privacy in MODES:
                         row = {"server": name, "round": r, "mode": privacy or mode,
                                **measure_with(paths[name], url, proc.pid, token, mode,
-                                              privacy, args.users, args.seconds)}
+                                              privacy, args.users, args.seconds,
+                                              args.after_noise if name == "after" else None)}
                         rows.append(row)
                         print(json.dumps(row), flush=True)
         finally:
