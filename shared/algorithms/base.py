@@ -140,9 +140,11 @@ class Algorithm(ABC):
     practical_schedule: ClassVar[str] = "every"
 
     def __init__(self, config: RunConfig) -> None:
-        """Bind to `config`; refuse (ValueError) a privacy mode or knobs this algorithm lacks.
-        `self.config` is the configuration runs use: the preset's schedule filled in."""
+        """Bind to `config`; refuse (ValueError) a privacy mode, knobs or a schedule this
+        algorithm lacks. `self.config` is the configuration runs use: the preset's schedule
+        filled in."""
         self.check_mode(config.privacy)
+        self.check_schedule(config)
         self.config = self.effective_config(config)
         self.knobs: Any = self.resolve_knobs(config.preset, config.knobs)
 
@@ -155,6 +157,13 @@ class Algorithm(ABC):
         if parse_schedule(cls.practical_schedule).releases(episodes - 1) < 1:
             return "every"
         return cls.practical_schedule
+
+    @classmethod
+    def check_schedule(cls, config: RunConfig) -> None:
+        """Refuse a release schedule outside JDP: it shapes JDP's central counters only."""
+        if config.privacy != "jdp" and config.schedule not in (None, "every"):
+            raise ValueError("a release schedule shapes JDP's central counters: with privacy"
+                             f" {config.privacy!r} leave schedule at 'every'")
 
     @classmethod
     def effective_config(cls, config: RunConfig) -> RunConfig:
