@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from privrl.privacy.continual import CounterPlan
 from privrl.privacy.discrete import discrete_gaussian_variance
 from privrl.privacy.matrix_counter import (
     ENCODER_BITS,
@@ -18,7 +19,6 @@ from privrl.privacy.matrix_counter import (
     matrix_release_variance,
     sqrt_coefficients,
     tree_column_norm,
-    tree_max_release_variance,
 )
 from privrl.privacy.mechanisms import Gaussian
 from privrl.privacy.noise import FLOAT_NOISE, INTEGER_NOISE
@@ -138,8 +138,8 @@ def test_tree_release_variance_matches_its_closed_form():
 def test_the_matrix_counter_beats_the_tree_at_equal_rho():
     steps = 1024  # max over t of the release variance, all at the same rho (common 1/(2 rho))
     mf = encoder_column_norm(steps) ** 2 * matrix_release_variance(steps, steps)
-    tree = tree_column_norm(steps) ** 2 * tree_max_release_variance(steps, smooth=False)
-    smoothed = tree_column_norm(steps) ** 2 * tree_max_release_variance(steps, smooth=True)
+    tree = tree_column_norm(steps) ** 2 * CounterPlan("tree", steps).max_release_factor()
+    smoothed = tree_column_norm(steps) ** 2 * CounterPlan("smoothed", steps).max_release_factor()
     assert tree == 110.0
     assert 9.0 < tree / mf < 12.0 and 5.0 < smoothed / mf < 7.0
     # banding trades variance for O(bands) state: at 64 bands it still beats the smoothed tree,

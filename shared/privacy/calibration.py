@@ -41,7 +41,7 @@ from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.privacy.noise import noise_backend
 from privrl.privacy.psd import SymmetricNoise
 from privrl.privacy.schedules import EveryEpisode, Schedule, parse_schedule
-from privrl.privacy.tree import NoiseSampler, smoothed_variance, tree_levels
+from privrl.privacy.tree import NoiseSampler, tree_levels
 
 if TYPE_CHECKING:
     from privrl.algorithms.base import Family
@@ -200,11 +200,7 @@ class Calibration:
         if self.mode != "jdp":
             return self._unit_std(family) * math.sqrt(items)
         plan = self.plan or CounterPlan("smoothed" if self.smooth else "tree", items)
-        if plan.kind == "matrix":
-            var = plan.release_variance(items)
-        else:
-            var = _tree_bound(items, plan.kind == "smoothed")
-        return self._unit_std(family) * math.sqrt(var)
+        return self._unit_std(family) * math.sqrt(plan.max_release_factor(items))
 
     def report_entries(self) -> int:
         """Numbers in one local report (every entry of every released family)."""
@@ -298,13 +294,6 @@ def encoder_weight(plan: CounterPlan | None) -> float:
     if plan.kind == "matrix":
         return plan.column_norm() ** 2
     return float(tree_levels(plan.releases))
-
-
-def _tree_bound(items: int, smooth: bool) -> float:
-    """max over t <= items of a (smoothed) tree's release variance: the lowest
-    floor(log2(items + 1)) levels, whose variances are the largest."""
-    m = (items + 1).bit_length() - 1
-    return sum(smoothed_variance(j) for j in range(m)) if smooth else float(m)
 
 
 def sensitivity_split(l2: Sequence[float], levels: float, rho: float) -> list[float]:

@@ -44,14 +44,14 @@ import numpy as np
 from privrl.privacy.grid import exact_units, randomized_round
 from privrl.privacy.mechanisms import Gaussian
 from privrl.privacy.noise import INTEGER_NOISE, NoiseBackend, sample_rows
-from privrl.privacy.tree import NoiseSampler, release_variance, tree_levels
+from privrl.privacy.tree import NoiseSampler, tree_levels
 from privrl.seeding import generator
 
 ENCODER_BITS = 16  # E = round(2^16 L): the coefficients keep 16 bits below the unit
 
 __all__ = ["ENCODER_BITS", "MatrixCounter", "decoder_coefficients", "encoder_coefficients",
            "encoder_column_norm", "matrix_noise", "matrix_release_variance", "sqrt_coefficients",
-           "tree_column_norm", "tree_max_release_variance"]
+           "tree_column_norm"]
 
 
 @functools.cache
@@ -148,11 +148,6 @@ def matrix_release_variance(t: int, max_items: int, bands: int | None = None) ->
     variance (before rounding onto the grid): sum_{k<t} d_k^2."""
     d = decoder_coefficients(max_items, bands)[:t]
     return float(np.dot(d, d))
-
-
-def tree_max_release_variance(max_items: int, smooth: bool) -> float:
-    """The binary (or smoothed) tree's largest release variance over t <= T, in sigma^2."""
-    return max(release_variance(t, smooth) for t in range(1, max_items + 1))
 
 
 class MatrixCounter:
