@@ -22,9 +22,9 @@ from privrl.lab.auditing import (
     LEAK_ROWS,
     Progress,
     RandomizerAudit,
-    bound_at,
-    choose_threshold,
+    check_sizes,
     gaussian_epsilon,
+    threshold_test,
 )
 from privrl.privacy.calibration import calibrate
 from privrl.privacy.matrix_counter import (
@@ -80,10 +80,7 @@ def audit_matrix_counter(
     if config.mechanism != "gaussian":
         raise ValueError("the matrix counter is a Gaussian (zCDP) mechanism: use --mechanism"
                          " gaussian")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    if samples < 10:
-        raise ValueError(f"need at least 10 samples per user, got {samples}")
+    check_sizes(samples, confidence)
     say = progress or (lambda line: None)
     start = time.perf_counter()
     episodes, delta = config.episodes, config.delta
@@ -94,21 +91,16 @@ def audit_matrix_counter(
     if not isinstance(noise, Gaussian) or not noise.sigma:
         raise ValueError("the configuration releases nothing with noise: there is nothing to audit")
 
-    def draw(first: int, n: int) -> np.ndarray:
-        """The statistic over n runs whose first user counts `first`."""
-        parts = [_statistic(matrix_releases(noise, episodes, first, min(CHUNK_RUNS, n - done),
+    def draw(counted: bool, n: int) -> np.ndarray:
+        """The statistic over n runs whose first user is counted (x) or not (y)."""
+        parts = [_statistic(matrix_releases(noise, episodes, int(counted),
+                                            min(CHUNK_RUNS, n - done),
                                             int(rng.integers(0, 2**63)), counter, bands),
                             noise.sigma, bands)
                  for done in range(0, n, CHUNK_RUNS)]
         return np.concatenate(parts)
 
-    alpha = 1.0 - confidence
-    pilot = max(1000, samples // 4) if pilot is None else pilot
-    say(f"drawing {pilot} pilot runs per world to choose the threshold")
-    tau = choose_threshold(draw(1, pilot), draw(0, pilot), samples, alpha, delta)
-    say(f"drawing {samples} runs per world for the bound")
-    tx, ty = draw(1, samples), draw(0, samples)
-    bound = bound_at(tau, tx, ty, alpha, delta)
+    pilot, bound = threshold_test(draw, samples, pilot, confidence, delta, say)
     leak_rows = matrix_releases(noise, episodes, 1, LEAK_ROWS, int(rng.integers(0, 2**63)),
                                 counter, bands).astype(np.float64)
     return RandomizerAudit(
