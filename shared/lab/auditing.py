@@ -45,6 +45,7 @@ from privrl.privacy.accountant import Ledger
 from privrl.privacy.calibration import Calibration
 from privrl.privacy.mechanisms import Gaussian
 from privrl.privacy.privatizers import Central, Privatizer, randomize_locally
+from privrl.privacy.profile import gaussian_epsilon
 from privrl.privacy.tree import levels_released
 from privrl.stats import Stats
 from privrl.worlds.rollout import Trajectories
@@ -136,32 +137,6 @@ def epsilon_from_rates(tpr: float, fpr: float, delta: float) -> float:
     if fpr <= 0.0:
         return math.inf
     return math.log((tpr - delta) / fpr)
-
-
-def _normal_sf(z: float) -> float:
-    """P(N(0, 1) > z)."""
-    return 0.5 * math.erfc(z / math.sqrt(2.0))
-
-
-def gaussian_epsilon(mu: float, delta: float) -> float:
-    """The exact epsilon at `delta` of a Gaussian shift of `mu` standard deviations (the privacy
-    profile delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2), Balle & Wang 2018)."""
-    if mu <= 0.0:
-        return 0.0
-
-    def profile(eps: float) -> float:
-        """delta(eps) of the Gaussian shift."""
-        return _normal_sf(eps / mu - mu / 2) - math.exp(eps) * _normal_sf(eps / mu + mu / 2)
-
-    if profile(0.0) <= delta:
-        return 0.0
-    lo, hi = 0.0, 1.0
-    while profile(hi) > delta:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if profile(mid) > delta else (lo, mid)
-    return hi
 
 
 # --- the two neighbouring users ---------------------------------------------------------------

@@ -23,7 +23,6 @@ from privrl.lab.auditing import (
     Progress,
     RandomizerAudit,
     check_sizes,
-    gaussian_epsilon,
     threshold_test,
 )
 from privrl.privacy.calibration import calibrate
@@ -34,6 +33,7 @@ from privrl.privacy.matrix_counter import (
     encoder_column_norm,
 )
 from privrl.privacy.mechanisms import Gaussian
+from privrl.privacy.profile import gaussian_epsilon
 from privrl.privacy.tree import NoiseSampler
 
 CHUNK_RUNS = 100_000  # independent runs simulated at once (one counter entry each)
