@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from privrl import algorithms
-from privrl.client.api import ApiError, check_url
+from privrl.client.api import check_url
 from privrl.client.cli_common import (
     CliError,
     epsilon_value,
@@ -95,12 +95,9 @@ def cmd_audit_server(args: argparse.Namespace) -> int:
     server = args.server or os.environ.get(SERVER_ENV, "")
     if not server:
         raise CliError(f"no server given: pass --server URL or set {SERVER_ENV}")
-    try:
-        report = audit_server(server, args.run, args.polls, args.interval, args.alpha,
-                              args.guesses, args.max_candidates, _auditor_rng(args.seed, "server"),
-                              args.seed_budget, args.grid, _progress("server"))
-    except ApiError as exc:
-        raise CliError(str(exc)) from None
+    report = audit_server(server, args.run, args.polls, args.interval, args.alpha,
+                          args.guesses, args.max_candidates, _auditor_rng(args.seed, "server"),
+                          args.seed_budget, args.grid, _progress("server"))
     print(report.to_json() if args.json else report.text())
     return report.exit_code
 
@@ -167,10 +164,7 @@ def cmd_audit_proxy(args: argparse.Namespace) -> int:
     """privrl audit proxy: forward and record until stopped; exit 1 when anything was flagged."""
     from privrl.client.audit.proxy import REPORT_PATH, check_listen, serve_proxy
 
-    try:
-        upstream = check_url(args.upstream)
-    except ApiError as exc:
-        raise CliError(str(exc)) from None
+    upstream = check_url(args.upstream)
     try:
         check_listen(args.host, args.listen)
     except OSError as exc:

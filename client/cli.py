@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from privrl import __version__, algorithms
 from privrl.client import audit_cli, frontier_cli, lab_cli, policy_eval_cli, remote_cli
+from privrl.client.api import ApiError
 from privrl.client.cli_common import CliError, Parser, RawDescriptionFormatter, mark_parsers
 from privrl.client.load import cli as load_cli
 from privrl.worlds.tabular import WorldError
@@ -70,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.parser.refuse_extra(extra, hint)
     try:
         return int(args.handler(args) or 0)
-    except (CliError, WorldError) as exc:
+    except (CliError, WorldError, ApiError) as exc:  # each explained in one line
         print(f"privrl: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -53,11 +53,8 @@ def _server(args: argparse.Namespace) -> str:
 
 
 def _api(args: argparse.Namespace, admin: bool = False) -> ServerAPI:
-    try:
-        token = admin_token() if admin else os.environ.get("PRIVRL_ADMIN_TOKEN") or None
-        return ServerAPI(_server(args), token=token)
-    except ApiError as exc:
-        raise CliError(str(exc)) from None
+    token = admin_token() if admin else os.environ.get("PRIVRL_ADMIN_TOKEN") or None
+    return ServerAPI(_server(args), token=token)
 
 
 def _seed(value: int | None, env: str) -> int | None:
@@ -99,10 +96,7 @@ def cmd_runs_create(args: argparse.Namespace) -> int:
     config = config_from_args(args, args.privacy, args.epsilon, mechanism, mdp)
     seed = _seed(args.seed, SERVER_SEED_ENV)
     with _api(args, admin=True) as api:
-        try:
-            info = api.create_run(config, seed=seed, credentials=args.credentials)
-        except ApiError as exc:
-            raise CliError(str(exc)) from None
+        info = api.create_run(config, seed=seed, credentials=args.credentials)
     if args.write_id:
         Path(args.write_id).write_text(info.id + "\n")
     cfg = info.config
@@ -117,10 +111,7 @@ def cmd_runs_create(args: argparse.Namespace) -> int:
 def cmd_runs_credentials(args: argparse.Namespace) -> int:
     """privrl runs credentials: issue user credentials of a run (admin), one per line."""
     with _api(args, admin=True) as api:
-        try:
-            tokens = api.credentials(args.run, args.count)
-        except ApiError as exc:
-            raise CliError(str(exc)) from None
+        tokens = api.credentials(args.run, args.count)
     text = "".join(t + "\n" for t in tokens)
     if args.out:
         with open(args.out, "a") as out:  # several runs' credentials may share one file
@@ -149,10 +140,7 @@ def read_credentials(path: str | None, wait: float) -> list[str]:
 def cmd_runs_list(args: argparse.Namespace) -> int:
     """privrl runs list: one line per run."""
     with _api(args) as api:
-        try:
-            runs = api.list_runs().runs
-        except ApiError as exc:
-            raise CliError(str(exc)) from None
+        runs = api.list_runs().runs
     print(f"{'id':<26} {'privacy':<8} {'eps':>6} {'mech':<9} {'K':>8} {'reported':>9} {'done':>5}")
     for r in runs:
         print(runs_list_row(r))
@@ -241,10 +229,7 @@ def print_run(info: RunInfo, led: LedgerView, now: float) -> None:
 def _run_and_ledger(args: argparse.Namespace) -> tuple[RunInfo, LedgerView]:
     """The public run info and ledger of `args.run` (one line on an API error)."""
     with _api(args) as api:
-        try:
-            return api.get_run(args.run), api.ledger(args.run)
-        except ApiError as exc:
-            raise CliError(str(exc)) from None
+        return api.get_run(args.run), api.ledger(args.run)
 
 
 def cmd_runs_show(args: argparse.Namespace) -> int:
@@ -292,10 +277,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 def cmd_runs_delete(args: argparse.Namespace) -> int:
     """privrl runs delete (admin)."""
     with _api(args, admin=True) as api:
-        try:
-            api.delete_run(args.run)
-        except ApiError as exc:
-            raise CliError(str(exc)) from None
+        api.delete_run(args.run)
     print(f"deleted run {args.run}")
     return 0
 
@@ -304,10 +286,7 @@ def cmd_runs_recover(args: argparse.Namespace) -> int:
     """privrl runs continue|stop (admin): a run held because the server's store went back."""
     action = args.runs_command
     with _api(args, admin=True) as api:
-        try:
-            info = api.recover_run(args.run, action)
-        except ApiError as exc:
-            raise CliError(str(exc)) from None
+        info = api.recover_run(args.run, action)
     if info is None:
         print(f"run {args.run} forgotten: the server's store had lost it")
     elif action == "stop":
@@ -338,10 +317,7 @@ def _run_ids(args: argparse.Namespace) -> list[str]:
 def _run_worlds(args: argparse.Namespace, run_ids: list[str]) -> list[TabularMDP]:
     """Each run's users' world: --env and its options, else the run's own (its public config)."""
     with _api(args) as api:
-        try:
-            configs = [api.get_run(run_id).config for run_id in run_ids]
-        except ApiError as exc:
-            raise CliError(str(exc)) from None
+        configs = [api.get_run(run_id).config for run_id in run_ids]
     return [run_world(args, config) for config in configs]
 
 
@@ -426,11 +402,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from privrl.client.evaluator import evaluate
     from privrl.worlds import optimal_return, uniform_random_return
 
-    try:
-        mdp = _run_worlds(args, [args.run])[0]
-        ev = evaluate(_server(args), args.run, mdp)
-    except ApiError as exc:
-        raise CliError(str(exc)) from None
+    mdp = _run_worlds(args, [args.run])[0]
+    ev = evaluate(_server(args), args.run, mdp)
     if ev.regret.size == 0:
         raise CliError(f"run {ev.run_id} has no reported episode yet: nothing to evaluate; play"
                        f" some first with `privrl users --run {ev.run_id}`")

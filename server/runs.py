@@ -232,14 +232,11 @@ class RunTable:
         except ValueError as exc:
             raise Refusal(422, "schema", f"invalid request: {exc}") from None
         self._check_ready()
-        try:
-            self.check_size(config)
-        except (ValueError, ArithmeticError) as exc:
-            raise Refusal(422, "invalid_run", f"cannot create this run: {exc}") from exc
         run_id = secrets.token_hex(8)
         while self.store.run_exists(run_id):  # pragma: no cover - 64 random bits
             run_id = secrets.token_hex(8)
-        try:
+        try:  # the algorithm's own rules (`bind`), the server's limits, then the learner
+            self.check_size(config)
             hosted = HostedRun.create(
                 run_id,
                 config,

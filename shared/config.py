@@ -181,9 +181,9 @@ class RunConfig(BaseModel):
         if self.privacy != "none" and self.mechanism == "laplace" and self.delta != 0:
             raise ValueError("the Laplace mechanism is pure epsilon-DP: leave delta at 0")
         self._check_counter()
-        # Whether the algorithm exists and has this privacy mode and knobs is the registry's
-        # to say, where a run is made (`privrl.algorithms.registry.bind`, and `check` on a
-        # server): a configuration is plain data and imports no algorithm.
+        # Whether the algorithm exists and has this privacy mode, knobs and schedule is the
+        # registry's to say, where a run is made (`privrl.algorithms.registry.bind`, and
+        # `check` on a server): a configuration is plain data and imports no algorithm.
         return self
 
     @property
@@ -193,7 +193,7 @@ class RunConfig(BaseModel):
         return self.delta if self.delta > 0 else DEFAULT_ACCOUNTING_DELTA
 
     def _check_counter(self) -> None:
-        """Counter, bands, schedule and the deprecated tree_smoothing agree."""
+        """Counter, bands, schedule syntax and the deprecated tree_smoothing agree."""
         try:
             if self.schedule is not None:
                 parse_schedule(self.schedule)
@@ -211,9 +211,6 @@ class RunConfig(BaseModel):
         if self.privacy == "jdp" and self.counter == "matrix" and self.noise != "numpy":
             raise ValueError("counter='matrix' needs noise='numpy' (seeded integer noise: its"
                              " encoder is exact and its noise is re-derived on a restart)")
-        if self.privacy != "jdp" and self.schedule not in (None, "every"):
-            raise ValueError("a release schedule shapes JDP's central counters: with privacy"
-                             f" {self.privacy!r} leave schedule at 'every'")
 
     @property
     def smoothed_tree(self) -> bool:

@@ -28,7 +28,7 @@ from privrl.seeding import generator
 from privrl.stats import Stats
 from support.client import run_cli
 from support.proxy import Proxy
-from support.server import AUTH, LiveServer, public, spec, world
+from support.server import LiveServer, create_at, public, spec, world
 
 pytestmark = pytest.mark.slow
 
@@ -41,12 +41,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     base = tmp_path_factory.mktemp("floats")
     with LiveServer(base / "db.sqlite", base / "log") as live:
         yield live
-
-
-def create(url: str, config: dict[str, Any]) -> str:
-    resp = httpx.post(f"{url}/v1/runs", json=config, headers=AUTH, timeout=30)
-    assert resp.status_code == 201, resp.text
-    return resp.json()["id"]
 
 
 def one_user(http: httpx.Client, run_id: str, config: dict[str, Any], client_seed: int
@@ -93,7 +87,7 @@ def attack(config: dict[str, Any], released: dict[str, Any], clean: Stats
 
 def jdp_after_one_report(server: LiveServer, noise: str) -> tuple[str, LeakReport, int]:
     config = spec("jdp", episodes=8, seed=None, noise=noise)
-    run_id = create(server.url, config)
+    run_id = create_at(server.url, config)
     with httpx.Client(base_url=server.url, timeout=30) as http:
         clean, _ = one_user(http, run_id, config, client_seed=21)
         board = http.get(f"/v1/runs/{run_id}/billboard").json()
@@ -127,7 +121,7 @@ def test_ldp_reports_as_the_server_receives_them_are_proven_exact(
     """Five users report through `privrl audit proxy`; the proxy's count of proven entries is
     the outsider's, and the test checks each proven value against the user's clean counts."""
     config = spec("ldp", episodes=8, seed=None, noise=FLOAT)
-    run_id = create(server.url, config)
+    run_id = create_at(server.url, config)
     proxy = Proxy(server.url, tmp_path / "wire.jsonl")
     found, wrong = LeakReport(), 0
     try:

@@ -11,7 +11,6 @@ import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import numpy as np
@@ -28,7 +27,7 @@ from privrl.client.users import run_users
 from privrl.run import user_episode
 from support.client import run_cli
 from support.proxy import Proxy
-from support.server import AUTH, LiveServer, public, spec, world
+from support.server import LiveServer, create_at, public, spec, world
 
 
 @pytest.fixture(scope="module")
@@ -38,12 +37,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield live
 
 
-def create(url: str, config: dict[str, Any]) -> str:
-    resp = httpx.post(f"{url}/v1/runs", json=config, headers=AUTH, timeout=30)
-    assert resp.status_code == 201, resp.text
-    return resp.json()["id"]
-
-
 @pytest.mark.slow
 def test_honest_traffic_passes(server: LiveServer, tmp_path: Path) -> None:
     proxy = Proxy(server.url, tmp_path / "wire.jsonl")
@@ -51,7 +44,7 @@ def test_honest_traffic_passes(server: LiveServer, tmp_path: Path) -> None:
         runs = {}
         for privacy in ("jdp", "ldp"):
             config = spec(privacy, episodes=24, seed=None)
-            runs[privacy] = create(proxy.url, config)  # the admin, through the proxy
+            runs[privacy] = create_at(proxy.url, config)  # the admin, through the proxy
             swarm = asyncio.run(run_users(proxy.url, runs[privacy], None, 4, None, world(config),
                                           progress=False))
             assert swarm.reported == 24 and swarm.refused == 0
@@ -80,7 +73,7 @@ def test_honest_traffic_passes(server: LiveServer, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_raw_statistics_in_an_ldp_run_are_flagged(server: LiveServer, tmp_path: Path) -> None:
     config = spec("ldp", episodes=10, seed=None)
-    run_id = create(server.url, config)  # created behind the proxy's back: it asks the server
+    run_id = create_at(server.url, config)  # created behind the proxy's back: it asks the server
     cfg, mdp = public(config), world(config)
     proxy = Proxy(server.url, tmp_path / "wire.jsonl")
     try:

@@ -20,11 +20,11 @@ from privrl.lab.auditing import (
     beta_cdf,
     clopper_pearson,
     epsilon_from_rates,
-    gaussian_epsilon,
     worst_case_pair,
 )
 from privrl.privacy.calibration import Calibration
 from privrl.privacy.privatizers import Central, randomize_locally
+from privrl.privacy.profile import gaussian_epsilon
 from privrl.seeding import generator
 from privrl.stats import Stats
 from scipy import stats as sps

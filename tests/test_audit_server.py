@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from support.client import run_cli
-from support.server import AUTH, REPO, LiveServer, spec, user_report, world
+from support.server import REPO, LiveServer, create_at, spec, user_report, world
 
 pytestmark = pytest.mark.slow  # every test here starts real server processes and the audit CLI
 
@@ -40,12 +40,6 @@ def leaky(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
            "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
     with LiveServer(base / "db.sqlite", base / "log", env=env) as live:
         yield live
-
-
-def create(server: LiveServer, config: dict[str, Any]) -> str:
-    resp = httpx.post(f"{server.url}/v1/runs", json=config, headers=AUTH, timeout=30)
-    assert resp.status_code == 201, resp.text
-    return resp.json()["id"]
 
 
 def play(server: LiveServer, run_id: str, config: dict[str, Any], episodes: int,
@@ -78,7 +72,7 @@ def checks(report: dict[str, Any], run_id: str) -> dict[str, dict[str, Any]]:
 
 def test_honest_server_shows_nothing_for_jdp_and_ldp_runs(honest: LiveServer) -> None:
     configs = {privacy: spec(privacy, episodes=K, seed=None) for privacy in ("jdp", "ldp")}
-    runs = {privacy: create(honest, cfg) for privacy, cfg in configs.items()}
+    runs = {privacy: create_at(honest.url, cfg) for privacy, cfg in configs.items()}
     seeds = {privacy: secrets.randbits(64) for privacy in runs}  # users' own secret seeds
     for privacy, run_id in runs.items():
         play(honest, run_id, configs[privacy], 20, seeds[privacy])
@@ -107,7 +101,7 @@ def test_leaky_server_is_caught(leaky: LiveServer, honest: LiveServer) -> None:
     """The seed shown by the 'build' route re-derives the JDP noise; the LDP run's noise does
     not come from the server's seed, so it must not be flagged."""
     configs = {privacy: spec(privacy, episodes=16, seed=None) for privacy in ("jdp", "ldp")}
-    runs = {privacy: create(leaky, cfg) for privacy, cfg in configs.items()}
+    runs = {privacy: create_at(leaky.url, cfg) for privacy, cfg in configs.items()}
     for privacy, run_id in runs.items():
         play(leaky, run_id, configs[privacy], 16, secrets.randbits(64))
     leaked = httpx.get(f"{leaky.url}/v1/runs/{runs['jdp']}/build", timeout=30).json()
@@ -127,7 +121,7 @@ def test_leaky_server_is_caught(leaky: LiveServer, honest: LiveServer) -> None:
 def test_seeds_people_type_are_found(honest: LiveServer) -> None:
     """An admin's --seed 7 (server noise) and users started with --seed 5 (their noise)."""
     jdp_cfg, ldp_cfg = spec("jdp", episodes=12, seed=7), spec("ldp", episodes=12, seed=None)
-    jdp, ldp = create(honest, jdp_cfg), create(honest, ldp_cfg)
+    jdp, ldp = create_at(honest.url, jdp_cfg), create_at(honest.url, ldp_cfg)
     play(honest, jdp, jdp_cfg, 12, secrets.randbits(64))
     play(honest, ldp, ldp_cfg, 12, client_seed=5)
     code, report = audit(honest, "--run", jdp, "--run", ldp, "--polls", "1")
@@ -152,7 +146,7 @@ def test_usage_errors_are_one_line(honest: LiveServer) -> None:
 def test_each_phase_prints_a_progress_line_on_stderr(honest: LiveServer) -> None:
     """The audit takes tens of seconds: it says what it is doing, on stderr (stdout: the report)."""
     config = spec("jdp", episodes=20, seed=None)
-    run_id = create(honest, config)
+    run_id = create_at(honest.url, config)
     play(honest, run_id, config, 20, secrets.randbits(64))
     done = run_cli("audit", "server", "--server", honest.url, "--json", "--run", run_id,
                    "--polls", "1", "--interval", "0.1", "--guesses", "1", "--seed-budget", "1",

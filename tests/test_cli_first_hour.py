@@ -66,6 +66,15 @@ def test_a_world_that_does_not_fit_the_run_names_the_one_to_pass() -> None:
         "--env lm-hard --horizon 5 --world-param d=3"
 
 
+@pytest.mark.parametrize("command", [("runs", "list"), ("runs", "show", "x"), ("ledger", "x"),
+                                     ("evaluate", "--run", "x"), ("audit", "server")])
+def test_a_server_error_is_one_line_from_any_command(command: tuple[str, ...], capsys) -> None:
+    """The CLI's one place that explains a failed API call (no traceback, exit code 2)."""
+    assert main([*command, "--server", "not a url"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("privrl: error: invalid server URL") and err.count("\n") == 1, err
+
+
 def help_of(capsys: pytest.CaptureFixture[str], *command: str) -> str:
     """`privrl COMMAND --help` run in process, its text with lines joined."""
     with pytest.raises(SystemExit):

@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from privrl.algorithms import bind
 from privrl.algorithms.base import Family
 from privrl.config import RunConfig
 from privrl.privacy.accountant import Budget, BudgetExhausted, Ledger
@@ -114,7 +115,6 @@ def test_counter_configuration_errors_say_what_to_do() -> None:
         (dict(counter="matrix", mechanism="gaussian", delta=1e-5, noise="float"),
          "needs noise='numpy'"),
         (dict(counter="tree", tree_smoothing=True), "contradicts counter='tree'"),
-        (dict(privacy="ldp", schedule="batch:2"), "leave schedule at 'every'"),
         (dict(counter="binary"), "'tree', 'smoothed' or 'matrix'"),
     ]
     for extra, message in cases:
@@ -125,6 +125,16 @@ def test_counter_configuration_errors_say_what_to_do() -> None:
     assert RunConfig(**base, tree_smoothing=False).counter == "tree"
     with pytest.raises(ValueError, match="releases nothing"):
         calibrate(RunConfig(**base, schedule="batch:11"), [Family("x", (1,), 1.0, 1.0)])
+
+
+def test_a_schedule_outside_jdp_is_refused_where_the_run_is_made() -> None:
+    """The configuration is plain data; binding it to its algorithm refuses the schedule."""
+    for privacy in ("ldp", "none"):
+        config = RunConfig(n_states=3, n_actions=2, horizon=4, episodes=10, privacy=privacy,
+                           schedule="batch:2")
+        with pytest.raises(ValueError, match=f"with privacy '{privacy}' leave schedule at"):
+            bind(config)
+        assert bind(config.model_copy(update={"schedule": "every"})).config.schedule == "every"
 
 
 def test_dp_ucbvi_plans_only_when_the_billboard_changes() -> None:

@@ -41,6 +41,15 @@ def test_max_release_variance_orders_the_counters_at_equal_rho():
 
 
 @pytest.mark.parametrize("kind", ["tree", "smoothed", "matrix"])
+def test_max_release_factor_is_the_largest_release_variance_so_far(kind):
+    plan = CounterPlan(kind, 70)
+    for items in range(1, 71):  # exactly the largest, by exhaustion over t <= items
+        worst = max(plan.release_variance(t) for t in range(1, items + 1))
+        assert plan.max_release_factor(items) == worst
+    assert plan.max_release_factor() == plan.max_release_factor(70)
+
+
+@pytest.mark.parametrize("kind", ["tree", "smoothed", "matrix"])
 def test_built_counters_release_with_the_declared_variance(kind):
     n, steps = 20_000, 12
     plan = CounterPlan(kind, steps)

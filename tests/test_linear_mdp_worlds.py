@@ -83,7 +83,7 @@ def test_structure_and_norm_assumptions(name: str) -> None:
 def test_public_spec_names_no_secret_and_rebuilds_the_features(name: str) -> None:
     mdp = make(name)
     spec = model_spec_of(mdp)
-    assert spec is not None and spec == mdp.public_spec
+    assert spec is not None and spec == mdp.spec
     assert not {"seed", "mu", "theta", "gap"} & set(spec.params)
     if name == "lin-mix":  # the public features do not depend on the secret seed
         assert model_spec_of(make(name, seed=5)) == spec
@@ -112,9 +112,9 @@ def test_npz_round_trip(name: str, tmp_path: Path) -> None:
     back = make(str(path))
     assert isinstance(back, LinearMDP)
     np.testing.assert_array_equal(back.P, mdp.P)
-    assert back.public_spec.name == "inline-phi" and set(back.public_spec.params) == {
+    assert back.spec.name == "inline-phi" and set(back.spec.params) == {
         "horizon", "features"}
-    np.testing.assert_array_equal(linear_mdp_model(back.public_spec).features,
+    np.testing.assert_array_equal(linear_mdp_model(back.spec).features,
                                   mdp.model.features)
     assert optimal_return(back) == pytest.approx(optimal_return(mdp), abs=1e-12)
     np.savez(tmp_path / "bad.npz", phi=mdp.model.features * 3, mu=mdp.mu, theta=mdp.theta,

@@ -100,13 +100,13 @@ def test_transitions_are_the_linear_mixture(name: str) -> None:
 @pytest.mark.parametrize("name", WORLDS)
 def test_public_spec_names_no_secret_and_rebuilds_the_model(name: str) -> None:
     mdp = make(name)
-    spec = mdp.public_spec
+    spec = mdp.spec
     assert "seed" not in spec.params
     model = public_model(spec)
     np.testing.assert_array_equal(model.features, mdp.model.features)
     if name in ("lm-hard", "lm-mix", "zhou-mix"):
         other = make(name, seed=5)
-        assert other.public_spec == spec  # same public model ...
+        assert other.spec == spec  # same public model ...
         assert not np.array_equal(other.theta, mdp.theta)  # ... another secret world
 
 
@@ -131,8 +131,8 @@ def test_npz_round_trip(name: str, tmp_path: Path) -> None:
     np.testing.assert_allclose(back.P, mdp.P, rtol=0, atol=1e-15)
     np.testing.assert_array_equal(back.R, mdp.R)
     assert back.reward_noise == mdp.reward_noise
-    assert back.public_spec.name == "inline" and "theta" not in back.public_spec.params
-    inline = public_model(back.public_spec)
+    assert back.spec.name == "inline" and "theta" not in back.spec.params
+    inline = public_model(back.spec)
     np.testing.assert_array_equal(inline.features, mdp.model.features)
     assert optimal_return(back) == pytest.approx(optimal_return(mdp), abs=1e-12)
 

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from privrl.privacy.continual import CounterPlan
 from privrl.privacy.discrete import discrete_gaussian_variance
 from privrl.privacy.matrix_counter import (
     ENCODER_BITS,
@@ -14,11 +15,9 @@ from privrl.privacy.matrix_counter import (
     decoder_coefficients,
     encoder_coefficients,
     encoder_column_norm,
-    matrix_noise,
     matrix_release_variance,
     sqrt_coefficients,
     tree_column_norm,
-    tree_max_release_variance,
 )
 from privrl.privacy.mechanisms import Gaussian
 from privrl.privacy.noise import FLOAT_NOISE, INTEGER_NOISE
@@ -71,7 +70,7 @@ def test_sensitivity_is_the_largest_encoder_column_norm_by_brute_force():
 
 
 def test_matrix_noise_spends_exactly_rho_on_the_encoder_sensitivity():
-    mech = matrix_noise(0.3, 2.0, 100)
+    mech = CounterPlan("matrix", 100).noise(0.3, 2.0)
     assert mech.backend is INTEGER_NOISE
     assert mech.rho(2.0 * encoder_column_norm(100)) == pytest.approx(0.3)
 
@@ -92,7 +91,8 @@ def test_noise_free_counter_releases_exact_prefix_sums_on_the_grid(bands):
 
 
 def test_release_is_repeatable_and_refuses_what_it_cannot_hold():
-    counter = MatrixCounter((2,), matrix_noise(1.0, 1.0, 3), [9], "x", 3)
+    noise = CounterPlan("matrix", 3).noise(1.0, 1.0)
+    counter = MatrixCounter((2,), noise, [9], "x", 3)
     for _ in range(3):
         counter.add(np.ones((1, 2)))
     np.testing.assert_array_equal(counter.release(), counter.release())
@@ -101,13 +101,13 @@ def test_release_is_repeatable_and_refuses_what_it_cannot_hold():
     with pytest.raises(ValueError, match="integer noise"):
         MatrixCounter((2,), Gaussian(1.0, FLOAT_NOISE), [9], "x", 3)
     with pytest.raises(ValueError, match="grid"):
-        MatrixCounter((2,), matrix_noise(1.0, 1.0, 3), [9], "x", 3).add(np.full((1, 2), 0.5))
+        MatrixCounter((2,), noise, [9], "x", 3).add(np.full((1, 2), 0.5))
 
 
 @pytest.mark.parametrize("bands", [None, 4])
 def test_release_variance_matches_the_closed_form(bands):
     n, steps = 20_000, 48
-    mech = matrix_noise(0.5, 1.0, steps, bands=bands)
+    mech = CounterPlan("matrix", steps, bands).noise(0.5, 1.0)
     counter = MatrixCounter((n,), mech, [11], "x", steps, bands)
     unit = discrete_gaussian_variance(mech.sigma)
     for t in range(1, steps + 1):
@@ -138,8 +138,8 @@ def test_tree_release_variance_matches_its_closed_form():
 def test_the_matrix_counter_beats_the_tree_at_equal_rho():
     steps = 1024  # max over t of the release variance, all at the same rho (common 1/(2 rho))
     mf = encoder_column_norm(steps) ** 2 * matrix_release_variance(steps, steps)
-    tree = tree_column_norm(steps) ** 2 * tree_max_release_variance(steps, smooth=False)
-    smoothed = tree_column_norm(steps) ** 2 * tree_max_release_variance(steps, smooth=True)
+    tree = tree_column_norm(steps) ** 2 * CounterPlan("tree", steps).max_release_factor()
+    smoothed = tree_column_norm(steps) ** 2 * CounterPlan("smoothed", steps).max_release_factor()
     assert tree == 110.0
     assert 9.0 < tree / mf < 12.0 and 5.0 < smoothed / mf < 7.0
     # banding trades variance for O(bands) state: at 64 bands it still beats the smoothed tree,

@@ -17,7 +17,6 @@ from privrl.protocol import RunInfo, RunRequest
 from privrl.run import Run, user_episode
 from privrl.worlds import make
 from privrl.worlds.model_spec import model_spec_of
-from pydantic import ValidationError
 from support.server import AUTH, Apps, claim, create, state, user_report
 
 K = 120
@@ -83,8 +82,10 @@ def test_an_explicit_schedule_wins(algo: str) -> None:
 @pytest.mark.parametrize("privacy", ("ldp", "none"))
 def test_ldp_and_non_private_runs_never_get_a_schedule(algo: str, privacy: str) -> None:
     assert bind(config(algo, privacy=privacy)).config.schedule == "every"
-    with pytest.raises(ValidationError, match="leave schedule at 'every'"):
-        config(algo, privacy=privacy, schedule="batch:10")
+    assert bind(config(algo, privacy=privacy, schedule="every")).config.schedule == "every"
+    batched = config(algo, privacy=privacy, schedule="batch:10")  # plain data: RunConfig takes it
+    with pytest.raises(ValueError, match=f"with privacy '{privacy}' leave schedule at 'every'"):
+        bind(batched)  # where a run is made
 
 
 def test_a_preset_schedule_that_would_not_release_before_the_last_episode_is_dropped() -> None:
@@ -127,7 +128,9 @@ def test_a_server_stores_and_shows_the_schedule_its_run_uses(apps: Apps) -> None
     assert RunInfo.model_validate(client.get(f"/v1/runs/{ldp}").json()).config.schedule == "every"
     resp = client.post("/v1/runs", headers=AUTH,
                        json={**body(config("ucrl-vtr", privacy="ldp")), "schedule": "batch:10"})
-    assert resp.status_code == 422 and "leave schedule at 'every'" in resp.text
+    refused = resp.json()
+    assert resp.status_code == 422 and refused["code"] == "invalid_run"  # beyond the schema
+    assert "leave schedule at 'every'" in refused["detail"] and "\n" not in refused["detail"]
 
 
 def test_an_http_run_on_the_preset_schedule_gives_the_in_process_numbers(apps: Apps) -> None:

@@ -366,9 +366,7 @@ def test_sigkilled_real_server_rebuilds_an_opendp_run(tmp_path: Path, secure_spe
     server = LiveServer(db, log).start()
     try:
         with httpx.Client(base_url=server.url, timeout=30) as http:
-            resp = http.post("/v1/runs", json=secure_spec, headers=AUTH)
-            assert resp.status_code == 201, resp.text
-            run_id = resp.json()["id"]
+            run_id = create(http, secure_spec)
             for _ in range(9):
                 _cycle(http, run_id, secure_spec, mdp)
             before = snapshot(http.get, run_id)

@@ -29,7 +29,7 @@ from privrl.privacy.accountant import Ledger
 from privrl.privacy.privatizers import Central
 from privrl.protocol import PolicyLog
 from privrl.run import user_episode
-from support.server import AUTH, LiveServer, public, spec, user_report, world
+from support.server import AUTH, LiveServer, create_at, public, spec, user_report, world
 
 pytestmark = pytest.mark.slow  # every test here starts a real server process
 
@@ -136,12 +136,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield live
 
 
-def create(server: LiveServer, config: dict[str, Any]) -> str:
-    resp = httpx.post(f"{server.url}/v1/runs", json=config, headers=AUTH, timeout=30)
-    assert resp.status_code == 201, resp.text
-    return resp.json()["id"]
-
-
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 def test_jdp_billboard_cannot_be_denoised_from_public_data(
     server: LiveServer, mechanism: str
@@ -149,7 +143,7 @@ def test_jdp_billboard_cannot_be_denoised_from_public_data(
     """Every harvested seed leaves the recovered N(s,a,s') about one release std from the truth."""
     delta = 1e-5 if mechanism == "gaussian" else 0.0
     config = spec("jdp", episodes=K, epsilon=1.0, mechanism=mechanism, delta=delta, seed=None)
-    run_id = create(server, config)
+    run_id = create_at(server.url, config)
     truth = play_honestly(server.url, run_id, config, client_seed=secrets.randbits(64))
     view, candidates = public_view(server.url, run_id)
     public = RunConfig.model_validate(view["info"]["config"])
@@ -170,7 +164,7 @@ def test_ldp_billboard_cannot_be_denoised_from_public_data(server: LiveServer) -
     The users are `privrl users` as a person starts them: no --seed, so each draws its own.
     """
     config = spec("ldp", episodes=K, epsilon=1.0, mechanism="laplace", seed=None)
-    run_id = create(server, config)
+    run_id = create_at(server.url, config)
     mdp = world(config)
     swarm = asyncio.run(
         run_users(server.url, run_id, None, 1, None, mdp, progress=False, keep_outcomes=True)
@@ -196,7 +190,7 @@ def test_the_attack_works_when_the_seed_is_known(server: LiveServer) -> None:
     """The attack itself is sound: with the true seeds it recovers the counts exactly."""
     client_seed, server_seed = secrets.randbits(64), secrets.randbits(64)
     config = spec("jdp", episodes=K, epsilon=1.0, seed=server_seed)
-    run_id = create(server, config)
+    run_id = create_at(server.url, config)
     truth = play_honestly(server.url, run_id, config, client_seed=client_seed)
     view, _ = public_view(server.url, run_id)
     public = RunConfig.model_validate(view["info"]["config"])

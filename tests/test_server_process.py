@@ -15,7 +15,17 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
-from support.server import ADMIN, AUTH, REPO, LiveServer, snapshot, spec, user_report, world
+from support.server import (
+    ADMIN,
+    AUTH,
+    REPO,
+    LiveServer,
+    create,
+    snapshot,
+    spec,
+    user_report,
+    world,
+)
 
 pytestmark = pytest.mark.slow  # every test here starts real server processes
 
@@ -52,9 +62,7 @@ def test_sigkill_mid_run_loses_nothing_and_the_run_completes(tmp_path: Path) -> 
     server = LiveServer(db, log).start()
     try:
         with httpx.Client(base_url=server.url, timeout=10) as http:
-            resp = http.post("/v1/runs", json=config, headers=AUTH)
-            assert resp.status_code == 201, resp.text
-            run_id = resp.json()["id"]
+            run_id = create(http, config)
             done = [cycle(http, run_id, config, mdp) for _ in range(15)]
             assert [d["ack"]["reported"] for d in done] == list(range(1, 16))
             before = snapshot(http.get, run_id)

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from support.server import ADMIN, AUTH, REPO, LiveServer, spec, user_report, world
+from support.server import ADMIN, REPO, LiveServer, create, spec, user_report, world
 
 pytestmark = pytest.mark.slow
 
@@ -68,9 +68,7 @@ def test_a_lost_wal_holds_the_run_until_an_admin_acts(tmp_path: Path) -> None:
     server = LiveServer(db, log).start()
     try:
         with httpx.Client(base_url=server.url, timeout=10) as http:
-            resp = http.post("/v1/runs", json=config, headers=AUTH)
-            assert resp.status_code == 201, resp.text
-            run_id = resp.json()["id"]
+            run_id = create(http, config)
         server.stop()  # a clean stop checkpoints: the run itself is in the main file
         server = LiveServer(db, log).start()
         with httpx.Client(base_url=server.url, timeout=10) as http:

@@ -38,11 +38,8 @@ def add_swarm_options(p: argparse.ArgumentParser) -> None:
 
 def _remaining(server: str, run_id: str) -> tuple[int, bool]:
     """(episodes not yet reported, finished) of a run, from its public status."""
-    try:
-        with ServerAPI(server) as api:
-            status = api.get_run(run_id).status
-    except ApiError as exc:
-        raise CliError(str(exc)) from None
+    with ServerAPI(server) as api:
+        status = api.get_run(run_id).status
     return max(0, status.episodes - status.reported), status.finished
 
 

@@ -41,7 +41,8 @@ router = v1_router(["runs"])
             422: "Refused run spec: not the schema (`code` \"schema\": a missing field, a value"
             " of the wrong JSON type or out of range, Laplace with delta > 0, Gaussian without"
             " delta, a privacy mode or knobs the algorithm does not have), a run the learner"
-            " cannot be built for (`code` \"invalid_run\"), or a run too large for this server"
+            " cannot be built for (`code` \"invalid_run\": e.g. a release schedule outside JDP),"
+            " or a run too large for this server"
             " (`code` \"too_large\"); or a query parameter this route does not take"
             " (`code` \"schema\")."
         },

@@ -29,13 +29,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..privacy.calibration import calibrate
+from ..privacy.calibration import Family, calibrate
 from ..privacy.privatizers import make_privatizer
 from ..privacy.schedules import parse_schedule
 from ..stats import Stats
@@ -64,34 +63,6 @@ def check_model_sizes(config: RunConfig, have: tuple[int, int, int]) -> None:
         name = config.model.name if config.model is not None else "?"
         raise ValueError(f"the public model {name!r} has (S, A, H) = {have}, the run is"
                          f" configured for {want}")
-
-
-@dataclass(frozen=True)
-class Family:
-    """A statistic family an algorithm releases: one user's contribution has `shape`, entries in
-    [clean_min, clean_max], and replace-one-user sensitivities `l1`, `l2` (the calibration and the
-    ledger read these; nobody re-derives them).
-
-    `symmetric`: the last two axes hold symmetric matrices; noise is i.i.d. on the upper triangle
-    (diagonal included) and mirrored, and `l1`, `l2` are measured on those released coordinates.
-    `scale`: a fixed noise scale (a paper's calibration) instead of one calibrated from the
-    budget; the ledger still charges what that scale actually spends.
-    `grid`, `rounded`: under integer noise the family is released on the public grid of step
-    `grid` (`privrl.privacy.grid`): its clean values are on it already (counts; `rounded`
-    False, off-grid values are refused), or they are randomized-rounded to it (`rounded` True;
-    the calibration adds the rounding slack to `l1` and `l2`).
-    """
-
-    name: str
-    shape: tuple[int, ...]
-    l1: float
-    l2: float
-    clean_max: float = 1.0
-    clean_min: float = 0.0
-    symmetric: bool = False
-    scale: float | None = None
-    grid: float = 1.0
-    rounded: bool = False
 
 
 class NoKnobs(BaseModel):
@@ -140,9 +111,11 @@ class Algorithm(ABC):
     practical_schedule: ClassVar[str] = "every"
 
     def __init__(self, config: RunConfig) -> None:
-        """Bind to `config`; refuse (ValueError) a privacy mode or knobs this algorithm lacks.
-        `self.config` is the configuration runs use: the preset's schedule filled in."""
+        """Bind to `config`; refuse (ValueError) a privacy mode, knobs or a schedule this
+        algorithm lacks. `self.config` is the configuration runs use: the preset's schedule
+        filled in."""
         self.check_mode(config.privacy)
+        self.check_schedule(config)
         self.config = self.effective_config(config)
         self.knobs: Any = self.resolve_knobs(config.preset, config.knobs)
 
@@ -155,6 +128,13 @@ class Algorithm(ABC):
         if parse_schedule(cls.practical_schedule).releases(episodes - 1) < 1:
             return "every"
         return cls.practical_schedule
+
+    @classmethod
+    def check_schedule(cls, config: RunConfig) -> None:
+        """Refuse a release schedule outside JDP: it shapes JDP's central counters only."""
+        if config.privacy != "jdp" and config.schedule not in (None, "every"):
+            raise ValueError("a release schedule shapes JDP's central counters: with privacy"
+                             f" {config.privacy!r} leave schedule at 'every'")
 
     @classmethod
     def effective_config(cls, config: RunConfig) -> RunConfig:

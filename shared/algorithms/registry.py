@@ -34,7 +34,8 @@ def get(name: str) -> type[Algorithm]:
 
 def check(config: RunConfig) -> type[Algorithm]:
     """The algorithm `config` names, once it is known to have the privacy mode and knobs
-    `config` asks for (what a run's schema states); ValueError otherwise."""
+    `config` asks for (what a run's schema states; `bind` refuses the rest); ValueError
+    otherwise."""
     algorithm = get(config.algo)
     algorithm.check_mode(config.privacy)
     algorithm.resolve_knobs(config.preset, config.knobs)

@@ -45,6 +45,7 @@ from privrl.privacy.accountant import Ledger
 from privrl.privacy.calibration import Calibration
 from privrl.privacy.mechanisms import Gaussian
 from privrl.privacy.privatizers import Central, Privatizer, randomize_locally
+from privrl.privacy.profile import gaussian_epsilon
 from privrl.privacy.tree import levels_released
 from privrl.stats import Stats
 from privrl.worlds.rollout import Trajectories
@@ -136,32 +137,6 @@ def epsilon_from_rates(tpr: float, fpr: float, delta: float) -> float:
     if fpr <= 0.0:
         return math.inf
     return math.log((tpr - delta) / fpr)
-
-
-def _normal_sf(z: float) -> float:
-    """P(N(0, 1) > z)."""
-    return 0.5 * math.erfc(z / math.sqrt(2.0))
-
-
-def gaussian_epsilon(mu: float, delta: float) -> float:
-    """The exact epsilon at `delta` of a Gaussian shift of `mu` standard deviations (the privacy
-    profile delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2), Balle & Wang 2018)."""
-    if mu <= 0.0:
-        return 0.0
-
-    def profile(eps: float) -> float:
-        """delta(eps) of the Gaussian shift."""
-        return _normal_sf(eps / mu - mu / 2) - math.exp(eps) * _normal_sf(eps / mu + mu / 2)
-
-    if profile(0.0) <= delta:
-        return 0.0
-    lo, hi = 0.0, 1.0
-    while profile(hi) > delta:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if profile(mid) > delta else (lo, mid)
-    return hi
 
 
 # --- the two neighbouring users ---------------------------------------------------------------
@@ -372,6 +347,27 @@ def bound_at(tau: float, tx: np.ndarray, ty: np.ndarray, alpha: float,
                 fpr_upper=hi, lower_bound=epsilon_from_rates(lo, hi, delta))
 
 
+def check_sizes(samples: int, confidence: float) -> None:
+    """Refuse a confidence outside (0, 1), or fewer than 10 samples per user."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    if samples < 10:
+        raise ValueError(f"need at least 10 samples per user, got {samples}")
+
+
+def threshold_test(draw: Callable[[bool, int], np.ndarray], samples: int, pilot: int | None,
+                   confidence: float, delta: float, say: Progress) -> tuple[int, dict[str, Any]]:
+    """The pilot (default: samples / 4, at least 1000) chooses the threshold, `samples` more
+    outputs per user bound epsilon at it; `draw(x, n)` gives n statistics of user x (True) or y.
+    Returns the pilot's size and the RandomizerAudit fields of the bound."""
+    alpha = 1.0 - confidence
+    pilot = max(1000, samples // 4) if pilot is None else pilot
+    say(f"drawing {pilot} pilot outputs per user to choose the threshold")
+    tau = choose_threshold(draw(True, pilot), draw(False, pilot), samples, alpha, delta)
+    say(f"drawing {samples} outputs per user for the bound")
+    return pilot, bound_at(tau, draw(True, samples), draw(False, samples), alpha, delta)
+
+
 def choose_threshold(tx: np.ndarray, ty: np.ndarray, n_main: int, alpha: float,
                       delta: float) -> float:
     """The threshold whose bound, projected to `n_main` samples, is largest on the pilot."""
@@ -547,29 +543,21 @@ def _audit(
     """The threshold test on the worst-case pair and the float-leak test on `outputs` of its
     first user; `copies` is how many independently noised copies of the user's statistics the
     audited release holds (its exact loss scales with it)."""
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    if samples < 10:
-        raise ValueError(f"need at least 10 samples per user, got {samples}")
+    check_sizes(samples, confidence)
     calibration = bind(config).calibration()
     if calibration.mechanism is None or not calibration.noise_scale:
         raise ValueError("the configuration releases nothing with noise: there is nothing to audit")
     say = progress or (lambda line: None)
     start = time.perf_counter()
-    alpha = 1.0 - confidence
     gaussian = isinstance(calibration.mechanism, Gaussian)
     delta = config.delta if gaussian else 0.0
     say("searching the worst-case pair of users")
     pair = worst_case_pair(config, rng)
     pair_eps = (gaussian_epsilon(pair.loss * math.sqrt(copies), delta) if gaussian
                 else pair.loss * copies)
-    pilot = max(1000, samples // 4) if pilot is None else pilot
-    say(f"drawing {pilot} pilot outputs per user to choose the threshold")
-    tx, ty = (draw(config, pair, which, pilot, rng) for which in "xy")
-    tau = choose_threshold(tx, ty, samples, alpha, delta)
-    say(f"drawing {samples} outputs per user for the bound")
-    tx, ty = (draw(config, pair, which, samples, rng) for which in "xy")
-    bound = bound_at(tau, tx, ty, alpha, delta)
+    pilot, bound = threshold_test(
+        lambda x, n: draw(config, pair, "x" if x else "y", n, rng), samples, pilot, confidence,
+        delta, say)
     say(f"reading clean values off the float bits of {LEAK_ROWS} outputs")
     clean = _clean_stats(bind(config), pair.x)
     leaks, wrong = leak_test(config, clean, outputs(config, clean, LEAK_ROWS, rng), LEAK_ROWS,

@@ -6,8 +6,8 @@ others are the same in both, so their known contribution is subtracted). The aud
 the K rounded releases r_1..r_K. It inverts the public factorization, w ~ E (r_t - r_{t-1}),
 and thresholds the log-likelihood ratio of the declared Gaussian on w (mean E e_1 vs 0); the
 threshold search, Clopper-Pearson rates and the bound are `privrl.lab.auditing`'s. The counter
-is calibrated as the library does: rho from the declared (eps, delta), sigma from the largest
-encoder column norm. The releases are also checked to lie on their integer grid.
+is calibrated by the library (`privrl.privacy.calibration.calibrate`) for one count of l2
+sensitivity 1. The releases are also checked to lie on their integer grid.
 """
 
 from __future__ import annotations
@@ -16,23 +16,24 @@ import math
 import time
 
 import numpy as np
+from privrl.algorithms.base import Family
 from privrl.config import RunConfig
 from privrl.lab.auditing import (
     LEAK_ROWS,
     Progress,
     RandomizerAudit,
-    bound_at,
-    choose_threshold,
-    gaussian_epsilon,
+    check_sizes,
+    threshold_test,
 )
-from privrl.privacy.accountant import epsilon_to_rho
+from privrl.privacy.calibration import calibrate
 from privrl.privacy.matrix_counter import (
     ENCODER_BITS,
     MatrixCounter,
     encoder_coefficients,
-    matrix_noise,
+    encoder_column_norm,
 )
-from privrl.privacy.noise import noise_backend
+from privrl.privacy.mechanisms import Gaussian
+from privrl.privacy.profile import gaussian_epsilon
 from privrl.privacy.tree import NoiseSampler
 
 CHUNK_RUNS = 100_000  # independent runs simulated at once (one counter entry each)
@@ -79,31 +80,27 @@ def audit_matrix_counter(
     if config.mechanism != "gaussian":
         raise ValueError("the matrix counter is a Gaussian (zCDP) mechanism: use --mechanism"
                          " gaussian")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    if samples < 10:
-        raise ValueError(f"need at least 10 samples per user, got {samples}")
+    check_sizes(samples, confidence)
     say = progress or (lambda line: None)
     start = time.perf_counter()
     episodes, delta = config.episodes, config.delta
-    rho = epsilon_to_rho(config.epsilon, delta)
-    noise = matrix_noise(rho, 1.0, episodes, noise_backend(config.noise), bands)
+    counter_config = config.model_copy(update={
+        "privacy": "jdp", "counter": "matrix", "counter_bands": bands, "schedule": "every"})
+    calibration = calibrate(counter_config, [Family("count", (1,), 1.0, 1.0)])
+    noise = calibration.counter_sampler("count")
+    if not isinstance(noise, Gaussian) or not noise.sigma:
+        raise ValueError("the configuration releases nothing with noise: there is nothing to audit")
 
-    def draw(first: int, n: int) -> np.ndarray:
-        """The statistic over n runs whose first user counts `first`."""
-        parts = [_statistic(matrix_releases(noise, episodes, first, min(CHUNK_RUNS, n - done),
+    def draw(counted: bool, n: int) -> np.ndarray:
+        """The statistic over n runs whose first user is counted (x) or not (y)."""
+        parts = [_statistic(matrix_releases(noise, episodes, int(counted),
+                                            min(CHUNK_RUNS, n - done),
                                             int(rng.integers(0, 2**63)), counter, bands),
                             noise.sigma, bands)
                  for done in range(0, n, CHUNK_RUNS)]
         return np.concatenate(parts)
 
-    alpha = 1.0 - confidence
-    pilot = max(1000, samples // 4) if pilot is None else pilot
-    say(f"drawing {pilot} pilot runs per world to choose the threshold")
-    tau = choose_threshold(draw(1, pilot), draw(0, pilot), samples, alpha, delta)
-    say(f"drawing {samples} runs per world for the bound")
-    tx, ty = draw(1, samples), draw(0, samples)
-    bound = bound_at(tau, tx, ty, alpha, delta)
+    pilot, bound = threshold_test(draw, samples, pilot, confidence, delta, say)
     leak_rows = matrix_releases(noise, episodes, 1, LEAK_ROWS, int(rng.integers(0, 2**63)),
                                 counter, bands).astype(np.float64)
     return RandomizerAudit(
@@ -118,7 +115,8 @@ def audit_matrix_counter(
         noise_scale=noise.sigma / 2**ENCODER_BITS,
         differing_entries=1,
         noisy_copies=episodes,
-        pair_epsilon=gaussian_epsilon(math.sqrt(2.0 * rho), delta),
+        pair_epsilon=gaussian_epsilon(
+            math.sqrt(2.0 * noise.rho(encoder_column_norm(episodes, bands))), delta),
         confidence=confidence,
         samples=samples,
         pilot=pilot,

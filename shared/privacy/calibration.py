@@ -1,7 +1,7 @@
 """From a public run configuration to calibrated mechanisms and ledger charges.
 
 Neighbouring relation: replace one user (one trajectory). Each algorithm declares the statistic
-families it releases with their replace-one sensitivities (`algorithms.base.Family`); this module
+families it releases with their replace-one sensitivities (`Family`, below); this module
 only reads them (DP-UCBVI's: l1 = 2H, l2 = sqrt(2H) per step; erratum E3).
 
 Budget split:
@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 from privrl.config import RunConfig
@@ -41,10 +40,7 @@ from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.privacy.noise import noise_backend
 from privrl.privacy.psd import SymmetricNoise
 from privrl.privacy.schedules import EveryEpisode, Schedule, parse_schedule
-from privrl.privacy.tree import NoiseSampler, smoothed_variance, tree_levels
-
-if TYPE_CHECKING:
-    from privrl.algorithms.base import Family
+from privrl.privacy.tree import NoiseSampler, tree_levels
 
 Mechanism = Laplace | Gaussian
 # Probability that the server refuses one honest local report (its noise lands beyond the
@@ -53,20 +49,40 @@ FALSE_REFUSAL = 1e-9
 
 
 @dataclass(frozen=True)
-class FamilyCalibration:
-    """One released statistic family: its shape, sensitivities and the cost of one node/report."""
+class Family:
+    """A statistic family an algorithm releases: one user's contribution has `shape`, entries in
+    [clean_min, clean_max], and replace-one-user sensitivities `l1`, `l2` (the calibration and the
+    ledger read these; nobody re-derives them).
+
+    `symmetric`: the last two axes hold symmetric matrices; noise is i.i.d. on the upper triangle
+    (diagonal included) and mirrored, and `l1`, `l2` are measured on those released coordinates.
+    `scale`: a fixed noise scale (a paper's calibration) instead of one calibrated from the
+    budget; the ledger still charges what that scale actually spends.
+    `grid`, `rounded`: under integer noise the family is released on the public grid of step
+    `grid` (`privrl.privacy.grid`): its clean values are on it already (counts; `rounded`
+    False, off-grid values are refused), or they are randomized-rounded to it (`rounded` True;
+    the calibration adds the rounding slack to `l1` and `l2`).
+    """
 
     name: str
     shape: tuple[int, ...]
     l1: float
     l2: float
-    cost: float  # pure eps (Laplace) or rho (Gaussian) of one tree node / one local report
-    clean_max: float = 1.0  # one user's clean entries lie in [clean_min, clean_max]
+    clean_max: float = 1.0
     clean_min: float = 0.0
-    symmetric: bool = False  # symmetric matrices on the last two axes (upper-triangle noise)
-    scale: float = 0.0  # this family's noise scale (Laplace b or Gaussian sigma)
-    grid: float = 1.0  # the public grid step of its releases under integer noise
-    rounded: bool = False  # clean values are randomized-rounded to the grid (else on it)
+    symmetric: bool = False
+    scale: float | None = None
+    grid: float = 1.0
+    rounded: bool = False
+
+
+@dataclass(frozen=True)
+class FamilyCalibration(Family):
+    """A released family as calibrated: `scale` is its noise scale (Laplace b or Gaussian sigma)
+    and `cost` the pure eps (Laplace) or rho (Gaussian) of one tree node / one local report."""
+
+    scale: float = 0.0
+    cost: float = 0.0
 
     def to_units(self, values: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
         """One contribution in grid units (int64): randomized-rounded with `rng` when the family
@@ -200,11 +216,7 @@ class Calibration:
         if self.mode != "jdp":
             return self._unit_std(family) * math.sqrt(items)
         plan = self.plan or CounterPlan("smoothed" if self.smooth else "tree", items)
-        if plan.kind == "matrix":
-            var = plan.release_variance(items)
-        else:
-            var = _tree_bound(items, plan.kind == "smoothed")
-        return self._unit_std(family) * math.sqrt(var)
+        return self._unit_std(family) * math.sqrt(plan.max_release_factor(items))
 
     def report_entries(self) -> int:
         """Numbers in one local report (every entry of every released family)."""
@@ -300,13 +312,6 @@ def encoder_weight(plan: CounterPlan | None) -> float:
     return float(tree_levels(plan.releases))
 
 
-def _tree_bound(items: int, smooth: bool) -> float:
-    """max over t <= items of a (smoothed) tree's release variance: the lowest
-    floor(log2(items + 1)) levels, whose variances are the largest."""
-    m = (items + 1).bit_length() - 1
-    return sum(smoothed_variance(j) for j in range(m)) if smooth else float(m)
-
-
 def sensitivity_split(l2: Sequence[float], levels: float, rho: float) -> list[float]:
     """Gaussian scales of families with l2 sensitivities `l2`, each released in `levels` nodes,
     spending exactly `rho` in all with sigma_f^2 proportional to Delta_f (the minimiser of
@@ -370,7 +375,5 @@ def _with_rounding_slack(family: Family, mechanism: str) -> Family:
 
 def _calibrated(family: Family, cost: float, scale: float) -> FamilyCalibration:
     """A declared family with the cost of one of its nodes / local reports and its scale."""
-    return FamilyCalibration(
-        family.name, family.shape, family.l1, family.l2, cost, family.clean_max,
-        family.clean_min, family.symmetric, scale, family.grid, family.rounded,
-    )
+    declared = {f.name: getattr(family, f.name) for f in fields(Family)}
+    return FamilyCalibration(**{**declared, "scale": scale, "cost": cost})

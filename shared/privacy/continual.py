@@ -24,7 +24,6 @@ from privrl.privacy.matrix_counter import (
     encoder_column_norm,
     matrix_release_variance,
     tree_column_norm,
-    tree_max_release_variance,
 )
 from privrl.privacy.mechanisms import Gaussian
 from privrl.privacy.noise import INTEGER_NOISE, NoiseBackend
@@ -85,13 +84,20 @@ class CounterPlan:
             return matrix_release_variance(t, self.releases, self.bands) * self.unit**2
         return release_variance(t, self.kind == "smoothed")
 
+    def max_release_factor(self, items: int | None = None) -> float:
+        """max over t <= items (default: T) of `release_variance(t)`: the matrix counter's grows
+        with t; a tree's peaks at t = 2^m - 1 <= items, which sums its m lowest (noisiest)
+        levels."""
+        items = self.releases if items is None else items
+        if self.kind == "matrix":  # sum_{k<t} d_k^2
+            return self.release_variance(items)
+        return release_variance(2 ** ((items + 1).bit_length() - 1) - 1, self.kind == "smoothed")
+
     def max_release_variance(self, rho: float, l2_sensitivity: float) -> float:
         """The largest release variance over t <= T, in squared grid units, at rho (Gaussian
         sigma; the discrete Gaussian's is at most that)."""
         sigma = self.noise(rho, l2_sensitivity).sigma / self.unit
-        if self.kind == "matrix":  # sum_{k<t} d_k^2 grows with t
-            return sigma**2 * self.release_variance(self.releases)
-        return sigma**2 * tree_max_release_variance(self.releases, self.kind == "smoothed")
+        return sigma**2 * self.max_release_factor()
 
     def release_weights(self) -> list[float]:
         """What release t = 1..T adds to the worst-case user's spend, in units of one node's

@@ -35,23 +35,21 @@ process re-derives the same noise by feeding the same items again.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Sequence
 
 import numpy as np
 from privrl.privacy.grid import exact_units, randomized_round
-from privrl.privacy.mechanisms import Gaussian
-from privrl.privacy.noise import INTEGER_NOISE, NoiseBackend, sample_rows
-from privrl.privacy.tree import NoiseSampler, release_variance, tree_levels
+from privrl.privacy.noise import sample_rows
+from privrl.privacy.tree import NoiseSampler, tree_levels
 from privrl.seeding import generator
 
 ENCODER_BITS = 16  # E = round(2^16 L): the coefficients keep 16 bits below the unit
 
 __all__ = ["ENCODER_BITS", "MatrixCounter", "decoder_coefficients", "encoder_coefficients",
-           "encoder_column_norm", "matrix_noise", "matrix_release_variance", "sqrt_coefficients",
-           "tree_column_norm", "tree_max_release_variance"]
+           "encoder_column_norm", "matrix_release_variance", "sqrt_coefficients",
+           "tree_column_norm"]
 
 
 @functools.cache
@@ -135,24 +133,11 @@ def tree_column_norm(max_items: int) -> float:
     return math.sqrt(tree_levels(max_items))
 
 
-def matrix_noise(rho: float, l2_sensitivity: float, max_items: int,
-                 backend: NoiseBackend = INTEGER_NOISE, bands: int | None = None) -> Gaussian:
-    """The Gaussian (in encoder units) that makes all T releases rho-zCDP when one user changes
-    one item by `l2_sensitivity` (item units): sigma = D2 ||E e_1|| / sqrt(2 rho)."""
-    mech = Gaussian.calibrate(rho, l2_sensitivity * encoder_column_norm(max_items, bands))
-    return dataclasses.replace(mech, backend=backend)
-
-
 def matrix_release_variance(t: int, max_items: int, bands: int | None = None) -> float:
     """Variance of each entry of the release after t items, in units of the encoder noise's
     variance (before rounding onto the grid): sum_{k<t} d_k^2."""
     d = decoder_coefficients(max_items, bands)[:t]
     return float(np.dot(d, d))
-
-
-def tree_max_release_variance(max_items: int, smooth: bool) -> float:
-    """The binary (or smoothed) tree's largest release variance over t <= T, in sigma^2."""
-    return max(release_variance(t, smooth) for t in range(1, max_items + 1))
 
 
 class MatrixCounter:
@@ -161,7 +146,7 @@ class MatrixCounter:
     grid units). State per cell: the last `bands` items and decoded steps (all T without
     bands), and the running release.
 
-    `noise` draws the encoder noise in encoder units (`matrix_noise`, same `bands`); it must
+    `noise` draws the encoder noise in encoder units (`CounterPlan.noise`, same `bands`); it must
     draw integers. `seeds[r]` seeds replica r's noise and rounding; `family` separates counters
     of one run.
     """

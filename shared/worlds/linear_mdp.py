@@ -77,12 +77,6 @@ class LinearMDP(TabularMDP):
         object.__setattr__(self, "theta", theta)
         check_linear(self.model.features, mu, theta, self.P, self.R)
 
-    @property
-    def public_spec(self) -> ModelSpec:
-        """The model class a run configuration names (public; no secret parameter in it)."""
-        assert self.spec is not None
-        return self.spec
-
     def __repr__(self) -> str:
         """Short description for logs (arrays omitted; mu and theta are secret)."""
         return f"LinearMDP(name={self.name!r}, H={self.H}, S={self.S}, A={self.A}, d={self.d})"

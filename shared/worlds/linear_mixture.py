@@ -116,12 +116,6 @@ class LinearMixtureMDP(TabularMDP):
             object.__setattr__(self, "reward_theta", _frozen(self.reward_theta))
         _check_structure(self.model, self.P, self.R, theta, self.reward_theta)
 
-    @property
-    def public_spec(self) -> ModelSpec:
-        """The model class a run configuration names (public; no secret parameter in it)."""
-        assert self.spec is not None
-        return self.spec
-
     def __repr__(self) -> str:
         """Short description for logs (arrays omitted; the parameters are secret)."""
         model = self.model

@@ -24,6 +24,6 @@ class ModelSpec(BaseModel):
 
 def model_spec_of(mdp: TabularMDP) -> ModelSpec | None:
     """The public model spec a run on `mdp` names: any world with public features (a linear
-    mixture or a linear MDP) says it as `public_spec`; None for a plain tabular world."""
-    spec = getattr(mdp, "public_spec", None)
+    mixture or a linear MDP) holds it as `spec`; None for a plain tabular world."""
+    spec = getattr(mdp, "spec", None)
     return spec if isinstance(spec, ModelSpec) else None

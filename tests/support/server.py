@@ -173,9 +173,7 @@ def sigkill_round_trip(tmp_path: Path, body: dict[str, Any], mdp: TabularMDP, fi
     server = LiveServer(db, log_path).start()
     try:
         with httpx.Client(base_url=server.url, timeout=10) as http:
-            resp = http.post("/v1/runs", json=body, headers=AUTH)
-            assert resp.status_code == 201, resp.text
-            run_id = resp.json()["id"]
+            run_id = create(http, body)
             sent = []
             for _ in range(first):
                 ticket = http.post(f"/v1/runs/{run_id}/claims").json()
@@ -233,11 +231,17 @@ class Apps:
         return self(**overrides)
 
 
-def create(client: TestClient, config: dict[str, Any], query: str = "") -> str:
+def create(client: TestClient | httpx.Client, config: dict[str, Any], query: str = "") -> str:
     """Create a run (admin) and return its id."""
     resp = client.post(f"/v1/runs{query}", json=config, headers=AUTH)
     assert resp.status_code == 201, resp.text
     return RunInfo.model_validate(resp.json()).id
+
+
+def create_at(url: str, config: dict[str, Any]) -> str:
+    """Create a run (admin) on the real server at `url` and return its id."""
+    with httpx.Client(base_url=url, timeout=30) as http:
+        return create(http, config)
 
 
 def claim(client: TestClient, run_id: str, **params: Any) -> dict[str, Any]:

@@ -108,7 +108,7 @@ class BatchedLSVI(LSVIAlgorithm):
             shift = c.c_k + c.ups
         else:
             alpha = p / (6.0 * K * H)
-            spread = math.sqrt(self.max_release_factor())
+            spread = math.sqrt(self.counter_plan.max_release_factor())
             shift = 2.0 * c.sigma_gram * spread * wigner_norm_tail(d, alpha)
         self.initial_diagonal = self.lam
         self.gram_diagonal = self.lam + knobs.shift_scale * shift

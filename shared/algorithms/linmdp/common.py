@@ -23,7 +23,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...privacy.continual import CounterPlan
 from ...privacy.grid import FEATURE_GRID
 from ...privacy.schedules import Schedule
-from ...privacy.tree import smoothed_variance
 from ...stats import Stats
 from ...ties import tie_priorities
 from ...worlds.linear_mdp import LinearMDPModel, linear_mdp_model
@@ -192,22 +191,12 @@ class LSVIAlgorithm(Algorithm):
         norm of the counter's encoder (a tree: its levels)."""
         return self.counter_plan.column_norm() ** 2
 
-    def max_release_factor(self) -> float:
-        """The Gram counter's largest release variance over its leaves, in node variances."""
-        plan = self.counter_plan
-        if plan.kind == "matrix":  # sum_{k<t} d_k^2 grows with t
-            return plan.release_variance(plan.releases)
-        lowest = (plan.releases + 1).bit_length() - 1  # t = 2^m - 1 sums the m lowest levels
-        if plan.kind == "smoothed":
-            return float(sum(smoothed_variance(j) for j in range(lowest)))
-        return float(lowest)
-
     def gram_release_std(self) -> float:
         """The largest std of an entry of the Gram counter's release over the run: a public
         function of sigma, the schedule and the counter (0 without noise)."""
         if not self.private:
             return 0.0
-        return self.gram_sigma * math.sqrt(self.max_release_factor())
+        return self.gram_sigma * math.sqrt(self.counter_plan.max_release_factor())
 
     def noise_shift(self, scale: float) -> float:
         """The diagonal added to every Gram release under a noise-aware shift: the floor (the

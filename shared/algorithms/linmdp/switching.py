@@ -90,7 +90,8 @@ class SwitchingLSVI(LSVIAlgorithm):
         self.counter_plan = self.gram_counter(self.planned_leaves())
         c = switching_constants(config.episodes, config.horizon, self.model.d, rho, config.beta,
                                 knobs.calibration, knobs.ridge, step=self.step,
-                                weight=self.counter_weight(), spread=self.max_release_factor())
+                                weight=self.counter_weight(),
+                                spread=self.counter_plan.max_release_factor())
         self.rho, self.constants = rho, c
         self.gram_sigma, self.target_sigma = math.sqrt(c.sigma_node2), math.sqrt(c.sigma_y2)
         self.gram_diagonal = max(2.0 * c.lam_t, knobs.ridge)
