@@ -135,12 +135,14 @@ def test_a_curve_that_still_swings_is_unsteady_not_learned() -> None:
 def test_the_story_calls_an_unsteady_jdp_run_so() -> None:
     def rec(privacy: str, pcts: list[float]) -> dict:
         r = swinging(pcts)
-        r.update(config={"privacy": privacy, "episodes": 1000},
+        r.update(config={"privacy": privacy, "episodes": 1000, "counter": "matrix",
+                         "schedule": "batch:200" if privacy == "jdp" else None},
                  ledger={"epsilon": 10.0, "delta": 1e-5})
         return r
 
     text = story([rec("none", [0] * 5), rec("jdp", [0, 0, 0, 0, 100]), rec("ldp", [100] * 5)])
     assert "JDP is at 20% of random (unsteady, windows 0-100%)" in text
+    assert "(matrix counters, released on schedule batch:200)" in text
     assert "LDP at 100% (did not learn)" in text and "not enough for JDP to learn steadily" in text
 
 
