@@ -68,11 +68,15 @@ def demo_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
                    RunConfig(privacy="ldp", **private)]
         for config in configs:
             bind(config)
-            counter_plan(config)  # a schedule that releases nothing in K episodes
     except ValidationError as exc:
         raise CliError(f"demo configuration: {pydantic_message(exc)}") from None
     except ValueError as exc:
         raise CliError(f"demo configuration: {exc}") from None
+    try:
+        counter_plan(configs[1])  # the JDP run's schedule releases within K episodes
+    except ValueError as exc:
+        raise CliError(f"demo configuration: {exc}: pass --schedule batch:B with B at most"
+                       f" --episodes (e.g. batch:{max(1, args.episodes // 15)})") from None
     return configs
 
 

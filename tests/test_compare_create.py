@@ -73,7 +73,8 @@ def test_the_options_shape_the_runs() -> None:
 
 
 @pytest.mark.parametrize("extra,why", [
-    (("--episodes", "150"), "schedule 'batch:200' releases nothing in 150 episodes"),
+    (("--episodes", "150"), "schedule 'batch:200' releases nothing in 150 episodes: pass"
+     " --schedule batch:B with B at most --episodes (e.g. batch:10)"),
     (("--mechanism", "laplace"), "calibrated in l2"),
     (("--schedule", "hourly"), "unknown release schedule"),
 ])
