@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from privrl.algorithms.registry import bind
 from privrl.client.api import ApiError, ServerAPI
 from privrl.client.cli_common import (
     CliError,
@@ -38,6 +39,7 @@ from privrl.config import RunConfig
 from privrl.lab.experiments import label as config_label
 from privrl.lab.experiments import regret_summary
 from privrl.lab.plots import plot_learning
+from privrl.privacy.calibration import counter_plan
 from privrl.seeding import derived_seed, secret_seed
 from privrl.worlds import riverswim
 from privrl.worlds.tabular import TabularMDP
@@ -51,19 +53,31 @@ PROGRESS_EVERY = 10.0  # seconds between progress lines
 
 
 def demo_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
-    """Non-private, JDP and LDP DP-UCBVI on the demo world (practical preset)."""
+    """Non-private, JDP and LDP DP-UCBVI on the demo world: one preset and knobs for all three,
+    one budget for both private runs; --counter and --schedule shape the JDP run's central
+    counters (an LDP run has none). Refused here, before any run is created, if invalid."""
     knobs = {"pooled": True} if args.pooled else None
     common = dict(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=args.episodes,
-                  preset="practical", knobs=knobs)
+                  preset=args.preset, knobs=knobs)
     delta = args.delta if args.mechanism == "gaussian" else 0.0
+    private = dict(epsilon=args.epsilon, delta=delta, mechanism=args.mechanism, **common)
     try:
-        return [RunConfig(privacy="none", **common)] + [
-            RunConfig(privacy=mode, epsilon=args.epsilon, delta=delta, mechanism=args.mechanism,
-                      **common)
-            for mode in ("jdp", "ldp")
-        ]
+        configs = [RunConfig(privacy="none", **common),
+                   RunConfig(privacy="jdp", counter=args.counter, schedule=args.schedule,
+                             **private),
+                   RunConfig(privacy="ldp", **private)]
+        for config in configs:
+            bind(config)
     except ValidationError as exc:
         raise CliError(f"demo configuration: {pydantic_message(exc)}") from None
+    except ValueError as exc:
+        raise CliError(f"demo configuration: {exc}") from None
+    try:
+        counter_plan(configs[1])  # the JDP run's schedule releases within K episodes
+    except ValueError as exc:
+        raise CliError(f"demo configuration: {exc}: pass --schedule batch:B with B at most"
+                       f" --episodes (e.g. batch:{max(1, args.episodes // 15)})") from None
+    return configs
 
 
 def demo_seeds(seed: int | None, run: str) -> tuple[int, int]:
@@ -326,6 +340,8 @@ def story(results: list[dict[str, Any]]) -> str:
     j, ell = percent_of_random(jdp), percent_of_random(ldp)
     (jv, jspread), (lv, lspread) = steady_verdict(jdp), steady_verdict(ldp)
     episodes = jdp["config"]["episodes"]
+    counter, schedule = jdp["config"]["counter"], jdp["config"].get("schedule") or "every"
+    released = "every episode" if schedule == "every" else f"on schedule {schedule}"
     more = "" if jv == "yes" else (
         f" {episodes} episodes were not enough for JDP to learn steadily at this budget: give it"
         " more episodes (--episodes) or a larger budget (--epsilon).")
@@ -333,7 +349,8 @@ def story(results: list[dict[str, Any]]) -> str:
         f"Same budget, eps = {eps_txt} and delta = {delta:g} per user in both private runs: over"
         f" the last 10% of episodes JDP is at {j:.0f}% of random ({outcome(jv, jspread)}), LDP"
         f" at {ell:.0f}% ({outcome(lv, lspread)})." + more +
-        " The JDP server adds noise once to sums over all users (tree counters); every LDP user"
+        f" The JDP server adds noise once to sums over all users ({counter} counters,"
+        f" released {released}); every LDP user"
         " noises its own report, so the noise in the LDP billboard grows with the number of"
         " users. Over more episodes JDP learns at smaller budgets: `privrl run --privacy jdp"
         " ldp --pooled --mechanism gaussian --episodes 50000 --epsilon 0.5 1 5 20` measures it."

@@ -33,6 +33,7 @@ from privrl.client.cli_common import (
 )
 from privrl.client.load.cli import add_swarm_options
 from privrl.client.procs import child_env, module_cmd, server_args
+from privrl.privacy.continual import COUNTERS
 from privrl.protocol import LedgerView, RunInfo
 
 if TYPE_CHECKING:
@@ -42,6 +43,11 @@ if TYPE_CHECKING:
 SERVER_ENV = "PRIVRL_SERVER"
 SERVER_SEED_ENV = "PRIVRL_SEED"  # `runs create`: the server's noise seed
 CLIENT_SEED_ENV = "PRIVRL_CLIENT_SEED"  # `users`: the users' own seed
+# The demo's budget and JDP counter: the smallest epsilon of {1, 2, 3, 5} at which this JDP run
+# learns at K = 3,000, on average and in single runs (what a demo shows): scripts/demo_budget.py
+# measures it (docs/results/demo/budget.json)
+DEMO_EPSILON = 5.0
+DEMO_COUNTER, DEMO_SCHEDULE = "matrix", "batch:200"
 
 
 def _server(args: argparse.Namespace) -> str:
@@ -539,6 +545,33 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
+def add_demo_run_options(p: argparse.ArgumentParser, when: str = "") -> None:
+    """The demo's three runs (`privrl demo`, `privrl compare --create`): one budget for both
+    private runs, one preset and pooling for all three, the JDP run's counter and schedule."""
+    p.add_argument("--epsilon", type=positive_float, default=DEMO_EPSILON,
+                   help="privacy budget per user of the JDP and the LDP run (the same for both;"
+                   " their ledgers never exceed it). At K = 3000 the default JDP run learns from"
+                   f" 5, pooled LDP not even at 20{when}")
+    p.add_argument("--delta", type=float, default=1e-5,
+                   help=f"delta of the Gaussian mechanism (ignored with laplace){when}")
+    p.add_argument("--mechanism", choices=["laplace", "gaussian"], default="gaussian",
+                   help="noise of both private runs: gaussian (zCDP) or laplace (pure epsilon;"
+                   f" with --counter tree or smoothed){when}")
+    p.add_argument("--pooled", action=argparse.BooleanOptionalAction, default=True,
+                   help="pool the statistics over h (RiverSwim is time-homogeneous); --no-pooled:"
+                   f" per-step statistics as in the paper{when}")
+    p.add_argument("--preset", choices=["faithful", "practical"], default="practical",
+                   help=f"the knob preset of all three runs{when}")
+    p.add_argument("--counter", choices=list(COUNTERS), default=DEMO_COUNTER,
+                   help="the JDP run's continual counter: tree (the papers'), smoothed"
+                   " (Honaker's upward pass) or matrix (square-root factorization; needs"
+                   f" --mechanism gaussian){when}")
+    p.add_argument("--schedule", default=DEMO_SCHEDULE, metavar="every|batch:B|geometric:r",
+                   help="when the JDP run's billboard is refreshed: after every episode, every B"
+                   " episodes or after episodes ceil(r^j); it must release within --episodes"
+                   f" (the LDP run releases every report){when}")
+
+
 def _server_option(p: argparse.ArgumentParser) -> None:
     """--server URL (default: $PRIVRL_SERVER)."""
     p.add_argument("--server", default=None,
@@ -687,14 +720,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--create", action="store_true",
                    help="create the runs first (needs PRIVRL_ADMIN_TOKEN)")
     p.add_argument("--episodes", type=positive_int, default=3000, help="K per run (--create)")
-    p.add_argument("--epsilon", type=positive_float, default=10.0,
-                   help="budget per user of the JDP and the LDP run (--create)")
-    p.add_argument("--delta", type=float, default=1e-5,
-                   help="delta of the Gaussian mechanism (--create)")
-    p.add_argument("--mechanism", choices=["laplace", "gaussian"], default="gaussian",
-                   help="noise of both private runs (--create)")
-    p.add_argument("--pooled", action=argparse.BooleanOptionalAction, default=True,
-                   help="pool the statistics over h (--create)")
+    add_demo_run_options(p, " (--create)")
     p.add_argument("--every", type=positive_float, default=10.0,
                    help="seconds between progress lines while waiting")
     p.add_argument("--timeout", type=positive_float, default=3600.0,
@@ -718,17 +744,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="user processes per run")
     p.add_argument("--concurrency", type=positive_int, default=4,
                    help="users at a time in each process")
-    p.add_argument("--epsilon", type=positive_float, default=10.0,
-                   help="privacy budget per user of the JDP and the LDP run (the same for both;"
-                   " at K = 3000, pooled JDP learns from about 10, pooled LDP not even at 20)")
-    p.add_argument("--delta", type=float, default=1e-5,
-                   help="delta of the Gaussian mechanism (ignored with laplace)")
-    p.add_argument("--mechanism", choices=["laplace", "gaussian"], default="gaussian",
-                   help="noise of both private runs: gaussian (zCDP) or laplace (pure epsilon)")
     p.add_argument("--horizon", type=positive_int, default=20, help="H of RiverSwim")
-    p.add_argument("--pooled", action=argparse.BooleanOptionalAction, default=True,
-                   help="pool the statistics over h (RiverSwim is time-homogeneous); --no-pooled:"
-                   " per-step statistics as in the paper")
+    add_demo_run_options(p)
     p.add_argument("--seed", type=non_negative_int, default=None,
                    help="reproducible simulation: the server's and the users' seeds are derived"
                    " from it independently (default: each drawn from the OS CSPRNG)")

@@ -24,7 +24,12 @@ import jsonschema
 import pytest
 import yaml
 from privrl.client.api import ServerAPI
+from privrl.client.cli import build_parser
+from privrl.client.cli_common import world_from_args
+from privrl.client.demo import demo_configs
 from privrl.client.procs import child_env, free_port, stop_process
+from privrl.client.remote_cli import cmd_compare
+from privrl.worlds import riverswim
 from support.vendored import COMPOSE_SCHEMA, REPO_ROOT
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
@@ -89,6 +94,22 @@ def test_compose_file_is_valid_against_the_official_schema() -> None:
     assert users["depends_on"]["setup"]["condition"] == "service_started"
     assert {"--run-file", "--wait-for-file", "--progress-every"} <= set(users["command"])
     assert "replicas" in users["deploy"]
+
+
+def test_compose_defaults_parse_into_the_demo_runs() -> None:
+    """The setup's command with every variable at its default, through the real parser, makes
+    `privrl demo`'s runs: the JDP run's budget below 10 with the measured counter and schedule."""
+    argv = interpolate(load(), {})["services"]["setup"]["command"]
+    assert argv[:2] == ["privrl", "compare"]
+    args = build_parser().parse_args(argv[1:])
+    assert args.create and args.handler is cmd_compare
+    made = demo_configs(args, world_from_args(args).build())
+    demo = build_parser().parse_args(["demo"])
+    assert made == demo_configs(demo, riverswim(demo.horizon))
+    none, jdp, ldp = made
+    assert (jdp.episodes, jdp.horizon, jdp.mechanism, jdp.delta) == (3000, 20, "gaussian", 1e-5)
+    assert jdp.epsilon == ldp.epsilon == 5.0
+    assert (jdp.counter, jdp.schedule) == ("matrix", "batch:200") and ldp.schedule is None
 
 
 def test_image_is_small_and_quick_to_rebuild() -> None:
@@ -182,8 +203,8 @@ def compose_env(port: int, **extra: str) -> dict[str, str]:
 @pytest.mark.slow
 def test_compose_services_run_as_local_processes(tmp_path: Path) -> None:
     port = free_port()
-    env = compose_env(port, PRIVRL_EPISODES="40", PRIVRL_USER_REPLICAS="2",
-                      PRIVRL_ADMIN_TOKEN=secrets.token_hex(12))
+    env = compose_env(port, PRIVRL_EPISODES="40", PRIVRL_SCHEDULE="batch:10",
+                      PRIVRL_USER_REPLICAS="2", PRIVRL_ADMIN_TOKEN=secrets.token_hex(12))
     doc = interpolate(load(), env)
     validate(doc)
     local = LocalCompose(doc, tmp_path)
@@ -206,7 +227,7 @@ def test_compose_services_run_as_local_processes(tmp_path: Path) -> None:
         assert out[-1].startswith(f"open http://localhost:{port} : the dashboard")
         table = "\n".join(out)
         assert "% of random: " in table and "eps spent" in table and "ep/s" in table
-        assert "ldp eps=10 gaussian pooled" in table
+        assert "ldp eps=5 gaussian pooled" in table
         assert re.search(r"users \w+: \d+ episodes played by this process", local.log("users")) \
             or "run finished" in local.log("users")
         assert (tmp_path / "privrl-data" / "privrl.db").exists()

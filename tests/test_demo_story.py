@@ -65,7 +65,7 @@ def test_the_default_demo_runs_tell_the_story_in_process(seed: int) -> None:
     pct = {r["config"]["privacy"]: percent_of_random(r) for r in results}
     assert pct["none"] < 5 and pct["jdp"] <= 25 and pct["ldp"] >= 75, pct
     steady = {r["config"]["privacy"]: steady_verdict(r)[0] for r in results}
-    # at K = 3,000 and epsilon = 10 JDP's last 10% can still swing between its windows: the
+    # at K = 3,000 and the demo's budget JDP's last 10% may span two policies: the
     # verdict may say so, but it never says that JDP failed, and LDP never learns
     assert steady["none"] == "yes" and steady["ldp"] == "no", steady
     assert steady["jdp"] in ("yes", "unsteady"), steady
@@ -135,12 +135,14 @@ def test_a_curve_that_still_swings_is_unsteady_not_learned() -> None:
 def test_the_story_calls_an_unsteady_jdp_run_so() -> None:
     def rec(privacy: str, pcts: list[float]) -> dict:
         r = swinging(pcts)
-        r.update(config={"privacy": privacy, "episodes": 1000},
+        r.update(config={"privacy": privacy, "episodes": 1000, "counter": "matrix",
+                         "schedule": "batch:200" if privacy == "jdp" else None},
                  ledger={"epsilon": 10.0, "delta": 1e-5})
         return r
 
     text = story([rec("none", [0] * 5), rec("jdp", [0, 0, 0, 0, 100]), rec("ldp", [100] * 5)])
     assert "JDP is at 20% of random (unsteady, windows 0-100%)" in text
+    assert "(matrix counters, released on schedule batch:200)" in text
     assert "LDP at 100% (did not learn)" in text and "not enough for JDP to learn steadily" in text
 
 
@@ -153,8 +155,9 @@ def test_verdicts() -> None:
 def test_seeded_sequential_demo_repeats_and_the_table_explains_itself(tmp_path: Path) -> None:
     outs = []
     for name in ("a", "b"):
-        done = run_cli("demo", "--episodes", "25", "--users-processes", "2", "--concurrency", "2",
-                       "--seed", "7", "--sequential", "--out", str(tmp_path / name), timeout=240)
+        done = run_cli("demo", "--episodes", "25", "--schedule", "batch:5", "--users-processes",
+                       "2", "--concurrency", "2", "--seed", "7", "--sequential",
+                       "--out", str(tmp_path / name), timeout=240)
         assert done.returncode == 0, done.stderr[-2000:]
         outs.append(done.stdout)
     first = json.loads((tmp_path / "a" / "summary.json").read_text())
@@ -171,18 +174,18 @@ def test_seeded_sequential_demo_repeats_and_the_table_explains_itself(tmp_path: 
                  " 99th-percentile", "report bytes: "):
         assert term in out, term
     assert "windows" in header and "learned" in header
-    jdp = next(ln for ln in out.splitlines() if ln.startswith("jdp eps=10 gaussian pooled"))
-    assert jdp.split()[-2:] == ["10", "1e-05"]  # eps and delta spent, from the ledger
-    assert "Same budget, eps = 10 and delta = 1e-05 per user" in out
+    jdp = next(ln for ln in out.splitlines() if ln.startswith("jdp eps=5 gaussian pooled"))
+    assert jdp.split()[-2:] == ["5", "1e-05"]  # eps and delta spent, from the ledger
+    assert "Same budget, eps = 5 and delta = 1e-05 per user" in out
 
 
 @pytest.mark.slow
 def test_the_demo_names_its_dashboard_and_keeps_serving_until_ctrl_c(tmp_path: Path) -> None:
     """--keep-serving: the tables, then the dashboard's URL; the page and /healthz answer until
     SIGINT, which ends the demo cleanly (exit 0, the server stopped)."""
-    cmd = module_cmd("privrl.client", "demo", "--episodes", "20", "--users-processes", "1",
-                     "--concurrency", "2", "--seed", "3", "--keep-serving",
-                     "--out", str(tmp_path / "demo"))
+    cmd = module_cmd("privrl.client", "demo", "--episodes", "20", "--schedule", "batch:5",
+                     "--users-processes", "1", "--concurrency", "2", "--seed", "3",
+                     "--keep-serving", "--out", str(tmp_path / "demo"))
     # started outside the repository: its children must not depend on the working directory
     proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=tmp_path)
