@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import secrets
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -132,6 +132,19 @@ def user_uniforms(client_seed: int, first: int, count: int, width: int) -> np.nd
             bits.advance(SLOT - width)
             k += 1
     return out
+
+
+class UserStreams:
+    """`user_generator(seed, k)` of every user in `client_seeds` for one episode k at a time,
+    each user's block stream kept (`SlotStream`): what an in-process loop hands its users."""
+
+    def __init__(self, client_seeds: Sequence[int]) -> None:
+        self.client_seeds = tuple(int(s) for s in client_seeds)
+        self._slots = [SlotStream(s, "user") for s in self.client_seeds]
+
+    def at(self, episode: int) -> list[np.random.Generator]:
+        """Every user's generator of `episode` (valid until the next call)."""
+        return [slots.at(episode) for slots in self._slots]
 
 
 def user_generators(client_seed: int, first: int, count: int) -> Iterator[np.random.Generator]:
