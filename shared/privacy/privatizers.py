@@ -399,10 +399,15 @@ def randomize_locally(
     for f in calibration.families:
         sampler = calibration.sampler(f.name)
         if calibration.integer:  # a row broadcasts to the family's shape (an audit's batch)
-            rows = [sampler.add(rng, f.to_units(np.broadcast_to(stats[f.name][r], f.shape), rng))
+            rows = [sampler.add(rng, f.to_units(_shaped(stats[f.name][r], f.shape), rng))
                     for r, rng in enumerate(rngs)]
             out[f.name] = _from_units(calibration, f.name, np.stack(rows))
         else:
             noise = sample_rows(sampler, rngs.__getitem__, len(rngs), f.shape)
             out[f.name] = stats[f.name] + noise
     return out
+
+
+def _shaped(row: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """`row` broadcast to `shape` (as it is when it has that shape already)."""
+    return row if np.shape(row) == shape else np.broadcast_to(row, shape)
