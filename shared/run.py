@@ -20,7 +20,7 @@ from privrl.privacy.accountant import BudgetExhausted, Ledger
 from privrl.privacy.calibration import Calibration
 from privrl.privacy.grid import bernoulli_rewards
 from privrl.privacy.privatizers import Privatizer, randomize_locally
-from privrl.seeding import user_generator
+from privrl.seeding import UserStreams, user_generator
 from privrl.stats import Stats
 from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.tabular import TabularMDP
@@ -74,6 +74,7 @@ class Run:
         self._planned_at = -1
         self.policy_version = 0
         self.exhausted: str | None = None  # why the filter refused a release: the run has ended
+        self._users: UserStreams | None = None  # the users `play_and_ingest` simulated last
 
     @property
     def reported(self) -> int:
@@ -141,8 +142,11 @@ class Run:
         one) in `world` from their own seeds (`user_episode`), then the run ingests what they
         report (raw trajectories, or LDP noisy statistics). Returns what was played."""
         message = self.message() if message is None else message
+        users = self._users
+        if users is None or users.client_seeds != tuple(int(s) for s in client_seeds):
+            users = self._users = UserStreams(client_seeds)
         played, noisy = user_episode(world, message, client_seeds, episode, self.algorithm,
-                                     self.calibration)
+                                     self.calibration, users)
         if noisy is None:
             self.ingest_trajectories(played, message)
         else:
@@ -163,6 +167,7 @@ def user_episode(
     episode: int,
     algorithm: Algorithm,
     calibration: Calibration,
+    users: UserStreams | None = None,
 ) -> tuple[Played, Stats | None]:
     """What users do in episode k: play, and in LDP randomize locally before anything leaves.
 
@@ -170,9 +175,14 @@ def user_episode(
     algorithm's `play` needs in the world `mdp` (a tabular rollout's uniforms by default), then,
     under integer noise for an algorithm with `integer_rewards`, H uniforms that turn each
     reward r into Bernoulli(r), then the local randomizer's draws. Returns what was played (which
-    stays with the users in LDP) and the noisy report (LDP) or None.
+    stays with the users in LDP) and the noisy report (LDP) or None. `users`: the same users'
+    streams kept by a caller that simulates them episode after episode (the same draws, cheaper).
     """
-    rngs = [user_generator(cs, episode) for cs in client_seeds]
+    if users is None:
+        rngs = [user_generator(cs, episode) for cs in client_seeds]
+    else:
+        assert users.client_seeds == tuple(int(s) for s in client_seeds)
+        rngs = users.at(episode)
     traj = algorithm.play(mdp, message, rngs)
     if calibration.integer and algorithm.integer_rewards:
         traj = bernoulli_rewards(traj, rngs)

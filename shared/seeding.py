@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import secrets
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -63,17 +63,19 @@ def generator(seed: int, *path: PathPart) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(seed_sequence(seed, *path)))
 
 
-def episode_rows(seed: int, role: str, first: int, count: int, width: int) -> np.ndarray:
+def episode_rows(seed: int, role: PathPart | tuple[PathPart, ...], first: int, count: int,
+                 width: int) -> np.ndarray:
     """`width` uniforms per episode (count, width) for episodes first .. first + count - 1 of
-    `role`: episode k's row is the k % STREAM_EPISODES-th row of the stream
-    generator(seed, role, k // STREAM_EPISODES), so a block of episodes is drawn in bulk and one
-    episode alone by advancing to its row (PCG64 draws one 64-bit word per uniform)."""
+    `role` (a path part or a path): episode k's row is the k % STREAM_EPISODES-th row of the
+    stream generator(seed, *role, k // STREAM_EPISODES), so a block of episodes is drawn in bulk
+    and one episode alone by advancing to its row (PCG64 draws one 64-bit word per uniform)."""
+    path = role if isinstance(role, tuple) else (role,)
     out = np.empty((count, width))
     k, end = first, first + count
     while k < end:
         block, offset = divmod(k, STREAM_EPISODES)
         n = min(end - k, STREAM_EPISODES - offset)
-        rng = generator(seed, role, block)
+        rng = generator(seed, *path, block)
         rng.bit_generator.advance(offset * width)
         rng.random(out=out[k - first : k - first + n])
         k += n
@@ -130,6 +132,19 @@ def user_uniforms(client_seed: int, first: int, count: int, width: int) -> np.nd
             bits.advance(SLOT - width)
             k += 1
     return out
+
+
+class UserStreams:
+    """`user_generator(seed, k)` of every user in `client_seeds` for one episode k at a time,
+    each user's block stream kept (`SlotStream`): what an in-process loop hands its users."""
+
+    def __init__(self, client_seeds: Sequence[int]) -> None:
+        self.client_seeds = tuple(int(s) for s in client_seeds)
+        self._slots = [SlotStream(s, "user") for s in self.client_seeds]
+
+    def at(self, episode: int) -> list[np.random.Generator]:
+        """Every user's generator of `episode` (valid until the next call)."""
+        return [slots.at(episode) for slots in self._slots]
 
 
 def user_generators(client_seed: int, first: int, count: int) -> Iterator[np.random.Generator]:

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from privrl.algorithms import bind
 from privrl.config import RunConfig
+from privrl.privacy import grid
+from privrl.privacy.accountant import Ledger
 from privrl.privacy.discrete import (
     discrete_gaussian,
     discrete_gaussian_variance,
@@ -18,17 +20,20 @@ from privrl.privacy.discrete import (
 )
 from privrl.privacy.grid import (
     FEATURE_GRID,
+    EpisodeRounding,
     exact_units,
     randomized_round,
     released_coordinates,
+    round_by,
     rounding_slack,
 )
 from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.privacy.noise import SIMULATION_ONLY, noise_label
+from privrl.privacy.privatizers import Central
 from privrl.privacy.psd import SymmetricNoise
 from privrl.privacy.tree import TreeCounter, improve_integer, smoothed_variance
 from privrl.run import Run
-from privrl.seeding import generator
+from privrl.seeding import STREAM_EPISODES, episode_rows, generator
 from privrl.worlds import riverswim
 from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.registry import make
@@ -83,6 +88,68 @@ def test_randomized_rounding_is_unbiased_and_within_one_step() -> None:
     for _ in range(50):
         units = randomized_round(sym, 0.5, rng, symmetric=True)
         assert np.array_equal(units, units.T)
+
+
+ROUND_SEEDS = [7, 2**70 + 3]
+ROUND_EPISODES = STREAM_EPISODES + 6  # past the first block's stream
+
+
+def _round_values(episode: int) -> np.ndarray:
+    """Two replicas' clean items of one episode: a (2, 3, 3) symmetric family off the grid."""
+    x = np.random.default_rng(episode).uniform(-2.0, 2.0, (len(ROUND_SEEDS), 2, 3, 3))
+    return x + np.swapaxes(x, -1, -2)
+
+
+def test_episode_rounding_depends_only_on_seed_family_and_episode(monkeypatch) -> None:
+    """Replica r's item of episode k is rounded by row k of its ("grid", family) rows, whether
+    the episodes come one after another, the process starts afresh at k (a restart), the rows
+    are drawn in other chunks, or the replica runs alone."""
+    g = 0.125
+    along = EpisodeRounding(ROUND_SEEDS, "gram", (2, 3, 3), g, True)
+    seq = np.stack([along.units(_round_values(k), k) for k in range(ROUND_EPISODES)])
+    assert seq.dtype == np.int64 and np.array_equal(seq, np.swapaxes(seq, -1, -2))
+    values = np.stack([_round_values(k) for k in range(ROUND_EPISODES)])
+    assert np.all(np.abs(seq * g - values) < g)
+    monkeypatch.setattr(grid, "ROUNDING_CHUNK", 5 * 18)  # five episodes a chunk
+    chunked = EpisodeRounding(ROUND_SEEDS, "gram", (2, 3, 3), g, True)
+    assert np.array_equal(seq, [chunked.units(_round_values(k), k)
+                                for k in range(ROUND_EPISODES)])
+    for k in (0, 1, 700, STREAM_EPISODES - 1, STREAM_EPISODES, ROUND_EPISODES - 1):
+        fresh = EpisodeRounding(ROUND_SEEDS, "gram", (2, 3, 3), g, True)
+        assert np.array_equal(fresh.units(_round_values(k), k), seq[k])
+        for r, seed in enumerate(ROUND_SEEDS):
+            alone = EpisodeRounding([seed], "gram", (2, 3, 3), g, True)
+            assert np.array_equal(alone.units(_round_values(k)[r:r + 1], k)[0], seq[k, r])
+            row = episode_rows(seed, ("grid", "gram"), k, 1, 18)[0].reshape(2, 3, 3)
+            assert np.array_equal(round_by(_round_values(k)[r], g, row, True), seq[k, r])
+    other = EpisodeRounding(ROUND_SEEDS, "target", (2, 3, 3), g, True)
+    assert not np.array_equal(other.units(_round_values(3), 3), seq[3])  # its own stream
+
+
+def test_a_rebuilt_central_rounds_every_item_as_before() -> None:
+    """A server replays stored reports into a fresh Central: every release comes out the same,
+    and each replica's releases are those of a Central of its seed alone."""
+    cal = bind(_linear_config(episodes=40)).calibration()
+    assert cal.integer and all(f.rounded for f in cal.families)
+    rng = np.random.default_rng(2)
+    reports = [{f.name: rng.uniform(0.0, 1.0, (2, *f.shape)) for f in cal.families}
+               for _ in range(40)]
+
+    def releases(seeds: list[int], replicas: slice) -> list[dict[str, np.ndarray]]:
+        central, out = Central(cal, seeds, 40), []
+        for report in reports:
+            central.ingest({k: v[replicas] for k, v in report.items()}, Ledger())
+            out.append(central.release())
+        return out
+
+    both = releases([11, 12], slice(None))
+    again = releases([11, 12], slice(None))
+    first, second = releases([11], slice(0, 1)), releases([12], slice(1, 2))
+    for t in range(40):
+        for name in cal.released:
+            assert np.array_equal(both[t][name], again[t][name])
+            assert np.array_equal(both[t][name], np.concatenate([first[t][name],
+                                                                 second[t][name]]))
 
 
 def test_exact_units_refuses_values_off_the_grid() -> None:

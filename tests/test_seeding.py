@@ -7,6 +7,7 @@ import numpy as np
 from privrl.seeding import (
     STREAM_EPISODES,
     SlotStream,
+    UserStreams,
     episode_rows,
     generator,
     user_generator,
@@ -30,6 +31,16 @@ def test_user_generators_are_user_generator_episode_by_episode() -> None:
            zip(range(FIRST, FIRST + COUNT), user_generators(11, FIRST, COUNT), strict=True)]
     for k, draws in zip(range(FIRST, FIRST + COUNT), got, strict=True):
         np.testing.assert_array_equal(draws, user_generator(11, k).standard_normal(1 + k % 5))
+
+
+def test_user_streams_give_each_users_generator_of_the_episode() -> None:
+    """Kept streams, episode after episode (and back), draw what fresh generators draw."""
+    seeds = [2**70 + 5, 9]
+    users = UserStreams(seeds)
+    for k in [*range(FIRST, FIRST + COUNT), 2, FIRST + 1]:
+        got = [rng.random(3 + k % 4) for rng in users.at(k)]
+        for seed, draws in zip(seeds, got, strict=True):
+            np.testing.assert_array_equal(draws, user_generator(seed, k).random(3 + k % 4))
 
 
 def test_episode_rows_are_rows_of_the_blocks_stream() -> None:

@@ -27,6 +27,7 @@ integers in grid units (scale / grid).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
@@ -106,10 +107,11 @@ class Calibration:
     plan: CounterPlan | None = None  # JDP: the counter every family is released through
     schedule: Schedule = EveryEpisode()  # JDP: after which episodes the counters release
 
-    @property
+    @functools.cached_property
     def integer(self) -> bool:
         """Whether releases live on integer grids with integer noise: an integer backend that
-        draws noise (at eps = inf nothing is drawn and the release is the exact one)."""
+        draws noise (at eps = inf nothing is drawn and the release is the exact one). Cached:
+        the calibration is frozen, and every ingest asks."""
         return (self.mechanism is not None and self.mechanism.backend.integer
                 and any(0.0 < f.scale < math.inf for f in self.families))
 

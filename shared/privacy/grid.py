@@ -20,13 +20,16 @@ from collections.abc import Sequence
 
 import numpy as np
 from privrl.privacy.psd import mirror_upper
+from privrl.seeding import STREAM_EPISODES, episode_rows
 from privrl.worlds.rollout import Trajectories
 
 FEATURE_GRID_BITS = 16
 FEATURE_GRID = 2.0**-FEATURE_GRID_BITS  # the public grid of feature statistics
+ROUNDING_CHUNK = 2**16  # rounding uniforms a replica draws at once (`EpisodeRounding`)
 
-__all__ = ["FEATURE_GRID", "FEATURE_GRID_BITS", "bernoulli_rewards", "exact_units",
-           "first_off_grid", "randomized_round", "released_coordinates", "rounding_slack"]
+__all__ = ["FEATURE_GRID", "FEATURE_GRID_BITS", "EpisodeRounding", "bernoulli_rewards",
+           "exact_units", "first_off_grid", "randomized_round", "released_coordinates",
+           "round_by", "rounding_slack"]
 
 
 def first_off_grid(values: np.ndarray, grid: float) -> int | None:
@@ -49,10 +52,48 @@ def randomized_round(values: np.ndarray, grid: float, rng: np.random.Generator,
     """`values` / `grid` rounded down or up at random (int64), unbiased: up with probability the
     fractional part. Symmetric matrices (last two axes) are rounded on the upper triangle and
     mirrored, so they stay symmetric."""
+    return round_by(values, grid, rng.random(np.shape(values)), symmetric)
+
+
+def round_by(values: np.ndarray, grid: float, uniforms: np.ndarray,
+             symmetric: bool = False) -> np.ndarray:
+    """`randomized_round` with its uniforms given (one per entry, same shape as `values`)."""
     scaled = np.asarray(values, dtype=np.float64) / grid
     low = np.floor(scaled)
-    units = low.astype(np.int64) + (rng.random(scaled.shape) < scaled - low)
+    units = low.astype(np.int64) + (uniforms < scaled - low)
     return mirror_upper(units) if symmetric else units
+
+
+class EpisodeRounding:
+    """Randomized rounding of one family's item per episode, every replica at once: replica r's
+    item of episode k uses row k of `episode_rows(seeds[r], ("grid", family), ...)`, so it
+    depends only on (seed, family, k), however the episodes are ingested or the process restarts.
+    The rows are drawn ahead in chunks of episodes (up to ROUNDING_CHUNK uniforms a replica)."""
+
+    def __init__(self, seeds: Sequence[int], family: str, shape: tuple[int, ...],
+                 grid: float, symmetric: bool) -> None:
+        self.seeds, self.family = [int(s) for s in seeds], family
+        self.shape, self.grid, self.symmetric = tuple(shape), grid, symmetric
+        self.width = math.prod(self.shape)
+        self._first = 0  # the first episode of the drawn chunk
+        self._rows = np.empty((len(self.seeds), 0, self.width))  # (R, chunk episodes, width)
+
+    def units(self, values: np.ndarray, episode: int) -> np.ndarray:
+        """Episode `episode`'s items (R, *shape) in grid units (int64), `values` likewise."""
+        i = episode - self._first
+        if not 0 <= i < self._rows.shape[1]:
+            self._draw(episode)
+            i = 0
+        uniforms = self._rows[:, i].reshape(len(self.seeds), *self.shape)
+        return round_by(values, self.grid, uniforms, self.symmetric)
+
+    def _draw(self, episode: int) -> None:
+        """Draw the rows of `episode` and the next ones, up to the end of its block's stream."""
+        count = min(max(1, ROUNDING_CHUNK // max(1, self.width)),
+                    STREAM_EPISODES - episode % STREAM_EPISODES)
+        self._first = episode
+        self._rows = np.stack([episode_rows(seed, ("grid", self.family), episode, count,
+                                            self.width) for seed in self.seeds])
 
 
 def released_coordinates(shape: tuple[int, ...], symmetric: bool) -> int:

@@ -14,9 +14,9 @@ Only `Central` draws noise on the server; with an unseeded backend it hands out 
 it drew (`take_drawn`) for the server to persist, and replays from them (`begin_replay`).
 
 Under integer noise (`Calibration.integer`) every contribution enters in grid units
-(`FamilyCalibration.to_units`: checked, or randomized-rounded from the server's seeded stream
-("grid", family, item) in JDP and from the user's own generator in LDP), sums and noise are
-integers, and a release is those integers times the public grid step.
+(checked, or randomized-rounded: in JDP from the server's seeded rows ("grid", family) of the
+episode, `EpisodeRounding`; in LDP from the user's own generator, `FamilyCalibration.to_units`),
+sums and noise are integers, and a release is those integers times the public grid step.
 """
 
 from __future__ import annotations
@@ -29,12 +29,11 @@ import numpy as np
 from privrl.privacy.accountant import Charge, Ledger
 from privrl.privacy.calibration import Calibration, FamilyCalibration
 from privrl.privacy.continual import CounterPlan
-from privrl.privacy.grid import exact_units
+from privrl.privacy.grid import EpisodeRounding, exact_units
 from privrl.privacy.matrix_counter import MatrixCounter
 from privrl.privacy.noise import noise_label, sample_rows
 from privrl.privacy.schedules import EveryEpisode
 from privrl.privacy.tree import NodeNoise, StoredNoiseError, TreeCounter, levels_released
-from privrl.seeding import generator
 from privrl.stats import Stats
 
 
@@ -151,6 +150,11 @@ class Central:
         self.items = 0  # episodes ingested
         self.released = 0  # counter items (releases) so far
         self.noise_epoch = 0
+        self._integer = calibration.integer
+        # the server's seeded rounding of each rounded family's items (integer noise)
+        self._rounding = {f.name: EpisodeRounding(self.seeds, f.name, f.shape, f.grid,
+                                                  f.symmetric)
+                          for f in calibration.families if self._integer and f.rounded}
 
     @property
     def every_episode(self) -> bool:
@@ -195,17 +199,12 @@ class Central:
 
     def _items(self, name: str, values: np.ndarray) -> np.ndarray:
         """One item per replica as the tree adds it: grid units under integer noise."""
-        if not self.calibration.integer:
+        if not self._integer:
             return values
-        fam = self.calibration.family(name)
-        return np.stack([fam.to_units(values[r], self._rounding(fam, r))
-                         for r in range(len(self.seeds))])
-
-    def _rounding(self, fam: FamilyCalibration, replica: int) -> np.random.Generator | None:
-        """The server's seeded stream that randomized-rounds this item of `fam` (None: exact)."""
-        if not fam.rounded:
-            return None
-        return generator(self.seeds[replica], "grid", fam.name, self.items)
+        rounding = self._rounding.get(name)
+        if rounding is None:
+            return exact_units(values, self.calibration.family(name).grid)
+        return rounding.units(values, self.items)
 
     def record(self, ledger: Ledger) -> None:
         """Count one ingested episode; at a release, charge what it adds to the worst-case
@@ -400,10 +399,15 @@ def randomize_locally(
     for f in calibration.families:
         sampler = calibration.sampler(f.name)
         if calibration.integer:  # a row broadcasts to the family's shape (an audit's batch)
-            rows = [sampler.add(rng, f.to_units(np.broadcast_to(stats[f.name][r], f.shape), rng))
+            rows = [sampler.add(rng, f.to_units(_shaped(stats[f.name][r], f.shape), rng))
                     for r, rng in enumerate(rngs)]
             out[f.name] = _from_units(calibration, f.name, np.stack(rows))
         else:
             noise = sample_rows(sampler, rngs.__getitem__, len(rngs), f.shape)
             out[f.name] = stats[f.name] + noise
     return out
+
+
+def _shaped(row: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """`row` broadcast to `shape` (as it is when it has that shape already)."""
+    return row if np.shape(row) == shape else np.broadcast_to(row, shape)

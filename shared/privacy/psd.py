@@ -16,6 +16,7 @@ never changes the privacy of what it is given:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +38,18 @@ __all__ = [
 
 def mirror_upper(z: np.ndarray) -> np.ndarray:
     """The symmetric array (last two axes) whose upper triangle, diagonal included, is z's."""
-    upper = np.triu(z)
-    return upper + np.swapaxes(np.triu(z, 1), -1, -2)
+    out = np.array(z)  # a copy; float + 0.0 turns -0.0 into 0.0, as a sum of triangles did
+    if out.dtype.kind == "f":
+        out += 0.0
+    low, high = _strict_lower(out.shape[-1])
+    out[..., low, high] = out[..., high, low]
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _strict_lower(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column indices of the entries below the diagonal of a d x d matrix."""
+    return np.tril_indices(d, -1)
 
 
 @dataclass(frozen=True)
