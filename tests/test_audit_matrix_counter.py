@@ -8,6 +8,7 @@ import dataclasses
 import json
 
 import numpy as np
+import pytest
 from privrl.client.cli import main
 from privrl.config import RunConfig
 from privrl.lab.counter_audit import audit_matrix_counter
@@ -29,6 +30,7 @@ class HalfNoiseCounter(MatrixCounter):
                          max_items, bands)
 
 
+@pytest.mark.slow  # a long statistical test
 def test_the_matrix_counter_is_sound_and_a_halved_one_is_caught() -> None:
     honest = audit_matrix_counter(counted(8), generator(4, "audit"), samples=100_000)
     broken = audit_matrix_counter(counted(8), generator(4, "audit"), samples=100_000,
@@ -39,6 +41,7 @@ def test_the_matrix_counter_is_sound_and_a_halved_one_is_caught() -> None:
     assert broken.exceeded, broken
 
 
+@pytest.mark.slow  # a long statistical test, through the CLI
 def test_cli_audits_the_matrix_counter(capsys) -> None:
     args = ["audit", "randomizer", "--central", "--counter", "matrix", "--mechanism", "gaussian",
             "--episodes", "4", "--samples", "20000", "--seed", "3"]

@@ -71,7 +71,7 @@ def test_release_coefficients_have_the_declared_variance(smooth: bool) -> None:
     assert moments(increment_coefficients(3, 10, "ldp", False), 6.0) == (7.0, 7 * 6.0 + 3 * 42)
 
 
-@pytest.mark.parametrize("smooth", [False, True])
+@pytest.mark.parametrize("smooth", [pytest.param(False, marks=pytest.mark.slow), True])  # long
 def test_increment_moments_match_the_tree(smooth: bool) -> None:
     """Monte Carlo over 4000 replica trees of unit (float) Laplace noise (variance 2, kurtosis
     6): the moments of the continuous law the coefficients assume."""

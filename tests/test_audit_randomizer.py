@@ -162,6 +162,7 @@ def central(mechanism: str, episodes: int) -> RunConfig:
     return smallest(mechanism).model_copy(update={"privacy": "jdp", "episodes": episodes})
 
 
+@pytest.mark.slow  # a long statistical test: 2*10^5 samples
 def test_one_central_release_is_bounded_below_and_within_a_factor_two_of_epsilon() -> None:
     """K = 1: a single tree node carries the whole budget, like one local report."""
     audit = audit_central_release(central("laplace", 1), generator(6, "audit"), samples=200_000)

@@ -191,8 +191,15 @@ def _check_plans(outcomes: list[Outcome]) -> None:
 QUIET = pytest.mark.filterwarnings("ignore:eps = .* > 5:UserWarning")
 
 
+# seconds to tens of seconds of plan accounting each: long tests, in the slow tier; the others
+# keep a cheap representative of the sweep in the fast tier
+COSTLY_SWEEPS = {"dp-ucbvi", "linopt-po", "linopt-vi", "lsvi-ucb-batched", "lsvi-ucb-switching",
+                 "ucrl-vtr"}
+
+
 @QUIET
-@pytest.mark.parametrize("algo", registry.names())
+@pytest.mark.parametrize("algo", [pytest.param(a, marks=pytest.mark.slow) if a in COSTLY_SWEEPS
+                                  else a for a in registry.names()])
 def test_every_preset_plan_is_refused_or_within_budget(algo: str) -> None:
     """Every creatable mode x mechanism x preset x epsilon in {0.1, 1, 10, 1e3, 1e5} of `algo`
     at K = 10,000: refused at creation, or projected within budget."""
@@ -218,6 +225,7 @@ def _actual(outcomes: list[Outcome]) -> None:
 
 
 @QUIET
+@pytest.mark.slow  # a long test: a short run of every algorithm x mode x mechanism x preset
 def test_short_runs_of_every_preset_stay_within_their_plan() -> None:
     """Actual ledgers after 6 episodes, every algorithm x mode x mechanism x preset, at
     epsilon 1 and 1e3."""

@@ -217,7 +217,8 @@ def test_batched_at_infinite_epsilon_is_lsvi_ucb(name: str, every: int) -> None:
     np.testing.assert_allclose(run.billboard()["w"][0], w, rtol=0, atol=1e-9)
 
 
-@pytest.mark.parametrize("algo", ["lsvi-ucb-batched", "lsvi-ucb-switching"])
+@pytest.mark.parametrize("algo", [pytest.param("lsvi-ucb-batched", marks=pytest.mark.slow),
+                                  "lsvi-ucb-switching"])  # the first is long
 def test_infinite_epsilon_equals_the_non_private_run(algo: str) -> None:
     """JDP with eps = inf draws zero noise through the private code path: the same regret,
     billboard and policy versions as the non-private run on the same seeds."""
@@ -229,6 +230,7 @@ def test_infinite_epsilon_equals_the_non_private_run(algo: str) -> None:
     assert len(free.ledger) == 0 and math.isinf(jdp.ledger.rho)
 
 
+@pytest.mark.slow  # a long test: three runs of 400 episodes
 def test_switching_always_is_every_episode_lsvi_ucb() -> None:
     """trigger=always without noise is LSVI-UCB with lambda = ridge (= batched B = K
     with the same ridge); the determinant trigger (C = 2) switches far less often, within
@@ -304,6 +306,7 @@ def test_noise_alone_never_switches(shift: str) -> None:
     assert np.linalg.eigvalsh(run.privatizer.current).min() >= run.algorithm.gram_floor
 
 
+@pytest.mark.slow  # a long test: two runs of 600 episodes, one at a time
 def test_switches_depend_only_on_released_grams_and_respect_the_cap() -> None:
     """Same feature stream, different rewards and next states: the same switch episodes (the
     trigger reads only the released Grams); rounds <= ceil(N_max) - 1 even when triggered every
@@ -347,6 +350,7 @@ def test_switches_depend_only_on_released_grams_and_respect_the_cap() -> None:
     assert always.ledger.rho == pytest.approx(algo.rho, rel=1e-9)
 
 
+@pytest.mark.slow  # a long test: a run of 2,000 episodes
 def test_paper_calibration_reports_more_than_it_claims() -> None:
     """The paper's constants overspend at every epsilon: the run is refused at creation, and the
     refusal states the true spend of its release plan (issue 31)."""

@@ -4,6 +4,8 @@ only panels with data, beside a table that says it shows RMSE."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from matplotlib.colors import to_hex
@@ -102,6 +104,7 @@ def test_the_switches_figure_colours_by_mode_too() -> None:
         assert "on riverswim" in label
 
 
+@functools.cache  # read only: one sweep per lambda_at serves every test
 def small_sweep(lambda_at: tuple[int, ...]) -> dict:
     spec = pe.SweepSpec(estimators=pe.ALL_ESTIMATORS, features=("tabular", "agg2"),
                         trajectories=(100, 316), runs=2, seed=0, lambdas=(1.5, 10.0),
@@ -109,7 +112,7 @@ def small_sweep(lambda_at: tuple[int, ...]) -> dict:
     return pe.sweep(spec, workers=1, progress=False)
 
 
-@pytest.mark.parametrize("lambda_at", [(), (316,)])
+@pytest.mark.parametrize("lambda_at", [pytest.param((), marks=pytest.mark.slow), (316,)])
 def test_policy_eval_figure_has_no_empty_panel_and_colours_by_mode(lambda_at) -> None:
     summary = small_sweep(lambda_at)
     fig = pe.figure(summary)

@@ -109,6 +109,7 @@ def test_normalised_aggregation_is_the_same_function_class_with_unit_norm() -> N
     np.testing.assert_allclose(unit * 2.0, plain)
 
 
+@pytest.mark.slow  # a long test: a sweep, then ten figures drawn
 def test_cli_writes_the_summary_and_the_four_panels_and_plot_redraws_them(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "pe"
@@ -128,6 +129,7 @@ def test_cli_writes_the_summary_and_the_four_panels_and_plot_redraws_them(
     assert all((again / n).exists() for n in names)
 
 
+@pytest.mark.slow  # a long test: the forced sweep draws its five figures
 def test_cli_refuses_to_overwrite_results_unless_forced(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "summary.json").write_text("earlier")

@@ -120,6 +120,7 @@ def _check_outputs(proj: Projection, noisy, noisy_sa, radius) -> None:
     np.testing.assert_allclose(p.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow  # a long test: 400 random instances against HiGHS
 def test_t_star_matches_highs_on_random_instances() -> None:
     rng = np.random.default_rng(20240501)
     n_checked = n_infeasible = 0

@@ -65,7 +65,7 @@ def test_epsilon_inverts_the_profile_and_beats_cks(mu: float, delta: float) -> N
         assert gaussian_delta(mu, 0.0) <= delta
 
 
-@pytest.mark.parametrize("rho", [0.01, 0.1, 1.0, 10.0])
+@pytest.mark.parametrize("rho", [0.01, 0.1, 1.0, pytest.param(10.0, marks=pytest.mark.slow)])
 def test_exact_epsilon_matches_dp_accounting_pld(rho: float) -> None:
     """The exact eps is below dp_accounting's (pessimistic) PLD value and within its grid."""
     delta = 1e-5

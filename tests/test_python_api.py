@@ -30,6 +30,7 @@ def test_the_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert isinstance(scope["fig"], Figure)
 
 
+@pytest.mark.slow  # a long test: the tutorial's sweep of 3 seeds x 2,000 episodes
 def test_the_tutorial_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     scope: dict = {}

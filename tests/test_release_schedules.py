@@ -25,6 +25,7 @@ def test_batches_release_at_multiples_and_drop_the_partial_batch():
         Batches(0)
 
 
+@pytest.mark.slow  # a long test: 50,000 episodes one at a time
 def test_geometric_releases_at_distinct_ceilings_of_powers():
     assert due(Geometric(2), 40) == [1, 2, 4, 8, 16, 32]
     # 1.5^j = 1, 1.5, 2.25, 3.375, 5.06, 7.59, 11.4, 17.1 -> ceil 1, 2, 3, 4, 6, 8, 12, 18

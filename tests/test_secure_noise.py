@@ -280,7 +280,7 @@ def secure_spec() -> dict:
     return spec("jdp", episodes=30, n_states=4, horizon=5, noise="opendp")
 
 
-@pytest.mark.parametrize("smoothing", [False, True])
+@pytest.mark.parametrize("smoothing", [False, pytest.param(True, marks=pytest.mark.slow)])  # long
 def test_server_rebuilds_an_opendp_run_exactly_after_restarts(
     apps: Apps, secure_spec: dict, smoothing: bool
 ) -> None:

@@ -103,6 +103,7 @@ def test_the_cache_is_bounded_in_bytes() -> None:
     assert cache.bytes <= 100
 
 
+@pytest.mark.slow  # a long test: 2,000 requests
 def test_made_up_methods_and_paths_do_not_grow_the_metrics(apps: Apps) -> None:
     client = apps()
     client.request("BREW", "/v1/runs")

@@ -31,7 +31,7 @@ def comparable(snap: dict[str, Any]) -> dict[str, Any]:
     return json.loads(text.replace(run_id, "RUN"))
 
 
-@pytest.mark.parametrize("privacy", ["jdp", "ldp"])
+@pytest.mark.parametrize("privacy", [pytest.param("jdp", marks=pytest.mark.slow), "ldp"])  # long
 def test_restart_mid_run_continues_exactly_like_an_uninterrupted_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, privacy: str
 ) -> None:

@@ -105,7 +105,8 @@ def test_per_step_caps_shrink_the_sensitivity() -> None:
     assert faithful["target"].l2 == pytest.approx(box["target_l2"] * math.sqrt(4) * 25)
 
 
-@pytest.mark.parametrize("name", ["lm-hard", "lm-mix", "zhou-mix"])
+@pytest.mark.parametrize("name", [pytest.param("lm-hard", marks=pytest.mark.slow), "lm-mix",
+                                  pytest.param("zhou-mix", marks=pytest.mark.slow)])  # long ones
 def test_public_feature_bound_holds_by_brute_force(name: str) -> None:
     """feature_box <= the generic bounds, and no two (X X^T, X y) with X = phi_V(s,a), y = V(s'),
     V in [0, 1]^S (every vertex plus random interior tables, every s, a, s') differ by more.
@@ -137,7 +138,7 @@ def test_public_feature_bound_holds_by_brute_force(name: str) -> None:
 
 
 
-@pytest.mark.parametrize("preset", ["practical", "faithful"])
+@pytest.mark.parametrize("preset", ["practical", pytest.param("faithful", marks=pytest.mark.slow)])
 def test_sensitivities_by_brute_force(preset: str) -> None:
     """Every trajectory of a small instance, several messages: the largest replace-one change of
     each family (on its released coordinates) stays within the declared l1 and l2."""

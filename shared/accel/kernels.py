@@ -99,7 +99,7 @@ def _level_below(w: np.ndarray, start: int, n: int, d: float, m: float) -> bool:
     return f >= d + 1e-9 * n * size
 
 
-@numba.njit(**OPTIONS)
+@numba.njit(cache=True, **OPTIONS)  # cached: the tests call it from Python
 def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np.ndarray,
                  scratch: np.ndarray) -> float:
     """The canonical projection (Qiao & Wang, Lemma 5.4) of cell (s, a) of `sas` (S, A, S) into
