@@ -1,7 +1,7 @@
 """DP-UCBVI's compiled kernels: planning (projection, bonus, optimistic value iteration), the
-in-process episode loop and the episode rollout every user plays. The only implementation of
-each; a kernel receives its random draws as arrays (drawn with numpy's Generator), it never
-draws.
+in-process episode loop, the episode rollout every user plays, and the exact values of
+deterministic policies that every regret is computed from. The only implementation of each; a
+kernel receives its random draws as arrays (drawn with numpy's Generator), it never draws.
 
 Every kernel and its callees sit in this one module, so numba's cache (keyed by this file) never
 loads a kernel with a stale callee. Each kernel has one explicit signature: importing this
@@ -21,7 +21,8 @@ from numba import types
 _STARTED = time.perf_counter()  # IMPORT_SECONDS: what compiling (or loading) them took
 
 # the kernels compiled (or loaded from numba's cache) at import, one signature each
-__all__ = ["break_ties", "new_model", "plan_replicas", "rollout", "run_episodes"]
+__all__ = ["break_ties", "new_model", "plan_replicas", "policy_values", "rollout",
+           "run_episodes"]
 
 F8, I8, B1 = types.float64, types.int64, types.boolean
 
@@ -523,6 +524,25 @@ def rollout(world: tuple, policies: np.ndarray, uniforms: np.ndarray, bernoulli:
     for r in range(uniforms.shape[0]):
         _episode(world, policies[r if policies.shape[0] > 1 else 0], uniforms[r], bernoulli,
                  states[r], actions[r], rewards[r])
+
+
+@numba.njit(types.void(_arr(F8, 4, True), _arr(F8, 3, True), _arr(I8, 3), _arr(F8, 3)),
+            cache=True, **OPTIONS)
+def policy_values(transitions: np.ndarray, rewards: np.ndarray, policies: np.ndarray,
+                  values: np.ndarray) -> None:
+    """V^pi (n, H+1, S) into `values` of n deterministic policies (n, H, S) by backward
+    induction: V_h(s) = r_h(s, a) + sum_t P_h(t | s, a) V_{h+1}(t) with a = pi_h(s), V_{H+1} = 0.
+    Each policy on its own, so a value never depends on the batch it is computed in."""
+    n, horizon, n_states = policies.shape
+    for i in range(n):
+        values[i, horizon] = 0.0
+        for h in range(horizon - 1, -1, -1):
+            for s in range(n_states):
+                a = policies[i, h, s]
+                acc = 0.0
+                for t in range(n_states):
+                    acc += transitions[h, s, a, t] * values[i, h + 1, t]
+                values[i, h, s] = rewards[h, s, a] + acc
 
 
 IMPORT_SECONDS = time.perf_counter() - _STARTED

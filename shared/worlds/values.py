@@ -10,6 +10,7 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
+from privrl import accel
 from privrl.worlds.tabular import TabularMDP
 
 # optimal (Q*, V*) per MDP object; MDP arrays are read-only, so the cache can never go stale
@@ -63,19 +64,14 @@ def _check_policies(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
 
 
 def policy_values(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
-    """V^pi (..., H+1, S) of deterministic policies (..., H, S), vectorized over the batch dims."""
+    """V^pi (..., H+1, S) of deterministic policies (..., H, S), vectorized over the batch dims
+    (the compiled backward induction, policy by policy: the same in any batch)."""
     pol = _check_policies(mdp, policies)
     batch = pol.shape[:-2]
-    H, S, A = mdp.H, mdp.S, mdp.A
-    flat = pol.reshape(-1, H, S)
-    n = flat.shape[0]
-    # where pi's action sits in every action's Q (n, S, A), flattened
-    chosen = flat + (np.arange(n)[:, None, None] * S + np.arange(S)) * A
-    V = np.zeros((n, H + 1, S))
-    for h in range(H - 1, -1, -1):  # every action's Q at once, then pi's (einsum's own loops,
-        q = mdp.R[h] + np.einsum("nt,sat->nsa", V[:, h + 1], mdp.P[h])  # the same in any batch)
-        V[:, h] = np.take(q, chosen[:, h])
-    return V.reshape(*batch, H + 1, S)
+    flat = np.ascontiguousarray(pol.reshape(-1, mdp.H, mdp.S), dtype=np.int64)
+    V = np.empty((flat.shape[0], mdp.H + 1, mdp.S))
+    accel.load().policy_values(mdp.P, mdp.R, flat, V)
+    return V.reshape(*batch, mdp.H + 1, mdp.S)
 
 
 def expected_return(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:

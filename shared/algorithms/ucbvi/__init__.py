@@ -75,6 +75,8 @@ class UCBVILearner(Learner):
     def radii(self, first: int, count: int) -> tuple[list[float], list[float]]:
         """`radius` and `pair_std` after first .. first + count - 1 reports (one release std per
         report count instead of two: the fused loop asks for a block at a time)."""
+        if self.calibration.mechanism is None:  # no noise: every radius and std is 0
+            return [0.0] * count, [0.0] * count
         stds = [self.calibration.release_std(t) for t in range(first, first + count)]
         return [self._radius_of(s) for s in stds], [self._pair_std_of(s) for s in stds]
 
