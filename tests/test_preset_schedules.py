@@ -17,7 +17,7 @@ from privrl.protocol import RunInfo, RunRequest
 from privrl.run import Run, user_episode
 from privrl.worlds import make
 from privrl.worlds.model_spec import model_spec_of
-from support.server import AUTH, Apps, claim, create, state, user_report
+from support.server import AUTH, Apps, create, play, state
 
 K = 120
 # The practical schedules measured in docs/results/linear.md and docs/results/lsvi.md.
@@ -139,10 +139,7 @@ def test_an_http_run_on_the_preset_schedule_gives_the_in_process_numbers(apps: A
     cfg = config("ucrl-vtr", episodes=30)
     sent = body(cfg)
     run_id = create(client, sent)
-    for _ in range(30):
-        ticket = claim(client, run_id)
-        resp = client.post(f"/v1/runs/{run_id}/reports", json=user_report(ticket, sent, hard))
-        assert resp.status_code == 200, resp.text
+    play(client, run_id, sent, 30, hard)
     served = state(client, run_id)
 
     run = Run(cfg, [3])

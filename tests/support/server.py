@@ -252,9 +252,11 @@ def claim(client: TestClient, run_id: str, **params: Any) -> dict[str, Any]:
     return resp.json()
 
 
-def play(client: TestClient, run_id: str, config: dict[str, Any], episodes: int) -> list[dict]:
-    """Claim and report `episodes` episodes as honest users; the Acks."""
-    mdp, acks = world(config), []
+def play(client: TestClient, run_id: str, config: dict[str, Any], episodes: int,
+         mdp: TabularMDP | Any = None) -> list[dict]:
+    """Claim and report `episodes` episodes as honest users of `mdp` (default: the config's
+    RiverSwim); the Acks."""
+    mdp, acks = world(config) if mdp is None else mdp, []
     for _ in range(episodes):
         ticket = claim(client, run_id)
         resp = client.post(f"/v1/runs/{run_id}/reports", json=user_report(ticket, config, mdp))
