@@ -150,11 +150,10 @@ class Central:
         self.items = 0  # episodes ingested
         self.released = 0  # counter items (releases) so far
         self.noise_epoch = 0
-        self._integer = calibration.integer
         # the server's seeded rounding of each rounded family's items (integer noise)
         self._rounding = {f.name: EpisodeRounding(self.seeds, f.name, f.shape, f.grid,
                                                   f.symmetric)
-                          for f in calibration.families if self._integer and f.rounded}
+                          for f in calibration.families if calibration.integer and f.rounded}
 
     @property
     def every_episode(self) -> bool:
@@ -199,7 +198,7 @@ class Central:
 
     def _items(self, name: str, values: np.ndarray) -> np.ndarray:
         """One item per replica as the tree adds it: grid units under integer noise."""
-        if not self._integer:
+        if not self.calibration.integer:  # cached on the frozen calibration
             return values
         rounding = self._rounding.get(name)
         if rounding is None:
