@@ -64,13 +64,16 @@ def generator(seed: int, *path: PathPart) -> np.random.Generator:
 
 
 def episode_rows(seed: int, role: PathPart | tuple[PathPart, ...], first: int, count: int,
-                 width: int) -> np.ndarray:
+                 width: int, out: np.ndarray | None = None) -> np.ndarray:
     """`width` uniforms per episode (count, width) for episodes first .. first + count - 1 of
     `role` (a path part or a path): episode k's row is the k % STREAM_EPISODES-th row of the
     stream generator(seed, *role, k // STREAM_EPISODES), so a block of episodes is drawn in bulk
-    and one episode alone by advancing to its row (PCG64 draws one 64-bit word per uniform)."""
+    and one episode alone by advancing to its row (PCG64 draws one 64-bit word per uniform).
+    `out`: a C-contiguous array of count * width floats to fill instead of a new one."""
     path = role if isinstance(role, tuple) else (role,)
-    out = np.empty((count, width))
+    if out is not None and not out.flags.c_contiguous:
+        raise ValueError("out must be C-contiguous")
+    out = np.empty((count, width)) if out is None else out.reshape(count, width)
     k, end = first, first + count
     while k < end:
         block, offset = divmod(k, STREAM_EPISODES)
@@ -116,11 +119,13 @@ def user_generator(client_seed: int, episode: int) -> np.random.Generator:
     return SlotStream(client_seed, "user").at(episode)
 
 
-def user_uniforms(client_seed: int, first: int, count: int, width: int) -> np.ndarray:
+def user_uniforms(client_seed: int, first: int, count: int, width: int,
+                  out: np.ndarray | None = None) -> np.ndarray:
     """The first `width` uniforms (count, width) of `user_generator(client_seed, k)` for
     k = first .. first + count - 1, drawn in bulk: one stream per block, advanced from slot
-    to slot (PCG64 draws one 64-bit word per uniform)."""
-    out = np.empty((count, width))
+    to slot (PCG64 draws one 64-bit word per uniform). `out`: a C-contiguous (count, width)
+    array to fill instead of a new one."""
+    out = np.empty((count, width)) if out is None else out
     k, end = first, first + count
     while k < end:
         block, offset = divmod(k, STREAM_EPISODES)

@@ -38,7 +38,8 @@ CASES = {  # the fused loop runs them all: float noise and the default seeded in
 def test_fused_loop_gives_the_generic_loops_numbers(monkeypatch: pytest.MonkeyPatch,
                                                     case: str) -> None:
     """The same run through DP-UCBVI's fused loop and through the generic loop (users, learner
-    and privatizer one episode at a time): same regret, versions, switches and ledger."""
+    and privatizer one episode at a time): same regret (the fused loop redoes a policy's values
+    only from the last step it changed at), versions, switches and ledger."""
     mdp = riverswim(8)
     config = RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=150, **CASES[case])
     run = Run(config, [3, 4])
@@ -46,7 +47,7 @@ def test_fused_loop_gives_the_generic_loops_numbers(monkeypatch: pytest.MonkeyPa
     fused = run_in_process(config, mdp, [3, 4])
     monkeypatch.setattr(DPUCBVIAlgorithm, "simulator", lambda self, run, world: None)
     generic = run_in_process(config, mdp, [3, 4])
-    np.testing.assert_allclose(fused.regret, generic.regret, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(fused.regret, generic.regret)  # one kernel computes both
     assert fused.policy_versions == generic.policy_versions
     np.testing.assert_array_equal(fused.policy_changes, generic.policy_changes)
     assert fused.ledger.totals(1e-5) == generic.ledger.totals(1e-5)

@@ -21,8 +21,8 @@ from numba import types
 _STARTED = time.perf_counter()  # IMPORT_SECONDS: what compiling (or loading) them took
 
 # the kernels compiled (or loaded from numba's cache) at import, one signature each
-__all__ = ["break_ties", "new_model", "plan_replicas", "policy_values", "rollout",
-           "run_episodes"]
+__all__ = ["break_ties", "new_model", "plan_replicas", "policy_returns", "policy_values",
+           "rollout", "run_episodes"]
 
 F8, I8, B1 = types.float64, types.int64, types.boolean
 
@@ -38,6 +38,10 @@ MODEL = types.Tuple((_arr(F8, 5), _arr(F8, 4), _arr(F8, 4), _arr(F8, 5), _arr(F8
 NOISE = types.Tuple((_arr(F8, 6), _arr(F8, 5), _arr(F8, 5)))  # (B, R, Hs, S, A[, S])
 # a world's read-only cum d1, cum P and mean rewards
 WORLD = types.Tuple((_arr(F8, 1, True), _arr(F8, 4, True), _arr(F8, 3, True)))
+TRUTH = types.Tuple((_arr(F8, 4, True), _arr(F8, 1, True)))  # a world's read-only P and d1
+# what the episode loop reports of each policy played: the last policy (R, H, S) and its values
+# (R, H+1, S), kept between calls; each episode's expected return and whether it changed (B, R)
+TRACE = types.Tuple((_arr(I8, 3), _arr(F8, 3), _arr(F8, 2), _arr(B1, 2)))
 SCHEDULE = types.Tuple((_arr(F8, 1), _arr(F8, 1), _arr(F8, 2)))  # radius, threshold, consts
 OPTIONS = dict(nogil=True, error_model="numpy")
 
@@ -390,22 +394,74 @@ def _episode(world: tuple, policy: np.ndarray, u: np.ndarray, bernoulli: bool,
         rewards[h] = (1.0 if u[1 + horizon + h] < mean else 0.0) if bernoulli else mean
 
 
-@numba.njit(types.void(RELEASE, NOISE, NOISE, _arr(F8, 3), _arr(F8, 4), WORLD, SCHEDULE,
-                       _arr(F8, 1), _arr(B1, 1), F8, _arr(F8, 4), _arr(I8, 4)),
+@numba.njit(**OPTIONS)
+def _backward_values(transitions: np.ndarray, rewards: np.ndarray, policy: np.ndarray,
+                     values: np.ndarray, top: int) -> None:
+    """V^pi_h for h = top .. 0 into values (H+1, S) of the deterministic policy (H, S), whose
+    rows top+1 .. H already hold its values: V_h(s) = r_h(s, a) + sum_t P_h(t | s, a) V_{h+1}(t)
+    with a = pi_h(s)."""
+    n_states = policy.shape[1]
+    for h in range(top, -1, -1):
+        for s in range(n_states):
+            a = policy[h, s]
+            acc = 0.0
+            for t in range(n_states):
+                acc += transitions[h, s, a, t] * values[h + 1, t]
+            values[h, s] = rewards[h, s, a] + acc
+
+
+@numba.njit(**OPTIONS)
+def _start_value(d1: np.ndarray, values: np.ndarray) -> float:
+    """d1 · V_1: the expected return of the policy whose values (H+1, S) are given."""
+    acc = 0.0
+    for t in range(d1.shape[0]):
+        acc += d1[t] * values[0, t]
+    return acc
+
+
+@numba.njit(**OPTIONS)
+def _record_policy(truth: tuple, rewards: np.ndarray, policy: np.ndarray, trace: tuple, i: int,
+                   rep: int) -> None:
+    """Episode i's entry of replica rep in the trace: whether its policy (H, S) differs from the
+    last one, and its expected return, its values redone only from the last differing step."""
+    transitions, d1 = truth
+    last, values, returns, changed = trace
+    horizon, n_states = policy.shape
+    top = -1
+    for h in range(horizon - 1, -1, -1):
+        for s in range(n_states):
+            if policy[h, s] != last[rep, h, s]:
+                top = h
+                break
+        if top >= 0:
+            break
+    for h in range(top + 1):
+        for s in range(n_states):
+            last[rep, h, s] = policy[h, s]
+    _backward_values(transitions, rewards, policy, values[rep], top)
+    changed[i, rep] = top >= 0
+    returns[i, rep] = _start_value(d1, values[rep])
+
+
+@numba.njit(types.void(RELEASE, NOISE, NOISE, _arr(F8, 3), _arr(F8, 4), WORLD, TRUTH,
+                       SCHEDULE, _arr(F8, 1), _arr(B1, 1), F8, _arr(F8, 4), TRACE),
             cache=True, **OPTIONS)
 def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniforms: np.ndarray,
-                 tie_keys: np.ndarray, world: tuple, schedule: tuple, caps: np.ndarray,
-                 flags: np.ndarray, tie_tol: float, q: np.ndarray, played: np.ndarray) -> None:
+                 tie_keys: np.ndarray, world: tuple, truth: tuple, schedule: tuple,
+                 caps: np.ndarray, flags: np.ndarray, tie_tol: float, q: np.ndarray,
+                 trace: tuple) -> None:
     """B episodes of R replicas of DP-UCBVI: plan from the billboard, break ties, roll out, count.
 
     sums (R, Hs, S, A[, S]): the exact sums (none, JDP) or the sums of noisy reports (LDP),
     updated in place, as is Q~ q. release_noise (B, R, ...) is the central noise in the
     billboard of episode i (JDP), report_noise (B, R, ...) each user's report noise (LDP); both
-    have no rows when the mode has none. uniforms (B, R, 2H+1 [+ H]) are the users' rollout draws
+    have no rows when the mode has none. uniforms (R, B, 2H+1 [+ H]) are the users' rollout draws
     (then, with integer_rewards, the H that turn each realised reward r into Bernoulli(r)),
-    tie_keys (B, R, H, S) the planner's tie-break draws. schedule: each episode's radius,
+    tie_keys (R, B, H, S) the planner's tie-break draws. schedule: each episode's radius,
     threshold (B,) and constants (B, 7); flags: [private, clip_previous, variance_terms, has_sa,
-    bernoulli, integer_rewards]. played (B, R, H, S) gets the policy each user played.
+    bernoulli, integer_rewards]. trace (`TRACE`) gets each episode's expected return d1 · V^pi_1
+    of the policy played (from the world's truth: P, d1) and whether it changed, recomputed
+    only from the last step where the policy differs from the one played before.
     """
     sas_sum, sa_sum, r_sum = sums
     radius, threshold, consts = schedule
@@ -429,7 +485,7 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
     model = new_model(n_rep, hs, n_states, n_actions)
     stale = model[5]
     stale_flat, q_flat, q_new_flat = stale.reshape(-1), q.reshape(-1), q_new.reshape(-1)
-    for i in range(uniforms.shape[0]):
+    for i in range(uniforms.shape[1]):
         if jdp:  # the billboard: the sums plus the central noise of this release
             noise_sas, noise_sa, noise_r = release_noise
             for rep in range(n_rep):
@@ -466,16 +522,14 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
             q_flat[c] = q_new_flat[c]
         for rep in range(n_rep):
             if tied[rep]:
-                _break_ties(q[rep], tie_keys[i, rep], tie_tol, actions[rep])
-            for h in range(horizon):
-                for s in range(n_states):
-                    played[i, rep, h, s] = actions[rep, h, s]
-            _episode(world, actions[rep], uniforms[i, rep], bernoulli, states, played_actions,
+                _break_ties(q[rep], tie_keys[rep, i], tie_tol, actions[rep])
+            _record_policy(truth, world[2], actions[rep], trace, i, rep)
+            _episode(world, actions[rep], uniforms[rep, i], bernoulli, states, played_actions,
                      rewards)
             for h in range(horizon):
                 s, a = states[h], played_actions[h]
                 if integer_rewards:  # the user reports Bernoulli(r): a count, on the grid
-                    rewards[h] = 1.0 if uniforms[i, rep, 1 + 2 * horizon + h] < rewards[h] else 0.0
+                    rewards[h] = 1.0 if uniforms[rep, i, 1 + 2 * horizon + h] < rewards[h] else 0.0
                 j = 0 if hs == 1 else h
                 clean_sas[j, s, a, states[h + 1]] += 1.0
                 clean_sa[j, s, a] += 1.0
@@ -531,18 +585,23 @@ def rollout(world: tuple, policies: np.ndarray, uniforms: np.ndarray, bernoulli:
 def policy_values(transitions: np.ndarray, rewards: np.ndarray, policies: np.ndarray,
                   values: np.ndarray) -> None:
     """V^pi (n, H+1, S) into `values` of n deterministic policies (n, H, S) by backward
-    induction: V_h(s) = r_h(s, a) + sum_t P_h(t | s, a) V_{h+1}(t) with a = pi_h(s), V_{H+1} = 0.
-    Each policy on its own, so a value never depends on the batch it is computed in."""
+    induction, V_{H+1} = 0. Each policy on its own, so a value never depends on its batch."""
+    for i in range(policies.shape[0]):
+        values[i, policies.shape[1]] = 0.0
+        _backward_values(transitions, rewards, policies[i], values[i], policies.shape[1] - 1)
+
+
+@numba.njit(types.void(_arr(F8, 4, True), _arr(F8, 3, True), _arr(F8, 1, True), _arr(I8, 3),
+                       _arr(F8, 1)), cache=True, **OPTIONS)
+def policy_returns(transitions: np.ndarray, rewards: np.ndarray, d1: np.ndarray,
+                   policies: np.ndarray, out: np.ndarray) -> None:
+    """The expected return d1 · V^pi_1 (n,) into `out` of n deterministic policies (n, H, S),
+    the number every regret is computed from (the episode loop's trace included)."""
     n, horizon, n_states = policies.shape
+    values = np.zeros((horizon + 1, n_states))
     for i in range(n):
-        values[i, horizon] = 0.0
-        for h in range(horizon - 1, -1, -1):
-            for s in range(n_states):
-                a = policies[i, h, s]
-                acc = 0.0
-                for t in range(n_states):
-                    acc += transitions[h, s, a, t] * values[i, h + 1, t]
-                values[i, h, s] = rewards[h, s, a] + acc
+        _backward_values(transitions, rewards, policies[i], values, horizon - 1)
+        out[i] = _start_value(d1, values)
 
 
 IMPORT_SECONDS = time.perf_counter() - _STARTED

@@ -75,8 +75,13 @@ def policy_values(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
 
 
 def expected_return(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
-    """Expected episode return d1 · V^pi_1 for each policy in the batch, shape (...)."""
-    return _expect(policy_values(mdp, policies)[..., 0, :], mdp.d1)
+    """Expected episode return d1 · V^pi_1 for each policy in the batch, shape (...) (the
+    compiled kernel DP-UCBVI's episode loop also reports each played policy's return with)."""
+    pol = _check_policies(mdp, policies)
+    flat = np.ascontiguousarray(pol.reshape(-1, mdp.H, mdp.S), dtype=np.int64)
+    out = np.empty(flat.shape[0])
+    accel.load().policy_returns(mdp.P, mdp.R, mdp.d1, flat, out)
+    return out.reshape(pol.shape[:-2])
 
 
 def optimal_return(mdp: TabularMDP) -> float:

@@ -6,10 +6,13 @@ numpy's Generator before each block: each user's rollout uniforms and report noi
 stream (`user_generators`), the tie-break draws from the learner's (`DPUCBVI.tie_keys`), the
 central noise from the privatizer (`Central.noise_ahead`); the ledger is charged through the
 privatizer's `record` for a whole block before its noise is drawn (admit, then draw), and regret
-is the evaluator's (`episode_regret`) for each policy played. Runs without noise, with float
-noise (simulation only) or with seeded integer noise whose families all live on the unit grid
-(counts, and rewards turned into Bernoulli counts by each user) in a tabular world; anything
-else (OpenDP's unseeded noise, rounded families) runs the generic loop.
+is the evaluator's: the kernel reports each played policy's expected return with the evaluator's
+own kernel (`policy_returns`, here redone only from the last step the policy changed at).
+
+Runs without noise, with float noise (simulation only) or with seeded integer noise whose
+families all live on the unit grid (counts, and rewards turned into Bernoulli counts by each
+user) in a tabular world; anything else (OpenDP's unseeded noise, rounded families) runs the
+generic loop.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ...seeding import user_generators, user_uniforms
 from ...ties import TIE_TOL
 from ...worlds.rollout import N_UNIFORMS
 from ...worlds.tabular import TabularMDP
-from ...worlds.values import episode_regret
+from ...worlds.values import optimal_return
 
 if TYPE_CHECKING:
     from ...run import Run
@@ -72,6 +75,10 @@ class FusedEpisodes:
         self.block = max(1, min(BLOCK, BLOCK_FLOATS // draws))
         private = run.calibration.mechanism is not None
         self.world_arrays = tuple(_read_only(a) for a in (world.cum_d1, world.cum_P, world.R))
+        self.truth = (_read_only(world.P), _read_only(world.d1))
+        # the last policy each replica played (none yet: -1) and its values V^pi (R, H+1, S)
+        self.last = np.full((n_rep, world.H, world.S), -1, np.int64)
+        self.values = np.zeros((n_rep, world.H + 1, world.S))
         # under integer noise each user turns its rewards into Bernoulli counts (H more draws)
         self.integer = run.calibration.integer and self.learner.algorithm.integer_rewards
         self.width = N_UNIFORMS(world.H) + (world.H if self.integer else 0)
@@ -85,64 +92,49 @@ class FusedEpisodes:
         kernels = accel.load()
         run, planner = self.run, self.planner
         total, n_rep = run.config.episodes, len(run.seeds)
+        optimal = optimal_return(self.world)
         changes = np.zeros(n_rep, np.int64)
-        last: np.ndarray | None = None  # the policies (R, H, S) played last, and their regret
-        last_regret = np.zeros(n_rep)
         k = 0
         while k < total:
             b = min(self.block, total - k)
             schedule = planner.schedule(*self.learner.radii(k, b))
             uniforms, report_noise = self._user_draws(k, b)
-            tie_keys = np.stack([planner.tie_keys(r, k, b) for r in range(n_rep)], axis=1)
-            played = np.empty((b, *planner.q.shape[:3]), np.int64)
+            tie_keys = np.empty((n_rep, b, *planner.q.shape[1:3]))
+            for r in range(n_rep):
+                planner.tie_keys(r, k, b, tie_keys[r])
+            returns, changed = np.empty((b, n_rep)), np.empty((b, n_rep), np.bool_)
             for _ in range(b):  # admit the block's releases before drawing their noise
                 run.privatizer.record(run.ledger)
             kernels.run_episodes(self.sums, self._release_noise(b), report_noise, uniforms,
-                                 tie_keys, self.world_arrays, schedule,
-                                 planner.caps, self.flags, TIE_TOL, planner.q, played)
-            last, last_regret, changed = self._regret(played, last, last_regret,
-                                                      regret[:, k : k + b])
-            changes += changed.sum(axis=1)
-            run.policy_version += int(changed.any(axis=0).sum())
+                                 tie_keys, self.world_arrays, self.truth, schedule,
+                                 planner.caps, self.flags, TIE_TOL, planner.q,
+                                 (self.last, self.values, returns, changed))
+            regret[:, k : k + b] = optimal - returns.T  # as `episode_regret` computes it
+            changes += changed.sum(axis=0)
+            run.policy_version += int(changed.any(axis=1).sum())
             for done in range(k + 1, k + b + 1):
                 if progress is not None and (done % progress_every == 0 or done == total):
                     progress(done)
             k += b
         return np.maximum(changes - 1, 0)
 
-    def _regret(self, played: np.ndarray, last: np.ndarray | None, last_regret: np.ndarray,
-                out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each episode's exact regret (R, b) into `out`, computed once per changed policy;
-        returns the last policies, their regret and where a replica's policy changed (R, b)."""
-        pols = played.transpose(1, 0, 2, 3)  # (R, b, H, S)
-        n_rep, b = pols.shape[:2]
-        changed = np.empty((n_rep, b), np.bool_)
-        changed[:, 0] = True if last is None else (pols[:, 0] != last).any(axis=(1, 2))
-        changed[:, 1:] = (pols[:, 1:] != pols[:, :-1]).any(axis=(2, 3))
-        value = np.zeros((n_rep, b))
-        value[changed] = episode_regret(self.world, pols[changed])
-        at = np.maximum.accumulate(np.where(changed, np.arange(b), -1), axis=1)
-        out[:] = np.where(at >= 0, np.take_along_axis(value, np.maximum(at, 0), axis=1),
-                          last_regret[:, None])
-        return pols[:, -1].copy(), out[:, -1].copy(), changed
-
     def _user_draws(self, k: int, b: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
-        """Each user's rollout uniforms (b, R, 2H+1), then its Bernoulli-reward ones (H, integer
+        """Each user's rollout uniforms (R, b, 2H+1), then its Bernoulli-reward ones (H, integer
         noise), for episodes k .. k+b-1 and, in LDP, its report noise per family (b, R, ...)
         drawn after them (grid units), as `privrl.run.user_episode` does."""
         run, cal = self.run, self.run.calibration
         n_rep, width = len(run.seeds), self.width
         ldp = cal.mode == "ldp" and cal.mechanism is not None
-        uniforms = np.empty((b, n_rep, width))
+        uniforms = np.empty((n_rep, b, width))
         noise = {name: np.zeros((b if ldp and name in cal.released else 0, n_rep, *shape))
                  for name, shape in self.shapes.items()}
         if not ldp:
             for r, seed in enumerate(run.seeds):
-                uniforms[:, r] = user_uniforms(seed, k, b, width)
+                user_uniforms(seed, k, b, width, uniforms[r])
         samplers = [(f.name, f.shape, cal.sampler(f.name)) for f in cal.families] if ldp else []
         for r, seed in enumerate(run.seeds if ldp else []):
             for i, rng in enumerate(user_generators(seed, k, b)):
-                rng.random(out=uniforms[i, r])
+                rng.random(out=uniforms[r, i])
                 for name, shape, sampler in samplers:
                     noise[name][i, r] = sampler.sample(rng, shape)
         return uniforms, tuple(noise[name] for name in FAMILIES)

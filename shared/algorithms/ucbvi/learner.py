@@ -79,10 +79,12 @@ class DPUCBVI:
             kernels.break_ties(self.q[i], self.tie_keys(i, episode, 1)[0], TIE_TOL, actions[i])
         return actions
 
-    def tie_keys(self, replica: int, first: int, count: int) -> np.ndarray:
-        """Replica's tie-break draws (count, H, S) for episodes first .. first + count - 1."""
+    def tie_keys(self, replica: int, first: int, count: int,
+                 out: np.ndarray | None = None) -> np.ndarray:
+        """Replica's tie-break draws (count, H, S) for episodes first .. first + count - 1
+        (into `out`, C-contiguous, when given)."""
         _, h, s, _ = self.q.shape
-        rows = episode_rows(self.seeds[replica], TIEBREAK, first, count, h * s)
+        rows = episode_rows(self.seeds[replica], TIEBREAK, first, count, h * s, out)
         return rows.reshape(count, h, s)
 
     def schedule(self, radii: list[float], count_stds: list[float]
