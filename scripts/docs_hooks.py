@@ -156,7 +156,8 @@ def speed_table() -> str:
     load_avg = ", ".join(f"{x:.1f}" for x in data["machine"]["load_average"])
     rows.append(f"\nrlberry-scool's `UCBVIAgent`: {rlberry:.3f} ms per episode. {data['world']},"
                 f" {data['episodes']} episodes per timed run, {data['rounds']} interleaved rounds"
-                f" (medians), {data['machine']['cpus']} CPUs, load average {load_avg}.")
+                f" (medians; each ratio is the median of the rounds' paired ratios),"
+                f" {data['machine']['cpus']} CPUs, load average {load_avg}.")
     return "\n".join(rows) + "\n"
 
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from privrl.client.cli import main
-from privrl.lab.bench import VARIANTS
+from privrl.lab.bench import VARIANTS, Row, paired_ratio
 
 
 def test_bench_reports_single_and_batched_replicas(tmp_path, capsys) -> None:
@@ -54,3 +54,12 @@ def test_bench_compares_with_rlberry_in_its_own_process(tmp_path) -> None:
         assert "rlberry-scool not installed" in done.stdout
     else:
         assert all(r["x_faster_than_rlberry"] > 0 for r in result["rows"])
+
+
+def test_a_ratio_pairs_the_samples_of_one_round() -> None:
+    """The machine's speed drifts between rounds: each ratio is taken within a round, and the
+    median of those is reported (here 4.0, where the ratio of the medians would be 3.0)."""
+    peer = Row("rlberry", "none", 1, samples_ms=[4.0, 6.0, 12.0])
+    row = Row("privrl", "none", 2, samples_ms=[2.0, 4.0, 4.0])  # per replica: 1, 2, 2
+    assert paired_ratio(peer, row) == 4.0
+    assert peer.ms_per_episode / row.ms_per_replica_episode == 3.0

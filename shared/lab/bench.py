@@ -1,10 +1,12 @@
 """Per-episode cost of the in-process runner, measured side by side (`privrl bench`).
 
 Every round times each variant (non-private, JDP, LDP) with one replica and with R replicas
-batched, and rlberry-scool's UCBVIAgent when it is installed, one after another; rounds repeat
-and the medians are reported, so the ratios compare numbers taken under the same machine load.
-The figures are wall-clock milliseconds per episode (all replicas) and per replica-episode; the
-ratios divide rlberry's milliseconds per episode by privrl's per replica-episode. Each private
+batched, one after another, right after rlberry-scool's UCBVIAgent when it is installed;
+rounds repeat and the medians are reported. The figures are wall-clock milliseconds per episode
+(all replicas) and per replica-episode. A ratio divides rlberry's milliseconds per episode by
+privrl's per replica-episode within each round, and reports the median of those paired ratios:
+the machine's speed drifts between rounds, so each ratio compares numbers taken under the same
+load. Each private
 variant is also timed drawing nothing but the noise one of its replica-episodes must draw (the
 tree's fresh nodes in JDP, drawn a group of nodes per call as the tree does, a user's report
 noise in LDP, one call per user; numpy's own Laplace / normal algorithm as the runs use it):
@@ -171,6 +173,8 @@ def measure(mdp: TabularMDP, episodes: int, replicas: list[int], rounds: int,
     for row in rows:
         row.noise_draws = draws[row.variant][1]
     for _ in range(rounds):
+        if peer is not None:
+            peer.samples_ms.append(time_rlberry(episodes, mdp.H) or 0.0)
         for row in rows:
             row.samples_ms.append(time_privrl(mdp, *settings[(row.variant, row.replicas)],
                                               episodes, row.replicas))
@@ -178,9 +182,14 @@ def measure(mdp: TabularMDP, episodes: int, replicas: list[int], rounds: int,
                 kind, count, integer, per_call = draws[row.variant]
                 row.noise_samples_ms.append(time_noise(kind, count, integer, episodes,
                                                        per_call))
-        if peer is not None:
-            peer.samples_ms.append(time_rlberry(episodes, mdp.H) or 0.0)
     return rows, peer, warmup
+
+
+def paired_ratio(peer: Row, row: Row) -> float:
+    """Median over rounds of rlberry's ms per episode over the row's per replica-episode,
+    each ratio taken within one round."""
+    return statistics.median(p * row.replicas / s for p, s in zip(peer.samples_ms,
+                                                                   row.samples_ms, strict=True))
 
 
 def report(mdp: TabularMDP, episodes: int, rounds: int, rows: list[Row], peer: Row | None,
@@ -197,7 +206,7 @@ def report(mdp: TabularMDP, episodes: int, rounds: int, rows: list[Row], peer: R
                  "ms_per_replica_episode": row.ms_per_replica_episode,
                  "noise_ms_per_replica_episode": row.noise_ms}
         if peer is not None:
-            entry["x_faster_than_rlberry"] = peer.ms_per_episode / row.ms_per_replica_episode
+            entry["x_faster_than_rlberry"] = paired_ratio(peer, row)
             entry["target"] = TARGETS[row.privacy]
             if row.noise_ms:  # the ratio the variant would have if it only drew its noise
                 entry["x_rlberry_noise_bound"] = peer.ms_per_episode / row.noise_ms
