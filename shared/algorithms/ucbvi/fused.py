@@ -112,8 +112,8 @@ class FusedEpisodes:
             regret[:, k : k + b] = optimal - returns.T  # as `episode_regret` computes it
             changes += changed.sum(axis=0)
             run.policy_version += int(changed.any(axis=1).sum())
-            for done in range(k + 1, k + b + 1):
-                if progress is not None and (done % progress_every == 0 or done == total):
+            for done in range(k + 1, k + b + 1) if progress is not None else ():
+                if done % progress_every == 0 or done == total:
                     progress(done)
             k += b
         return np.maximum(changes - 1, 0)
