@@ -2,12 +2,14 @@
 epsilon, on held-out lin-cube worlds (secret signs from world seeds other than the default's 0).
 
 `python scripts/lsvi/threshold.py --algo lsvi-ucb-batched --episodes 50000 --seeds 3
- --epsilon 1 3 10 30 100 300 1000 [--knob shift=noise] [--workers 2] --json OUT`
+ --epsilon 1 3 10 30 100 300 1000 [--knob shift=noise] [--workers 2] [--first-seed 1] --json OUT`
 
-One run per (epsilon, seed): world lin-cube(seed = 100 + s), run seed s, practical preset (or
---preset), JDP, Gaussian, delta = 1e-5, the default integer noise. Per run: the mean exact
+One run per (epsilon, seed): world lin-cube(seed = 100 + s), run seed s for s = first-seed ..
+first-seed + seeds - 1, practical preset (or --preset), JDP, Gaussian, delta = 1e-5, the default
+integer noise; --workers 1 runs them one after another in this process. Per run: the mean exact
 regret of the last 10% of episodes divided by the uniform policy's regret (V*_1 minus the
-uniform policy's return), the ledger's epsilon at delta, the policy switches and the seconds.
+uniform policy's return), the ledger's epsilon at delta, the policy switches, the seconds and
+the public beta.
 "Learns" = every seed at or under 25%.
 """
 
@@ -22,6 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from privrl.algorithms import bind
 from privrl.config import RunConfig
 from privrl.run import run_in_process
 from privrl.worlds import make
@@ -52,7 +55,8 @@ def one_run(algo: str, epsilon: float, seed: int, episodes: int, preset: str,
     tail = res.regret[0, -max(episodes // 10, 1):]
     return {"epsilon": epsilon, "seed": seed, "last10_pct_uniform": 100 * tail.mean() / uniform,
             "ledger_epsilon": res.ledger.totals(config.accounting_delta).epsilon,
-            "switches": int(res.policy_changes[0]), "seconds": seconds}
+            "switches": int(res.policy_changes[0]), "seconds": seconds,
+            "beta": bind(config).beta}
 
 
 def main() -> None:
@@ -68,14 +72,19 @@ def main() -> None:
     parser.add_argument("--config", action="append", default=[],
                         help="RunConfig field NAME=VALUE (e.g. schedule=batch:50)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--json", help="save every run here")
     args = parser.parse_args()
     knobs = {k: _value(v) for k, v in (kv.split("=", 1) for kv in args.knob)}
     extra = {k: _value(v) for k, v in (kv.split("=", 1) for kv in args.config)}
     jobs = [(args.algo, eps, s, args.episodes, args.preset, knobs, extra)
-            for eps in args.epsilon for s in range(1, args.seeds + 1)]
-    with ProcessPoolExecutor(args.workers) as pool:
-        runs = list(pool.map(one_run, *zip(*jobs, strict=True)))
+            for eps in args.epsilon
+            for s in range(args.first_seed, args.first_seed + args.seeds)]
+    if args.workers == 1:
+        runs = [one_run(*job) for job in jobs]
+    else:
+        with ProcessPoolExecutor(args.workers) as pool:
+            runs = list(pool.map(one_run, *zip(*jobs, strict=True)))
     rows = []
     for eps in args.epsilon:
         runs_e = [r for r in runs if r["epsilon"] == eps]

@@ -13,6 +13,11 @@ what they spend under zCDP, which is less than claimed); "zcdp" = the smallest s
 exactly (eps, delta) on this schedule. The shift is App. E.1's (c_K + Ups) I ("paper") or twice a
 high-probability bound on the prefix noise's norm with sqrt(B0) nodes ("noise"): both are
 public, data-independent post-processing, as are beta and the ridge.
+
+beta: App. E.1's theory value (lambda = d, Ups and C its tail bounds), a fixed number, or, with
+`noise_norms=variance`, App. E.1's formula 24 H sqrt(d (lambda + d Ups')) ln chi at the run's
+ridge with Ups' and C' the norm scales of the actual release noise (`release_norms`): Ups and C
+are the paper's bounds on those norms, c_K = d Ups and U_K follow them.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from ...privacy.psd import wigner_norm_tail
 from ...privacy.schedules import Batches, EveryEpisode, parse_schedule
 from ..registry import register
 from .common import LSVIAlgorithm, LSVIKnobs
-from .constants import batched_constants, luyo_batches, zcdp_batched_sigmas
+from .constants import batched_beta, batched_constants, luyo_batches, zcdp_batched_sigmas
 
 if TYPE_CHECKING:
     from ...config import RunConfig
@@ -115,7 +120,8 @@ class BatchedLSVI(LSVIAlgorithm):
         self.gram_floor = self.lam
         if knobs.shift == "variance":
             self.gram_diagonal = self.noise_shift(knobs.shift_scale)
-        self.beta = knobs.beta_scale * (knobs.beta if knobs.beta is not None else c.beta)
+        self.beta = self.bonus_multiplier(c.beta, lambda ups, norm_u: batched_beta(
+            K, H, d, self.lam, d * ups, norm_u, p)[2])
 
     @property
     def batch_length(self) -> int:

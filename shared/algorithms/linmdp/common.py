@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ...privacy.continual import CounterPlan
 from ...privacy.grid import FEATURE_GRID
@@ -75,6 +76,18 @@ class LSVIKnobs(BaseModel):
     beta: float | None = Field(None, gt=0, description="the bonus multiplier (default: the"
                                " paper's theory value)")
     beta_scale: float = Field(1.0, gt=0, description="multiplies beta (post-processing)")
+    noise_norms: Literal["tail", "variance"] = Field(
+        "tail", description="the noise norms the theory beta reads (beta unset): the paper's"
+        " worst-case tail bounds, or the norm scales of the release's actual noise, 2 sqrt(d)"
+        " times the Gram release's std and sqrt(d) times the targets' (`release_norms`)")
+
+    @model_validator(mode="after")
+    def _one_beta(self) -> LSVIKnobs:
+        """A fixed beta and a beta computed from the noise norms exclude each other."""
+        if self.beta is not None and self.noise_norms == "variance":
+            raise ValueError("noise_norms=variance computes beta from the paper's formula:"
+                             " unset beta (beta=null) to use it")
+        return self
     tie_break: Literal["first", "random"] = Field(
         "random", description="actions whose optimistic scores tie: one drawn uniformly from the"
         " server's secret seed and the release (the default, as Ngo et al. assume), or the lowest"
@@ -198,13 +211,35 @@ class LSVIAlgorithm(Algorithm):
             return 0.0
         return self.gram_sigma * math.sqrt(self.counter_plan.max_release_factor())
 
+    def release_norms(self) -> tuple[float, float]:
+        """The norm scales of the actual release noise, public functions of sigma, the schedule
+        and the counter: 2 sqrt(d) `gram_release_std` (about the operator norm of a symmetric
+        d x d matrix of N(0, s^2) entries) and sqrt(d) target_sigma (sqrt(E||v||^2) of a fresh
+        target draw); (0, 0) without noise."""
+        if not self.private:
+            return 0.0, 0.0
+        root = math.sqrt(self.model.d)
+        return 2.0 * root * self.gram_release_std(), root * self.target_sigma
+
     def noise_shift(self, scale: float) -> float:
         """The diagonal added to every Gram release under a noise-aware shift: the floor (the
-        ridge) plus `scale` times 2 sqrt(d) times `gram_release_std` (2 sqrt(d) s is the
-        expected norm of a symmetric d x d matrix of N(0, s^2) entries). Constant over the run,
-        so the shift alone never changes a determinant."""
-        spread = 2.0 * math.sqrt(self.model.d) * self.gram_release_std()
-        return self.gram_floor + scale * spread
+        ridge) plus `scale` times the Gram noise's norm scale (`release_norms`). Constant over
+        the run, so the shift alone never changes a determinant."""
+        return self.gram_floor + scale * self.release_norms()[0]
+
+    def bonus_multiplier(self, theory: float, variance: Callable[[float, float], float]
+                         ) -> float:
+        """beta_scale times the fixed beta, or the paper's beta: at its tail bounds (`theory`)
+        or, with noise_norms=variance, `variance(*release_norms())`, its formula at the norm
+        scales of the actual release noise."""
+        knobs: LSVIKnobs = self.knobs
+        if knobs.beta is not None:
+            beta = knobs.beta
+        elif knobs.noise_norms == "variance":
+            beta = variance(*self.release_norms())
+        else:
+            beta = theory
+        return knobs.beta_scale * beta
 
     def leaf_closes(self, items: int) -> bool:
         """Whether a Gram leaf closes after `items` episodes: at the schedule's releases before

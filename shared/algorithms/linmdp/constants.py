@@ -123,10 +123,18 @@ def batched_constants(episodes: int, horizon: int, d: int, eps: float, delta: fl
     ups = sig_g * B0 * (4.0 * math.sqrt(d) + 2.0 * math.log(6.0 * K * H / p))
     c_k = d * ups
     c = sig_u * (math.sqrt(d) + 2.0 * math.sqrt(math.log(6.0 * K * H * d / p)))
+    u_k, chi, beta = batched_beta(K, H, d, lam, c_k, c, p)
+    return BatchedConstants(lam, B, B0, L, n_k, sig_g, sig_u, ups, c_k, c, u_k, chi, beta)
+
+
+def batched_beta(episodes: int, horizon: int, d: int, lam: float, c_k: float, c: float,
+                 p: float) -> tuple[float, float, float]:
+    """App. E.1's (U_K, chi, beta) from lambda, c_K = d Ups (Ups: the Gram noise's norm) and C
+    (the target noise's norm): beta = 24 H sqrt(d (lambda + c_K)) ln chi."""
+    K, H = episodes, horizon
     u_k = max(1.0, 2.0 * H * math.sqrt(d * K / (lam + c_k)) + c / (lam + c_k))
     chi = CHI_FACTOR_LUYO * K**2 * d * u_k * H / p
-    beta = 24.0 * H * math.sqrt(d * (lam + c_k)) * math.log(chi)
-    return BatchedConstants(lam, B, B0, L, n_k, sig_g, sig_u, ups, c_k, c, u_k, chi, beta)
+    return u_k, chi, 24.0 * H * math.sqrt(d * (lam + c_k)) * math.log(chi)
 
 
 Calibration = Literal["sound", "paper"]
@@ -185,11 +193,21 @@ def switching_constants(episodes: int, horizon: int, d: int, rho: float, p: floa
         lam_y = H * n_max * math.sqrt(log_3khp / rho)
     else:
         raise ValueError(f"unknown calibration {calibration!r}: 'sound' or 'paper'")
+    u_k, log_chi, beta = switching_beta(K, H, d, lam_t, lam_y, p, ridge)
+    return SwitchingConstants(L, node2, lam_t, n_max, sig_y2, lam_y, u_k, log_chi, beta)
+
+
+def switching_beta(episodes: int, horizon: int, d: int, lam_t: float, lam_y: float, p: float,
+                   ridge: float = 1.0) -> tuple[float, float, float]:
+    """Theorem 16's (U_K, ln chi, beta) from lam_t (the Gram noise's norm) and lam_y (the target
+    noise's norm), `ridge` in U_K when lam_t = 0: beta = 5 H^2 sqrt(d lam_t ln chi)
+    + 6 d H sqrt(ln chi)."""
+    K, H = episodes, horizon
     lam = lam_t if lam_t > 0 else ridge
     u_k = max(1.0, 2.0 * H * math.sqrt(d * K / lam) + lam_y / lam)
     log_chi = math.log(CHI_FACTOR_NGO * d * u_k * H / p) + 4.0 * math.log(K)
     beta = 5.0 * H**2 * math.sqrt(d * lam_t * log_chi) + 6.0 * d * H * math.sqrt(log_chi)
-    return SwitchingConstants(L, node2, lam_t, n_max, sig_y2, lam_y, u_k, log_chi, beta)
+    return u_k, log_chi, beta
 
 
 def rounds_cap(n_max: float) -> float:

@@ -19,6 +19,11 @@ conversion. Errata also followed: Q clipped (E6; at H - h + 1), the counter move
 min_shift (E12), symmetric noise (E19). Ties: uniformly at random from the server's seed by
 default (`tie_break=random`, as the paper's analysis assumes), or the lowest action index
 (`first`).
+
+beta: Theorem 16's theory value, a fixed number, or, with `noise_norms=variance`, Theorem 16's
+formula 5 H^2 sqrt(d lam_t ln chi) + 6 d H sqrt(ln chi) with lam_t and lam_y (the paper's
+bounds on the Gram and target noise norms) replaced by the norm scales of the actual release
+noise (`release_norms`); without noise it is the non-private limit's (lam_t = 0).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from ...privacy.accountant import continuous_gaussian, epsilon_to_rho
 from ...privacy.schedules import parse_schedule
 from ..registry import register
 from .common import LSVIAlgorithm, LSVIKnobs
-from .constants import rounds_cap, switching_constants
+from .constants import rounds_cap, switching_beta, switching_constants
 
 if TYPE_CHECKING:
     from ...config import RunConfig
@@ -100,7 +105,9 @@ class SwitchingLSVI(LSVIAlgorithm):
             self.gram_floor = knobs.ridge
             self.gram_diagonal = self.noise_shift(knobs.shift_scale)
         self.initial_diagonal = self.gram_diagonal
-        self.beta = knobs.beta_scale * (knobs.beta if knobs.beta is not None else c.beta)
+        self.beta = self.bonus_multiplier(c.beta, lambda lam_t, lam_y: switching_beta(
+            config.episodes, config.horizon, self.model.d, lam_t, lam_y, config.beta,
+            knobs.ridge)[2])
         self.max_rounds = rounds_cap(c.n_max)
         self.log_ratio = math.log(knobs.switch_ratio)
 
