@@ -7,7 +7,8 @@ never changes the privacy of what it is given:
   noise of Luyo et al.'s erratum 1, used for Zhou's Grams too: i.i.d. on and above the
   diagonal, mirrored below);
 * `SymmetricNoise` wraps a mechanism so that its draws on the last two axes are such matrices;
-* the tail bounds of Luyo's Claims 26/27 and Zhou's Lemmas B.4/B.5 size the PSD shifts;
+* the tail bounds of Luyo's Claims 26/27 and Zhou's Lemmas B.4/B.5 size the PSD shifts, and
+  `variance_norms` gives the noise's norm scales from its variance instead;
 * `regularize` turns a noisy Gram release into lambda I + shift I + release, symmetrized, with
   the eigenvalues of every matrix floored at `floor` when the noise made one smaller (the
   "bad noise event", counted, never hidden);
@@ -31,6 +32,7 @@ __all__ = [
     "inverse_norms",
     "mirror_upper",
     "regularize",
+    "variance_norms",
     "wigner_norm_tail",
     "wigner_norm_tail_zhou",
 ]
@@ -110,6 +112,15 @@ class Regularized:
 
     matrices: np.ndarray  # (..., d, d) symmetric positive definite
     floored: np.ndarray  # (...) bool: this matrix had an eigenvalue below the floor
+
+
+def variance_norms(std_matrix: float, std_vector: float, d: int) -> tuple[float, float]:
+    """Norm scales of one release's noise from its variance, not from a tail bound: 2 sqrt(d)
+    s_m for a symmetric d x d matrix with i.i.d. entries of std s_m on and above the diagonal
+    (the semicircle's edge; above the mean spectral norm for every d, e.g. 1.48 sqrt(d) s_m at
+    d = 4), and sqrt(d) s_v = sqrt(E||v||^2) for a d-vector (above E||v|| by Jensen)."""
+    root = math.sqrt(d)
+    return 2.0 * root * std_matrix, root * std_vector
 
 
 def regularize(release: np.ndarray, diagonal: np.ndarray | float, floor: float) -> Regularized:

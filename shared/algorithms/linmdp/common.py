@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ...privacy.continual import CounterPlan
 from ...privacy.grid import FEATURE_GRID
+from ...privacy.psd import variance_norms
 from ...privacy.schedules import Schedule
 from ...stats import Stats
 from ...ties import tie_priorities
@@ -218,8 +219,7 @@ class LSVIAlgorithm(Algorithm):
         target draw); (0, 0) without noise."""
         if not self.private:
             return 0.0, 0.0
-        root = math.sqrt(self.model.d)
-        return 2.0 * root * self.gram_release_std(), root * self.target_sigma
+        return variance_norms(self.gram_release_std(), self.target_sigma, self.model.d)
 
     def noise_shift(self, scale: float) -> float:
         """The diagonal added to every Gram release under a noise-aware shift: the floor (the

@@ -129,15 +129,6 @@ def model_sensitivities(model: LinearMixtureModel, caps: np.ndarray) -> dict[str
             for k, v in out.items()}
 
 
-def variance_norms(std_matrix: float, std_vector: float, d: int) -> tuple[float, float]:
-    """Norm scales of one release's noise from its variance, not from a tail bound: 2 sqrt(d)
-    s_m for a symmetric d x d matrix with i.i.d. entries of std s_m on and above the diagonal
-    (the semicircle's edge; above the mean spectral norm for every d, e.g. 1.48 sqrt(d) s_m at
-    d = 4), and sqrt(d) s_v = sqrt(E||v||^2) for a d-vector (above E||v|| by Jensen)."""
-    root = math.sqrt(d)
-    return 2.0 * root * std_matrix, root * std_vector
-
-
 def vtr_sensitivities(d: int, x_caps: np.ndarray, y_caps: np.ndarray) -> dict[str, float]:
     """Replace-one sensitivities of the Gram and target families when step h has ||X_h|| <=
     x_caps[h] and y_h in [0, y_caps[h]] (a step with cap 0 carries no data):

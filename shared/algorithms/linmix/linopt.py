@@ -73,7 +73,7 @@ class LinOptKnobs(BaseModel):
     noise_norms: Literal["tail", "variance"] = Field(
         "tail", description="Sigma and the vector noise's norm: Lemmas B.4/B.5's tails with the"
         " union bound over K H (the paper's) or the noise's own scale from its variance"
-        " (2 sqrt(d) s_m, sqrt(d) s_v: `variance_norms`)")
+        " (2 sqrt(d) s_m, sqrt(d) s_v: `privacy.psd.variance_norms`)")
     psd: Literal["shift", "project"] = Field(
         "shift", description="how the noisy Gram is made positive definite: the paper's shift"
         " (lambda + 2 shift_scale Sigma) I, or a projection: lambda I + release with every"

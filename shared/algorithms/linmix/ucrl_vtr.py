@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...privacy.calibration import split_scales
 from ...privacy.grid import FEATURE_GRID
-from ...privacy.psd import cholesky_solve, inverse_norms, regularize
+from ...privacy.psd import cholesky_solve, inverse_norms, regularize, variance_norms
 from ...stats import Stats
 from ...worlds.rollout import Trajectories
 from ..base import Algorithm, Family, Learner, PolicyMessage
@@ -43,7 +43,6 @@ from .common import (
     run_model,
     value_caps,
     value_targets,
-    variance_norms,
 )
 
 if TYPE_CHECKING:
@@ -74,7 +73,7 @@ class UCRLVTRKnobs(BaseModel):
     noise_norms: Literal["tail", "variance"] = Field(
         "tail", description="Ups and C: Claims 26/27's tails with the union bound over K H"
         " (4 sqrt(d) + 2 ln(1/alpha), sqrt(d) + 2 sqrt(ln(1/alpha)), the paper's) or the noise's"
-        " own scale from its variance (2 sqrt(d) s_m, sqrt(d) s_v: `variance_norms`)")
+        " own scale from its variance (2 sqrt(d) s_m, sqrt(d) s_v: `privacy.psd.variance_norms`)")
     psd: Literal["shift", "project"] = Field(
         "shift", description="how the noisy Gram is made positive definite: the paper's shift"
         " (lambda + 2 shift_scale Ups) I, or a projection: lambda I + release with every"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from privrl.privacy.psd import wigner_norm_tail_zhou
 
-from .common import variance_norms
+from ...privacy.psd import variance_norms
 
 
 def tree_levels(episodes: int) -> int:
