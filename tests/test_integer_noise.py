@@ -247,7 +247,6 @@ def test_every_release_is_an_integer_times_its_grid(privacy: str) -> None:
             assert np.abs(units).max() < 2**53
 
 
-
 def test_users_randomized_together_report_what_each_reports_alone() -> None:
     """Each user's row is its own: rounded with its generator's uniforms, then noised from the
     same generator (`FamilyCalibration.to_units`, then the sampler's `add`), family by family,
@@ -265,6 +264,7 @@ def test_users_randomized_together_report_what_each_reports_alone() -> None:
         alone = randomize_locally({k: v[r:r + 1] for k, v in stats.items()}, cal,
                                   [generator(r, "user")])
         assert all(np.array_equal(alone[k][0], together[k][r]) for k in together)
+
 
 def test_users_report_bernoulli_rewards_under_integer_noise_only() -> None:
     mdp = riverswim(10)

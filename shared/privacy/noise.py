@@ -46,9 +46,9 @@ __all__ = [
     "RowSampler",
     "SecureNoiseUnavailable",
     "Shape",
+    "add_rows",
     "noise_backend",
     "noise_label",
-    "add_rows",
     "sample_rows",
 ]
 
