@@ -29,7 +29,7 @@ from privrl.privacy.grid import (
 )
 from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.privacy.noise import SIMULATION_ONLY, noise_label
-from privrl.privacy.privatizers import Central
+from privrl.privacy.privatizers import Central, randomize_locally
 from privrl.privacy.psd import SymmetricNoise
 from privrl.privacy.tree import TreeCounter, improve_integer, smoothed_variance
 from privrl.run import Run
@@ -155,8 +155,9 @@ def test_a_rebuilt_central_rounds_every_item_as_before() -> None:
 def test_exact_units_refuses_values_off_the_grid() -> None:
     assert exact_units(np.array([1.0, -3.0, 0.0]), 1.0).tolist() == [1, -3, 0]
     assert exact_units(np.array([0.75]), 0.25).tolist() == [3]
-    with pytest.raises(ValueError, match="off the public grid"):
-        exact_units(np.array([0.005]), 1.0)
+    for bad in ([0.005], [2.0, np.nan]):
+        with pytest.raises(ValueError, match="off the public grid"):
+            exact_units(np.array(bad), 1.0)
 
 
 def test_rounding_slack_counts_released_coordinates() -> None:
@@ -244,6 +245,25 @@ def test_every_release_is_an_integer_times_its_grid(privacy: str) -> None:
             units = run.privatizer.release()[f.name] / f.grid
             assert np.array_equal(units, np.rint(units)), f.name
             assert np.abs(units).max() < 2**53
+
+
+def test_users_randomized_together_report_what_each_reports_alone() -> None:
+    """Each user's row is its own: rounded with its generator's uniforms, then noised from the
+    same generator (`FamilyCalibration.to_units`, then the sampler's `add`), family by family,
+    whoever else is randomized in the same call."""
+    cal = bind(_linear_config(privacy="ldp", epsilon=40.0)).calibration()
+    assert cal.integer
+    rng = np.random.default_rng(3)
+    stats = {f.name: rng.uniform(-1.0, 1.0, (3, *f.shape)) for f in cal.families}
+    together = randomize_locally(stats, cal, [generator(r, "user") for r in range(3)])
+    for r in range(3):
+        own = generator(r, "user")
+        for f in cal.families:
+            expected = cal.sampler(f.name).add(own, f.to_units(stats[f.name][r], own)) * f.grid
+            assert np.array_equal(together[f.name][r], expected), (r, f.name)
+        alone = randomize_locally({k: v[r:r + 1] for k, v in stats.items()}, cal,
+                                  [generator(r, "user")])
+        assert all(np.array_equal(alone[k][0], together[k][r]) for k in together)
 
 
 def test_users_report_bernoulli_rewards_under_integer_noise_only() -> None:

@@ -36,7 +36,7 @@ import numpy as np
 from privrl.config import RunConfig
 from privrl.privacy.accountant import continuous_gaussian, epsilon_to_rho
 from privrl.privacy.continual import CounterPlan
-from privrl.privacy.grid import exact_units, randomized_round, rounding_slack
+from privrl.privacy.grid import exact_units, randomized_round, round_by, rounding_slack
 from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.privacy.noise import noise_backend
 from privrl.privacy.psd import SymmetricNoise
@@ -94,6 +94,16 @@ class FamilyCalibration(Family):
             raise ValueError(f"family {self.name!r} is randomized-rounded: a generator is needed")
         return randomized_round(values, self.grid, rng, self.symmetric)
 
+    def rows_to_units(self, rows: np.ndarray, rngs: Sequence[np.random.Generator]) -> np.ndarray:
+        """`to_units` of every row (n, *shape) at once, row r rounded with `rngs[r]`'s uniforms
+        (the same draws as row by row: `shape`'s uniforms from each generator, nothing else)."""
+        if not self.rounded:
+            return exact_units(rows, self.grid)
+        uniforms = np.empty(np.shape(rows))
+        for row, rng in zip(uniforms, rngs, strict=True):
+            rng.random(out=row)
+        return round_by(rows, self.grid, uniforms, self.symmetric)
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -147,16 +157,25 @@ class Calibration:
 
     def mechanism_of(self, name: str) -> Mechanism:
         """The mechanism that noises family `name` (its own scale, the run's backend)."""
-        assert self.mechanism is not None
-        return _with_scale(self.mechanism, self.family(name).scale)
+        return self._noisers[self.family(name).name][0]
 
     def sampler(self, name: str) -> NoiseSampler:
         """What draws family `name`'s noise: its mechanism (in grid units under integer noise),
         mirrored for symmetric matrices."""
-        fam, mech = self.family(name), self.mechanism_of(name)
-        if self.integer and fam.grid != 1.0:
-            mech = _with_scale(mech, fam.scale / fam.grid)
-        return SymmetricNoise(mech) if fam.symmetric else mech
+        return self._noisers[self.family(name).name][1]
+
+    @functools.cached_property
+    def _noisers(self) -> dict[str, tuple[Mechanism, NoiseSampler]]:
+        """Each family's (`mechanism_of`, `sampler`), built once: the calibration is frozen, and
+        every local report and every plan asks."""
+        assert self.mechanism is not None
+        out: dict[str, tuple[Mechanism, NoiseSampler]] = {}
+        for fam in self.families:
+            mech = sampled = _with_scale(self.mechanism, fam.scale)
+            if self.integer and fam.grid != 1.0:
+                sampled = _with_scale(mech, fam.scale / fam.grid)
+            out[fam.name] = (mech, SymmetricNoise(sampled) if fam.symmetric else sampled)
+        return out
 
     def counter_sampler(self, name: str) -> NoiseSampler:
         """What draws family `name`'s noise inside its JDP counter: `sampler(name)`, in the

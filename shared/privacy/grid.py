@@ -40,11 +40,13 @@ def first_off_grid(values: np.ndarray, grid: float) -> int | None:
 
 
 def exact_units(values: np.ndarray, grid: float) -> np.ndarray:
-    """`values` / `grid` as int64, refusing (ValueError) any value off the grid."""
-    if first_off_grid(values, grid) is not None:
+    """`values` / `grid` as int64, refusing (ValueError) any value off the grid (NaN too)."""
+    scaled = np.asarray(values, dtype=np.float64) / grid
+    units = np.rint(scaled)
+    if not np.array_equal(scaled, units):
         raise ValueError(f"a value lies off the public grid of step {grid!r} (integer multiples"
                          " only)")
-    return np.rint(np.asarray(values, dtype=np.float64) / grid).astype(np.int64)
+    return units.astype(np.int64)
 
 
 def randomized_round(values: np.ndarray, grid: float, rng: np.random.Generator,

@@ -20,7 +20,7 @@ Gaussian sigma; in grid units for the integer backends) whichever backend draws 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -46,6 +46,7 @@ __all__ = [
     "RowSampler",
     "SecureNoiseUnavailable",
     "Shape",
+    "add_rows",
     "noise_backend",
     "noise_label",
     "sample_rows",
@@ -217,6 +218,8 @@ class RowSampler(Protocol):
 
     def sample(self, rng: np.random.Generator | None, shape: Shape) -> np.ndarray: ...
 
+    def add(self, rng: np.random.Generator | None, values: np.ndarray) -> np.ndarray: ...
+
 
 def sample_rows(
     sampler: RowSampler,
@@ -237,3 +240,13 @@ def sample_rows(
     for r in range(1, rows):
         out[r] = sampler.sample(streams(r), shape)
     return out
+
+
+def add_rows(sampler: RowSampler, rngs: Sequence[np.random.Generator],
+             values: np.ndarray) -> np.ndarray:
+    """`values` (rows, ...) plus noise, row r's from `rngs[r]` in one addition (a seeded
+    sampler's `add` is the row plus `sample` of its shape), or, unseeded, each row noised by the
+    backend itself (`sampler.add`: OpenDP applies its measurement to the values)."""
+    if not sampler.reproducible:
+        return np.stack([sampler.add(None, row) for row in values])
+    return values + sample_rows(sampler, rngs.__getitem__, len(values), values.shape[1:])

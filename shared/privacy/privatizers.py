@@ -15,8 +15,9 @@ it drew (`take_drawn`) for the server to persist, and replays from them (`begin_
 
 Under integer noise (`Calibration.integer`) every contribution enters in grid units
 (checked, or randomized-rounded: in JDP from the server's seeded rows ("grid", family) of the
-episode, `EpisodeRounding`; in LDP from the user's own generator, `FamilyCalibration.to_units`),
-sums and noise are integers, and a release is those integers times the public grid step.
+episode, `EpisodeRounding`; in LDP from the user's own generator,
+`FamilyCalibration.rows_to_units`), sums and noise are integers, and a release is those integers
+times the public grid step.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from privrl.privacy.calibration import Calibration, FamilyCalibration
 from privrl.privacy.continual import CounterPlan
 from privrl.privacy.grid import EpisodeRounding, exact_units
 from privrl.privacy.matrix_counter import MatrixCounter
-from privrl.privacy.noise import noise_label, sample_rows
+from privrl.privacy.noise import add_rows, noise_label, sample_rows
 from privrl.privacy.schedules import EveryEpisode
 from privrl.privacy.tree import NodeNoise, StoredNoiseError, TreeCounter, levels_released
 from privrl.stats import Stats
@@ -390,7 +391,9 @@ def randomize_locally(
     Row r is user r's report, from user r's own generator `rngs[r]` (seeded backends) or from
     OpenDP's CSPRNG (opendp backend) in the user's process; only the output leaves. Under integer
     noise each row is first put on its family's grid (randomized rounding from `rngs[r]`), then
-    noised in integer arithmetic. Families that are not released are not sent at all.
+    noised in integer arithmetic. Families that are not released are not sent at all. Each
+    generator serves its family's rounding uniforms, then its noise, family after family; the
+    arithmetic runs on all rows at once.
     """
     if calibration.mechanism is None:  # nothing is released
         return {}
@@ -398,15 +401,21 @@ def randomize_locally(
     for f in calibration.families:
         sampler = calibration.sampler(f.name)
         if calibration.integer:  # a row broadcasts to the family's shape (an audit's batch)
-            rows = [sampler.add(rng, f.to_units(_shaped(stats[f.name][r], f.shape), rng))
-                    for r, rng in enumerate(rngs)]
-            out[f.name] = _from_units(calibration, f.name, np.stack(rows))
+            units = f.rows_to_units(_rows(stats[f.name], len(rngs), f.shape), rngs)
+            out[f.name] = _from_units(calibration, f.name, add_rows(sampler, rngs, units))
         else:
             noise = sample_rows(sampler, rngs.__getitem__, len(rngs), f.shape)
             out[f.name] = stats[f.name] + noise
     return out
 
 
-def _shaped(row: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """`row` broadcast to `shape` (as it is when it has that shape already)."""
-    return row if np.shape(row) == shape else np.broadcast_to(row, shape)
+def _rows(values: np.ndarray, n: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Rows 0 .. n-1 of `values`, each broadcast to `shape` (n, *shape)."""
+    rows = np.asarray(values)
+    if len(rows) < n:
+        raise ValueError(f"{n} users but only {len(rows)} rows of statistics")
+    rows = rows[:n]
+    if rows.shape[1:] == shape:
+        return rows
+    extra = (1,) * (len(shape) - rows.ndim + 1)  # a lower-rank row gains leading axes
+    return np.broadcast_to(rows.reshape(n, *extra, *rows.shape[1:]), (n, *shape))
