@@ -130,13 +130,18 @@ def test_counter_configuration_errors_say_what_to_do() -> None:
 
 
 def test_a_schedule_outside_jdp_is_refused_where_the_run_is_made() -> None:
-    """The configuration is plain data; binding it to its algorithm refuses the schedule."""
+    """The configuration is plain data; binding it to its algorithm refuses the schedule, and
+    a matrix counter (neither does anything outside JDP)."""
     for privacy in ("ldp", "none"):
         config = RunConfig(n_states=3, n_actions=2, horizon=4, episodes=10, privacy=privacy,
                            schedule="batch:2")
         with pytest.raises(ValueError, match=f"with privacy '{privacy}' leave schedule at"):
             bind(config)
         assert bind(config.model_copy(update={"schedule": "every"})).config.schedule == "every"
+        matrix = config.model_copy(update={"schedule": None, "counter": "matrix",
+                                           "mechanism": "gaussian", "delta": 1e-5})
+        with pytest.raises(ValueError, match=f"with privacy '{privacy}' leave counter at its"):
+            bind(matrix)
 
 
 def test_dp_ucbvi_plans_only_when_the_billboard_changes() -> None:

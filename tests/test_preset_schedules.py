@@ -131,6 +131,12 @@ def test_a_server_stores_and_shows_the_schedule_its_run_uses(apps: Apps) -> None
     refused = resp.json()
     assert resp.status_code == 422 and refused["code"] == "invalid_run"  # beyond the schema
     assert "leave schedule at 'every'" in refused["detail"] and "\n" not in refused["detail"]
+    for privacy in ("ldp", "none"):  # a matrix counter would do nothing outside JDP either
+        resp = client.post("/v1/runs", headers=AUTH, json={
+            **body(config("ucrl-vtr", privacy=privacy)),
+            "counter": "matrix"})
+        assert resp.status_code == 422 and resp.json()["code"] == "invalid_run", resp.text
+        assert "leave counter at its default" in resp.json()["detail"]
 
 
 def test_an_http_run_on_the_preset_schedule_gives_the_in_process_numbers(apps: Apps) -> None:

@@ -116,6 +116,7 @@ class Algorithm(ABC):
         filled in."""
         self.check_mode(config.privacy)
         self.check_schedule(config)
+        self.check_counter(config)
         self.config = self.effective_config(config)
         self.knobs: Any = self.resolve_knobs(config.preset, config.knobs)
 
@@ -135,6 +136,14 @@ class Algorithm(ABC):
         if config.privacy != "jdp" and config.schedule not in (None, "every"):
             raise ValueError("a release schedule shapes JDP's central counters: with privacy"
                              f" {config.privacy!r} leave schedule at 'every'")
+
+    @classmethod
+    def check_counter(cls, config: RunConfig) -> None:
+        """Refuse the matrix counter outside JDP: counters release JDP's central sums only, so
+        elsewhere it would be a setting that does nothing."""
+        if config.privacy != "jdp" and config.counter == "matrix":
+            raise ValueError("counter='matrix' shapes JDP's central counters: with privacy"
+                             f" {config.privacy!r} leave counter at its default")
 
     @classmethod
     def effective_config(cls, config: RunConfig) -> RunConfig:
