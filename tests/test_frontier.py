@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from matplotlib.colors import to_hex
+from privrl.algorithms.registry import bind
 from privrl.lab import frontier as fr
 from privrl.lab.frontier_cases import ABLATIONS, CASES, LEVER_KINDS, Lever, case_named
 from privrl.lab.plots import PRIVACY_COLORS, frontier_panels_figure
@@ -125,6 +126,9 @@ def test_the_default_study_plans_every_frontier_point_and_ablation_row() -> None
     assert {j.case for j in jobs if j.kind != "frontier"} == ablated
     matrix = [j for j in jobs if j.config is not None and j.config.counter == "matrix"]
     assert matrix and all(j.config.mechanism == "gaussian" for j in matrix)
+    for job in jobs:  # every planned row is a run its algorithm accepts
+        if job.config is not None:
+            bind(job.config)
 
 
 def test_a_lever_names_what_this_build_lacks() -> None:

@@ -98,17 +98,22 @@ MATRIX_COUNTER = Lever("counter", "banded matrix-factorization counter (256 band
 GEOMETRIC = Lever("schedule", "geometric releases (r = 1.1)", {"schedule": "geometric:1.1"})
 ZCDP_SPLIT = Lever("split", "zCDP calibration, budget split σ_f² ∝ Δ_f",
                    knobs={"calibration": "zcdp"})
+# DP-UCBVI's levers
+UCBVI_MATRIX = Lever("counter", "banded matrix-factorization counter (256 bands, Gaussian)",
+                     {"counter": "matrix", "counter_bands": 256, "mechanism": "gaussian"})
+DERIVED_PAIRS = Lever("split", "N(s,a) derived from N(s,a,s')", knobs={"pair_counts": "derived"})
+UCBVI_LEARNER = Lever("learner", "practical bonus and radius", knobs={
+    "bonus_scale": 0.01, "privacy_scale": 0.0, "radius_mode": "std", "unknown_below": 1.0,
+    "clip_remaining": True})
 
 ABLATIONS: tuple[Ablation, ...] = (
     Ablation("dp-ucbvi-step-jdp", 5.0, (
-        GEOMETRIC, SMOOTHED,
-        Lever("counter", "banded matrix-factorization counter (256 bands, Gaussian)",
-              {"counter": "matrix", "counter_bands": 256, "mechanism": "gaussian"}),
-        Lever("split", "N(s,a) derived from N(s,a,s')", knobs={"pair_counts": "derived"}),
-        Lever("learner", "practical bonus and radius", knobs={
-            "bonus_scale": 0.01, "privacy_scale": 0.0, "radius_mode": "std",
-            "unknown_below": 1.0, "clip_remaining": True}),
-    )),
+        GEOMETRIC, SMOOTHED, UCBVI_MATRIX, DERIVED_PAIRS, UCBVI_LEARNER)),
+    # at the goals these cases miss (ε = 0.1 pooled JDP, ε = 5 pooled LDP): how far each moves it
+    Ablation("dp-ucbvi-pooled-jdp", 0.1, (
+        Lever("schedule", "releases every 200 episodes", {"schedule": "batch:200"}),
+        SMOOTHED, UCBVI_MATRIX, DERIVED_PAIRS, UCBVI_LEARNER)),
+    Ablation("dp-ucbvi-pooled-ldp", 5.0, (DERIVED_PAIRS, UCBVI_LEARNER)),
     Ablation("ucrl-vtr-jdp", 10.0, (
         Lever("schedule", "releases every 10 episodes", {"schedule": "batch:10"}),
         SMOOTHED, MATRIX_COUNTER, ZCDP_SPLIT,
