@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -236,6 +237,9 @@ def test_a_rerun_with_another_case_grows_the_study(tiny: tuple[fr.Study, dict, l
     assert {r["case"] for r in after["frontier"]} == set(after["spec"]["cases"])
     commits = {r["algo"]: r["commit"] for r in after["runs"].values() if r["status"] == "done"}
     assert commits == {"lsvi-ucb-batched": "abc1234", "lsvi-ucb-switching": "def5678"}
+    done = Counter(commits[r["algo"]] for r in after["runs"].values() if r["status"] == "done")
+    note = fr.threshold_table(after)["note"]  # the tables name every commit that ran a run
+    assert f"{done['abc1234']} at abc1234, {done['def5678']} at def5678" in note
 
 
 def test_a_failed_run_is_recorded_and_retried(tmp_path: Path,

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -516,7 +517,16 @@ def _document(data: dict[str, Any], columns: list[tuple[str, str]], rows: list[l
     return {"command": data["command"], "commit": data["commit"],
             "load_average": data["load_average"],
             "columns": [{"title": t, "format": f} for t, f in columns], "rows": rows,
-            "note": note}
+            "note": f"{note} {_provenance(data)}"}
+
+
+def _provenance(data: dict[str, Any]) -> str:
+    """Which commits ran the study's runs: a study grown by several invocations (`--cases`)
+    names only the last one's command; every run records its own commit."""
+    commits = Counter(r.get("commit", "unknown") for r in data["runs"].values()
+                      if r.get("status") == "done")
+    parts = ", ".join(f"{n} at {c}" for c, n in commits.items())
+    return f"Runs done: {parts}." if parts else ""
 
 
 def panels(data: dict[str, Any]) -> list[dict[str, Any]]:
