@@ -16,7 +16,7 @@ from privrl import accel
 
 ACCEL = Path(accel.__file__).parent
 COMPILED = re.compile(r"^privrl: compiled DP-UCBVI's kernels \(break_ties, new_model,"
-                      r" plan_replicas, policy_returns, policy_values, rollout, run_episodes\)"
+                      r" plan_replicas, policy_values, rollout, run_episodes\)"
                       r" in \d+\.\d s;"
                       r" numba caches them for later processes$")
 

@@ -21,8 +21,8 @@ from numba import types
 _STARTED = time.perf_counter()  # IMPORT_SECONDS: what compiling (or loading) them took
 
 # the kernels compiled (or loaded from numba's cache) at import, one signature each
-__all__ = ["break_ties", "new_model", "plan_replicas", "policy_returns", "policy_values",
-           "rollout", "run_episodes"]
+__all__ = ["break_ties", "new_model", "plan_replicas", "policy_values", "rollout",
+           "run_episodes"]
 
 F8, I8, B1 = types.float64, types.int64, types.boolean
 
@@ -580,28 +580,19 @@ def rollout(world: tuple, policies: np.ndarray, uniforms: np.ndarray, bernoulli:
                  states[r], actions[r], rewards[r])
 
 
-@numba.njit(types.void(_arr(F8, 4, True), _arr(F8, 3, True), _arr(I8, 3), _arr(F8, 3)),
-            cache=True, **OPTIONS)
-def policy_values(transitions: np.ndarray, rewards: np.ndarray, policies: np.ndarray,
-                  values: np.ndarray) -> None:
-    """V^pi (n, H+1, S) into `values` of n deterministic policies (n, H, S) by backward
-    induction, V_{H+1} = 0. Each policy on its own, so a value never depends on its batch."""
-    for i in range(policies.shape[0]):
-        values[i, policies.shape[1]] = 0.0
-        _backward_values(transitions, rewards, policies[i], values[i], policies.shape[1] - 1)
-
-
 @numba.njit(types.void(_arr(F8, 4, True), _arr(F8, 3, True), _arr(F8, 1, True), _arr(I8, 3),
-                       _arr(F8, 1)), cache=True, **OPTIONS)
-def policy_returns(transitions: np.ndarray, rewards: np.ndarray, d1: np.ndarray,
-                   policies: np.ndarray, out: np.ndarray) -> None:
-    """The expected return d1 · V^pi_1 (n,) into `out` of n deterministic policies (n, H, S),
-    the number every regret is computed from (the episode loop's trace included)."""
-    n, horizon, n_states = policies.shape
-    values = np.zeros((horizon + 1, n_states))
-    for i in range(n):
-        _backward_values(transitions, rewards, policies[i], values, horizon - 1)
-        out[i] = _start_value(d1, values)
+                       _arr(F8, 3), _arr(F8, 1)), cache=True, **OPTIONS)
+def policy_values(transitions: np.ndarray, rewards: np.ndarray, d1: np.ndarray,
+                  policies: np.ndarray, values: np.ndarray, returns: np.ndarray) -> None:
+    """V^pi (n, H+1, S) into `values` and the expected returns d1 · V^pi_1 (n,) into `returns`
+    of n deterministic policies (n, H, S), by backward induction from V_{H+1} = 0: the numbers
+    every regret is computed from (the episode loop's trace included). Each policy on its own,
+    so a value never depends on the batch it is computed in."""
+    horizon = policies.shape[1]
+    for i in range(policies.shape[0]):
+        values[i, horizon] = 0.0
+        _backward_values(transitions, rewards, policies[i], values[i], horizon - 1)
+        returns[i] = _start_value(d1, values[i])
 
 
 IMPORT_SECONDS = time.perf_counter() - _STARTED

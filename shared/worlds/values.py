@@ -63,25 +63,28 @@ def _check_policies(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
     return pol.astype(np.intp, copy=False)
 
 
-def policy_values(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
-    """V^pi (..., H+1, S) of deterministic policies (..., H, S), vectorized over the batch dims
-    (the compiled backward induction, policy by policy: the same in any batch)."""
+def _values_and_returns(mdp: TabularMDP, policies: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """(V^pi (..., H+1, S), d1 · V^pi_1 (...)) of deterministic policies (..., H, S): the
+    compiled backward induction, policy by policy (the same in any batch)."""
     pol = _check_policies(mdp, policies)
     batch = pol.shape[:-2]
     flat = np.ascontiguousarray(pol.reshape(-1, mdp.H, mdp.S), dtype=np.int64)
-    V = np.empty((flat.shape[0], mdp.H + 1, mdp.S))
-    accel.load().policy_values(mdp.P, mdp.R, flat, V)
-    return V.reshape(*batch, mdp.H + 1, mdp.S)
+    values, returns = np.empty((flat.shape[0], mdp.H + 1, mdp.S)), np.empty(flat.shape[0])
+    accel.load().policy_values(mdp.P, mdp.R, mdp.d1, flat, values, returns)
+    return values.reshape(*batch, mdp.H + 1, mdp.S), returns.reshape(batch)
+
+
+def policy_values(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
+    """V^pi (..., H+1, S) of deterministic policies (..., H, S), vectorized over the batch
+    dims."""
+    return _values_and_returns(mdp, policies)[0]
 
 
 def expected_return(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
     """Expected episode return d1 · V^pi_1 for each policy in the batch, shape (...) (the
-    compiled kernel DP-UCBVI's episode loop also reports each played policy's return with)."""
-    pol = _check_policies(mdp, policies)
-    flat = np.ascontiguousarray(pol.reshape(-1, mdp.H, mdp.S), dtype=np.int64)
-    out = np.empty(flat.shape[0])
-    accel.load().policy_returns(mdp.P, mdp.R, mdp.d1, flat, out)
-    return out.reshape(pol.shape[:-2])
+    kernel DP-UCBVI's episode loop also reports each played policy's return with)."""
+    return _values_and_returns(mdp, policies)[1]
 
 
 def optimal_return(mdp: TabularMDP) -> float:

@@ -7,7 +7,7 @@ stream (`user_generators`), the tie-break draws from the learner's (`DPUCBVI.tie
 central noise from the privatizer (`Central.noise_ahead`); the ledger is charged through the
 privatizer's `record` for a whole block before its noise is drawn (admit, then draw), and regret
 is the evaluator's: the kernel reports each played policy's expected return with the evaluator's
-own kernel (`policy_returns`, here redone only from the last step the policy changed at).
+own kernel (`policy_values`, here redone only from the last step the policy changed at).
 
 Runs without noise, with float noise (simulation only) or with seeded integer noise whose
 families all live on the unit grid (counts, and rewards turned into Bernoulli counts by each
