@@ -9,8 +9,10 @@ import math
 import pytest
 from privrl.algorithms import bind
 from privrl.config import RunConfig
+from privrl.protocol import RunRequest
 from privrl.worlds import make
 from privrl.worlds.model_spec import model_spec_of
+from support.server import AUTH, Apps
 
 ALGOS = ["lsvi-ucb-batched", "lsvi-ucb-switching"]
 VARIANCE = {"beta": None, "noise_norms": "variance"}
@@ -106,3 +108,14 @@ def test_beta_knobs_refuse_nonsense(algo: str) -> None:
             bind(config(algo, beta_scale=scale, **VARIANCE))
     with pytest.raises(ValueError, match="beta"):
         bind(config(algo, beta=-2.0))
+
+
+def test_a_server_refuses_a_fixed_beta_with_noise_norms_where_the_run_is_made(apps: Apps) -> None:
+    """The knobs are each schema-valid; only with the preset's fixed beta do they clash, a rule
+    beyond the served schema: 422 invalid_run, never a schema refusal."""
+    client = apps()
+    body = RunRequest(**config("lsvi-ucb-switching", noise_norms="variance").model_dump(),
+                      seed=3).model_dump(mode="json", exclude_none=True)
+    resp = client.post("/v1/runs", headers=AUTH, json=body)
+    assert resp.status_code == 422 and resp.json()["code"] == "invalid_run", resp.text
+    assert "unset beta" in resp.json()["detail"]

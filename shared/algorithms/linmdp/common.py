@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from ...privacy.continual import CounterPlan
 from ...privacy.grid import FEATURE_GRID
@@ -81,14 +81,6 @@ class LSVIKnobs(BaseModel):
         "tail", description="the noise norms the theory beta reads (beta unset): the paper's"
         " worst-case tail bounds, or the norm scales of the release's actual noise, 2 sqrt(d)"
         " times the Gram release's std and sqrt(d) times the targets' (`release_norms`)")
-
-    @model_validator(mode="after")
-    def _one_beta(self) -> LSVIKnobs:
-        """A fixed beta and a beta computed from the noise norms exclude each other."""
-        if self.beta is not None and self.noise_norms == "variance":
-            raise ValueError("noise_norms=variance computes beta from the paper's formula:"
-                             " unset beta (beta=null) to use it")
-        return self
     tie_break: Literal["first", "random"] = Field(
         "random", description="actions whose optimistic scores tie: one drawn uniformly from the"
         " server's secret seed and the release (the default, as Ngo et al. assume), or the lowest"
@@ -233,6 +225,10 @@ class LSVIAlgorithm(Algorithm):
         or, with noise_norms=variance, `variance(*release_norms())`, its formula at the norm
         scales of the actual release noise."""
         knobs: LSVIKnobs = self.knobs
+        if knobs.beta is not None and knobs.noise_norms == "variance":
+            # a rule between knobs and the preset's beta: refused where the run is made
+            raise ValueError("noise_norms=variance computes beta from the paper's formula:"
+                             " unset beta (beta=null) to use it")
         if knobs.beta is not None:
             beta = knobs.beta
         elif knobs.noise_norms == "variance":
