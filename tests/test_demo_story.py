@@ -31,6 +31,7 @@ from privrl.lab.experiments import WorldSpec, run_many
 from privrl.lab.plots import learning_figure, moving
 from privrl.worlds import riverswim
 from support.client import run_cli
+from support.server import default_sigint
 
 
 def demo_defaults():
@@ -188,7 +189,7 @@ def test_the_demo_names_its_dashboard_and_keeps_serving_until_ctrl_c(tmp_path: P
                      "--keep-serving", "--out", str(tmp_path / "demo"))
     # started outside the repository: its children must not depend on the working directory
     proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=tmp_path)
+                            text=True, cwd=tmp_path, preexec_fn=default_sigint)
     try:
         lines = []
         deadline = time.monotonic() + 240

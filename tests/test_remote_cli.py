@@ -14,6 +14,7 @@ import httpx
 import pytest
 from privrl.client.procs import child_env, free_port, module_cmd
 from support.client import TOKEN, config_for, create_run, run_cli, start_server
+from support.server import default_sigint
 
 pytestmark = pytest.mark.slow  # every test here starts a real server and CLI processes
 
@@ -154,6 +155,7 @@ def test_demo_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
                    "--out", str(tmp_path / "demo")),
         env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,  # its own process group: a failing test kills server and users too
+        preexec_fn=default_sigint,
     )
     try:
         url, deadline = None, time.monotonic() + 60

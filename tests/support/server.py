@@ -29,6 +29,13 @@ ADMIN = "test-admin-token-0123456789"
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
 
 
+def default_sigint() -> None:
+    """`preexec_fn` of a child a test stops with SIGINT: the default disposition, as a
+    terminal's foreground process has. A suite started in the background by a non-interactive
+    shell (`.ci/run &`) runs with SIGINT ignored, and a child would inherit that (POSIX)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spec(privacy: str = "jdp", **overrides: Any) -> dict[str, Any]:
     """A small RiverSwim run (S=4, A=2, H=5) as a POST /v1/runs body: the public config plus
     the server's secret seed (3 unless overridden; seed=None leaves it to the server)."""
