@@ -36,7 +36,7 @@ import numpy as np
 from privrl.config import RunConfig
 from privrl.privacy.accountant import continuous_gaussian, epsilon_to_rho
 from privrl.privacy.continual import CounterPlan
-from privrl.privacy.grid import exact_units, randomized_round, round_by, rounding_slack
+from privrl.privacy.grid import exact_units, round_by, rounding_slack
 from privrl.privacy.mechanisms import Gaussian, Laplace
 from privrl.privacy.noise import noise_backend
 from privrl.privacy.psd import SymmetricNoise
@@ -92,7 +92,7 @@ class FamilyCalibration(Family):
             return exact_units(values, self.grid)
         if rng is None:
             raise ValueError(f"family {self.name!r} is randomized-rounded: a generator is needed")
-        return randomized_round(values, self.grid, rng, self.symmetric)
+        return self.rows_to_units(np.asarray(values)[None], [rng])[0]  # one row's rounding
 
     def rows_to_units(self, rows: np.ndarray, rngs: Sequence[np.random.Generator]) -> np.ndarray:
         """`to_units` of every row (n, *shape) at once, row r rounded with `rngs[r]`'s uniforms

@@ -32,17 +32,22 @@ __all__ = ["FEATURE_GRID", "FEATURE_GRID_BITS", "EpisodeRounding", "bernoulli_re
            "round_by", "rounding_slack"]
 
 
+def _scaled(values: np.ndarray, grid: float) -> tuple[np.ndarray, np.ndarray]:
+    """(values / grid, its nearest integers), both float64."""
+    scaled = np.asarray(values, dtype=np.float64) / grid
+    return scaled, np.rint(scaled)
+
+
 def first_off_grid(values: np.ndarray, grid: float) -> int | None:
     """The flat index of the first value that is not an integer multiple of `grid`, or None."""
-    scaled = np.asarray(values, dtype=np.float64).ravel() / grid
-    off = np.flatnonzero(scaled != np.rint(scaled))
+    scaled, units = _scaled(values, grid)
+    off = np.flatnonzero(scaled.ravel() != units.ravel())
     return int(off[0]) if off.size else None
 
 
 def exact_units(values: np.ndarray, grid: float) -> np.ndarray:
     """`values` / `grid` as int64, refusing (ValueError) any value off the grid (NaN too)."""
-    scaled = np.asarray(values, dtype=np.float64) / grid
-    units = np.rint(scaled)
+    scaled, units = _scaled(values, grid)
     if not np.array_equal(scaled, units):
         raise ValueError(f"a value lies off the public grid of step {grid!r} (integer multiples"
                          " only)")
