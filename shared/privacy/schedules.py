@@ -12,6 +12,8 @@ sensitivity is the same; only T (the encoder size, hence the per-release noise) 
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -100,21 +102,31 @@ class Geometric:
 
     def release_episodes(self, episodes: int) -> tuple[int, ...]:
         """The distinct release episodes ceil(r^j) <= K, increasing."""
-        r, power, out = Fraction(str(self.ratio)), Fraction(1), []
-        while (e := math.ceil(power)) <= episodes:
-            if not out or e != out[-1]:
-                out.append(e)
-            power *= r
-        return tuple(out)
+        bound = max(1024, 1 << max(int(episodes), 1).bit_length())
+        powers = _ceil_powers(self.ratio, bound)
+        return powers[:bisect.bisect_right(powers, episodes)]
 
     def release_due(self, episode: int) -> bool:
         """Whether `episode` is some ceil(r^j)."""
         episode = _check_episode(episode)
-        return episode in self.release_episodes(episode)
+        due = self.release_episodes(episode)
+        return bool(due) and due[-1] == episode
 
     def releases(self, episodes: int) -> int:
         """How many distinct ceil(r^j) lie in 1..K."""
         return len(self.release_episodes(episodes))
+
+
+@functools.lru_cache(maxsize=64)
+def _ceil_powers(ratio: float, bound: int) -> tuple[int, ...]:
+    """The distinct ceil(r^j) <= bound, increasing, with r read exactly as written (a Fraction
+    of its decimal text): computed once per (r, bound), since learners ask every episode."""
+    r, power, out = Fraction(str(ratio)), Fraction(1), []
+    while (e := math.ceil(power)) <= bound:
+        if not out or e != out[-1]:
+            out.append(e)
+        power *= r
+    return tuple(out)
 
 
 def parse_schedule(text: str) -> Schedule:
