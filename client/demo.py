@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from privrl.algorithms.registry import bind
+from privrl.algorithms.registry import bind, effective
 from privrl.client.api import ApiError, ServerAPI
 from privrl.client.cli_common import (
     CliError,
@@ -73,7 +73,7 @@ def demo_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
     except ValueError as exc:
         raise CliError(f"demo configuration: {exc}") from None
     try:
-        counter_plan(configs[1])  # the JDP run's schedule releases within K episodes
+        counter_plan(effective(configs[1]))  # its schedule releases within K episodes
     except ValueError as exc:
         raise CliError(f"demo configuration: {exc}: pass --schedule batch:B with B at most"
                        f" --episodes (e.g. batch:{max(1, args.episodes // 15)})") from None

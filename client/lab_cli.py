@@ -225,7 +225,7 @@ def cmd_worlds(args: argparse.Namespace) -> int:
 
 def cmd_algorithms(args: argparse.Namespace) -> int:
     """privrl algorithms: every registered algorithm, its privacy modes, default world and the
-    release schedule of each preset."""
+    release schedule and counter of each preset."""
     width = max(16, *(len(n) for n in algorithms.names()))
     for name in algorithms.names():
         algo = algorithms.get(name)
@@ -235,7 +235,10 @@ def cmd_algorithms(args: argparse.Namespace) -> int:
               f"{', '.join(sorted(algo.presets))}")
         print(f"{'':<{width}} {algo.summary}")
         print(f"{'':<{width}} knobs: {knobs}")
-        print(f"{'':<{width}} JDP schedule: faithful every, practical {algo.practical_schedule}")
+        kind, bands = algo.practical_counter
+        counter = f"{kind} ({bands} bands)" if bands else kind
+        print(f"{'':<{width}} JDP release: faithful every episode, tree; practical"
+              f" {algo.practical_schedule}, {counter}")
     return 0
 
 

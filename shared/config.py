@@ -135,13 +135,15 @@ class RunConfig(BaseModel):
         description="overrides of the preset's public knobs, checked by the algorithm (e.g."
         " dp-ucbvi: bonus_scale, radius_scale, pair_counts, pooled)",
     )
-    counter: CounterName = Field(
-        "smoothed",
+    counter: CounterName | None = Field(
+        None,
         description="JDP: the continual counter behind every released family: 'tree' (the"
         " papers' binary tree), 'smoothed' (the tree with Honaker's upward pass;"
         " post-processing, same privacy) or 'matrix' (the square-root factorization of the"
-        " prefix-sum matrix, banded with counter_bands; integer noise only). Default: tree in"
-        " the faithful preset, smoothed in practical",
+        " prefix-sum matrix, banded with counter_bands; integer noise only). Default (null):"
+        " the preset's: tree in faithful; in practical, the algorithm's measured counter where"
+        " the run's noise allows it, else smoothed (`privrl algorithms` lists it); a created run"
+        " states the one it uses",
     )
     schedule: str | None = Field(
         None,
@@ -164,13 +166,14 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _default_counter(cls, data: Any) -> Any:
-        """The counter a preset (or the deprecated tree_smoothing) implies, when none is given."""
-        if not isinstance(data, dict) or "counter" in data:  # an explicit null is refused
+    def _deprecated_smoothing(cls, data: Any) -> Any:
+        """The counter the deprecated tree_smoothing names, when no counter is given (none: the
+        preset's, filled in where an algorithm binds the configuration)."""
+        if not isinstance(data, dict) or data.get("counter") is not None:
             return data
         smooth = data.get("tree_smoothing")
         if smooth is None:
-            smooth = data.get("preset", "practical") == "practical"
+            return data
         return {**data, "counter": "smoothed" if smooth is True else "tree"}
 
     @model_validator(mode="after")

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from privrl.algorithms import bind
+from privrl.algorithms import bind, effective
 from privrl.algorithms.base import Family
 from privrl.config import RunConfig
 from privrl.privacy.accountant import Budget, BudgetExhausted, Ledger
@@ -122,11 +122,15 @@ def test_counter_configuration_errors_say_what_to_do() -> None:
     for extra, message in cases:
         with pytest.raises(ValidationError, match=message):
             RunConfig(**base, **extra)
-    assert RunConfig(**base).counter == "smoothed"
-    assert RunConfig(**base, preset="faithful").counter == "tree"
+    assert RunConfig(**base).counter is None  # the preset's, filled where a run is made
+    assert effective(RunConfig(**base)).counter == "smoothed"
+    assert effective(RunConfig(**base, preset="faithful")).counter == "tree"
     assert RunConfig(**base, tree_smoothing=False).counter == "tree"
     with pytest.raises(ValueError, match="releases nothing"):
-        calibrate(RunConfig(**base, schedule="batch:11"), [Family("x", (1,), 1.0, 1.0)])
+        calibrate(RunConfig(**base, counter="tree", schedule="batch:11"),
+                  [Family("x", (1,), 1.0, 1.0)])
+    with pytest.raises(ValueError, match="until an algorithm binds"):
+        calibrate(RunConfig(**base), [Family("x", (1,), 1.0, 1.0)])
 
 
 def test_a_schedule_outside_jdp_is_refused_where_the_run_is_made() -> None:

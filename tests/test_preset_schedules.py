@@ -1,6 +1,7 @@
-"""Presets' release schedules: faithful releases every episode (the papers'), practical on the
-algorithm's measured schedule (JDP only); an explicit schedule wins; a server stores and shows
-the schedule a run uses, and serves the numbers of the in-process run."""
+"""Presets' release schedules and counters: faithful releases every episode from the binary tree
+(the papers'), practical on the algorithm's measured schedule and counter (JDP only); an explicit
+choice wins; a server stores and shows the schedule and counter a run uses, and serves the
+numbers of the in-process run."""
 
 from __future__ import annotations
 
@@ -20,9 +21,14 @@ from privrl.worlds.model_spec import model_spec_of
 from support.server import AUTH, Apps, create, play, state
 
 K = 120
-# The practical schedules measured in docs/results/linear.md and docs/results/lsvi.md.
+# The practical schedules and counters measured in docs/results/linear.md, docs/results/lsvi.md
+# and docs/results/frontier.md (the counters on tuning seeds).
 MEASURED = {"ucrl-vtr": "batch:10", "linopt-vi": "batch:10", "linopt-po": "batch:10",
-            "lsvi-ucb-switching": "batch:50", "lsvi-ucb-batched": "every", "dp-ucbvi": "every"}
+            "lsvi-ucb-switching": "batch:50", "lsvi-ucb-batched": "every",
+            "dp-ucbvi": "geometric:1.1"}
+MATRIX = ("matrix", 256)
+COUNTERS = {"ucrl-vtr": ("smoothed", None), "linopt-vi": MATRIX, "linopt-po": MATRIX,
+            "lsvi-ucb-switching": MATRIX, "lsvi-ucb-batched": MATRIX, "dp-ucbvi": MATRIX}
 LINEAR = ("ucrl-vtr", "linopt-vi", "linopt-po", "lsvi-ucb-switching")
 
 
@@ -43,6 +49,24 @@ def test_each_algorithm_declares_its_practical_schedule(algo: str) -> None:
     assert bind(config(algo, "faithful")).config.schedule == "every"
 
 
+@pytest.mark.parametrize("algo", sorted(COUNTERS))
+def test_each_algorithm_declares_its_practical_counter(algo: str) -> None:
+    """Gaussian integer noise takes the measured counter; Laplace or float noise, where the
+    matrix counter cannot run, the smoothed tree; faithful the binary tree; an explicit
+    counter wins."""
+    assert get(algo).practical_counter == COUNTERS[algo]
+    used = bind(config(algo)).config
+    assert (used.counter, used.counter_bands) == COUNTERS[algo]
+    assert bind(config(algo, "faithful")).config.counter == "tree"
+    laplace = config(algo).model_copy(update={"mechanism": "laplace", "delta": 0.0})
+    for other_noise in (config(algo, noise="float"), laplace):  # not every algorithm runs both
+        assert get(algo).preset_counter(other_noise) == ("smoothed", None)
+    assert bind(config(algo, counter="tree")).config.counter == "tree"
+    for privacy in get(algo).privacy_modes:
+        if privacy != "jdp":
+            assert bind(config(algo, privacy=privacy)).config.counter == "smoothed"
+
+
 @pytest.mark.parametrize("algo", LINEAR)
 def test_practical_releases_on_its_schedule_and_faithful_every_episode(algo: str) -> None:
     schedule = MEASURED[algo]
@@ -55,16 +79,19 @@ def test_practical_releases_on_its_schedule_and_faithful_every_episode(algo: str
     assert {c.at for c in practical if c.at} <= due  # linear mixtures charge at releases
 
 
-@pytest.mark.parametrize("algo", ("ucrl-vtr", "linopt-vi"))
-def test_the_ledger_of_a_practical_run_charges_at_its_batches_only(algo: str) -> None:
-    """The tree's levels over floor(K/B) items, charged at episodes B, 2B, 4B, ..."""
+@pytest.mark.parametrize(("algo", "charged"), (("ucrl-vtr", [10, 20, 40]),
+                                               ("linopt-vi", [10, 20, 30, 40])))
+def test_the_ledger_of_a_practical_run_charges_at_its_batches_only(algo: str,
+                                                                    charged: list[int]) -> None:
+    """Over floor(K/B) items, charged at releases only: the tree's levels as they open (episodes
+    B, 2B, 4B, ...), the matrix counter's columns at every release."""
     run = Run(config(algo, episodes=40), [0])
     assert run.config.schedule == "batch:10"
     world = make(get(algo).default_world)
     for k in range(40):
         run.play_and_ingest(world, [11], k)
     at = sorted({c.at for c in run.ledger.entries})
-    assert at == [10, 20, 40]
+    assert at == charged
     faithful = Run(config(algo, "faithful", episodes=40), [0])
     for k in range(40):
         faithful.play_and_ingest(world, [11], k)
@@ -99,8 +126,9 @@ def test_a_preset_schedule_that_would_not_release_before_the_last_episode_is_dro
 
 def test_an_unbound_config_leaves_the_schedule_to_the_preset() -> None:
     raw = config("ucrl-vtr")
-    assert raw.schedule is None
-    assert effective(raw) == raw.model_copy(update={"schedule": "batch:10"})
+    assert raw.schedule is None and raw.counter is None
+    assert effective(raw) == raw.model_copy(update={"schedule": "batch:10",
+                                                    "counter": "smoothed"})
     assert effective(effective(raw)) == effective(raw)
 
 
@@ -139,6 +167,20 @@ def test_a_server_stores_and_shows_the_schedule_its_run_uses(apps: Apps) -> None
         assert "leave counter at its default" in resp.json()["detail"]
 
 
+def test_a_server_stores_and_shows_the_counter_its_run_uses(apps: Apps) -> None:
+    client: TestClient = apps()
+    sent = body(config("linopt-vi", episodes=30))
+    assert "counter" not in sent and "counter_bands" not in sent
+    run_id = create(client, sent)
+    shown = RunInfo.model_validate(client.get(f"/v1/runs/{run_id}").json()).config
+    assert (shown.counter, shown.counter_bands) == MATRIX
+    client = apps.reopen(client)  # rebuilt from the stored config
+    assert RunInfo.model_validate(client.get(f"/v1/runs/{run_id}").json()).config == shown
+    smoothed = create(client, body(config("linopt-vi", episodes=30, counter="smoothed")))
+    got = RunInfo.model_validate(client.get(f"/v1/runs/{smoothed}").json()).config
+    assert (got.counter, got.counter_bands) == ("smoothed", None)
+
+
 def test_an_http_run_on_the_preset_schedule_gives_the_in_process_numbers(apps: Apps) -> None:
     client: TestClient = apps()
     hard = make("lm-hard")
@@ -169,4 +211,7 @@ def test_privrl_algorithms_lists_each_practical_schedule(capsys: pytest.CaptureF
     for algo, schedule in MEASURED.items():
         at = next(i for i, line in enumerate(lines) if line.startswith(algo + " "))
         block = lines[at + 1:at + 4]
-        assert f"JDP schedule: faithful every, practical {schedule}" in "\n".join(block), block
+        kind, bands = COUNTERS[algo]
+        counter = f"{kind} ({bands} bands)" if bands else kind
+        assert (f"JDP release: faithful every episode, tree; practical {schedule}, {counter}"
+                in "\n".join(block)), block

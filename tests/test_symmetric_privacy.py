@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from privrl.algorithms import effective
 from privrl.algorithms.base import Family
 from privrl.config import RunConfig
 from privrl.privacy.accountant import Ledger
@@ -31,8 +32,9 @@ D, H = 4, 3
 
 
 def _config(privacy: str = "jdp", episodes: int = 16, epsilon: float = 1.0, **kw) -> RunConfig:
-    return RunConfig(n_states=2, n_actions=2, horizon=H, episodes=episodes, privacy=privacy,
-                     epsilon=epsilon, delta=1e-5, mechanism="gaussian", **kw)
+    return effective(RunConfig(n_states=2, n_actions=2, horizon=H, episodes=episodes,
+                               privacy=privacy, epsilon=epsilon, delta=1e-5,
+                               mechanism="gaussian", **kw))
 
 
 def _families(scales: tuple[float | None, float | None] = (None, None)) -> tuple[Family, ...]:

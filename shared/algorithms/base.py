@@ -106,9 +106,12 @@ class Algorithm(ABC):
     # Under integer noise, users report Bernoulli(r) rewards instead of r (unbiased), so that
     # families that sum rewards stay integers (`privrl.privacy.grid.bernoulli_rewards`).
     integer_rewards: ClassVar[bool] = False
-    # The JDP release schedule of the practical preset (the best one measured); the faithful
-    # preset releases every episode, as the papers do.
+    # The JDP release schedule and counter of the practical preset (the best measured); the
+    # faithful preset releases every episode from the binary tree, as the papers do. The counter
+    # is (kind, bands); a matrix counter needs Gaussian seeded integer noise, and a run without
+    # it takes the smoothed tree.
     practical_schedule: ClassVar[str] = "every"
+    practical_counter: ClassVar[tuple[str, int | None]] = ("smoothed", None)
 
     def __init__(self, config: RunConfig) -> None:
         """Bind to `config`; refuse (ValueError) a privacy mode, knobs or a schedule this
@@ -146,12 +149,29 @@ class Algorithm(ABC):
                              f" {config.privacy!r} leave counter at its default")
 
     @classmethod
+    def preset_counter(cls, config: RunConfig) -> tuple[str, int | None]:
+        """The counter (kind, bands) `config`'s preset gives it: the binary tree in faithful;
+        in practical, the algorithm's measured one where the run's noise allows it, else the
+        smoothed tree."""
+        if config.preset != "practical":
+            return "tree", None
+        kind, bands = cls.practical_counter
+        if kind == "matrix" and (config.privacy != "jdp" or config.mechanism != "gaussian"
+                                 or config.noise != "numpy"):
+            return "smoothed", None
+        return kind, bands
+
+    @classmethod
     def effective_config(cls, config: RunConfig) -> RunConfig:
-        """`config` with a concrete schedule: the user's if given, else the preset's."""
-        if config.schedule is not None:
-            return config
-        schedule = cls.preset_schedule(config.preset, config.privacy, config.episodes)
-        return config.model_copy(update={"schedule": schedule})
+        """`config` with a concrete schedule and counter: the user's where given, else the
+        preset's."""
+        update: dict[str, Any] = {}
+        if config.schedule is None:
+            update["schedule"] = cls.preset_schedule(config.preset, config.privacy,
+                                                     config.episodes)
+        if config.counter is None:
+            update["counter"], update["counter_bands"] = cls.preset_counter(config)
+        return config.model_copy(update=update) if update else config
 
     @classmethod
     def check_mode(cls, privacy: str) -> None:

@@ -43,8 +43,8 @@ def check(config: RunConfig) -> type[Algorithm]:
 
 
 def effective(config: RunConfig) -> RunConfig:
-    """The configuration `config`'s runs use (its preset's schedule filled in), once `check`ed:
-    what a server stores and shows."""
+    """The configuration `config`'s runs use (its preset's schedule and counter filled in),
+    once `check`ed: what a server stores and shows."""
     return check(config).effective_config(config)
 
 

@@ -518,7 +518,7 @@ def audit_central_release(
     The tree's smoothing is post-processing, so the raw tree is audited. `privatizer` defaults
     to the library's central privatizer; pass another to audit it against the same declaration.
     """
-    counter = "tree" if config.counter == "smoothed" else config.counter
+    counter = "tree" if config.counter in (None, "smoothed") else config.counter
     config = config.model_copy(update={"privacy": "jdp", "counter": counter,
                                        "tree_smoothing": None})
     name = f"central release over {config.episodes} episode(s)"

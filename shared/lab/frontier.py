@@ -109,7 +109,8 @@ class Planner:
     def config(self, case: Case, preset: str, epsilon: float,
                lever_fields: dict[str, Any] | None = None,
                lever_knobs: dict[str, Any] | None = None) -> tuple[RunConfig, WorldSpec]:
-        """The case's RunConfig at `epsilon` under `preset`, with a lever's overrides."""
+        """The case's RunConfig at `epsilon` under `preset`, with a lever's overrides, as its
+        runs use it (the preset's schedule and counter filled in): what the run's key digests."""
         world, mdp = self.world(case.algo)
         knobs = {**case.knobs, **(lever_knobs or {})}
         fields = {"mechanism": MECHANISM, **(lever_fields or {})}
@@ -118,7 +119,7 @@ class Planner:
             model=model_spec_of(mdp), episodes=self.spec.episodes, privacy=case.privacy,
             epsilon=float(epsilon), delta=self.spec.delta, preset=preset,
             knobs=knobs or None, **fields)
-        return config, world
+        return registry.get(case.algo).effective_config(config), world
 
     def jobs(self) -> list[Job]:
         """Every frontier point, then every ablation row."""
@@ -242,11 +243,15 @@ class Study:
         """The whole JSON document."""
         frontier = [j.row() for j in self.rows if j.kind == "frontier"]
         ablation = [j.row() for j in self.rows if j.kind == "ablation"]
+        # the runs the rows point at: a record whose configuration no row asks for any more (a
+        # preset since changed) is not part of the study
+        wanted = {j.key for j in self.rows}
+        runs = {k: r for k, r in self.runs.items() if k in wanted} if self.rows else self.runs
         data = {"schema": SCHEMA, "command": self.command, "commit": self.commit,
                 "load_average": [round(x, 1) for x in os.getloadavg()],
                 "spec": self.spec.to_dict(),
                 "learns_below_percent": LEARNS_BELOW,
-                "frontier": frontier, "ablation": ablation, "runs": self.runs}
+                "frontier": frontier, "ablation": ablation, "runs": runs}
         data["thresholds"] = thresholds(data)
         return data
 

@@ -311,10 +311,13 @@ def calibrate(config: RunConfig, families: Sequence[Family]) -> Calibration:
 def counter_plan(config: RunConfig) -> tuple[CounterPlan | None, Schedule]:
     """The JDP counter plan of `config` (its counter over the schedule's releases in K
     episodes; None outside JDP) and its release schedule. A configuration no algorithm has
-    bound (schedule None: the preset's) releases every episode."""
+    bound (schedule None: the preset's) releases every episode; its counter must be given."""
     schedule = parse_schedule(config.schedule or "every")
     if config.privacy != "jdp":
         return None, schedule
+    if config.counter is None:
+        raise ValueError("the counter is the preset's until an algorithm binds the"
+                         " configuration: calibrate `privrl.algorithms.effective(config)`")
     releases = schedule.releases(config.episodes)
     if releases < 1:
         raise ValueError(f"schedule {config.schedule!r} releases nothing in {config.episodes}"

@@ -122,6 +122,7 @@ class LSVIAlgorithm(Algorithm):
     unsupported_reasons = {"ldp": RAW_HISTORY}
     default_world = "lin-cube"
     default_mechanism = "gaussian"
+    practical_counter = ("matrix", 256)  # tuning seeds (docs/results/frontier.md)
 
     # set by subclasses in __init__ (public, data-independent)
     beta: float

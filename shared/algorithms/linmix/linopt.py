@@ -202,6 +202,7 @@ class LinOptAlgorithm(Algorithm):
     default_world = "zhou-mix"
     default_mechanism = "gaussian"
     practical_schedule = "batch:10"  # learns from eps = 3 (docs/results/linear.md)
+    practical_counter = ("matrix", 256)  # tuning seeds (docs/results/frontier.md)
     policy_optimization: ClassVar[bool] = False
 
     def __init__(self, config: RunConfig) -> None:

@@ -117,6 +117,8 @@ class DPUCBVIAlgorithm(Algorithm):
     presets = PRESETS
     default_world = "riverswim"
     integer_rewards = True  # under integer noise the reward sums are counts of Bernoulli(r)
+    practical_schedule = "geometric:1.1"  # tuning seeds (docs/results/frontier.md)
+    practical_counter = ("matrix", 256)
 
     def families(self) -> tuple[Family, ...]:
         """N(s,a,s'), N(s,a) unless derived, and reward sums; all share one sensitivity."""
