@@ -63,9 +63,10 @@ def table_markdown(data: dict[str, Any]) -> str:
              "|" + "---|" * len(specs)]
     lines += ["| " + " | ".join(cell(v, s) for v, s in zip(row, specs, strict=True)) + " |"
               for row in data["rows"]]
-    load = ", ".join(f"{x:.1f}" for x in data["load_average"])
+    load = ("load average " + ", ".join(f"{x:.1f}" for x in data["load_average"])
+            if data.get("load_average") else "load average not recorded")
     lines.append(f"\n*Generated* from the JSON that `{data['command']}` wrote (commit"
-                 f" {data['commit']}, load average {load}).")
+                 f" {data['commit']}, {load}).")
     if data.get("note"):
         lines.append(data["note"])
     return "\n".join(lines) + "\n"

@@ -5,13 +5,15 @@
 Each candidate is the practical preset with some RunConfig fields overridden (the counter, its
 bands, the release schedule), run as `privrl frontier` runs a row (the case's default world,
 K = 50,000, delta = 1e-5, Gaussian integer noise), at the ablation's epsilon of its case. The
-table gives the last 10% of episodes as % of the uniform policy's regret, per seed.
+table gives the last 10% of episodes as % of the uniform policy's regret, per seed; the
+practical preset takes the lowest mean of each case (docs/results/frontier.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from privrl.lab.threshold import final_fractions
 
 MATRIX = {"counter": "matrix", "counter_bands": 256}
 SMOOTHED = {"counter": "smoothed"}
+LAPLACE = {"mechanism": "laplace", "delta": 0.0, **SMOOTHED}  # DP-UCBVI's default mechanism
 # (case, epsilon, label, fields): the preset as it is, then the candidates
 CANDIDATES: tuple[tuple[str, float, str, dict[str, Any]], ...] = (
     ("dp-ucbvi-step-jdp", 5.0, "smoothed, every", {**SMOOTHED, "schedule": "every"}),
@@ -39,6 +42,12 @@ CANDIDATES: tuple[tuple[str, float, str, dict[str, Any]], ...] = (
     ("dp-ucbvi-pooled-jdp", 0.1, "matrix 256, geometric:1.1",
      {**MATRIX, "schedule": "geometric:1.1"}),
     ("dp-ucbvi-pooled-jdp", 0.1, "matrix 256, batch:200", {**MATRIX, "schedule": "batch:200"}),
+    ("dp-ucbvi-step-jdp", 5.0, "Laplace: smoothed, every", {**LAPLACE, "schedule": "every"}),
+    ("dp-ucbvi-step-jdp", 5.0, "Laplace: smoothed, geometric:1.1",
+     {**LAPLACE, "schedule": "geometric:1.1"}),
+    ("dp-ucbvi-pooled-jdp", 0.5, "Laplace: smoothed, every", {**LAPLACE, "schedule": "every"}),
+    ("dp-ucbvi-pooled-jdp", 0.5, "Laplace: smoothed, geometric:1.1",
+     {**LAPLACE, "schedule": "geometric:1.1"}),
     ("ucrl-vtr-jdp", 10.0, "smoothed, batch:10", {**SMOOTHED, "schedule": "batch:10"}),
     ("ucrl-vtr-jdp", 10.0, "matrix 256, batch:10", {**MATRIX, "schedule": "batch:10"}),
     ("linopt-vi-jdp", 10.0, "smoothed, batch:10", {**SMOOTHED, "schedule": "batch:10"}),
@@ -60,11 +69,13 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=50_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cases", nargs="*", help="only these cases")
+    parser.add_argument("--matching", default="", help="only candidates whose label has this")
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
     seeds = tuple(range(args.first_seed, args.first_seed + args.seeds))
     planner = Planner(StudySpec(episodes=args.episodes, seeds=seeds))
-    chosen = [c for c in CANDIDATES if not args.cases or c[0] in args.cases]
+    chosen = [c for c in CANDIDATES
+              if (not args.cases or c[0] in args.cases) and args.matching in c[2]]
     tasks, rows = [], []
     for i, (name, eps, label, fields) in enumerate(chosen):
         config, world = planner.config(case_named(name), "practical", eps, fields)
@@ -88,10 +99,26 @@ def main() -> None:
               flush=True)
     rows.sort(key=lambda r: [c[:3] for c in chosen].index((r["case"], r["epsilon"],
                                                            r["candidate"])))
-    out = {"command": " ".join(["python", *sys.argv]), "commit": commit(), "seeds": list(seeds),
-           "episodes": args.episodes, "rows": rows}
+    out = {"command": " ".join(["python", *sys.argv]), "commit": commit(),
+           "load_average": [round(x, 1) for x in os.getloadavg()], "seeds": list(seeds),
+           "episodes": args.episodes, **table(rows), "runs": rows}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+
+
+def table(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The docs' table of the runs (scripts/results_table.py's format): a row per candidate,
+    the lowest mean of each (case, ε) marked."""
+    best = {}
+    for r in runs:
+        at = (r["case"], r["epsilon"])
+        best[at] = min(best.get(at, r["mean"]), r["mean"])
+    columns = (("case", ""), ("ε", "g"), ("counter, schedule", ""), ("per seed", ""),
+               ("mean ± sd", ".1f"), ("lowest", ""), ("seconds", ".0f"))
+    rows = [[r["case"], r["epsilon"], r["candidate"],
+             ", ".join(f"{f:.0f}" for f in r["fractions"]), [r["mean"], r["sd"]],
+             r["mean"] == best[(r["case"], r["epsilon"])], r["seconds"]] for r in runs]
+    return {"columns": [{"title": t, "format": f} for t, f in columns], "rows": rows}
 
 
 if __name__ == "__main__":

@@ -113,12 +113,11 @@ class Planner:
         runs use it (the preset's schedule and counter filled in): what the run's key digests."""
         world, mdp = self.world(case.algo)
         knobs = {**case.knobs, **(lever_knobs or {})}
-        fields = {"mechanism": MECHANISM, **(lever_fields or {})}
+        fields = {"mechanism": MECHANISM, "delta": self.spec.delta, **(lever_fields or {})}
         config = RunConfig(
             algo=case.algo, n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H,
             model=model_spec_of(mdp), episodes=self.spec.episodes, privacy=case.privacy,
-            epsilon=float(epsilon), delta=self.spec.delta, preset=preset,
-            knobs=knobs or None, **fields)
+            epsilon=float(epsilon), preset=preset, knobs=knobs or None, **fields)
         return registry.get(case.algo).effective_config(config), world
 
     def jobs(self) -> list[Job]:
