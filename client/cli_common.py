@@ -233,7 +233,8 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
     p.add_argument("--counter", default=None, choices=list(COUNTERS),
                    help="JDP continual counter: tree (the papers'), smoothed (Honaker's upward"
                    " pass) or matrix (square-root factorization; needs --mechanism gaussian)."
-                   " (default: the preset's; faithful: tree, practical: smoothed)")
+                   " (default: the preset's; faithful: tree, practical: the algorithm's with"
+                   " Gaussian integer noise, else smoothed, as `privrl algorithms` lists)")
     p.add_argument("--schedule", default=None, metavar="every|batch:B|geometric:r",
                    help="JDP release schedule: after every episode, every B episodes or after"
                    " episodes ceil(r^j) (default: the preset's; faithful: every, practical:"

@@ -12,20 +12,22 @@ from privrl.worlds.tabular import garnet, riverswim
 from support.projection import project_counts
 from support.ucbvi_reference import plan_q
 
+EVERY = {"counter": "smoothed", "schedule": "every"}  # the fused loop's JDP releases
 CASES = {  # the fused loop runs them all: float noise and the default seeded integer noise
     "none": dict(privacy="none", preset="practical"),
     "none-pooled-faithful": dict(privacy="none", knobs={"pooled": True}),
     "jdp-gaussian": dict(privacy="jdp", noise="float", mechanism="gaussian", epsilon=1.0,
-                         delta=1e-5, preset="practical"),
-    "jdp-laplace-faithful": dict(privacy="jdp", noise="float", mechanism="laplace", epsilon=2.0),
+                         delta=1e-5, preset="practical", **EVERY),
+    "jdp-laplace-faithful": dict(privacy="jdp", noise="float", mechanism="laplace", epsilon=2.0,
+                                 **EVERY),
     "ldp-laplace-pooled": dict(privacy="ldp", noise="float", mechanism="laplace", epsilon=4.0,
                                knobs={"pooled": True}),
     "ldp-gaussian-released": dict(privacy="ldp", noise="float", mechanism="gaussian",
                                   epsilon=50.0, delta=1e-5, preset="practical",
                                   knobs={"pair_counts": "released"}),
-    "jdp-laplace-integer": dict(privacy="jdp", mechanism="laplace", epsilon=2.0),
+    "jdp-laplace-integer": dict(privacy="jdp", mechanism="laplace", epsilon=2.0, **EVERY),
     "jdp-gaussian-integer": dict(privacy="jdp", mechanism="gaussian", epsilon=1.0, delta=1e-5,
-                                 preset="practical"),
+                                 preset="practical", **EVERY),
     "ldp-laplace-pooled-integer": dict(privacy="ldp", mechanism="laplace", epsilon=4.0,
                                        knobs={"pooled": True}),
     "ldp-gaussian-released-integer": dict(privacy="ldp", mechanism="gaussian", epsilon=50.0,

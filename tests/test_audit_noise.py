@@ -37,8 +37,11 @@ MDP = riverswim(5, n_states=4)
 
 
 def config(privacy: str, preset: str = "practical", episodes: int = 40, **kw) -> RunConfig:
+    # the tree every episode: the mechanics these tests check (the preset's: test_preset_schedules)
+    tree = "tree" if preset == "faithful" else "smoothed"
+    central = {"counter": tree, "schedule": "every"} if privacy == "jdp" else {}
     return RunConfig(n_states=MDP.S, n_actions=MDP.A, horizon=MDP.H, episodes=episodes,
-                     privacy=privacy, preset=preset, **kw)
+                     privacy=privacy, preset=preset, **{**central, **kw})
 
 
 def feed(run: Run, episodes: int, client_seed: int, scale: float = 1.0) -> list[tuple]:

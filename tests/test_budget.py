@@ -65,9 +65,10 @@ def test_the_filter_composes_zcdp_releases_by_their_rho() -> None:
 
 def _tabular(privacy: str, mechanism: str = "gaussian") -> RunConfig:
     mdp = WorldSpec("riverswim", 5, {}).build()
+    central = {"counter": "smoothed", "schedule": "every"} if privacy == "jdp" else {}
     return RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=8, privacy=privacy,
                      epsilon=1.0, delta=DELTA if mechanism == "gaussian" else 0.0,
-                     mechanism=mechanism)
+                     mechanism=mechanism, **central)  # the tree every episode
 
 
 def test_a_run_ends_when_its_filter_refuses_and_nothing_is_counted_or_drawn() -> None:

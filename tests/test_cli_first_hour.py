@@ -143,7 +143,7 @@ def test_the_run_table_names_its_window_and_a_policy_that_never_changed(capsys, 
     """300 episodes are averaged over their last 300, not 'last-1000'; LSVI-UCB with switching
     does not switch in 300 episodes here, and the table says so beside its % of random."""
     code = main(["run", "--algo", "lsvi-ucb-switching", "--episodes", "300", "--seeds", "2",
-                 "--quiet", "--out", str(tmp_path)])
+                 "--counter", "smoothed", "--quiet", "--out", str(tmp_path)])  # never switches
     out = capsys.readouterr().out
     assert code == 0
     summary = json.loads((tmp_path / "summary.json").read_text())

@@ -5,6 +5,9 @@ All cases were re-recorded once when the streams were laid out per role and bloc
 ties pick a tied action by rank), float-noise cases and the default integer-noise cases alike.
 jdp-laplace and jdp-laplace-integer were re-recorded when seeded tree nodes came to be drawn in
 groups, one draw per group of a level (issue 29, part 5); the other cases' streams did not move.
+The JDP practical cases keep the smoothed tree released every episode, as recorded; the
+practical preset's own release path (geometric schedule; the matrix counter under Gaussian
+integer noise) has its own cases, recorded when the presets took it.
 
 `python tests/test_golden_trace.py --write` regenerates tests/data/golden_ucbvi.json; do that
 only for a change that is meant to alter the numbers, and say so in the commit.
@@ -26,7 +29,8 @@ from privrl.worlds import riverswim
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden_ucbvi.json"
 FLOAT_CASES = {  # the float backend (simulation only)
     "none": dict(privacy="none"),
-    "jdp-laplace": dict(privacy="jdp", mechanism="laplace", epsilon=2.0, noise="float"),
+    "jdp-laplace": dict(privacy="jdp", mechanism="laplace", epsilon=2.0, noise="float",
+                        counter="smoothed", schedule="every"),
     "jdp-gaussian-faithful": dict(privacy="jdp", mechanism="gaussian", epsilon=1.0, delta=1e-5,
                                   preset="faithful", noise="float"),
     "ldp-gaussian": dict(privacy="ldp", mechanism="gaussian", epsilon=4.0, delta=1e-5,
@@ -38,7 +42,12 @@ INTEGER_CASES = {  # the default integer noise
     f"{name}-integer": {k: v for k, v in case.items() if k != "noise"}
     for name, case in FLOAT_CASES.items() if name != "none"
 }
-CASES = {**FLOAT_CASES, **INTEGER_CASES}
+PRESET_CASES = {  # the practical preset's release path: no counter or schedule given
+    "jdp-laplace-preset-integer": dict(privacy="jdp", mechanism="laplace", epsilon=2.0),
+    "jdp-gaussian-preset-integer": dict(privacy="jdp", mechanism="gaussian", epsilon=1.0,
+                                        delta=1e-5),
+}
+CASES = {**FLOAT_CASES, **INTEGER_CASES, **PRESET_CASES}
 SEEDS = [3, 4]
 
 

@@ -26,8 +26,9 @@ E2 = make("zhou-mix")
 def cfg(algo: str = "linopt-vi", mdp=E2, **kw) -> RunConfig:
     base = dict(algo=algo, n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H,
                 model=model_spec_of(mdp), episodes=200, privacy="jdp", epsilon=1.0, delta=1e-5,
-                mechanism="gaussian", preset="practical", schedule="every")
-    # every episode: the mechanics these tests check (the preset's: test_preset_schedules.py)
+                mechanism="gaussian", preset="practical", schedule="every", counter="smoothed")
+    # the tree every episode: the mechanics these tests check (the preset's:
+    # test_preset_schedules.py)
     return RunConfig(**{**base, **kw})
 
 

@@ -33,11 +33,13 @@ INF = float("inf")
 
 def config(world, algo: str, episodes: int, privacy: str = "none", epsilon: float = INF,
            **kw) -> RunConfig:
-    # every episode: the mechanics these tests check (the preset's: test_preset_schedules.py)
+    # the tree every episode: the mechanics these tests check (the preset's:
+    # test_preset_schedules.py)
+    tree = "tree" if kw.get("preset") == "faithful" else "smoothed"
     return RunConfig(algo=algo, n_states=world.S, n_actions=world.A, horizon=world.H,
                      model=model_spec_of(world), episodes=episodes, privacy=privacy,
                      epsilon=epsilon, delta=1e-5 if privacy != "none" else 0.0,
-                     mechanism="gaussian", **{"schedule": "every", **kw})
+                     mechanism="gaussian", **{"schedule": "every", "counter": tree, **kw})
 
 
 # -- calibration golden values ---------------------------------------------------------------

@@ -126,8 +126,8 @@ def test_calibration_with_float_noise_uses_the_exact_profile() -> None:
     """Float noise gets a smaller sigma than integer noise for the same (eps, delta), and a
     ledger charging one release per level spends exactly the budget."""
     cals = {n: bind(RunConfig(n_states=6, n_actions=2, horizon=20, episodes=500,
-                              privacy="jdp", epsilon=1.0, delta=1e-5,
-                              mechanism="gaussian", noise=n)).calibration()
+                              privacy="jdp", epsilon=1.0, delta=1e-5, counter="smoothed",
+                              schedule="every", mechanism="gaussian", noise=n)).calibration()
             for n in ("numpy", "float")}
     assert cals["float"].families[0].scale < cals["numpy"].families[0].scale
     ledger = Ledger()

@@ -111,7 +111,7 @@ def test_a_store_behind_its_mark_is_held_until_an_admin_stops_the_run(apps: Apps
 
 def test_continue_starts_a_charged_noise_epoch_that_replays(apps: Apps) -> None:
     client = apps()
-    config = spec(episodes=12)
+    config = spec(episodes=12, counter="smoothed", schedule="every")  # noise epochs: trees
     run_id = create(client, config)
     play(client, run_id, config, 2)
     apps.close(client)

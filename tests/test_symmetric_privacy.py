@@ -32,6 +32,9 @@ D, H = 4, 3
 
 
 def _config(privacy: str = "jdp", episodes: int = 16, epsilon: float = 1.0, **kw) -> RunConfig:
+    if privacy == "jdp":  # the tree every episode: the mechanics checked here
+        tree = {} if "tree_smoothing" in kw else {"counter": "smoothed"}
+        kw = {**tree, "schedule": "every", **kw}
     return effective(RunConfig(n_states=2, n_actions=2, horizon=H, episodes=episodes,
                                privacy=privacy, epsilon=epsilon, delta=1e-5,
                                mechanism="gaussian", **kw))

@@ -27,6 +27,9 @@ RIVER = riverswim(20)
 
 def cfg(**kw) -> RunConfig:
     base = dict(n_states=6, n_actions=2, horizon=20, episodes=400, preset="practical")
+    if kw.get("privacy", "jdp") == "jdp":  # the tree every episode: the mechanics checked here
+        base.update(counter="tree" if kw.get("preset") == "faithful" else "smoothed",
+                    schedule="every")
     return RunConfig(**{**base, **kw})
 
 
