@@ -108,16 +108,18 @@ def main() -> None:
 
 def table(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The docs' table of the runs (scripts/results_table.py's format): a row per candidate,
-    the lowest mean of each (case, ε) marked."""
-    best = {}
+    the lowest mean of each (case, ε, mechanism) marked."""
+    def group(r: dict[str, Any]) -> tuple[str, float, str]:
+        return r["case"], r["epsilon"], r["fields"].get("mechanism", "gaussian")
+
+    best: dict[tuple[str, float, str], float] = {}
     for r in runs:
-        at = (r["case"], r["epsilon"])
-        best[at] = min(best.get(at, r["mean"]), r["mean"])
+        best[group(r)] = min(best.get(group(r), r["mean"]), r["mean"])
     columns = (("case", ""), ("ε", "g"), ("counter, schedule", ""), ("per seed", ""),
                ("mean ± sd", ".1f"), ("lowest", ""), ("seconds", ".0f"))
     rows = [[r["case"], r["epsilon"], r["candidate"],
              ", ".join(f"{f:.0f}" for f in r["fractions"]), [r["mean"], r["sd"]],
-             r["mean"] == best[(r["case"], r["epsilon"])], r["seconds"]] for r in runs]
+             r["mean"] == best[group(r)], r["seconds"]] for r in runs]
     return {"columns": [{"title": t, "format": f} for t, f in columns], "rows": rows}
 
 
