@@ -48,14 +48,24 @@ CANDIDATES: tuple[tuple[str, float, str, dict[str, Any]], ...] = (
     ("dp-ucbvi-pooled-jdp", 0.5, "Laplace: smoothed, every", {**LAPLACE, "schedule": "every"}),
     ("dp-ucbvi-pooled-jdp", 0.5, "Laplace: smoothed, geometric:1.1",
      {**LAPLACE, "schedule": "geometric:1.1"}),
+    ("ucrl-vtr-jdp", 0.72, "smoothed, batch:10", {**SMOOTHED, "schedule": "batch:10"}),
+    ("ucrl-vtr-jdp", 0.72, "matrix 256, batch:10", {**MATRIX, "schedule": "batch:10"}),
     ("ucrl-vtr-jdp", 10.0, "smoothed, batch:10", {**SMOOTHED, "schedule": "batch:10"}),
     ("ucrl-vtr-jdp", 10.0, "matrix 256, batch:10", {**MATRIX, "schedule": "batch:10"}),
+    ("linopt-vi-jdp", 0.72, "smoothed, batch:10", {**SMOOTHED, "schedule": "batch:10"}),
+    ("linopt-vi-jdp", 0.72, "matrix 256, batch:10", {**MATRIX, "schedule": "batch:10"}),
     ("linopt-vi-jdp", 10.0, "smoothed, batch:10", {**SMOOTHED, "schedule": "batch:10"}),
     ("linopt-vi-jdp", 10.0, "matrix 256, batch:10", {**MATRIX, "schedule": "batch:10"}),
+    ("linopt-po-jdp", 0.72, "smoothed, batch:10", {**SMOOTHED, "schedule": "batch:10"}),
+    ("linopt-po-jdp", 0.72, "matrix 256, batch:10", {**MATRIX, "schedule": "batch:10"}),
     ("linopt-po-jdp", 10.0, "smoothed, batch:10", {**SMOOTHED, "schedule": "batch:10"}),
     ("linopt-po-jdp", 10.0, "matrix 256, batch:10", {**MATRIX, "schedule": "batch:10"}),
+    ("lsvi-ucb-batched-jdp", 1.0, "smoothed, every", {**SMOOTHED, "schedule": "every"}),
+    ("lsvi-ucb-batched-jdp", 1.0, "matrix 256, every", {**MATRIX, "schedule": "every"}),
     ("lsvi-ucb-batched-jdp", 10.0, "smoothed, every", {**SMOOTHED, "schedule": "every"}),
     ("lsvi-ucb-batched-jdp", 10.0, "matrix 256, every", {**MATRIX, "schedule": "every"}),
+    ("lsvi-ucb-switching-jdp", 5.2, "smoothed, batch:50", {**SMOOTHED, "schedule": "batch:50"}),
+    ("lsvi-ucb-switching-jdp", 5.2, "matrix 256, batch:50", {**MATRIX, "schedule": "batch:50"}),
     ("lsvi-ucb-switching-jdp", 100.0, "smoothed, batch:50", {**SMOOTHED, "schedule": "batch:50"}),
     ("lsvi-ucb-switching-jdp", 100.0, "matrix 256, batch:50", {**MATRIX, "schedule": "batch:50"}),
 )
@@ -70,12 +80,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cases", nargs="*", help="only these cases")
     parser.add_argument("--matching", default="", help="only candidates whose label has this")
+    parser.add_argument("--epsilon", type=float, nargs="*", help="only candidates at these ε")
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
     seeds = tuple(range(args.first_seed, args.first_seed + args.seeds))
     planner = Planner(StudySpec(episodes=args.episodes, seeds=seeds))
     chosen = [c for c in CANDIDATES
-              if (not args.cases or c[0] in args.cases) and args.matching in c[2]]
+              if (not args.cases or c[0] in args.cases) and args.matching in c[2]
+              and (not args.epsilon or c[1] in args.epsilon)]
     tasks, rows = [], []
     for i, (name, eps, label, fields) in enumerate(chosen):
         config, world = planner.config(case_named(name), "practical", eps, fields)
