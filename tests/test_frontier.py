@@ -298,6 +298,15 @@ def test_the_tables_render_from_the_json(tiny: tuple[fr.Study, dict, list], tmp_
     assert [r.split(" | ")[1:3] for r in rows] == [["faithful", "2 of 2"],
                                                    ["practical", "2 of 2"]]
     assert "h on 2 workers" in timing and "Not yet run" not in timing
+    hours = json.loads(json.dumps(data))  # every frontier run an hour, every other run two
+    fronts = {r["run"] for r in hours["frontier"]}
+    for key, run in hours["runs"].items():
+        run["seconds"] = 3600.0 if key in fronts else 7200.0
+    (tmp_path / "f.json").write_text(json.dumps(hours))
+    timing = hooks.render("<!-- generated: results-frontier-timing f.json -->")
+    others = len(hours["runs"]) - len(fronts)
+    assert others > 0 and f"the frontier alone {len(fronts):.2f} h" in timing
+    assert f"{(len(fronts) + 2 * others):.2f} h of runs in all" in timing
     lost = data["frontier"][0]["run"]
     partial = {**data, "runs": {k: r for k, r in data["runs"].items() if k != lost}}
     (tmp_path / "f.json").write_text(json.dumps(partial))

@@ -466,13 +466,17 @@ def timing_table(data: dict[str, Any], workers: int = 2) -> dict[str, Any]:
                      float(sum(r["seconds"] for r in runs))])
     measured = sum(r.get("seconds", 0.0) for r in data["runs"].values()
                    if r.get("status") == "done")
+    frontier = sum(data["runs"][r["run"]].get("seconds", 0.0) for r in data["frontier"]
+                   if data["runs"].get(r["run"], {}).get("status") == "done")
     keys = {r["run"]: r["case"] for r in data["frontier"] + data["ablation"] if r["run"]}
     missing = [case for key, case in keys.items()
                if data["runs"].get(key, {}).get("status") not in ("done", "refused")]
     left = sum(rate.get(case, np.nan) * 1e-3 * replica_episodes for case in missing)
     note = (f"Measured: {measured / 3600:.2f} h of runs in all (frontier and ablation), so"
-            f" {measured / 3600 / workers:.2f} h on {workers} workers, on this 2-core machine"
-            f" shared with other work (load average {data['load_average']} at the last save).")
+            f" {measured / 3600 / workers:.2f} h on {workers} workers; the frontier alone"
+            f" {frontier / 3600:.2f} h, so {frontier / 3600 / workers:.2f} h on {workers} workers;"
+            f" on this 2-core machine shared with other work (load average"
+            f" {data['load_average']} at the last save).")
     if missing:
         note += (f" Not yet run: {len(missing)} runs"
                  + (f", about {left / 3600 / workers:.2f} h more on {workers} workers at their"
