@@ -90,12 +90,11 @@ def discrete_laplace(rng: np.random.Generator, scale: float, shape: Shape) -> np
 
 
 class GaussianTable(NamedTuple):
-    """The inverse-CDF table of one discrete Gaussian: support |x| <= `radius` (M less the
-    outermost atoms, which round to 0); `thresholds`
-    (uint64, 2 radius entries) are the cumulative integer masses q_{-M} + ... + q_x for x < M,
-    the last one, 2^64, implicit; `guide[b]` (int32) is the index of the atom holding
-    b 2^(64 - bits), for b = 0..2^bits (the last one 2 radius), so a uniform u in bucket
-    b = u >> (64 - bits) falls in atom guide[b] whenever guide[b] = guide[b + 1]."""
+    """The inverse-CDF table of one discrete Gaussian on |x| <= r = `radius` (M less the
+    outermost atoms, which round to 0): `thresholds` (uint64, 2r entries) are the cumulative
+    integer masses q_{-r} + ... + q_x for x < r, the last one (2^64) implicit; `guide[b]`
+    (int32) is the index of the atom holding b 2^(64 - bits) for b < 2^bits, and 2r for
+    b = 2^bits, so a u in bucket u >> (64 - bits) = b is in atom guide[b] if guide[b + 1] is."""
 
     radius: int
     thresholds: np.ndarray
@@ -108,7 +107,7 @@ class GaussianTable(NamedTuple):
         return [b - a for a, b in zip(cum, cum[1:], strict=False)]
 
     def locate(self, u: np.ndarray) -> np.ndarray:
-        """The x (int64) whose interval [q_{-M} + ... + q_{x-1}, ... + q_x) holds each uint64 u:
+        """The x (int64) whose interval [q_{-r} + ... + q_{x-1}, ... + q_x) holds each uint64 u:
         the guide's atom, or a binary search where u's bucket holds a threshold; the same as
         `searchsorted(thresholds, u, side="right") - radius`."""
         bucket = (u >> np.uint64(64 - self.bits)).astype(np.intp)
