@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -121,7 +122,7 @@ def main() -> None:
               flush=True)
     rows.sort(key=lambda r: [c[:3] for c in chosen].index((r["case"], r["epsilon"],
                                                            r["candidate"])))
-    out = {"command": " ".join(["python", *sys.argv]), "commit": commit(),
+    out = {"command": shlex.join(["python", *sys.argv]), "commit": commit(),
            "load_average": [round(x, 1) for x in os.getloadavg()], "seeds": list(seeds),
            "episodes": args.episodes, **table(rows), "runs": rows}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
