@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
+from fractions import Fraction
 
 import pytest
 from privrl.config import RunConfig
@@ -37,6 +39,26 @@ def test_geometric_releases_at_distinct_ceilings_of_powers():
     assert Geometric(2).releases(50_000) == 16
     with pytest.raises(ValueError):
         Geometric(1.0)
+
+
+@pytest.mark.parametrize("ratio", [1.01, 1.1, 1.5, 3.7])
+def test_geometric_release_episodes_match_a_direct_computation(ratio: float) -> None:
+    """The cached powers, sliced per K, are the distinct ceil(r^j) <= K computed afresh, at K
+    on either side of the cache's power-of-two bounds and where each release is due."""
+    def direct(k: int) -> tuple[int, ...]:
+        r, power, out = Fraction(str(ratio)), Fraction(1), []
+        while (e := math.ceil(power)) <= k:
+            out += [] if out and out[-1] == e else [e]
+            power *= r
+        return tuple(out)
+
+    schedule = Geometric(ratio)
+    for k in (0, 1, 2, 3, 1023, 1024, 1025, 2047, 2048, 50_000, 123_457):
+        assert schedule.release_episodes(k) == direct(k)
+        assert schedule.releases(k) == len(direct(k))
+    due_at = set(direct(3000))
+    assert [schedule.release_due(e) for e in range(1, 3001)] == [
+        e in due_at for e in range(1, 3001)]
 
 
 def test_parse_schedule():
