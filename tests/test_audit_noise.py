@@ -139,6 +139,68 @@ def test_the_right_seed_rederives_the_central_noise(preset: str) -> None:
     assert clean_distance(cal, arrays, t, central_noise(cal, 2025, cfg.episodes, t)) > 1.0
 
 
+@pytest.mark.parametrize("schedule", ["geometric:1.1", "batch:4"])
+def test_on_a_sparse_schedule_the_audit_counts_releases_not_reports(schedule: str) -> None:
+    """The practical preset's release path: the tree holds one item per release, so the seed
+    re-derives the noise of `counter_items(t)` items over `counter_items(K)`, and a pair of
+    polls is tested over the releases between them (none: the billboard did not move)."""
+    cfg = config("jdp", counter="smoothed", schedule=schedule)
+    run = Run(cfg, [2024])
+    history = feed(run, 23, client_seed=5)
+    cal = bind(cfg).calibration()
+    t, released, _ = history[-1]
+    items, most = cal.counter_items(t), cal.counter_items(cfg.episodes)
+    assert 1 < items < t
+    arrays = {f.name: a for f, a in zip(cal.families, released, strict=True)}
+    noise = central_noise(cal, 2024, most, items)
+    clean = {n: tree.exact[0] for n, tree in run.privatizer.trees.items()}
+    for f in cal.families:  # billboard minus the seed's noise: the released episodes' counts
+        assert np.allclose(arrays[f.name] - noise[f.name], clean[f.name], atol=1e-9)
+    assert clean_distance(cal, arrays, t, noise) < 1e-9
+    assert clean_distance(cal, arrays, t, central_noise(cal, 2024, cfg.episodes, t)) > 1.0
+    moved = [(a, b) for a, b in ((5, 12), (9, 23)) if cal.counter_items(b) > cal.counter_items(a)]
+    assert moved
+    for a, b in moved:
+        ok = increment_test(cal, cal.counter_items(a), history[a - 1][1], cal.counter_items(b),
+                            history[b - 1][1], 1e-3)
+        assert not ok.flagged, ok
+
+
+def test_an_honest_run_on_a_sparse_schedule_passes_the_noise_test(apps) -> None:
+    """The practical preset's geometric releases (after episodes 118, 130, ...): polls at 118,
+    121 and 124 reports see the same release, which is no evidence of missing noise; only the
+    pair across episode 130 is tested, and an honest server passes."""
+    client = apps()
+    cfg = spec("jdp", episodes=400, seed=None, epsilon=1.0)
+    run_id = create(client, cfg)
+    play(client, run_id, cfg, 118)
+    api = ServerAPI("http://testserver")
+    api.http = client
+    audit = ServerAudit(api, [run_id], polls=4, interval=0.0, rng=generator(1, "audit"))
+    audit.collect()
+    for more in (3, 3, 7, 0):
+        audit.poll_once()
+        play(client, run_id, cfg, more)
+    audit.finish_polls()
+    report = audit.check()
+    assert report.findings == [], report.text()
+    noise = {c.check: c for c in report.checks if c.run_id == run_id}["noise"]
+    assert noise.ran and "increment" in noise.message, noise
+
+
+def test_the_audit_says_it_does_not_cover_the_matrix_counter(apps) -> None:
+    client = apps()
+    cfg = spec("jdp", episodes=12, seed=None, mechanism="gaussian", delta=1e-5)
+    run_id = create(client, cfg)
+    play(client, run_id, cfg, 12)
+    api = ServerAPI("http://testserver")
+    api.http = client
+    report = ServerAudit(api, [run_id], polls=1, rng=generator(1, "audit")).run()
+    checks = {c.check: c for c in report.checks if c.run_id == run_id}
+    assert "matrix counter" in checks["seeds"].message, report.text()
+    assert not checks["seeds"].ran and not checks["noise"].ran
+
+
 def test_the_right_users_seed_rederives_the_local_noise() -> None:
     cfg = config("ldp")
     run = Run(cfg, [1])

@@ -193,7 +193,8 @@ def test_ledger_lists_every_charge_with_the_running_total(server, finished_jdp: 
     done = run_cli("ledger", finished_jdp, "--server", server.url)
     assert done.returncode == 0, done.stderr
     view = json.loads(run_cli("ledger", finished_jdp, "--server", server.url, "--json").stdout)
-    rows = [ln.split() for ln in done.stdout.splitlines() if re.match(r"\s+\d+\s+\d+\s+tree:", ln)]
+    rows = [ln.split() for ln in done.stdout.splitlines()
+            if re.match(r"\s+\d+\s+\d+\s+(tree|matrix):", ln)]
     assert len(rows) == len(view["charges"]) > 0
     rho = 0.0
     for row, charge in zip(rows, view["charges"], strict=True):
