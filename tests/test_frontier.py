@@ -208,6 +208,13 @@ def test_a_rerun_continues_where_the_study_stopped(tiny: tuple[fr.Study, dict, l
     after = fr.run_study(again, workers=1, quiet=True, note=lambda _: None)
     assert ran == [lost]
     assert after["runs"][lost]["status"] == "done"
+    first, last = after["invocations"]  # each invocation's runs and wall time, kept
+    assert (first["runs"], first["done"]) == (len(data["runs"]), len(data["runs"]))
+    assert (last["runs"], last["done"], last["workers"]) == (1, 1, 1)
+    assert 0 < last["wall_seconds"] < first["wall_seconds"]
+    timing = fr.timing_table(after)["note"]
+    assert (f"ran 1 of its 1 runs in {fr.clock(last['wall_seconds'])} of wall time on 1"
+            " workers") in timing
     assert after["runs"][lost]["fractions"] == data["runs"][lost]["fractions"]  # same seeds
     other = fr.Study(study.path, fr.StudySpec(episodes=21, seeds=(0, 1),
                                               cases=TINY.cases, epsilons=TINY.epsilons), "x",

@@ -222,6 +222,8 @@ class Study:
         self.commit = commit if commit is not None else checkout_commit()
         self.runs: dict[str, dict[str, Any]] = {}
         self.rows: list[Job] = []
+        # each invocation that ran runs: its command, commit, workers, runs and wall time
+        self.invocations: list[dict[str, Any]] = []
 
     def resume(self) -> int:
         """Take the finished runs of an existing file of the same spec; how many."""
@@ -236,6 +238,7 @@ class Study:
         cases = [*saved["cases"], *(c for c in self.spec.cases if c not in saved["cases"])]
         self.spec = replace(self.spec, cases=tuple(cases))  # other cases: the study grows
         self.runs = {k: r for k, r in data["runs"].items() if r["status"] != "failed"}
+        self.invocations = list(data.get("invocations", []))
         return len(self.runs)
 
     def data(self) -> dict[str, Any]:
@@ -250,7 +253,8 @@ class Study:
                 "load_average": [round(x, 1) for x in os.getloadavg()],
                 "spec": self.spec.to_dict(),
                 "learns_below_percent": LEARNS_BELOW,
-                "frontier": frontier, "ablation": ablation, "runs": runs}
+                "frontier": frontier, "ablation": ablation, "runs": runs,
+                "invocations": self.invocations}
         data["thresholds"] = thresholds(data)
         return data
 
@@ -342,13 +346,20 @@ def run_study(study: Study, workers: int = 2, quiet: bool = False,
     say(f"{len(study.rows)} rows, {len(study.runs)} runs already done or refused,"
         f" {len(tasks)} to run ({study.spec.episodes} episodes x {len(study.spec.seeds)} seeds"
         f" each) on {workers} worker(s)")
+    if tasks:
+        study.invocations.append({"command": study.command, "commit": study.commit,
+                                  "workers": workers, "runs": len(tasks), "done": 0,
+                                  "wall_seconds": 0.0})
     study.save()
     progress = Progress(tasks, workers, quiet)
     levels = {name: random_regret(mdp) for name, mdp in planner.mdps.items()}
     by_key = {t.key: t for t in tasks}
+    start = time.perf_counter()
     for key, result in LocalExecutor(workers).run(run_or_error, tasks, lambda k, n: None):
         job = jobs[key[0]]
         study.runs[job.key] = record_of(job, result, levels[job.world.name], study.commit)
+        study.invocations[-1].update(done=study.invocations[-1]["done"] + 1,
+                                     wall_seconds=time.perf_counter() - start)
         study.save()
         ok = not isinstance(result, str)
         progress.finished(by_key[key], result.seconds if ok else None, describe(job))
@@ -477,6 +488,10 @@ def timing_table(data: dict[str, Any], workers: int = 2) -> dict[str, Any]:
             f" {frontier / 3600:.2f} h, so {frontier / 3600 / workers:.2f} h on {workers} workers;"
             f" on this 2-core machine shared with other work (load average"
             f" {data['load_average']} at the last save).")
+    for run in data.get("invocations", [])[-1:]:
+        note += (f" The last invocation (`{run['command']}`, commit {run['commit']}) ran"
+                 f" {run['done']} of its {run['runs']} runs in {clock(run['wall_seconds'])} of"
+                 f" wall time on {run['workers']} workers.")
     if missing:
         note += (f" Not yet run: {len(missing)} runs"
                  + (f", about {left / 3600 / workers:.2f} h more on {workers} workers at their"
