@@ -284,7 +284,7 @@ def _linear_config(**kw) -> RunConfig:
     """UCRL-VTR on LM-Hard with Gaussian noise (JDP unless `privacy` says otherwise)."""
     base = dict(algo="ucrl-vtr", n_states=HARD.S, n_actions=HARD.A, horizon=HARD.H,
                 model=model_spec_of(HARD), episodes=64, privacy="jdp", mechanism="gaussian",
-                delta=1e-5, epsilon=5.0)
+                delta=1e-5, epsilon=5.0, counter="smoothed")  # the same counter for both noises
     return RunConfig(**{**base, **kw})
 
 

@@ -23,11 +23,11 @@ from support.server import AUTH, Apps, create, play, state
 K = 120
 # The practical schedules and counters measured in docs/results/linear.md, docs/results/lsvi.md
 # and docs/results/frontier.md (the counters on tuning seeds).
-MEASURED = {"ucrl-vtr": "batch:10", "linopt-vi": "batch:10", "linopt-po": "batch:10",
+MEASURED = {"ucrl-vtr": "geometric:1.1", "linopt-vi": "batch:10", "linopt-po": "batch:10",
             "lsvi-ucb-switching": "batch:50", "lsvi-ucb-batched": "every",
             "dp-ucbvi": "geometric:1.1"}
 MATRIX = ("matrix", 256)
-COUNTERS = {"ucrl-vtr": ("smoothed", None), "linopt-vi": MATRIX, "linopt-po": MATRIX,
+COUNTERS = {"ucrl-vtr": MATRIX, "linopt-vi": MATRIX, "linopt-po": MATRIX,
             "lsvi-ucb-switching": MATRIX, "lsvi-ucb-batched": MATRIX, "dp-ucbvi": MATRIX}
 LINEAR = ("ucrl-vtr", "linopt-vi", "linopt-po", "lsvi-ucb-switching")
 
@@ -79,13 +79,14 @@ def test_practical_releases_on_its_schedule_and_faithful_every_episode(algo: str
     assert {c.at for c in practical if c.at} <= due  # linear mixtures charge at releases
 
 
-@pytest.mark.parametrize(("algo", "charged"), (("ucrl-vtr", [10, 20, 40]),
-                                               ("linopt-vi", [10, 20, 30, 40])))
-def test_the_ledger_of_a_practical_run_charges_at_its_batches_only(algo: str,
+@pytest.mark.parametrize(("counter", "charged"), (({"counter": "smoothed"}, [10, 20, 40]),
+                                                  ({}, [10, 20, 30, 40])))
+def test_the_ledger_of_a_practical_run_charges_at_its_batches_only(counter: dict[str, str],
                                                                     charged: list[int]) -> None:
     """Over floor(K/B) items, charged at releases only: the tree's levels as they open (episodes
-    B, 2B, 4B, ...), the matrix counter's columns at every release."""
-    run = Run(config(algo, episodes=40), [0])
+    B, 2B, 4B, ...), the preset's matrix counter's columns at every release."""
+    algo = "linopt-vi"
+    run = Run(config(algo, episodes=40, **counter), [0])
     assert run.config.schedule == "batch:10"
     world = make(get(algo).default_world)
     for k in range(40):
@@ -118,17 +119,17 @@ def test_ldp_and_non_private_runs_never_get_a_schedule(algo: str, privacy: str) 
 def test_a_preset_schedule_that_would_not_release_before_the_last_episode_is_dropped() -> None:
     """K <= B: batch:B would never let the learner plan from a release; the run releases every
     episode instead (an explicit schedule is the user's, kept)."""
-    assert bind(config("ucrl-vtr", episodes=10)).config.schedule == "every"
-    assert bind(config("ucrl-vtr", episodes=11)).config.schedule == "batch:10"
+    assert bind(config("linopt-vi", episodes=10)).config.schedule == "every"
+    assert bind(config("linopt-vi", episodes=11)).config.schedule == "batch:10"
     assert bind(config("lsvi-ucb-switching", episodes=50)).config.schedule == "every"
-    assert bind(config("ucrl-vtr", episodes=10, schedule="batch:5")).config.schedule == "batch:5"
+    assert bind(config("linopt-vi", episodes=10, schedule="batch:5")).config.schedule == "batch:5"
 
 
 def test_an_unbound_config_leaves_the_schedule_to_the_preset() -> None:
-    raw = config("ucrl-vtr")
+    raw = config("linopt-vi")
     assert raw.schedule is None and raw.counter is None
-    assert effective(raw) == raw.model_copy(update={"schedule": "batch:10",
-                                                    "counter": "smoothed"})
+    assert effective(raw) == raw.model_copy(update={"schedule": "batch:10", "counter": "matrix",
+                                                    "counter_bands": 256})
     assert effective(effective(raw)) == effective(raw)
 
 
@@ -146,7 +147,8 @@ def test_a_server_stores_and_shows_the_schedule_its_run_uses(apps: Apps) -> None
     assert "schedule" not in sent
     run_id = create(client, sent)
     shown = RunInfo.model_validate(client.get(f"/v1/runs/{run_id}").json()).config
-    assert shown.schedule == "batch:10" and shown == effective(config("ucrl-vtr", episodes=30))
+    assert shown.schedule == MEASURED["ucrl-vtr"]
+    assert shown == effective(config("ucrl-vtr", episodes=30))
     client = apps.reopen(client)  # rebuilt from the stored config
     assert RunInfo.model_validate(client.get(f"/v1/runs/{run_id}").json()).config == shown
     explicit = create(client, body(config("ucrl-vtr", episodes=30, schedule="every")))
@@ -195,7 +197,8 @@ def test_an_http_run_on_the_preset_schedule_gives_the_in_process_numbers(apps: A
         message = run.message()
         traj, _ = user_episode(hard, message, [11], k, run.algorithm, run.calibration)
         run.ingest_trajectories(traj, message)
-    assert sorted({c["at"] for c in served["ledger"]["charges"]}) == [10, 20]
+    releases = list(parse_schedule(MEASURED["ucrl-vtr"]).release_episodes(30))
+    assert sorted({c["at"] for c in served["ledger"]["charges"]}) == releases  # the matrix's
     assert len(served["ledger"]["charges"]) == len(run.ledger.entries)
     assert served["ledger"]["rho"] == pytest.approx(run.ledger.totals(1e-5).rho, rel=1e-12)
     for name, arr in run.billboard().items():

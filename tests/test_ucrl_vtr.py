@@ -28,8 +28,9 @@ HARD = make("lm-hard")
 def cfg(mdp=HARD, **kw) -> RunConfig:
     base = dict(algo="ucrl-vtr", n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H,
                 model=model_spec_of(mdp), episodes=200, privacy="jdp", epsilon=1.0, delta=1e-5,
-                mechanism="gaussian", preset="practical", schedule="every")
-    # every episode: the mechanics these tests check (the preset's: test_preset_schedules.py)
+                mechanism="gaussian", preset="practical", schedule="every", counter="smoothed")
+    # the tree every episode: the mechanics these tests check (the preset's:
+    # test_preset_schedules.py)
     return RunConfig(**{**base, **kw})
 
 
