@@ -208,12 +208,23 @@ class RunConfig(BaseModel):
                              f" counter={self.counter!r}: give counter alone")
         if self.counter_bands is not None and self.counter != "matrix":
             raise ValueError("counter_bands is for counter='matrix' only")
-        if self.privacy == "jdp" and self.counter == "matrix" and self.mechanism != "gaussian":
-            raise ValueError("counter='matrix' is calibrated in l2 (zCDP): use mechanism"
-                             " 'gaussian' (e.g. --mechanism gaussian --delta 1e-5)")
-        if self.privacy == "jdp" and self.counter == "matrix" and self.noise != "numpy":
-            raise ValueError("counter='matrix' needs noise='numpy' (seeded integer noise: its"
-                             " encoder is exact and its noise is re-derived on a restart)")
+        # outside JDP it is refused where the run is made (`Algorithm.check_counter`)
+        if self.privacy == "jdp" and self.counter == "matrix" and (why := self.matrix_refusal()):
+            raise ValueError(why)
+
+    def matrix_refusal(self) -> str:
+        """Why this run could not release through the matrix counter, or '' if it could (the
+        one home of the rule: the configuration, the binding and the preset all ask it)."""
+        if self.privacy != "jdp":
+            return ("counter='matrix' shapes JDP's central counters: with privacy"
+                    f" {self.privacy!r} leave counter at its default")
+        if self.mechanism != "gaussian":
+            return ("counter='matrix' is calibrated in l2 (zCDP): use mechanism 'gaussian'"
+                    " (e.g. --mechanism gaussian --delta 1e-5)")
+        if self.noise != "numpy":
+            return ("counter='matrix' needs noise='numpy' (seeded integer noise: its encoder is"
+                    " exact and its noise is re-derived on a restart)")
+        return ""
 
     @property
     def smoothed_tree(self) -> bool:

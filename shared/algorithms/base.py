@@ -145,8 +145,7 @@ class Algorithm(ABC):
         """Refuse the matrix counter outside JDP: counters release JDP's central sums only, so
         elsewhere it would be a setting that does nothing."""
         if config.privacy != "jdp" and config.counter == "matrix":
-            raise ValueError("counter='matrix' shapes JDP's central counters: with privacy"
-                             f" {config.privacy!r} leave counter at its default")
+            raise ValueError(config.matrix_refusal())
 
     @classmethod
     def preset_counter(cls, config: RunConfig) -> tuple[str, int | None]:
@@ -156,8 +155,7 @@ class Algorithm(ABC):
         if config.preset != "practical":
             return "tree", None
         kind, bands = cls.practical_counter
-        if kind == "matrix" and (config.privacy != "jdp" or config.mechanism != "gaussian"
-                                 or config.noise != "numpy"):
+        if kind == "matrix" and config.matrix_refusal():
             return "smoothed", None
         return kind, bands
 
