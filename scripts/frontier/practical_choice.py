@@ -26,67 +26,65 @@ from privrl.lab.frontier_cases import case_named
 from privrl.lab.provenance import commit
 from privrl.lab.threshold import final_fractions
 
-MATRIX = {"counter": "matrix", "counter_bands": 256}
-SMOOTHED = {"counter": "smoothed"}
-LAPLACE = {"mechanism": "laplace", "delta": 0.0, **SMOOTHED}  # DP-UCBVI's default mechanism
-# (case, epsilon, label, fields): the preset as it is, then the candidates
+COUNTERS = {"matrix": {"counter": "matrix", "counter_bands": 256},
+            "smoothed": {"counter": "smoothed"}}
+LAPLACE = {"mechanism": "laplace", "delta": 0.0}  # DP-UCBVI's default mechanism
+
+
+def candidate(case: str, epsilon: float, counter: str, schedule: str,
+              laplace: bool = False) -> tuple[str, float, str, dict[str, Any]]:
+    """(case, epsilon, label, RunConfig fields) of the practical preset on this counter (the
+    matrix one with 256 bands) and schedule, under the Laplace mechanism if `laplace`."""
+    label = ("Laplace: " if laplace else "") + ("matrix 256" if counter == "matrix" else counter)
+    fields = {**(LAPLACE if laplace else {}), **COUNTERS[counter], "schedule": schedule}
+    return case, epsilon, f"{label}, {schedule}", fields
+
+
+# the preset as it was, then the candidates
 CANDIDATES: tuple[tuple[str, float, str, dict[str, Any]], ...] = (
-    ("dp-ucbvi-step-jdp", 5.0, "smoothed, every", {**SMOOTHED, "schedule": "every"}),
-    ("dp-ucbvi-step-jdp", 5.0, "smoothed, geometric:1.1",
-     {**SMOOTHED, "schedule": "geometric:1.1"}),
-    ("dp-ucbvi-step-jdp", 5.0, "matrix 256, geometric:1.1",
-     {**MATRIX, "schedule": "geometric:1.1"}),
-    ("dp-ucbvi-step-jdp", 1.9, "smoothed, every", {**SMOOTHED, "schedule": "every"}),
-    ("dp-ucbvi-step-jdp", 1.9, "matrix 256, geometric:1.1",
-     {**MATRIX, "schedule": "geometric:1.1"}),
-    ("dp-ucbvi-step-jdp", 0.72, "matrix 256, geometric:1.1",
-     {**MATRIX, "schedule": "geometric:1.1"}),
-    ("dp-ucbvi-step-jdp", 0.72, "matrix 256, geometric:1.3",
-     {**MATRIX, "schedule": "geometric:1.3"}),
-    ("dp-ucbvi-step-jdp", 0.72, "matrix 256, geometric:2",
-     {**MATRIX, "schedule": "geometric:2"}),
-    ("dp-ucbvi-pooled-jdp", 0.1, "smoothed, every", {**SMOOTHED, "schedule": "every"}),
-    ("dp-ucbvi-pooled-jdp", 0.1, "matrix 256, geometric:1.1",
-     {**MATRIX, "schedule": "geometric:1.1"}),
-    ("dp-ucbvi-pooled-jdp", 0.1, "matrix 256, batch:200", {**MATRIX, "schedule": "batch:200"}),
-    ("dp-ucbvi-pooled-jdp", 0.1, "matrix 256, geometric:1.3",
-     {**MATRIX, "schedule": "geometric:1.3"}),
-    ("dp-ucbvi-pooled-jdp", 0.1, "matrix 256, geometric:2",
-     {**MATRIX, "schedule": "geometric:2"}),
-    ("dp-ucbvi-step-jdp", 5.0, "Laplace: smoothed, every", {**LAPLACE, "schedule": "every"}),
-    ("dp-ucbvi-step-jdp", 5.0, "Laplace: smoothed, geometric:1.1",
-     {**LAPLACE, "schedule": "geometric:1.1"}),
-    ("dp-ucbvi-pooled-jdp", 0.5, "Laplace: smoothed, every", {**LAPLACE, "schedule": "every"}),
-    ("dp-ucbvi-pooled-jdp", 0.5, "Laplace: smoothed, geometric:1.1",
-     {**LAPLACE, "schedule": "geometric:1.1"}),
-    ("ucrl-vtr-jdp", 0.72, "smoothed, batch:10", {**SMOOTHED, "schedule": "batch:10"}),
-    ("ucrl-vtr-jdp", 0.72, "matrix 256, batch:10", {**MATRIX, "schedule": "batch:10"}),
-    ("ucrl-vtr-jdp", 0.72, "smoothed, geometric:1.1", {**SMOOTHED, "schedule": "geometric:1.1"}),
-    ("ucrl-vtr-jdp", 0.72, "matrix 256, geometric:1.1",
-     {**MATRIX, "schedule": "geometric:1.1"}),
-    ("ucrl-vtr-jdp", 10.0, "smoothed, batch:10", {**SMOOTHED, "schedule": "batch:10"}),
-    ("ucrl-vtr-jdp", 10.0, "matrix 256, batch:10", {**MATRIX, "schedule": "batch:10"}),
-    ("ucrl-vtr-jdp", 10.0, "matrix 256, geometric:1.1", {**MATRIX, "schedule": "geometric:1.1"}),
-    ("ucrl-vtr-jdp", 5.2, "smoothed, batch:10", {**SMOOTHED, "schedule": "batch:10"}),
-    ("ucrl-vtr-jdp", 5.2, "matrix 256, geometric:1.1", {**MATRIX, "schedule": "geometric:1.1"}),
-    ("linopt-vi-jdp", 0.72, "smoothed, batch:10", {**SMOOTHED, "schedule": "batch:10"}),
-    ("linopt-vi-jdp", 0.72, "matrix 256, batch:10", {**MATRIX, "schedule": "batch:10"}),
-    ("linopt-vi-jdp", 0.72, "matrix 256, geometric:1.1",
-     {**MATRIX, "schedule": "geometric:1.1"}),
-    ("linopt-vi-jdp", 10.0, "smoothed, batch:10", {**SMOOTHED, "schedule": "batch:10"}),
-    ("linopt-vi-jdp", 10.0, "matrix 256, batch:10", {**MATRIX, "schedule": "batch:10"}),
-    ("linopt-po-jdp", 0.72, "smoothed, batch:10", {**SMOOTHED, "schedule": "batch:10"}),
-    ("linopt-po-jdp", 0.72, "matrix 256, batch:10", {**MATRIX, "schedule": "batch:10"}),
-    ("linopt-po-jdp", 10.0, "smoothed, batch:10", {**SMOOTHED, "schedule": "batch:10"}),
-    ("linopt-po-jdp", 10.0, "matrix 256, batch:10", {**MATRIX, "schedule": "batch:10"}),
-    ("lsvi-ucb-batched-jdp", 1.0, "smoothed, every", {**SMOOTHED, "schedule": "every"}),
-    ("lsvi-ucb-batched-jdp", 1.0, "matrix 256, every", {**MATRIX, "schedule": "every"}),
-    ("lsvi-ucb-batched-jdp", 10.0, "smoothed, every", {**SMOOTHED, "schedule": "every"}),
-    ("lsvi-ucb-batched-jdp", 10.0, "matrix 256, every", {**MATRIX, "schedule": "every"}),
-    ("lsvi-ucb-switching-jdp", 5.2, "smoothed, batch:50", {**SMOOTHED, "schedule": "batch:50"}),
-    ("lsvi-ucb-switching-jdp", 5.2, "matrix 256, batch:50", {**MATRIX, "schedule": "batch:50"}),
-    ("lsvi-ucb-switching-jdp", 100.0, "smoothed, batch:50", {**SMOOTHED, "schedule": "batch:50"}),
-    ("lsvi-ucb-switching-jdp", 100.0, "matrix 256, batch:50", {**MATRIX, "schedule": "batch:50"}),
+    candidate("dp-ucbvi-step-jdp", 5.0, "smoothed", "every"),
+    candidate("dp-ucbvi-step-jdp", 5.0, "smoothed", "geometric:1.1"),
+    candidate("dp-ucbvi-step-jdp", 5.0, "matrix", "geometric:1.1"),
+    candidate("dp-ucbvi-step-jdp", 1.9, "smoothed", "every"),
+    candidate("dp-ucbvi-step-jdp", 1.9, "matrix", "geometric:1.1"),
+    candidate("dp-ucbvi-step-jdp", 0.72, "matrix", "geometric:1.1"),
+    candidate("dp-ucbvi-step-jdp", 0.72, "matrix", "geometric:1.3"),
+    candidate("dp-ucbvi-step-jdp", 0.72, "matrix", "geometric:2"),
+    candidate("dp-ucbvi-pooled-jdp", 0.1, "smoothed", "every"),
+    candidate("dp-ucbvi-pooled-jdp", 0.1, "matrix", "geometric:1.1"),
+    candidate("dp-ucbvi-pooled-jdp", 0.1, "matrix", "batch:200"),
+    candidate("dp-ucbvi-pooled-jdp", 0.1, "matrix", "geometric:1.3"),
+    candidate("dp-ucbvi-pooled-jdp", 0.1, "matrix", "geometric:2"),
+    candidate("dp-ucbvi-step-jdp", 5.0, "smoothed", "every", laplace=True),
+    candidate("dp-ucbvi-step-jdp", 5.0, "smoothed", "geometric:1.1", laplace=True),
+    candidate("dp-ucbvi-pooled-jdp", 0.5, "smoothed", "every", laplace=True),
+    candidate("dp-ucbvi-pooled-jdp", 0.5, "smoothed", "geometric:1.1", laplace=True),
+    candidate("ucrl-vtr-jdp", 0.72, "smoothed", "batch:10"),
+    candidate("ucrl-vtr-jdp", 0.72, "matrix", "batch:10"),
+    candidate("ucrl-vtr-jdp", 0.72, "smoothed", "geometric:1.1"),
+    candidate("ucrl-vtr-jdp", 0.72, "matrix", "geometric:1.1"),
+    candidate("ucrl-vtr-jdp", 10.0, "smoothed", "batch:10"),
+    candidate("ucrl-vtr-jdp", 10.0, "matrix", "batch:10"),
+    candidate("ucrl-vtr-jdp", 10.0, "matrix", "geometric:1.1"),
+    candidate("ucrl-vtr-jdp", 5.2, "smoothed", "batch:10"),
+    candidate("ucrl-vtr-jdp", 5.2, "matrix", "geometric:1.1"),
+    candidate("linopt-vi-jdp", 0.72, "smoothed", "batch:10"),
+    candidate("linopt-vi-jdp", 0.72, "matrix", "batch:10"),
+    candidate("linopt-vi-jdp", 0.72, "matrix", "geometric:1.1"),
+    candidate("linopt-vi-jdp", 10.0, "smoothed", "batch:10"),
+    candidate("linopt-vi-jdp", 10.0, "matrix", "batch:10"),
+    candidate("linopt-po-jdp", 0.72, "smoothed", "batch:10"),
+    candidate("linopt-po-jdp", 0.72, "matrix", "batch:10"),
+    candidate("linopt-po-jdp", 10.0, "smoothed", "batch:10"),
+    candidate("linopt-po-jdp", 10.0, "matrix", "batch:10"),
+    candidate("lsvi-ucb-batched-jdp", 1.0, "smoothed", "every"),
+    candidate("lsvi-ucb-batched-jdp", 1.0, "matrix", "every"),
+    candidate("lsvi-ucb-batched-jdp", 10.0, "smoothed", "every"),
+    candidate("lsvi-ucb-batched-jdp", 10.0, "matrix", "every"),
+    candidate("lsvi-ucb-switching-jdp", 5.2, "smoothed", "batch:50"),
+    candidate("lsvi-ucb-switching-jdp", 5.2, "matrix", "batch:50"),
+    candidate("lsvi-ucb-switching-jdp", 100.0, "smoothed", "batch:50"),
+    candidate("lsvi-ucb-switching-jdp", 100.0, "matrix", "batch:50"),
 )
 
 
