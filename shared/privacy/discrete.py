@@ -43,7 +43,8 @@ import numpy as np
 Shape = int | tuple[int, ...]
 
 __all__ = ["TABLE_CAP", "GaussianTable", "discrete_gaussian", "discrete_gaussian_variance",
-           "discrete_laplace", "discrete_laplace_variance", "gaussian_table"]
+           "discrete_laplace", "discrete_laplace_variance", "gaussian_table",
+           "rejection_gaussian"]
 
 TABLE_CAP = 2.0**12
 """The largest sigma drawn from a table: M = 37,500 there (69,335 atoms kept), thresholds of
@@ -155,16 +156,22 @@ def gaussian_table(sigma: float) -> GaussianTable:
 def discrete_gaussian(rng: np.random.Generator, sigma: float, shape: Shape) -> np.ndarray:
     """iid discrete Gaussian draws of parameter `sigma` (int64); all zeros when sigma = 0.
 
-    For sigma <= TABLE_CAP, inverse CDF from `gaussian_table(sigma)`. Above, rejection from the
-    discrete Laplace with t = floor(sigma) + 1 (CKS Algorithm 3), in rounds over the entries
-    still missing: a candidate y is kept with probability exp(-(|y| - sigma^2/t)^2 / (2 sigma^2)),
-    about 0.6 or more, i.e. when a standard exponential draw exceeds
-    (|y| - sigma^2/t)^2 / (2 sigma^2) (no exp to evaluate).
+    For sigma <= TABLE_CAP, inverse CDF from `gaussian_table(sigma)`; above, `rejection_gaussian`.
     """
     if sigma == 0.0:
         return np.zeros(shape, dtype=np.int64)
     if sigma <= TABLE_CAP:
         return gaussian_table(float(sigma)).draw(rng, shape)
+    return rejection_gaussian(rng, sigma, shape)
+
+
+def rejection_gaussian(rng: np.random.Generator, sigma: float, shape: Shape) -> np.ndarray:
+    """iid discrete Gaussian draws of parameter sigma > 0 (int64) by rejection from the discrete
+    Laplace with t = floor(sigma) + 1 (CKS Algorithm 3), in rounds over the entries still
+    missing: a candidate y is kept with probability exp(-(|y| - sigma^2/t)^2 / (2 sigma^2)),
+    about 0.6 or more, i.e. when a standard exponential draw exceeds
+    (|y| - sigma^2/t)^2 / (2 sigma^2) (no exp to evaluate). `discrete_gaussian` uses it above
+    TABLE_CAP, where its cost does not grow with sigma."""
     t = math.floor(sigma) + 1.0
     tau, two_var = sigma * sigma / t, 2.0 * sigma * sigma
 
