@@ -188,6 +188,12 @@ def test_the_tree_over_two_episodes_is_sound_and_a_halved_one_is_caught(mechanis
     assert broken.exceeded and broken.lower_bound > 1.1, broken
 
 
+def test_the_tree_audit_refuses_a_matrix_counter_it_would_not_audit() -> None:
+    matrix = central("gaussian", 4).model_copy(update={"counter": "matrix"})
+    with pytest.raises(ValueError, match="matrix counter has its own audit"):
+        audit_central_release(matrix, generator(7, "audit"), samples=10)
+
+
 @pytest.mark.slow
 def test_cli_audits_the_central_release() -> None:
     done = run_cli("audit", "randomizer", "--central", "--episodes", "2", "--samples", "100000",

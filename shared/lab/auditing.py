@@ -515,11 +515,16 @@ def audit_central_release(
     """Lower-bound the epsilon of the central (JDP) release: every billboard release of a run of
     K = config.episodes users, one of whom is replaced.
 
-    The tree's smoothing is post-processing, so the raw tree is audited. `privatizer` defaults
-    to the library's central privatizer; pass another to audit it against the same declaration.
+    The tree's smoothing is post-processing, so the raw tree is audited, released after every
+    episode whatever the configuration's (or its preset's) counter and schedule; the matrix
+    counter has its own audit (`privrl.lab.counter_audit.audit_matrix_counter`). `privatizer`
+    defaults to the library's central privatizer; pass another to audit it against the same
+    declaration.
     """
-    counter = "tree" if config.counter in (None, "smoothed") else config.counter
-    config = config.model_copy(update={"privacy": "jdp", "counter": counter,
+    if config.counter == "matrix":
+        raise ValueError("the matrix counter has its own audit: `privrl audit randomizer"
+                         " --central --counter matrix` (audit_matrix_counter)")
+    config = config.model_copy(update={"privacy": "jdp", "counter": "tree", "schedule": "every",
                                        "tree_smoothing": None})
     name = f"central release over {config.episodes} episode(s)"
     return _audit(config, rng, samples, confidence, pilot,
