@@ -55,8 +55,10 @@ def print_thresholds(table: dict) -> None:
     """The threshold table as plain text."""
     for row in table["rows"]:
         case, preset, grid, eps, interval, pct = row[:6]
+        target, hit = row[-2:]
         at = "" if pct is None else f" ({pct[0]:.1f}% ± {pct[1]:.1f} at it)"
-        print(f"{case:<24} {preset:<10} smallest learning ε {eps:<10} {interval}{at}")
+        goal = "" if hit is None else f"; at the target ε {target:g}: {hit[0]:.1f}% ± {hit[1]:.1f}"
+        print(f"{case:<24} {preset:<10} smallest learning ε {eps:<10} {interval}{at}{goal}")
 
 
 def list_cases() -> int:
@@ -90,7 +92,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--presets", nargs="+", choices=["faithful", "practical"],
                    default=["faithful", "practical"], help="the presets (default: both)")
     p.add_argument("--epsilon", type=epsilon_value, nargs="+", default=None,
-                   help="one ε grid for every case (default: each case's own range, log-spaced)")
+                   help="one ε grid for every case (default: each case's own range,"
+                   " log-spaced, and its target ε)")
     p.add_argument("--grid-size", type=positive_int, default=8,
                    help="ε values per case over its own range (default: 8)")
     p.add_argument("--episodes", type=positive_int, default=50_000, help="K (default: 50,000)")

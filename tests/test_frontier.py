@@ -110,8 +110,10 @@ def test_cases_and_levers_are_data_and_name_real_algorithms() -> None:
         algo = registry.get(case.algo)
         assert case.privacy in algo.privacy_modes
         grid = case.grid(8)
-        assert len(grid) == 8 and grid == sorted(grid)
-        assert grid[0] == case.epsilon_range[0] and grid[-1] == case.epsilon_range[1]
+        assert grid == sorted(grid) and grid[0] == case.epsilon_range[0]
+        assert grid[-1] == case.epsilon_range[1]
+        assert case.target is not None and case.target in grid  # the study checks every target
+        assert len(set(grid) - {case.target}) in (7, 8) and len(grid) <= 9
     for ablation in ABLATIONS:
         case_named(ablation.case)
         assert {lever.kind for lever in ablation.levers} <= set(LEVER_KINDS)
@@ -369,3 +371,21 @@ def test_the_command_refuses_bad_options_in_one_line(args: list[str], message: s
 
     assert main(["frontier", *args, "--out", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_threshold_table_reports_each_case_at_its_target(
+        tiny: tuple[fr.Study, dict, list]) -> None:
+    _, data, _ = tiny
+    target = case_named("lsvi-ucb-batched-jdp").target
+    assert target not in TINY.epsilons
+    columns = [c["title"] for c in fr.threshold_table(data)["columns"]]
+    assert columns[-2:] == ["target ε", "% of uniform at the target"]
+    assert all(row[-2:] == [target, None] for row in fr.threshold_table(data)["rows"])
+    moved = json.loads(json.dumps(data))  # the ε = 1 runs, as if they had run at the target
+    for row in moved["frontier"]:
+        if row["epsilon"] == 1.0:
+            row["epsilon"] = target
+    moved["thresholds"] = fr.thresholds(moved)
+    for row, t in zip(fr.threshold_table(moved)["rows"], moved["thresholds"], strict=True):
+        fractions = fr._run_at(moved, t["case"], t["preset"], target)["fractions"]
+        assert row[-2] == target and row[-1][0] == pytest.approx(np.mean(fractions))

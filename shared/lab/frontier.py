@@ -405,8 +405,16 @@ def thresholds(data: dict[str, Any]) -> list[dict[str, Any]]:
                 refused.append(float(row["epsilon"]))
         found = smallest_learning_epsilon(fractions, data["learns_below_percent"])
         out.append({"case": case, "preset": preset, **found.to_dict(),
-                    "not_run": sorted(refused)})
+                    "not_run": sorted(refused), "target": _target(case)})
     return out
+
+
+def _target(name: str) -> float | None:
+    """The case's target ε (None for a case this build no longer has)."""
+    try:
+        return case_named(name).target
+    except ValueError:
+        return None
 
 
 def _eps_text(value: float | None, grid: Sequence[float]) -> str:
@@ -419,7 +427,8 @@ def threshold_table(data: dict[str, Any]) -> dict[str, Any]:
     """The thresholds as a results_table document (columns, rows, provenance)."""
     columns = [("case", ""), ("preset", ""), ("ε grid", ""), ("smallest ε that learns", ""),
                ("95% interval", ""), ("% of uniform at it", ".1f"), ("ledger ε at it", ".4g"),
-               ("% of uniform at the largest ε", ".1f")]
+               ("% of uniform at the largest ε", ".1f"), ("target ε", "g"),
+               ("% of uniform at the target", ".1f")]
     rows = []
     for t in data["thresholds"]:
         grid = t["grid"]
@@ -435,6 +444,9 @@ def threshold_table(data: dict[str, Any]) -> dict[str, Any]:
                      [at.mean, at.high - at.mean] if at else None,
                      spent if isinstance(spent, float) else None,
                      [top.mean, top.high - top.mean] if top else None])
+        target = t.get("target")
+        hit = points.get(target) if target is not None else None
+        rows[-1] += [target, [hit.mean, hit.high - hit.mean] if hit else None]
     return _document(data, columns, rows, _threshold_note(data))
 
 
