@@ -311,3 +311,23 @@ def test_a_sparse_run_whose_lost_reports_released_nothing_continues_in_budget(
     assert done["status"]["finished"] and done["ledger"]["epsilon"] <= 1.0 + 1e-9
     client = apps.reopen(client)
     assert state(client, run_id) == done
+
+
+def test_a_jdp_run_drawing_noise_outside_the_counters_cannot_continue(apps: Apps) -> None:
+    from privrl.worlds import make
+    from privrl.worlds.model_spec import model_spec_of
+
+    cube = make("lin-cube")  # LSVI's own privatizer: no noise epoch would redraw its targets
+    config = spec(algo="lsvi-ucb-batched", n_states=cube.S, n_actions=cube.A, horizon=cube.H,
+                  model=model_spec_of(cube), episodes=6, epsilon=1e5, delta=1e-5,
+                  mechanism="gaussian", knobs={"batches": 2})
+    client = apps()
+    run_id = create(client, config)
+    play(client, run_id, config, 1, mdp=cube)
+    apps.close(client)
+    publish_more(apps.db, run_id, 3)
+    client = open_app(apps)
+    refused = recover(client, run_id, "continue")
+    assert refused.status_code == 409, refused.text
+    assert "outside the continual counters" in refused.json()["detail"]
+    assert recover(client, run_id, "stop").status_code == 200
