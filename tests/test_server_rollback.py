@@ -19,7 +19,19 @@ from privrl.privacy.tree import TreeCounter
 from privrl.server.app import create_app
 from privrl.server.highwater import HighWater, Mark
 from privrl.server.settings import Settings
-from support.server import ADMIN, AUTH, Apps, claim, create, play, spec, state, user_report, world
+from support.server import (
+    ADMIN,
+    AUTH,
+    Apps,
+    claim,
+    create,
+    play,
+    public,
+    spec,
+    state,
+    user_report,
+    world,
+)
 
 
 def marks(db: Path) -> dict[str, dict]:
@@ -113,7 +125,7 @@ def test_a_store_behind_its_mark_is_held_until_an_admin_stops_the_run(apps: Apps
 
 def test_continue_starts_a_charged_noise_epoch_that_replays(apps: Apps) -> None:
     client = apps()
-    config = spec(episodes=12, counter="smoothed", schedule="every")  # noise epochs: trees
+    config = spec(episodes=12, counter="smoothed", schedule="every")
     run_id = create(client, config)
     play(client, run_id, config, 2)
     apps.close(client)
@@ -331,3 +343,20 @@ def test_a_jdp_run_drawing_noise_outside_the_counters_cannot_continue(apps: Apps
     assert refused.status_code == 409, refused.text
     assert "outside the continual counters" in refused.json()["detail"]
     assert recover(client, run_id, "stop").status_code == 200
+
+
+def test_only_central_counters_take_noise_epochs_in_jdp() -> None:
+    from privrl.lab.policy_eval import round_config
+    from privrl.run import Run
+    from privrl.server import noise_epochs
+    from privrl.worlds.chain import ChainMRP
+
+    def run(config) -> Run:
+        return Run(config, [5])
+
+    chain = ChainMRP()  # policy evaluation's one-shot theta: its own seeded draw
+    assert not noise_epochs.supported(run(round_config(chain, "dp-lsw", "tabular", 3, 0.1, 0.1,
+                                                       1.0)))
+    assert noise_epochs.supported(run(round_config(chain, "lsw", "tabular", 3, 0.1, 0.1, 1.0)))
+    for case in EPOCH_CASES:
+        assert noise_epochs.supported(run(public(epoch_spec(case))))
