@@ -10,8 +10,9 @@ episodes since the previous one.
 
 Its price (`Central.noise_epoch_charges`, charged to the run's ledger when the epoch starts and
 again, identically, by every replay). Neighbours replace one user; a user's episode enters one
-counter item; the ledger composes in zCDP. Say the store counts `a` episodes (n_a releases among
-them) and the server had published `p` >= a (n_p releases) in epoch 0. The run is then two
+counter item; the ledger composes in zCDP (pure epsilon adds up alike, for Laplace trees). Say
+the store counts `a` episodes (n_a releases among them) and the server had published `p` >= a
+(n_p releases) in epoch 0. The run is then two
 mechanisms with independent noise: epoch 0's releases 1..n_p over (the store's users, the lost
 ones) and epoch e's releases over (the store's users, the new ones) (its releases up to n_a are
 epoch 0's own: same data, same noise). A user is in one of them or both, so its spend is at
