@@ -641,7 +641,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     for name, handler, text in (
         ("delete", cmd_runs_delete, "delete a run (admin)"),
         ("continue", cmd_runs_recover, "go on with a run held because the server's store went"
-         " back, under a new noise epoch (admin; charged as a fresh tree, refused beyond the"
+         " back, under a new noise epoch (admin; charged as a fresh counter, refused beyond the"
          " budget)"),
         ("stop", cmd_runs_recover, "stop a run held because the server's store went back: no"
          " more claims or reports, its releases stay served (admin)"),

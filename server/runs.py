@@ -143,10 +143,10 @@ class RunTable:
         if not noise_epochs.supported(hosted.run):
             raise Refusal(
                 409, "budget",
-                f"run {hosted.id} cannot continue under fresh noise: noise epochs need tree"
-                f" counters released every episode (this run: counter {hosted.config.counter!r},"
-                f" schedule {hosted.config.schedule!r}); stop it (its releases so far stay"
-                " served) or delete it",
+                f"run {hosted.id} cannot continue under fresh noise: its algorithm"
+                f" ({hosted.config.algo!r}) draws its JDP noise outside the continual"
+                " counters that noise epochs redraw; stop it (its releases so far stay served)"
+                " or delete it",
             )
         epochs = list(range(hosted.epoch + 1, max(mark.epoch, hosted.epoch) + 2))
         published = mark.reported if mark.epoch == hosted.epoch else noise_epochs.UNKNOWN

@@ -502,6 +502,6 @@ class Recovery(Strict):
 
     action: Literal["continue", "stop"] = Field(
         description="'continue': go on under a new noise epoch (fresh noise for every release"
-        " from now on, charged to the ledger as a fresh tree; refused beyond the run's budget);"
+        " from now on, charged to the ledger as a fresh counter; refused beyond the run's budget);"
         " 'stop': take no more claims or reports (the releases so far stay served)"
     )

@@ -65,7 +65,7 @@ def cancelled(a: dict, b: dict) -> int:
 def test_a_lost_wal_holds_the_run_until_an_admin_acts(tmp_path: Path) -> None:
     db, log = tmp_path / "privrl.db", tmp_path / "server.log"
     config = spec("jdp", episodes=40, n_states=5, horizon=6, seed=21, counter="smoothed",
-                  schedule="every")  # noise epochs charge tree levels
+                  schedule="every")
     server = LiveServer(db, log).start()
     try:
         with httpx.Client(base_url=server.url, timeout=10) as http:

@@ -5,6 +5,7 @@ test_server_process_rollback.py)."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from dataclasses import asdict, replace
@@ -13,11 +14,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from privrl.privacy.accountant import epsilon_to_rho, rho_to_epsilon
 from privrl.privacy.tree import TreeCounter
 from privrl.server.app import create_app
 from privrl.server.highwater import HighWater, Mark
 from privrl.server.settings import Settings
-from support.server import ADMIN, AUTH, Apps, create, play, spec, state
+from support.server import (
+    ADMIN,
+    AUTH,
+    Apps,
+    claim,
+    create,
+    play,
+    public,
+    spec,
+    state,
+    user_report,
+    world,
+)
 
 
 def marks(db: Path) -> dict[str, dict]:
@@ -111,7 +125,7 @@ def test_a_store_behind_its_mark_is_held_until_an_admin_stops_the_run(apps: Apps
 
 def test_continue_starts_a_charged_noise_epoch_that_replays(apps: Apps) -> None:
     client = apps()
-    config = spec(episodes=12, counter="smoothed", schedule="every")  # noise epochs: trees
+    config = spec(episodes=12, counter="smoothed", schedule="every")
     run_id = create(client, config)
     play(client, run_id, config, 2)
     apps.close(client)
@@ -198,3 +212,151 @@ def test_a_noise_epoch_draws_independent_nodes_and_epoch_0_is_unchanged() -> Non
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a, c)
     assert plain._stream_path(2) == ("tree", "n", 2)
+
+
+# Noise epochs on every counter and schedule. `weights`: each release's charge in node costs,
+# by hand (tree: 1 at releases 2^j; matrix, 4 bands: (round(2^16 c_k) / 2^16)^2, c = 1, 1/2,
+# 3/8, 5/16, then 0); `first`: the first release episode; `refused`: (store's reports,
+# published reports, releases among the published).
+EPOCH_CASES = {
+    "tree-batch5": (dict(counter="tree", schedule="batch:5", episodes=20),
+                    [1.0, 1.0, 0.0, 1.0], 5, (4, 12, 2)),
+    "matrix": (dict(counter="matrix", counter_bands=4, episodes=12),  # geometric:1.1: every
+               [1.0, 0.25, 0.140625, 0.09765625] + [0.0] * 8, 1, (2, 3, 3)),
+    "matrix-batch3": (dict(counter="matrix", counter_bands=4, schedule="batch:3", episodes=12),
+                      [1.0, 0.25, 0.140625, 0.09765625], 3, (4, 10, 3)),
+}
+RHO_BUDGET = epsilon_to_rho(1.0, 1e-6)  # discrete Gaussian: the run spends all of it
+
+
+def epoch_spec(case: str) -> dict:
+    """A Gaussian, integer-noise run of `case`, calibrated to epsilon = 1."""
+    return spec(mechanism="gaussian", delta=1e-6, noise="numpy", **EPOCH_CASES[case][0])
+
+
+def report_one(client: TestClient, run_id: str, config: dict) -> tuple[dict, dict]:
+    """One honest user's report (its trajectory) and the billboard after it."""
+    ticket = claim(client, run_id)
+    body = user_report(ticket, config, world(config))
+    assert client.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200
+    trajectory = {k: body[k] for k in ("states", "actions", "rewards")}
+    return trajectory, client.get(f"/v1/runs/{run_id}/billboard").json()
+
+
+def refused_epsilon(resp) -> float:
+    """The total epsilon a budget refusal names."""
+    assert resp.status_code == 409 and resp.json()["code"] == "budget", resp.text
+    return float(re.search(r"epsilon = ([0-9.e+-]+),", resp.json()["detail"]).group(1))
+
+
+@pytest.mark.parametrize("case", sorted(EPOCH_CASES))
+def test_continue_redraws_sparse_and_matrix_counters(apps: Apps, case: str) -> None:
+    config, weights = epoch_spec(case), EPOCH_CASES[case][1]
+    first = EPOCH_CASES[case][2]
+    client = apps()
+    run_id = create(client, config)
+    lost = [report_one(client, run_id, config) for _ in range(first + 1)]
+    apps.close(client)
+    with sqlite3.connect(apps.db) as db:  # the store lost every report: none counted
+        db.execute("DELETE FROM reports WHERE run_id = ?", (run_id,))
+        db.execute("DELETE FROM claims WHERE run_id = ?", (run_id,))
+        db.execute("DELETE FROM policies WHERE run_id = ? AND version > 1", (run_id,))
+    publish_more(apps.db, run_id, first + 1)
+
+    client = open_app(apps)
+    assert recover(client, run_id, "continue").status_code == 200
+    ledger = client.get(f"/v1/runs/{run_id}/ledger").json()
+    epoch = [c for c in ledger["charges"] if "noise epoch 1" in c["note"]]
+    assert len(epoch) == 2 * sum(w > 0 for w in weights)  # 2 families, every weighted release
+    assert ledger["rho"] == pytest.approx(RHO_BUDGET, rel=1e-9)  # the whole counter again
+    assert ledger["epsilon"] <= 1.0 + 1e-9
+    again = [report_one(client, run_id, config) for _ in range(first + 1)]
+    # the same users up to the first release, so only the noise can tell them apart
+    assert [t for t, _ in again[:first]] == [t for t, _ in lost[:first]]
+    assert again[first - 1][1]["reported"] == first
+    assert again[first - 1][1]["arrays"] != lost[first - 1][1]["arrays"]  # fresh noise
+    assert all(b["arrays"] == lost[0][1]["arrays"] for _, b in again[:first - 1])
+    play(client, run_id, config, config["episodes"] - first - 1)
+    done = state(client, run_id)
+    assert done["status"]["finished"] and done["ledger"]["rho"] == ledger["rho"]
+
+    client = apps.reopen(client)  # the replay starts the epoch at the same count
+    assert state(client, run_id) == done
+    apps.close(client)
+    publish_more(apps.db, run_id, config["episodes"] + 1)  # lost again, in epoch 1
+    client = open_app(apps)
+    total = refused_epsilon(recover(client, run_id, "continue"))  # a second whole counter
+    assert total == pytest.approx(rho_to_epsilon(2 * RHO_BUDGET, 1e-6), rel=1e-5)
+
+
+@pytest.mark.parametrize("case", sorted(EPOCH_CASES))
+def test_continuing_charges_the_lost_releases_counted_in_counter_items(apps: Apps,
+                                                                       case: str) -> None:
+    config, weights = epoch_spec(case), EPOCH_CASES[case][1]
+    kept, published, releases = EPOCH_CASES[case][3]
+    client = apps()
+    run_id = create(client, config)
+    play(client, run_id, config, kept)
+    apps.close(client)
+    publish_more(apps.db, run_id, published)
+    client = open_app(apps)
+    # the store's and the lost epoch-0 releases up to the published ones, then a whole counter
+    spent = sum(weights[:releases]) / sum(weights)
+    total = refused_epsilon(recover(client, run_id, "continue"))
+    assert total == pytest.approx(rho_to_epsilon((1 + spent) * RHO_BUDGET, 1e-6), rel=1e-5)
+    assert client.get("/readyz").status_code == 503  # still held
+
+
+def test_a_sparse_run_whose_lost_reports_released_nothing_continues_in_budget(
+        apps: Apps) -> None:
+    config = epoch_spec("tree-batch5")
+    client = apps()
+    run_id = create(client, config)
+    play(client, run_id, config, 3)  # pending: nothing released before episode 5
+    apps.close(client)
+    publish_more(apps.db, run_id, 4)
+    client = open_app(apps)
+    assert recover(client, run_id, "continue").status_code == 200
+    assert client.get(f"/v1/runs/{run_id}/ledger").json()["rho"] == pytest.approx(RHO_BUDGET)
+    play(client, run_id, config, 17)
+    done = state(client, run_id)
+    assert done["status"]["finished"] and done["ledger"]["epsilon"] <= 1.0 + 1e-9
+    client = apps.reopen(client)
+    assert state(client, run_id) == done
+
+
+def test_a_jdp_run_drawing_noise_outside_the_counters_cannot_continue(apps: Apps) -> None:
+    from privrl.worlds import make
+    from privrl.worlds.model_spec import model_spec_of
+
+    cube = make("lin-cube")  # LSVI's own privatizer: no noise epoch would redraw its targets
+    config = spec(algo="lsvi-ucb-batched", n_states=cube.S, n_actions=cube.A, horizon=cube.H,
+                  model=model_spec_of(cube), episodes=6, epsilon=1e5, delta=1e-5,
+                  mechanism="gaussian", knobs={"batches": 2})
+    client = apps()
+    run_id = create(client, config)
+    play(client, run_id, config, 1, mdp=cube)
+    apps.close(client)
+    publish_more(apps.db, run_id, 3)
+    client = open_app(apps)
+    refused = recover(client, run_id, "continue")
+    assert refused.status_code == 409, refused.text
+    assert "outside the continual counters" in refused.json()["detail"]
+    assert recover(client, run_id, "stop").status_code == 200
+
+
+def test_only_central_counters_take_noise_epochs_in_jdp() -> None:
+    from privrl.lab.policy_eval import round_config
+    from privrl.run import Run
+    from privrl.server import noise_epochs
+    from privrl.worlds.chain import ChainMRP
+
+    def run(config) -> Run:
+        return Run(config, [5])
+
+    chain = ChainMRP()  # policy evaluation's one-shot theta: its own seeded draw
+    assert not noise_epochs.supported(run(round_config(chain, "dp-lsw", "tabular", 3, 0.1, 0.1,
+                                                       1.0)))
+    assert noise_epochs.supported(run(round_config(chain, "lsw", "tabular", 3, 0.1, 0.1, 1.0)))
+    for case in EPOCH_CASES:
+        assert noise_epochs.supported(run(public(epoch_spec(case))))

@@ -28,7 +28,9 @@ the full square root.
 State per cell: the last min(b, T) items and decoded steps (O(T) for the full factorization,
 T = the number of releases, O(b) banded) and the running release; a step costs as much. Noise
 comes from the same samplers as `TreeCounter`'s, drawn along the stable seed path
-("matrix", family, t) when item t is added, never by a release. Restart from a store (the
+("matrix", family, t) when item t is added, never by a release; items added in a noise epoch
+e > 0 (after the server's store went back) draw from ("matrix", family, "epoch", e, t) instead,
+so no published noise is reused over other data. Restart from a store (the
 tree's journal and replay) is not implemented here yet: with a seeded backend a restarted
 process re-derives the same noise by feeding the same items again.
 """
@@ -162,6 +164,7 @@ class MatrixCounter:
         self.max_items = int(max_items)
         self.bands = bands
         self.t = 0
+        self.noise_epoch = 0  # > 0 after a store went back: items added from now on draw afresh
         width = _width(self.max_items, bands)
         self._enc = encoder_coefficients(self.max_items, bands)[:width]
         self._enc_float = self._enc.astype(np.float64)
@@ -189,7 +192,8 @@ class MatrixCounter:
         self.t += 1
         # (E x)_t = sum_{k < bands} E_k x_{t-k}, exact integers
         clean = np.tensordot(self._enc, self._items, axes=(0, 0))
-        path = ("matrix", self.family, self.t)
+        path = (("matrix", self.family, "epoch", self.noise_epoch, self.t) if self.noise_epoch
+                else ("matrix", self.family, self.t))
         noise = sample_rows(self.noise, lambda r: generator(self.seeds[r], *path),
                             len(self.seeds), self.shape)
         self.last_encoded = clean + noise.astype(np.int64)

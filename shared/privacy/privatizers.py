@@ -162,15 +162,32 @@ class Central:
         return isinstance(self.schedule, EveryEpisode)
 
     def start_noise_epoch(self, epoch: int) -> None:
-        """Draw every node from now on afresh under noise epoch `epoch` (after the server's
-        store went back: published noise is never reused over other data). The caller charges
-        the epoch as a fresh tree; levels opening later are then not charged again. Tree
-        counters released every episode only (the epoch's charges count their levels)."""
-        if not self.trees_every_episode:
-            raise ValueError("noise epochs need a tree counter released every episode")
+        """Draw every counter's noise from now on afresh under noise epoch `epoch` (after the
+        server's store went back: published noise is never reused over other data); the caller
+        charges `noise_epoch_charges` first, and later releases charge nothing more."""
         self.noise_epoch = epoch
-        for tree in self.trees.values():
-            tree.noise_epoch = epoch  # type: ignore[union-attr]
+        for counter in self.trees.values():
+            counter.noise_epoch = epoch
+
+    def counter_items(self, episodes: int) -> int:
+        """The counter items (releases) among the first `episodes` episodes."""
+        return bisect.bisect_right(self._release_episodes, episodes)
+
+    def noise_epoch_charges(self, epoch: int, at: int, published: int | None,
+                            first: bool) -> list[Charge]:
+        """What starting noise epoch `epoch` costs once the store counts `at` episodes, the
+        server having published `published` (None: unknown) and the run being in epoch 0
+        (`first`): epoch 0's releases published after the store's count (all when unknown),
+        then the whole counter again (server/noise_epochs.py derives both)."""
+        out: list[Charge] = []
+        total = len(self._release_episodes)
+        if first and at > 0:
+            upto = total if published is None else self.counter_items(published)
+            for item in range(self.counter_items(at) + 1, upto + 1):
+                out += self._release_charges(item, at, "released before the store went back: ")
+        for item in range(1, total + 1):
+            out += self._release_charges(item, at, f"noise epoch {epoch}, drawn afresh: ")
+        return out
 
     def ingest(self, stats: Stats, ledger: Ledger) -> None:
         """Add raw increments; at a release, add the episodes since the last one to each
@@ -218,19 +235,22 @@ class Central:
             self.released = item
         self.items = episode
 
-    def _release_charges(self, item: int, episode: int) -> list[Charge]:
-        """The charges of counter item `item`'s release after `episode`."""
-        if self._weights is None:  # a tree: one node cost when level j opens, at item 2^j
+    def _release_charges(self, item: int, at: int, note: str = "") -> list[Charge]:
+        """What counter item `item`'s release adds to the worst-case user's spend (a tree: a
+        node cost when level j opens, at item 2^j; a matrix counter: its encoder weight),
+        charged at episode `at`, its note prefixed by `note`."""
+        if self._weights is None:
             weight = 1.0 if item & (item - 1) == 0 else 0.0
         else:
             weight = self._weights[item - 1]
         if weight == 0.0:
             return []
         if self.counter_plan.kind == "matrix":
-            return family_charges(self.calibration, "matrix", f"matrix release {item}",
-                                  episode, weight=weight)
+            return family_charges(self.calibration, "matrix", f"{note}matrix release {item}",
+                                  at, weight=weight)
         level = levels_released(item) - 1
-        return family_charges(self.calibration, "tree", f"tree level {level} released", episode)
+        return family_charges(self.calibration, "tree", f"{note}tree level {level} released",
+                              at)
 
     def plan(self) -> list[Charge]:
         """What the whole run charges: every release over its K episodes."""
@@ -244,8 +264,8 @@ class Central:
 
     @property
     def trees_every_episode(self) -> bool:
-        """Whether every counter is a tree released after every episode (what noise ahead and
-        noise epochs need)."""
+        """Whether every counter is a tree released after every episode (what noise ahead
+        needs)."""
         return self.every_episode and self.counter_plan.kind != "matrix"
 
     def noise_ahead(self, count: int) -> Stats:
