@@ -169,10 +169,6 @@ class Central:
         for counter in self.trees.values():
             counter.noise_epoch = epoch
 
-    def counter_items(self, episodes: int) -> int:
-        """The counter items (releases) among the first `episodes` episodes."""
-        return bisect.bisect_right(self._release_episodes, episodes)
-
     def noise_epoch_charges(self, epoch: int, at: int, published: int | None,
                             first: bool) -> list[Charge]:
         """What starting noise epoch `epoch` costs once the store counts `at` episodes, the
@@ -182,8 +178,8 @@ class Central:
         out: list[Charge] = []
         total = len(self._release_episodes)
         if first and at > 0:
-            upto = total if published is None else self.counter_items(published)
-            for item in range(self.counter_items(at) + 1, upto + 1):
+            upto = total if published is None else self.calibration.counter_items(published)
+            for item in range(self.calibration.counter_items(at) + 1, upto + 1):
                 out += self._release_charges(item, at, "released before the store went back: ")
         for item in range(1, total + 1):
             out += self._release_charges(item, at, f"noise epoch {epoch}, drawn afresh: ")
