@@ -39,7 +39,8 @@ from privrl.privacy.privatizers import from_units
 from privrl.privacy.tree import TreeCounter, release_variance
 from privrl.run import Run, user_episode
 from privrl.seeding import generator
-from privrl.worlds import riverswim
+from privrl.worlds import make, riverswim
+from privrl.worlds.model_spec import model_spec_of
 from support.server import create, play, spec
 
 MDP = riverswim(5, n_states=4)
@@ -190,6 +191,33 @@ def test_the_right_seed_rederives_the_central_noise(preset: str, kw) -> None:
         assert np.allclose(arrays[f.name] - noise[f.name], exact[f.name], atol=1e-9)
     assert clean_distance(cal, arrays, t, noise) < 1e-9
     assert clean_distance(cal, arrays, t, central_noise(cal, 2025, cfg.episodes, t)) > 1.0
+
+
+def test_the_right_seed_rederives_a_linear_mixture_runs_noise() -> None:
+    """UCRL-VTR's practical JDP run (the matrix counter, each family at its own scale):
+    symmetric Gram matrices and targets on a fine grid, with negative clean values; billboard
+    minus the true seed's noise is the exact sums, inside the clean range."""
+    world = make("lm-hard")
+    cfg = RunConfig(algo="ucrl-vtr", n_states=world.S, n_actions=world.A, horizon=world.H,
+                    model=model_spec_of(world), episodes=40, privacy="jdp", epsilon=1.0,
+                    delta=1e-5, mechanism="gaussian")
+    run = Run(cfg, [2024])
+    for k in range(15):
+        message = run.message()
+        run.ingest_trajectories(user_episode(world, message, [5], k, run.algorithm,
+                                             run.calibration)[0], message)
+    cal, t = run.calibration, run.reported
+    assert cal.plan.kind == "matrix" and any(f.symmetric and f.clean_min < 0
+                                             for f in cal.families)
+    arrays = {n: a[0] for n, a in run.billboard().items()}
+    noise = central_noise(cal, 2024, cfg.episodes, cal.counter_items(t))
+    for name, counter in run.privatizer.trees.items():
+        exact = from_units(cal, name, counter.exact)[0]
+        assert np.array_equal(arrays[name] - noise[name], exact)
+        assert exact.min() < 0  # a clean value below zero: the range is not [0, t max]
+    assert clean_distance(cal, arrays, t, noise) == 0.0
+    wrong = central_noise(cal, 2025, cfg.episodes, cal.counter_items(t))
+    assert clean_distance(cal, arrays, t, wrong) > 1.0
 
 
 @pytest.mark.parametrize("schedule", ["geometric:1.1", "batch:4"])

@@ -228,14 +228,15 @@ def local_noise(calibration: Calibration, horizon: int, seed: int, episodes: Seq
 
 def clean_distance(calibration: Calibration, released: dict[str, np.ndarray], t: int,
                    noise: dict[str, np.ndarray]) -> float:
-    """How far (max over entries) billboard minus `noise` lies outside the clean range
-    [0, t * clean_max] that t honest users' exact counts occupy."""
+    """How far (max over entries) billboard minus `noise` lies outside the clean range that the
+    exact sums of at most t honest users occupy: [t min(clean_min, 0), t max(clean_max, 0)]."""
     worst = 0.0
     for fam in calibration.families:
         if fam.name not in noise:
             continue
         rest = released[fam.name] - noise[fam.name]
-        below, above = -rest, rest - t * fam.clean_max
+        below = t * min(fam.clean_min, 0.0) - rest
+        above = rest - t * max(fam.clean_max, 0.0)
         worst = max(worst, float(np.max(np.maximum(0.0, np.maximum(below, above)))))
     return worst
 
