@@ -25,15 +25,27 @@ from privrl.client.audit.server_attack import (
     secret_looking,
 )
 from privrl.config import RunConfig
+from privrl.privacy.continual import CounterPlan
+from privrl.privacy.matrix_counter import (
+    ENCODER_BITS,
+    MatrixCounter,
+    matrix_increment_variance,
+    matrix_release_variance,
+    sqrt_coefficients,
+)
 from privrl.privacy.mechanisms import Laplace
 from privrl.privacy.noise import FLOAT_NOISE
+from privrl.privacy.privatizers import from_units
 from privrl.privacy.tree import TreeCounter, release_variance
 from privrl.run import Run, user_episode
 from privrl.seeding import generator
-from privrl.worlds import riverswim
+from privrl.worlds import make, riverswim
+from privrl.worlds.model_spec import model_spec_of
 from support.server import create, play, spec
 
 MDP = riverswim(5, n_states=4)
+# the practical presets' counter under Gaussian seeded integer noise, with few bands
+MATRIX = {"counter": "matrix", "counter_bands": 4, "mechanism": "gaussian", "delta": 1e-5}
 
 
 def config(privacy: str, preset: str = "practical", episodes: int = 40, **kw) -> RunConfig:
@@ -74,6 +86,46 @@ def test_release_coefficients_have_the_declared_variance(smooth: bool) -> None:
     assert moments(increment_coefficients(3, 10, "ldp", False), 6.0) == (7.0, 7 * 6.0 + 3 * 42)
 
 
+@pytest.mark.parametrize("bands", [None, 4])
+def test_matrix_increment_variance_matches_the_counter_and_the_closed_form(bands) -> None:
+    """The decoded noise of 300 replica counters (300 seeds x 60 entries): its increments
+    between releases have the variance `matrix_increment_variance` states."""
+    steps, reps, n = 24, 300, 60
+    mech = CounterPlan("matrix", steps, bands).noise(0.5, 1.0)
+    counter = MatrixCounter((n,), mech, list(range(reps)), "x", steps, bands)
+    noise = [np.zeros((reps, n))]
+    for _ in range(steps):
+        counter.add(np.zeros((reps, n), np.int64))
+        noise.append(counter.noise_sum().copy())
+    samples = reps * n
+    for t1, t2 in ((0, 5), (1, 2), (3, 9), (7, 8), (5, 24), (23, 24)):
+        want = mech.sigma**2 * matrix_increment_variance(t1, t2, steps, bands)
+        got = float(np.var(noise[t2] - noise[t1]))
+        assert abs(got / want - 1.0) < 5 * np.sqrt(2.0 / samples), (t1, t2, got, want)
+    for t in (1, 7, 24):  # from nothing: the release variance
+        assert matrix_increment_variance(0, t, steps, bands) == pytest.approx(
+            matrix_release_variance(t, steps, bands), rel=1e-12)
+    if bands is None:  # the square root's closed form: D = L / 2^16, d_k = c_k / 2^16
+        c = sqrt_coefficients(steps)
+        for t1, t2 in ((1, 2), (3, 9), (5, 24)):
+            diff = c[:t2][::-1].copy()
+            diff[:t1] -= c[:t1][::-1]
+            closed = float(np.sum(diff**2)) / 4.0**ENCODER_BITS
+            assert matrix_increment_variance(t1, t2, steps) == pytest.approx(closed, rel=1e-3)
+
+
+def test_matrix_increment_coefficients_are_in_the_calibrations_units() -> None:
+    """From nothing, the increment's declared variance is the calibration's release variance:
+    the encoder's 2^16 units per grid unit are accounted once."""
+    cfg = config("jdp", episodes=40, **MATRIX)
+    cal = bind(cfg).calibration()
+    assert cal.plan.kind == "matrix" and cal.integer
+    sigma = cal.mechanism.std()
+    for t in (1, 5, 40):
+        coeffs = increment_coefficients(0, t, "jdp", cal.smooth, cal.plan)
+        assert sigma**2 * moments(coeffs, 3.0)[0] == pytest.approx(cal.release_std(t) ** 2)
+
+
 @pytest.mark.parametrize("smooth", [pytest.param(False, marks=pytest.mark.slow), True])  # long
 def test_increment_moments_match_the_tree(smooth: bool) -> None:
     """Monte Carlo over 4000 replica trees of unit (float) Laplace noise (variance 2, kurtosis
@@ -91,14 +143,15 @@ def test_increment_moments_match_the_tree(smooth: bool) -> None:
         assert np.mean(e**4) / 4 == pytest.approx(fourth, rel=0.3)
 
 
-@pytest.mark.parametrize(("privacy", "preset"), [("jdp", "faithful"), ("jdp", "practical"),
-                                                 ("ldp", "practical")])
-def test_honest_increments_pass_and_under_noised_ones_are_flagged(privacy, preset) -> None:
-    cfg = config(privacy, preset)
+@pytest.mark.parametrize(("privacy", "preset", "kw"), [
+    ("jdp", "faithful", {}), ("jdp", "practical", {}), ("jdp", "practical", MATRIX),
+    ("ldp", "practical", {})])
+def test_honest_increments_pass_and_under_noised_ones_are_flagged(privacy, preset, kw) -> None:
+    cfg = config(privacy, preset, **kw)
     honest = feed(Run(cfg, [11]), 40, client_seed=12)
     quiet = feed(Run(cfg, [11]), 40, client_seed=12, scale=0.5)
     cal = bind(cfg).calibration()
-    for t1, t2 in ((9, 16), (16, 17), (20, 40)):
+    for t1, t2 in ((9, 16), (16, 17), (20, 40), (31, 32), (32, 40)):
         ok = increment_test(cal, t1, honest[t1 - 1][1], t2, honest[t2 - 1][1], 1e-3)
         assert ok.decisive and not ok.flagged and 0.8 < ok.ratio < 1.25, ok
         bad = increment_test(cal, t1, quiet[t1 - 1][1], t2, quiet[t2 - 1][1], 1e-3)
@@ -124,9 +177,10 @@ def test_false_alarm_rate_is_at_most_alpha() -> None:
     assert flagged / trials <= alpha
 
 
-@pytest.mark.parametrize("preset", ["faithful", "practical"])
-def test_the_right_seed_rederives_the_central_noise(preset: str) -> None:
-    cfg = config("jdp", preset)
+@pytest.mark.parametrize(("preset", "kw"), [("faithful", {}), ("practical", {}),
+                                             ("practical", MATRIX)])
+def test_the_right_seed_rederives_the_central_noise(preset: str, kw) -> None:
+    cfg = config("jdp", preset, **kw)
     run = Run(cfg, [2024])
     history = feed(run, 21, client_seed=5)
     t, released, exact = history[-1]
@@ -139,25 +193,53 @@ def test_the_right_seed_rederives_the_central_noise(preset: str) -> None:
     assert clean_distance(cal, arrays, t, central_noise(cal, 2025, cfg.episodes, t)) > 1.0
 
 
+def test_the_right_seed_rederives_a_linear_mixture_runs_noise() -> None:
+    """UCRL-VTR's practical JDP run (the matrix counter, each family at its own scale):
+    symmetric Gram matrices and targets on a fine grid, with negative clean values; billboard
+    minus the true seed's noise is the exact sums, inside the clean range."""
+    world = make("lm-hard")
+    cfg = RunConfig(algo="ucrl-vtr", n_states=world.S, n_actions=world.A, horizon=world.H,
+                    model=model_spec_of(world), episodes=40, privacy="jdp", epsilon=1.0,
+                    delta=1e-5, mechanism="gaussian")
+    run = Run(cfg, [2024])
+    for k in range(15):
+        message = run.message()
+        run.ingest_trajectories(user_episode(world, message, [5], k, run.algorithm,
+                                             run.calibration)[0], message)
+    cal, t = run.calibration, run.reported
+    assert cal.plan.kind == "matrix" and any(f.symmetric and f.clean_min < 0
+                                             for f in cal.families)
+    arrays = {n: a[0] for n, a in run.billboard().items()}
+    noise = central_noise(cal, 2024, cfg.episodes, cal.counter_items(t))
+    for name, counter in run.privatizer.trees.items():
+        exact = from_units(cal, name, counter.exact)[0]
+        assert np.array_equal(arrays[name] - noise[name], exact)
+        assert exact.min() < 0  # a clean value below zero: the range is not [0, t max]
+    assert clean_distance(cal, arrays, t, noise) == 0.0
+    wrong = central_noise(cal, 2025, cfg.episodes, cal.counter_items(t))
+    assert clean_distance(cal, arrays, t, wrong) > 1.0
+
+
 @pytest.mark.parametrize("schedule", ["geometric:1.1", "batch:4"])
 def test_on_a_sparse_schedule_the_audit_counts_releases_not_reports(schedule: str) -> None:
     """The practical preset's release path: the tree holds one item per release, so the seed
-    re-derives the noise of `counter_items(t)` items over `counter_items(K)`, and a pair of
-    polls is tested over the releases between them (none: the billboard did not move)."""
+    re-derives the noise of `counter_items(t)` items of the counters a K-episode run builds, and
+    a pair of polls is tested over the releases between them (none: the billboard did not
+    move)."""
     cfg = config("jdp", counter="smoothed", schedule=schedule)
     run = Run(cfg, [2024])
     history = feed(run, 23, client_seed=5)
     cal = bind(cfg).calibration()
     t, released, _ = history[-1]
-    items, most = cal.counter_items(t), cal.counter_items(cfg.episodes)
+    items = cal.counter_items(t)
     assert 1 < items < t
     arrays = {f.name: a for f, a in zip(cal.families, released, strict=True)}
-    noise = central_noise(cal, 2024, most, items)
+    noise = central_noise(cal, 2024, cfg.episodes, items)
     clean = {n: tree.exact[0] for n, tree in run.privatizer.trees.items()}
     for f in cal.families:  # billboard minus the seed's noise: the released episodes' counts
         assert np.allclose(arrays[f.name] - noise[f.name], clean[f.name], atol=1e-9)
-    assert clean_distance(cal, arrays, t, noise) < 1e-9
-    assert clean_distance(cal, arrays, t, central_noise(cal, 2024, cfg.episodes, t)) > 1.0
+    assert clean_distance(cal, arrays, t, noise) < 1e-9  # not the noise of another release:
+    assert clean_distance(cal, arrays, t, central_noise(cal, 2024, cfg.episodes, items - 1)) > 1
     moved = [(a, b) for a, b in ((5, 12), (9, 23)) if cal.counter_items(b) > cal.counter_items(a)]
     assert moved
     for a, b in moved:
@@ -188,17 +270,65 @@ def test_an_honest_run_on_a_sparse_schedule_passes_the_noise_test(apps) -> None:
     assert noise.ran and "increment" in noise.message, noise
 
 
-def test_the_audit_says_it_does_not_cover_the_matrix_counter(apps) -> None:
-    client = apps()
-    cfg = spec("jdp", episodes=12, seed=None, mechanism="gaussian", delta=1e-5)
-    run_id = create(client, cfg)
-    play(client, run_id, cfg, 12)
+def audited(client, run_ids: list[str], polls: int = 1, between: int = 0,
+            config: dict | None = None) -> dict[str, dict]:
+    """The in-process audit of `run_ids` (`polls` readings, `between` episodes of `config`
+    played after each); each run's checks by name, and its findings."""
     api = ServerAPI("http://testserver")
-    api.http = client
-    report = ServerAudit(api, [run_id], polls=1, rng=generator(1, "audit")).run()
-    checks = {c.check: c for c in report.checks if c.run_id == run_id}
-    assert "matrix counter" in checks["seeds"].message, report.text()
-    assert not checks["seeds"].ran and not checks["noise"].ran
+    api.http = client  # the TestClient is an httpx.Client bound to the app
+    audit = ServerAudit(api, run_ids, polls=polls, interval=0.0, rng=generator(1, "audit"))
+    audit.collect()
+    for _ in range(polls):
+        audit.poll_once()
+        for run_id in run_ids if between else ():
+            play(client, run_id, config, between)
+    audit.finish_polls()
+    report = audit.check()
+    return {run_id: {"checks": {c.check: c for c in report.checks if c.run_id == run_id},
+                     "findings": [f for f in report.findings if f.run_id == run_id]}
+            for run_id in run_ids}
+
+
+def test_a_typed_seed_of_a_matrix_counter_run_is_found(apps) -> None:
+    """The practical preset's JDP counter under Gaussian seeded integer noise (the banded matrix
+    counter): a seed people type re-derives its noise; a run's secret seed is not found."""
+    client = apps()
+    cfgs = {seed: spec("jdp", episodes=12, seed=seed, mechanism="gaussian", delta=1e-5)
+            for seed in (7, None)}
+    runs = {seed: create(client, cfg) for seed, cfg in cfgs.items()}
+    for seed, run_id in runs.items():
+        assert client.get(f"/v1/runs/{run_id}").json()["config"]["counter"] == "matrix"
+        play(client, run_id, cfgs[seed], 12)
+    done = audited(client, list(runs.values()))
+    typed, secret = done[runs[7]], done[runs[None]]
+    assert [(f.check, f.evidence["seed"]) for f in typed["findings"]] == [("seed", "7")]
+    assert min(typed["findings"][0].evidence["random_seed_distances"]) > 1.0  # decisive
+    assert secret["findings"] == [] and "re-derive none" in secret["checks"]["seeds"].message
+
+
+def test_the_noise_test_covers_a_matrix_counter_run(apps, monkeypatch) -> None:
+    """Polled while users report, an honest matrix-counter run passes the increment test, and
+    one whose billboard carries half the noise is flagged."""
+    client = apps()
+    cfg = spec("jdp", episodes=80, seed=None, mechanism="gaussian", delta=1e-5)
+    honest, quiet = create(client, cfg), create(client, cfg)
+    for run_id in (honest, quiet):
+        play(client, run_id, cfg, 20)
+    done = audited(client, [honest], polls=3, between=10, config=cfg)[honest]
+    assert done["findings"] == [], done
+    assert done["checks"]["noise"].ran and "increment" in done["checks"]["noise"].message
+
+    def halved(self: Run) -> dict:
+        release = self.privatizer.release()
+        exact = {n: from_units(self.calibration, n, c.exact)
+                 for n, c in self.privatizer.trees.items()}
+        return self.algorithm.postprocess(
+            {n: exact[n] + np.round((release[n] - exact[n]) / 2) for n in release})
+
+    monkeypatch.setattr(Run, "billboard", halved)
+    play(client, quiet, cfg, 1)  # public reads answer from the snapshot of the last change
+    done = audited(client, [quiet], polls=3, between=10, config=cfg)[quiet]
+    assert [f.check for f in done["findings"]] == ["noise"], done
 
 
 def test_the_right_users_seed_rederives_the_local_noise() -> None:

@@ -1,9 +1,10 @@
 """`privrl audit server` against real server processes, as an outsider with public routes only.
 
-An honest server shows nothing for a JDP and an LDP run (while users report, so the noise test
-runs); a deliberately leaky server (tests/support/leaky_plugin.py: a route that shows the run's
-noise seed as a "build id") is caught; seeds that people type are found as guesses, for the server's
-noise (JDP) and for the users' noise (LDP).
+An honest server shows nothing for JDP runs (on the smoothed tree and on the matrix counter) and
+an LDP run (while users report, so the noise test runs); a deliberately leaky server
+(tests/support/leaky_plugin.py: a route that shows the run's noise seed as a "build id") is
+caught; seeds that people type are found as guesses, for the server's noise (JDP) and for the
+users' noise (LDP).
 """
 
 from __future__ import annotations
@@ -24,6 +25,16 @@ from support.server import REPO, LiveServer, create_at, spec, user_report, world
 pytestmark = pytest.mark.slow  # every test here starts real server processes and the audit CLI
 
 K = 400  # long enough that users are still reporting while the auditor polls
+# the practical preset's JDP counter under Gaussian seeded integer noise: the matrix counter
+GAUSSIAN = {"mechanism": "gaussian", "delta": 1e-5}
+
+
+def specs(episodes: int) -> dict[str, dict[str, Any]]:
+    """Runs with the server's own secret seed: JDP on the smoothed tree (Laplace) and on the
+    matrix counter (Gaussian), and LDP."""
+    return {"jdp": spec("jdp", episodes=episodes, seed=None),
+            "matrix": spec("jdp", episodes=episodes, seed=None, **GAUSSIAN),
+            "ldp": spec("ldp", episodes=episodes, seed=None)}
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +82,10 @@ def checks(report: dict[str, Any], run_id: str) -> dict[str, dict[str, Any]]:
 
 
 def test_honest_server_shows_nothing_for_jdp_and_ldp_runs(honest: LiveServer) -> None:
-    configs = {privacy: spec(privacy, episodes=K, seed=None) for privacy in ("jdp", "ldp")}
+    configs = specs(K)
     runs = {privacy: create_at(honest.url, cfg) for privacy, cfg in configs.items()}
+    assert httpx.get(f"{honest.url}/v1/runs/{runs['matrix']}", timeout=30).json()[
+        "config"]["counter"] == "matrix"
     seeds = {privacy: secrets.randbits(64) for privacy in runs}  # users' own secret seeds
     for privacy, run_id in runs.items():
         play(honest, run_id, configs[privacy], 20, seeds[privacy])
@@ -82,7 +95,7 @@ def test_honest_server_shows_nothing_for_jdp_and_ldp_runs(honest: LiveServer) ->
     for thread in users:
         thread.start()
     try:
-        code, report = audit(honest, "--run", runs["jdp"], "--run", runs["ldp"],
+        code, report = audit(honest, *(a for r in runs.values() for a in ("--run", r)),
                              "--polls", "5", "--interval", "0.5")
     finally:
         stop.set()
@@ -98,21 +111,24 @@ def test_honest_server_shows_nothing_for_jdp_and_ldp_runs(honest: LiveServer) ->
 
 
 def test_leaky_server_is_caught(leaky: LiveServer, honest: LiveServer) -> None:
-    """The seed shown by the 'build' route re-derives the JDP noise; the LDP run's noise does
-    not come from the server's seed, so it must not be flagged."""
-    configs = {privacy: spec(privacy, episodes=16, seed=None) for privacy in ("jdp", "ldp")}
+    """The seed shown by the 'build' route re-derives the JDP noise (the tree's and the matrix
+    counter's); the LDP run's noise does not come from the server's seed, so it must not be
+    flagged."""
+    configs = specs(16)
     runs = {privacy: create_at(leaky.url, cfg) for privacy, cfg in configs.items()}
     for privacy, run_id in runs.items():
         play(leaky, run_id, configs[privacy], 16, secrets.randbits(64))
-    leaked = httpx.get(f"{leaky.url}/v1/runs/{runs['jdp']}/build", timeout=30).json()
     code, report = audit(leaky, "--polls", "1")
     assert code == 1
-    found = [f for f in report["findings"] if f["check"] == "seed"]
-    assert [f["run_id"] for f in found] == [runs["jdp"]], report["findings"]
-    assert found[0]["evidence"]["seed"] == str(leaked["build"]["id"])
-    assert found[0]["where"] == "/v1/runs/{run_id}/build"
-    assert found[0]["evidence"]["distance_from_clean_range"] < 1e-6
-    assert min(found[0]["evidence"]["random_seed_distances"]) > 1.0  # the test is decisive
+    found = {f["run_id"]: f for f in report["findings"] if f["check"] == "seed"}
+    assert set(found) == {runs["jdp"], runs["matrix"]}, report["findings"]
+    for name in ("jdp", "matrix"):
+        leaked = httpx.get(f"{leaky.url}/v1/runs/{runs[name]}/build", timeout=30).json()
+        seed = found[runs[name]]
+        assert seed["evidence"]["seed"] == str(leaked["build"]["id"])
+        assert seed["where"] == "/v1/runs/{run_id}/build"
+        assert seed["evidence"]["distance_from_clean_range"] < 1e-6
+        assert min(seed["evidence"]["random_seed_distances"]) > 1.0  # the test is decisive
     text = run_cli("audit", "server", "--server", leaky.url, "--run", runs["jdp"], "--polls", "1")
     assert text.returncode == 1 and "FOUND seed" in text.stdout and "/build" in text.stdout
     assert "/build" not in httpx.get(f"{honest.url}/openapi.json", timeout=30).text

@@ -5,8 +5,9 @@ after t1 reports and one after t2 > t1 reports every released entry moves by
 
     B(t2) - B(t1) = (data of reports t1+1..t2) + (noise(t2) - noise(t1)).
 
-The noise part is a fixed linear combination of independent node noises (JDP: the tree's nodes,
-improved by Honaker's upward pass when the tree is smoothed; LDP: the new users' local noise),
+The noise part is a fixed linear combination of independent draws (JDP: the tree's nodes,
+improved by Honaker's upward pass when the tree is smoothed, or the matrix counter's encoder
+noise through its decoder, `matrix_increment_coefficients`; LDP: the new users' local noise),
 so its variance v and fourth moment are known from the public calibration alone. Entries are
 independent. The noise is symmetric and unimodal, so adding data that does not depend on it
 only makes |increment| stochastically larger: the sum S of squared increments over v is then
@@ -28,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from privrl.privacy.calibration import Calibration
+from privrl.privacy.continual import CounterPlan
+from privrl.privacy.matrix_counter import matrix_increment_coefficients
 from privrl.privacy.mechanisms import Gaussian
 from privrl.privacy.tree import levels_released, smoothed_variance
 
@@ -69,8 +72,13 @@ def single_draw(t: int, mode: str, smooth: bool) -> bool:
     return list(release_coefficients(t, mode, smooth).values()) == [1.0]
 
 
-def increment_coefficients(t1: int, t2: int, mode: str, smooth: bool) -> np.ndarray:
-    """Coefficients of noise(t2) - noise(t1) over the independent draws involved."""
+def increment_coefficients(t1: int, t2: int, mode: str, smooth: bool,
+                           plan: CounterPlan | None = None) -> np.ndarray:
+    """Coefficients of noise(t2) - noise(t1) over the independent draws involved, in units of
+    one draw of the reference mechanism (a JDP matrix counter `plan`: its encoder noise z_s,
+    `plan.unit` such units each, through the counter's decoder)."""
+    if mode == "jdp" and plan is not None and plan.kind == "matrix":
+        return plan.unit * matrix_increment_coefficients(t1, t2, plan.releases, plan.bands)
     a = release_coefficients(t2, mode, smooth)
     b = release_coefficients(t1, mode, smooth)
     return np.asarray([a.get(n, 0.0) - b.get(n, 0.0) for n in a.keys() | b.keys()])
@@ -124,7 +132,8 @@ def increment_test(
         raise ValueError("a non-private run declares no noise")
     sigma = calibration.mechanism.std()
     kind = "gaussian" if isinstance(calibration.mechanism, Gaussian) else "laplace"
-    coeffs = increment_coefficients(t1, t2, calibration.mode, calibration.smooth)
+    coeffs = increment_coefficients(t1, t2, calibration.mode, calibration.smooth,
+                                    calibration.plan)
     second, fourth = moments(coeffs, KURTOSIS[kind])
     var = sigma**2 * second
     inc = np.concatenate([(np.asarray(b2, float) - np.asarray(b1, float)).ravel()

@@ -36,7 +36,7 @@ from privrl.config import RunConfig
 from privrl.lab.auditing import count_families
 from privrl.lab.float_leaks import MAX_ENTRIES, LeakReport, count_candidates, float_leaks
 from privrl.privacy.calibration import Calibration, FamilyCalibration
-from privrl.privacy.privatizers import randomize_locally
+from privrl.privacy.privatizers import Central, from_units, randomize_locally
 from privrl.privacy.tree import TreeCounter, levels_released
 from privrl.seeding import SEED_BITS, user_generator
 from privrl.worlds.rollout import draw_uniforms
@@ -186,40 +186,26 @@ def harvest(docs: Sequence[Document]) -> dict[int, str]:
 # --- re-deriving noise with the open library ----------------------------------------------------
 
 
-def _uncovered_counter(calibration: Calibration) -> str:
-    """Why the noise of this calibration's releases is beyond what the audit re-derives (the
-    matrix counter), or ''."""
-    plan = calibration.plan
-    if calibration.mode == "jdp" and plan is not None and plan.kind == "matrix":
-        return ("the audit re-derives tree counters; this run releases through the matrix"
-                " counter (audit its mechanism with `privrl audit randomizer --central --counter"
-                " matrix`)")
-    return ""
-
-
-def central_noise(calibration: Calibration, seed: int, max_items: int, t: int,
+def central_noise(calibration: Calibration, seed: int, episodes: int, items: int,
                   families: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-    """The server's tree noise in the release after t counter items (releases: reports under
-    the every-episode schedule), were its seed `seed`: the tree counters `Central` builds over
-    `max_items` items, fed t empty items (`families`: only these)."""
-    assert calibration.mechanism is not None
+    """The server's central noise in the release after `items` counter items (releases), were
+    its seed `seed`: the counters `Central` builds for a run of `episodes` episodes (tree,
+    smoothed tree or matrix counter), fed `items` empty items (`families`: only these)."""
     out = {}
-    for fam in calibration.families:
-        if families is not None and fam.name not in families:
+    for name, counter in Central(calibration, [seed], episodes).trees.items():
+        if families is not None and name not in families:
             continue
-        tree = TreeCounter(fam.shape, calibration.mechanism, [seed], fam.name, max_items,
-                           calibration.smooth)
-        if calibration.smooth:  # every node below the release's nodes: O(t) draws
-            zeros = np.zeros((1, *fam.shape))
-            for _ in range(t):
-                tree.add(zeros)
-            out[fam.name] = tree.release()[0]
-            continue
-        total = np.zeros((1, *fam.shape))  # only the nodes of t's binary representation
-        for level in range(levels_released(t)):
-            if (t >> level) & 1:
-                total += tree.node_noise(level, t >> level)
-        out[fam.name] = total[0]
+        if isinstance(counter, TreeCounter) and not counter.smooth:
+            units = np.zeros_like(counter.exact)  # only the nodes of items' binary form
+            for level in range(levels_released(items)):
+                if (items >> level) & 1:
+                    units += counter.node_noise(level, items >> level)
+        else:  # a smoothed tree improves every node below: O(items) draws, as a matrix counter
+            zeros = np.zeros_like(counter.exact)
+            for _ in range(items):
+                counter.add(zeros)
+            units = counter.release()
+        out[name] = from_units(calibration, name, units)[0]
     return out
 
 
@@ -242,14 +228,15 @@ def local_noise(calibration: Calibration, horizon: int, seed: int, episodes: Seq
 
 def clean_distance(calibration: Calibration, released: dict[str, np.ndarray], t: int,
                    noise: dict[str, np.ndarray]) -> float:
-    """How far (max over entries) billboard minus `noise` lies outside the clean range
-    [0, t * clean_max] that t honest users' exact counts occupy."""
+    """How far (max over entries) billboard minus `noise` lies outside the clean range that the
+    exact sums of at most t honest users occupy: [t min(clean_min, 0), t max(clean_max, 0)]."""
     worst = 0.0
     for fam in calibration.families:
         if fam.name not in noise:
             continue
         rest = released[fam.name] - noise[fam.name]
-        below, above = -rest, rest - t * fam.clean_max
+        below = t * min(fam.clean_min, 0.0) - rest
+        above = rest - t * max(fam.clean_max, 0.0)
         worst = max(worst, float(np.max(np.maximum(0.0, np.maximum(below, above)))))
     return worst
 
@@ -646,9 +633,6 @@ class ServerAudit:
             self.report.passed("seeds", f"noise drawn by {cfg.noise} from the OS CSPRNG: no seed"
                                " re-derives it", view.run_id)
             return
-        if not_covered := _uncovered_counter(cal):
-            self.report.skipped("seeds", not_covered, view.run_id)
-            return
         last = view.snapshot
         if last is None:
             self.report.skipped("seeds", "the run kept moving while its billboard and policy log"
@@ -708,9 +692,9 @@ class ServerAudit:
                                 cal.integer and bind(cfg).integer_rewards)
             return clean_distance(cal, poll.arrays, t, noise)
         worst = 0.0
-        items, most = cal.counter_items(t), cal.counter_items(cfg.episodes)  # the tree's items
+        items = cal.counter_items(t)  # the counters' items: releases so far
         for fam in sorted(cal.families, key=lambda f: int(np.prod(f.shape))):
-            noise = central_noise(cal, seed, most, items, [fam.name])
+            noise = central_noise(cal, seed, cfg.episodes, items, [fam.name])
             worst = max(worst, clean_distance(cal, poll.arrays, t, noise))
             if worst > self.tolerance(poll):
                 break
@@ -726,9 +710,6 @@ class ServerAudit:
         released (under a sparse JDP schedule, reports between releases change nothing)."""
         cal = view.calibration
         assert cal is not None
-        if not_covered := _uncovered_counter(cal):
-            self.report.skipped("noise", not_covered, view.run_id)
-            return
         pairs = [(a, b) for a, b in zip(view.polls, view.polls[1:], strict=False)
                  if cal.counter_items(b.reported) > cal.counter_items(a.reported)]
         if not pairs:

@@ -50,8 +50,8 @@ from privrl.seeding import generator
 ENCODER_BITS = 16  # E = round(2^16 L): the coefficients keep 16 bits below the unit
 
 __all__ = ["ENCODER_BITS", "MatrixCounter", "decoder_coefficients", "encoder_coefficients",
-           "encoder_column_norm", "matrix_release_variance", "sqrt_coefficients",
-           "tree_column_norm"]
+           "encoder_column_norm", "matrix_increment_coefficients", "matrix_increment_variance",
+           "matrix_release_variance", "sqrt_coefficients", "tree_column_norm"]
 
 
 @functools.cache
@@ -140,6 +140,27 @@ def matrix_release_variance(t: int, max_items: int, bands: int | None = None) ->
     variance (before rounding onto the grid): sum_{k<t} d_k^2."""
     d = decoder_coefficients(max_items, bands)[:t]
     return float(np.dot(d, d))
+
+
+def matrix_increment_coefficients(t1: int, t2: int, max_items: int,
+                                  bands: int | None = None) -> np.ndarray:
+    """The noise moved between the releases after t1 and t2 items, (D z)_{t2} - (D z)_{t1}, as
+    coefficients on the encoder noise z_1 .. z_{t2}: d_{t2-s} - d_{t1-s} (0 past t1)."""
+    if not 0 <= t1 < t2 <= max_items:
+        raise ValueError(f"need 0 <= t1 < t2 <= {max_items}, got {t1}, {t2}")
+    d = decoder_coefficients(max_items, bands)
+    out = d[:t2][::-1].copy()
+    out[:t1] -= d[:t1][::-1]
+    return out
+
+
+def matrix_increment_variance(t1: int, t2: int, max_items: int,
+                              bands: int | None = None) -> float:
+    """Variance of each entry's noise increment between the releases after t1 and t2 items, in
+    units of the encoder noise's variance (before rounding onto the grid): sum_s (D[t2, s] -
+    D[t1, s])^2; at t1 = 0 the release variance."""
+    coeffs = matrix_increment_coefficients(t1, t2, max_items, bands)
+    return float(np.dot(coeffs, coeffs))
 
 
 class MatrixCounter:

@@ -276,7 +276,7 @@ class Central:
 
     def release(self) -> Stats:
         """Noisy prefix sums B(items) of every family (grid units times the grid step)."""
-        return {name: _from_units(self.calibration, name, tree.release())
+        return {name: from_units(self.calibration, name, tree.release())
                 for name, tree in self.trees.items()}
 
     def _node_trees(self) -> dict[str, TreeCounter]:
@@ -315,7 +315,7 @@ def _contains(episodes: Sequence[int], episode: int) -> bool:
     return i < len(episodes) and episodes[i] == episode
 
 
-def _from_units(calibration: Calibration, name: str, units: np.ndarray) -> np.ndarray:
+def from_units(calibration: Calibration, name: str, units: np.ndarray) -> np.ndarray:
     """A release in the family's own units: grid units times the grid step (exact below 2^53)."""
     if not calibration.integer:
         return units
@@ -355,7 +355,7 @@ class Aggregator(NoServerNoise):
 
     def release(self) -> Stats:
         """The running noisy sums."""
-        return {name: _from_units(self.calibration, name, total)
+        return {name: from_units(self.calibration, name, total)
                 for name, total in self.sums.items()}
 
 
@@ -418,7 +418,7 @@ def randomize_locally(
         sampler = calibration.sampler(f.name)
         if calibration.integer:  # a row broadcasts to the family's shape (an audit's batch)
             units = f.rows_to_units(_rows(stats[f.name], len(rngs), f.shape), rngs)
-            out[f.name] = _from_units(calibration, f.name, add_rows(sampler, rngs, units))
+            out[f.name] = from_units(calibration, f.name, add_rows(sampler, rngs, units))
         else:
             noise = sample_rows(sampler, rngs.__getitem__, len(rngs), f.shape)
             out[f.name] = stats[f.name] + noise
