@@ -1,9 +1,10 @@
-"""Choose each JDP case's practical counter and schedule on tuning seeds the frontier never uses.
+"""Choose the practical presets' counters, schedules and DP-UCBVI's learner on tuning seeds.
 
 `python scripts/frontier/practical_choice.py --first-seed 5 --seeds 5 --workers 2 --json OUT`
 
 Each candidate is the practical preset with some RunConfig fields overridden (the counter, its
-bands, the release schedule), run as `privrl frontier` runs a row (the case's default world,
+bands, the release schedule) or some knobs (DP-UCBVI's radius and unknown-cell threshold), on
+seeds the frontier never uses, run as `privrl frontier` runs a row (the case's default world,
 K = 50,000, delta = 1e-5, Gaussian integer noise), at the ablation's epsilon of its case. The
 table gives the last 10% of episodes as % of the uniform policy's regret, per seed; the
 practical preset takes the lowest mean of each case (docs/results/frontier.md).
@@ -31,17 +32,30 @@ COUNTERS = {"matrix": {"counter": "matrix", "counter_bands": 256},
 LAPLACE = {"mechanism": "laplace", "delta": 0.0}  # DP-UCBVI's default mechanism
 
 
+Candidate = tuple[str, float, str, dict[str, Any], dict[str, Any]]
+
+
 def candidate(case: str, epsilon: float, counter: str, schedule: str,
-              laplace: bool = False) -> tuple[str, float, str, dict[str, Any]]:
-    """(case, epsilon, label, RunConfig fields) of the practical preset on this counter (the
-    matrix one with 256 bands) and schedule, under the Laplace mechanism if `laplace`."""
+              laplace: bool = False) -> Candidate:
+    """(case, epsilon, label, RunConfig fields, knobs) of the practical preset on this counter
+    (the matrix one with 256 bands) and schedule, under the Laplace mechanism if `laplace`."""
     label = ("Laplace: " if laplace else "") + ("matrix 256" if counter == "matrix" else counter)
     fields = {**(LAPLACE if laplace else {}), **COUNTERS[counter], "schedule": schedule}
-    return case, epsilon, f"{label}, {schedule}", fields
+    return case, epsilon, f"{label}, {schedule}", fields, {}
 
+
+def ucbvi_learner(case: str, epsilon: float, radius: float, unknown: float) -> Candidate:
+    """DP-UCBVI's practical preset (its own counter and schedule) with the radius E = `radius`
+    × the release std and cells unvisited while N~(s,a) < `unknown` × that std."""
+    return (case, epsilon, f"learner: radius {radius:g}, unknown below {unknown:g}", {},
+            {"radius_scale": radius, "unknown_below": unknown})
+
+
+# DP-UCBVI's learner: the knobs as they were (1, 1), then the candidates
+UCBVI_LEARNERS = ((1.0, 1.0), (0.5, 1.0), (1.0, 2.0), (0.5, 2.0), (0.25, 2.0), (0.5, 3.0))
 
 # the preset as it was, then the candidates
-CANDIDATES: tuple[tuple[str, float, str, dict[str, Any]], ...] = (
+CANDIDATES: tuple[Candidate, ...] = (
     candidate("dp-ucbvi-step-jdp", 5.0, "smoothed", "every"),
     candidate("dp-ucbvi-step-jdp", 5.0, "smoothed", "geometric:1.1"),
     candidate("dp-ucbvi-step-jdp", 5.0, "matrix", "geometric:1.1"),
@@ -85,6 +99,11 @@ CANDIDATES: tuple[tuple[str, float, str, dict[str, Any]], ...] = (
     candidate("lsvi-ucb-switching-jdp", 5.2, "matrix", "batch:50"),
     candidate("lsvi-ucb-switching-jdp", 100.0, "smoothed", "batch:50"),
     candidate("lsvi-ucb-switching-jdp", 100.0, "matrix", "batch:50"),
+    *(ucbvi_learner(case, eps, radius, unknown)
+      for case, eps in (("dp-ucbvi-step-jdp", 0.72), ("dp-ucbvi-step-jdp", 1.0),
+                        ("dp-ucbvi-step-jdp", 5.0), ("dp-ucbvi-pooled-jdp", 0.1),
+                        ("dp-ucbvi-pooled-jdp", 0.19), ("dp-ucbvi-pooled-ldp", 31.0))
+      for radius, unknown in UCBVI_LEARNERS),
 )
 
 
@@ -106,20 +125,21 @@ def main() -> None:
               if (not args.cases or c[0] in args.cases) and args.matching in c[2]
               and (not args.epsilon or c[1] in args.epsilon)]
     tasks, rows = [], []
-    for i, (name, eps, label, fields) in enumerate(chosen):
-        config, world = planner.config(case_named(name), "practical", eps, fields)
+    for i, (name, eps, label, fields, knobs) in enumerate(chosen):
+        config, world = planner.config(case_named(name), "practical", eps, fields, knobs)
         reason = precheck(config)
         if reason:
             sys.exit(f"{name} {label}: {reason}")
         tasks.append(Task((i, 0), config, world, seeds))
     levels = {n: random_regret(m) for n, m in planner.mdps.items()}
     for key, result in LocalExecutor(args.workers).run(run_or_error, tasks, lambda k, n: None):
-        name, eps, label, fields = chosen[key[0]]
+        name, eps, label, fields, knobs = chosen[key[0]]
         if isinstance(result, str):
             sys.exit(f"{name} {label}: {result}")
         task = tasks[key[0]]
         fractions = final_fractions(result.regret, levels[task.world.name])
         rows.append({"case": name, "epsilon": eps, "candidate": label, "fields": fields,
+                     "knobs": knobs,
                      "fractions": fractions, "mean": float(np.mean(fractions)),
                      "sd": float(np.std(fractions)), "ledger_epsilon": result.ledger["epsilon"],
                      "seconds": result.seconds})
@@ -137,14 +157,15 @@ def main() -> None:
 
 def table(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The docs' table of the runs (scripts/results_table.py's format): a row per candidate,
-    the lowest mean of each (case, ε, mechanism) marked."""
-    def group(r: dict[str, Any]) -> tuple[str, float, str]:
-        return r["case"], r["epsilon"], r["fields"].get("mechanism", "gaussian")
+    the lowest mean of each (case, ε, mechanism, knobs or not) marked."""
+    def group(r: dict[str, Any]) -> tuple[str, float, str, bool]:
+        return (r["case"], r["epsilon"], r["fields"].get("mechanism", "gaussian"),
+                bool(r.get("knobs")))
 
-    best: dict[tuple[str, float, str], float] = {}
+    best: dict[tuple[str, float, str, bool], float] = {}
     for r in runs:
         best[group(r)] = min(best.get(group(r), r["mean"]), r["mean"])
-    columns = (("case", ""), ("ε", "g"), ("counter, schedule", ""), ("per seed", ""),
+    columns = (("case", ""), ("ε", "g"), ("candidate", ""), ("per seed", ""),
                ("mean ± sd", ".1f"), ("lowest", ""), ("seconds", ".0f"))
     rows = [[r["case"], r["epsilon"], r["candidate"],
              ", ".join(f"{f:.0f}" for f in r["fractions"]), [r["mean"], r["sd"]],
