@@ -170,7 +170,23 @@ def table(runs: list[dict[str, Any]]) -> dict[str, Any]:
     rows = [[r["case"], r["epsilon"], r["candidate"],
              ", ".join(f"{f:.0f}" for f in r["fractions"]), [r["mean"], r["sd"]],
              r["mean"] == best[group(r)], r["seconds"]] for r in runs]
-    return {"columns": [{"title": t, "format": f} for t, f in columns], "rows": rows}
+    out = {"columns": [{"title": t, "format": f} for t, f in columns], "rows": rows}
+    learners = [r for r in runs if r.get("knobs")]
+    if learners:
+        out["note"] = learner_note(learners)
+    return out
+
+
+def learner_note(runs: list[dict[str, Any]]) -> str:
+    """Each knob candidate's mean over every (case, ε) it ran, the lowest first: one learner
+    serves every case, so the preset takes the lowest overall."""
+    means: dict[str, list[float]] = {}
+    for r in runs:
+        means.setdefault(r["candidate"], []).append(r["mean"])
+    ranked = sorted(means.items(), key=lambda kv: float(np.mean(kv[1])))
+    return ("Mean over the (case, ε) cells, per candidate, lowest first: "
+            + "; ".join(f"{label.removeprefix('learner: ')}: {np.mean(v):.1f}% over {len(v)}"
+                        for label, v in ranked) + ".")
 
 
 if __name__ == "__main__":

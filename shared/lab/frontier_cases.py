@@ -107,8 +107,8 @@ UCBVI_MATRIX = Lever("counter", "banded matrix-factorization counter (256 bands,
                      {"counter": "matrix", "counter_bands": 256, "mechanism": "gaussian"})
 DERIVED_PAIRS = Lever("split", "N(s,a) derived from N(s,a,s')", knobs={"pair_counts": "derived"})
 UCBVI_LEARNER = Lever("learner", "practical bonus and radius", knobs={
-    "bonus_scale": 0.01, "privacy_scale": 0.0, "radius_mode": "std", "unknown_below": 1.0,
-    "clip_remaining": True})
+    "bonus_scale": 0.01, "privacy_scale": 0.0, "radius_mode": "std", "radius_scale": 0.5,
+    "unknown_below": 2.0, "clip_remaining": True})
 
 ABLATIONS: tuple[Ablation, ...] = (
     Ablation("dp-ucbvi-step-jdp", 5.0, (

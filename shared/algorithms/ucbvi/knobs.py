@@ -51,11 +51,11 @@ PRESETS: dict[str, UCBVIKnobs] = {
         bonus_scale=0.01,
         privacy_scale=0.0,
         radius_mode="std",
-        radius_scale=1.0,
+        radius_scale=0.5,
         clip_previous=True,
         clip_remaining=True,
         variance_terms=True,
-        unknown_below=1.0,
+        unknown_below=2.0,
         pair_counts="derived",
     ),
 }
