@@ -389,3 +389,19 @@ def test_the_threshold_table_reports_each_case_at_its_target(
     for row, t in zip(fr.threshold_table(moved)["rows"], moved["thresholds"], strict=True):
         fractions = fr._run_at(moved, t["case"], t["preset"], target)["fractions"]
         assert row[-2] == target and row[-1][0] == pytest.approx(np.mean(fractions))
+
+
+def test_a_presets_new_knob_values_make_new_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from privrl.algorithms import registry
+
+    planner = fr.Planner(fr.StudySpec())
+    config, world = planner.config(case_named("dp-ucbvi-step-jdp"), "practical", 1.0)
+    before = fr.Job("frontier", "dp-ucbvi-step-jdp", "practical", 1.0, config, world).key
+    algorithm = registry.get("dp-ucbvi")
+    presets = {**algorithm.presets, "practical": algorithm.presets["practical"].model_copy(
+        update={"unknown_below": 7.0})}
+    monkeypatch.setattr(algorithm, "presets", presets)
+    after = fr.Job("frontier", "dp-ucbvi-step-jdp", "practical", 1.0, config, world).key
+    assert after != before  # the same RunConfig, run with other knobs: not the same run
+    knobs = algorithm.resolve_knobs("practical", None).model_dump(mode="json")
+    assert after == fr.run_key(config, knobs) and before != fr.run_key(config, knobs)

@@ -61,6 +61,17 @@ class StudySpec:
         return json.loads(json.dumps(asdict(self)))
 
 
+def run_key(config: RunConfig, knobs: dict[str, Any] | None = None) -> str:
+    """The digest of `config` with the knobs it runs with (`knobs`: as given, else its preset's
+    with its overrides, as its algorithm resolves them today)."""
+    if knobs is None:
+        algorithm = registry.get(config.algo)
+        knobs = algorithm.resolve_knobs(config.preset, config.knobs).model_dump(mode="json")
+    text = json.dumps({"config": config.model_dump(mode="json"), "knobs": knobs},
+                      sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class Job:
     """One row of the study: a configuration to run, or a reason it cannot run."""
@@ -77,11 +88,11 @@ class Job:
 
     @property
     def key(self) -> str:
-        """The run's digest (its configuration): one record per distinct configuration."""
+        """The run's digest (its configuration and the knobs its preset resolves to, so a
+        preset's new knob values make new runs): one record per distinct configuration."""
         if self.config is None:
             return ""
-        text = json.dumps(self.config.model_dump(mode="json"), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return run_key(self.config)
 
     def row(self) -> dict[str, Any]:
         """The JSON row (frontier or ablation list) that points at its run."""
