@@ -405,3 +405,14 @@ def test_a_presets_new_knob_values_make_new_runs(monkeypatch: pytest.MonkeyPatch
     assert after != before  # the same RunConfig, run with other knobs: not the same run
     knobs = algorithm.resolve_knobs("practical", None).model_dump(mode="json")
     assert after == fr.run_key(config, knobs) and before != fr.run_key(config, knobs)
+
+
+def test_a_case_can_run_on_its_world_drawn_from_another_seed() -> None:
+    planner = fr.Planner(fr.StudySpec())
+    case = case_named("lsvi-ucb-batched-jdp")
+    default, world = planner.config(case, "practical", 10.0)
+    other, held_out = planner.config(case, "practical", 10.0, world_params={"seed": 101})
+    assert (world.params, held_out.params) == ({}, {"seed": 101})
+    assert held_out.build().P.tolist() != world.build().P.tolist()  # other secret signs
+    assert other == default  # the secret seed is not in the public model the server knows
+    assert planner.config(case, "practical", 10.0)[1] == world  # the default is untouched

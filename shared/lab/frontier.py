@@ -109,20 +109,23 @@ class Planner:
     spec: StudySpec
     mdps: dict[str, Any] = field(default_factory=dict)
 
-    def world(self, algo: str) -> tuple[WorldSpec, Any]:
-        """The algorithm's default world and its MDP."""
+    def world(self, algo: str, params: dict[str, Any] | None = None) -> tuple[WorldSpec, Any]:
+        """The algorithm's default world (with these parameters, e.g. another secret seed) and
+        its MDP; `mdps` keys the default world by its name."""
         name = registry.get(algo).default_world
-        if name not in self.mdps:
-            self.mdps[name] = WorldSpec(name).build()
-        mdp = self.mdps[name]
-        return WorldSpec(name, mdp.H), mdp
+        key = name if not params else f"{name} {json.dumps(params, sort_keys=True)}"
+        if key not in self.mdps:
+            self.mdps[key] = WorldSpec(name, params=dict(params or {})).build()
+        mdp = self.mdps[key]
+        return WorldSpec(name, mdp.H, dict(params or {})), mdp
 
     def config(self, case: Case, preset: str, epsilon: float,
                lever_fields: dict[str, Any] | None = None,
-               lever_knobs: dict[str, Any] | None = None) -> tuple[RunConfig, WorldSpec]:
+               lever_knobs: dict[str, Any] | None = None,
+               world_params: dict[str, Any] | None = None) -> tuple[RunConfig, WorldSpec]:
         """The case's RunConfig at `epsilon` under `preset`, with a lever's overrides, as its
         runs use it (the preset's schedule and counter filled in): what the run's key digests."""
-        world, mdp = self.world(case.algo)
+        world, mdp = self.world(case.algo, world_params)
         knobs = {**case.knobs, **(lever_knobs or {})}
         fields = {"mechanism": MECHANISM, "delta": self.spec.delta, **(lever_fields or {})}
         config = RunConfig(
