@@ -46,7 +46,7 @@ CLIENT_SEED_ENV = "PRIVRL_CLIENT_SEED"  # `users`: the users' own seed
 # The demo's budget and JDP counter: the smallest epsilon of {1, 2, 3, 5} at which this JDP run
 # learns at K = 3,000, on average and in single runs (what a demo shows): scripts/demo_budget.py
 # measures it (docs/results/demo/budget.json)
-DEMO_EPSILON = 5.0
+DEMO_EPSILON = 3.0
 DEMO_COUNTER, DEMO_SCHEDULE = "matrix", "batch:200"
 
 

@@ -28,7 +28,7 @@ from privrl.client.cli import build_parser
 from privrl.client.cli_common import world_from_args
 from privrl.client.demo import demo_configs
 from privrl.client.procs import child_env, free_port, stop_process
-from privrl.client.remote_cli import cmd_compare
+from privrl.client.remote_cli import DEMO_EPSILON, cmd_compare
 from privrl.worlds import riverswim
 from support.vendored import COMPOSE_SCHEMA, REPO_ROOT
 
@@ -108,7 +108,7 @@ def test_compose_defaults_parse_into_the_demo_runs() -> None:
     assert made == demo_configs(demo, riverswim(demo.horizon))
     none, jdp, ldp = made
     assert (jdp.episodes, jdp.horizon, jdp.mechanism, jdp.delta) == (3000, 20, "gaussian", 1e-5)
-    assert jdp.epsilon == ldp.epsilon == 5.0
+    assert jdp.epsilon == ldp.epsilon == DEMO_EPSILON
     assert (jdp.counter, jdp.schedule) == ("matrix", "batch:200") and ldp.schedule is None
 
 
@@ -227,7 +227,7 @@ def test_compose_services_run_as_local_processes(tmp_path: Path) -> None:
         assert out[-1].startswith(f"open http://localhost:{port} : the dashboard")
         table = "\n".join(out)
         assert "% of random: " in table and "eps spent" in table and "ep/s" in table
-        assert "ldp eps=5 gaussian pooled" in table
+        assert f"ldp eps={DEMO_EPSILON:g} gaussian pooled" in table
         assert re.search(r"users \w+: \d+ episodes played by this process", local.log("users")) \
             or "run finished" in local.log("users")
         assert (tmp_path / "privrl-data" / "privrl.db").exists()
