@@ -27,6 +27,7 @@ from privrl.client.demo import (
     window_percents,
 )
 from privrl.client.procs import child_env, module_cmd
+from privrl.client.remote_cli import DEMO_EPSILON
 from privrl.lab.experiments import WorldSpec, run_many
 from privrl.lab.plots import learning_figure, moving
 from privrl.worlds import riverswim
@@ -175,9 +176,10 @@ def test_seeded_sequential_demo_repeats_and_the_table_explains_itself(tmp_path: 
                  " 99th-percentile", "report bytes: "):
         assert term in out, term
     assert "windows" in header and "learned" in header
-    jdp = next(ln for ln in out.splitlines() if ln.startswith("jdp eps=5 gaussian pooled"))
-    assert jdp.split()[-2:] == ["5", "1e-05"]  # eps and delta spent, from the ledger
-    assert "Same budget, eps = 5 and delta = 1e-05 per user" in out
+    eps = f"{DEMO_EPSILON:g}"
+    jdp = next(ln for ln in out.splitlines() if ln.startswith(f"jdp eps={eps} gaussian pooled"))
+    assert jdp.split()[-2:] == [eps, "1e-05"]  # eps and delta spent, from the ledger
+    assert f"Same budget, eps = {eps} and delta = 1e-05 per user" in out
 
 
 @pytest.mark.slow
