@@ -66,7 +66,7 @@ def list_cases() -> int:
     from privrl.lab.frontier_cases import case_named
 
     for case in CASES:
-        print(f"{case.name:<24} {case.title:<28} ε grid {case.grid(8)}")
+        print(f"{case.name:<24} {case.title:<28} target ε {case.target:g}; ε grid {case.grid(8)}")
     for ablation in ABLATIONS:
         algo = case_named(ablation.case).algo
         print(f"ablation {ablation.case} at ε = {ablation.epsilon:g}:")

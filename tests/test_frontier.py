@@ -416,3 +416,13 @@ def test_a_case_can_run_on_its_world_drawn_from_another_seed() -> None:
     assert held_out.build().P.tolist() != world.build().P.tolist()  # other secret signs
     assert other == default  # the secret seed is not in the public model the server knows
     assert planner.config(case, "practical", 10.0)[1] == world  # the default is untouched
+
+
+def test_the_list_names_each_cases_target_and_grid(capsys: pytest.CaptureFixture[str]) -> None:
+    from privrl.client.frontier_cli import list_cases
+
+    assert list_cases() == 0
+    lines = capsys.readouterr().out.splitlines()
+    for case in CASES:
+        [line] = [ln for ln in lines if ln.startswith(f"{case.name} ")]
+        assert f"target ε {case.target:g}; ε grid {case.grid(8)}" in line
