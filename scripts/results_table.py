@@ -9,26 +9,20 @@ a string, a number, a [mean, std] pair, a bool or null.
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import shlex
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from privrl.lab.provenance import commit
+from privrl.lab.provenance import save_measured
 
 
 def save_table(path: str | Path, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]],
                **about: Any) -> None:
     """Write the table with the command line that measured it, the commit and the load average."""
-    data = {"command": shlex.join(["python", *sys.argv]), "commit": commit(),
-            "load_average": [round(x, 1) for x in os.getloadavg()], **about,
-            "columns": [{"title": title, "format": spec} for title, spec in columns],
-            "rows": [list(row) for row in rows]}
-    Path(path).write_text(json.dumps(data, indent=1) + "\n")
+    save_measured(path, {**about,
+                         "columns": [{"title": title, "format": spec} for title, spec in columns],
+                         "rows": [list(row) for row in rows]})
 
 
 def scientific(value: float) -> str:

@@ -12,18 +12,14 @@ runs a row. RiverSwim, DP-UCBVI's world, has no seed and is left out.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shlex
 import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from privrl.lab.executors import LocalExecutor, Task
 from privrl.lab.frontier import Planner, StudySpec, precheck, random_regret, run_or_error
 from privrl.lab.frontier_cases import CASES
-from privrl.lab.provenance import commit
+from privrl.lab.provenance import save_measured
 from privrl.lab.threshold import final_fractions
 
 SEEDED = {"lm-hard": ("seed",), "zhou-mix": ("seed", "feature_seed"), "lin-cube": ("seed",)}
@@ -68,11 +64,8 @@ def main() -> None:
               f" ± {np.std(fractions):.1f} in {result.seconds:.0f} s", flush=True)
     rows.sort(key=lambda r: next(i for i, j in enumerate(jobs)
                                  if (j[0].name, j[2]) == (r["case"], r["params"])))
-    out = {"command": shlex.join(["python", *sys.argv]), "commit": commit(),
-           "load_average": [round(x, 1) for x in os.getloadavg()], "seeds": list(seeds),
-           "episodes": args.episodes, **table(rows), "runs": rows}
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+    save_measured(args.json, {"seeds": list(seeds), "episodes": args.episodes, **table(rows),
+                              "runs": rows})
 
 
 def table(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -13,18 +13,14 @@ practical preset takes the lowest mean of each case (docs/results/frontier.md).
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shlex
 import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from privrl.lab.executors import LocalExecutor, Task
 from privrl.lab.frontier import Planner, StudySpec, precheck, random_regret, run_or_error
 from privrl.lab.frontier_cases import case_named
-from privrl.lab.provenance import commit
+from privrl.lab.provenance import save_measured
 from privrl.lab.threshold import final_fractions
 
 COUNTERS = {"matrix": {"counter": "matrix", "counter_bands": 256},
@@ -148,11 +144,8 @@ def main() -> None:
               flush=True)
     rows.sort(key=lambda r: [c[:3] for c in chosen].index((r["case"], r["epsilon"],
                                                            r["candidate"])))
-    out = {"command": shlex.join(["python", *sys.argv]), "commit": commit(),
-           "load_average": [round(x, 1) for x in os.getloadavg()], "seeds": list(seeds),
-           "episodes": args.episodes, **table(rows), "runs": rows}
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+    save_measured(args.json, {"seeds": list(seeds), "episodes": args.episodes, **table(rows),
+                              "runs": rows})
 
 
 def table(runs: list[dict[str, Any]]) -> dict[str, Any]:
