@@ -120,7 +120,7 @@ def main() -> None:
     chosen = [c for c in CANDIDATES
               if (not args.cases or c[0] in args.cases) and args.matching in c[2]
               and (not args.epsilon or c[1] in args.epsilon)]
-    tasks, rows = [], []
+    tasks, rows = [], {}
     for i, (name, eps, label, fields, knobs) in enumerate(chosen):
         config, world = planner.config(case_named(name), "practical", eps, fields, knobs)
         reason = precheck(config)
@@ -134,18 +134,16 @@ def main() -> None:
             sys.exit(f"{name} {label}: {result}")
         task = tasks[key[0]]
         fractions = final_fractions(result.regret, levels[task.world.name])
-        rows.append({"case": name, "epsilon": eps, "candidate": label, "fields": fields,
-                     "knobs": knobs,
-                     "fractions": fractions, "mean": float(np.mean(fractions)),
-                     "sd": float(np.std(fractions)), "ledger_epsilon": result.ledger["epsilon"],
-                     "seconds": result.seconds})
+        rows[key[0]] = {"case": name, "epsilon": eps, "candidate": label, "fields": fields,
+                        "knobs": knobs, "fractions": fractions,
+                        "mean": float(np.mean(fractions)), "sd": float(np.std(fractions)),
+                        "ledger_epsilon": result.ledger["epsilon"], "seconds": result.seconds}
         print(f"{name} ε={eps:g} {label}: {np.mean(fractions):.1f} ± {np.std(fractions):.1f}"
               f" ({', '.join(f'{f:.0f}' for f in fractions)}) in {result.seconds:.0f} s",
               flush=True)
-    rows.sort(key=lambda r: [c[:3] for c in chosen].index((r["case"], r["epsilon"],
-                                                           r["candidate"])))
-    save_measured(args.json, {"seeds": list(seeds), "episodes": args.episodes, **table(rows),
-                              "runs": rows})
+    ordered = [rows[i] for i in sorted(rows)]  # the candidates' order, not the finishing one
+    save_measured(args.json, {"seeds": list(seeds), "episodes": args.episodes,
+                              **table(ordered), "runs": ordered})
 
 
 def table(runs: list[dict[str, Any]]) -> dict[str, Any]:
