@@ -100,21 +100,25 @@ class Geometric:
         if not self.ratio > 1.0:
             raise ValueError(f"a geometric schedule needs a ratio above 1, got {self.ratio}")
 
-    def release_episodes(self, episodes: int) -> tuple[int, ...]:
-        """The distinct release episodes ceil(r^j) <= K, increasing."""
+    def _powers(self, episodes: int) -> tuple[tuple[int, ...], int]:
+        """The cached ceil(r^j) up to a power of two past K, and how many of them are <= K."""
         bound = max(1024, 1 << max(int(episodes), 1).bit_length())
         powers = _ceil_powers(self.ratio, bound)
-        return powers[:bisect.bisect_right(powers, episodes)]
+        return powers, bisect.bisect_right(powers, episodes)
+
+    def release_episodes(self, episodes: int) -> tuple[int, ...]:
+        """The distinct release episodes ceil(r^j) <= K, increasing."""
+        powers, count = self._powers(episodes)
+        return powers[:count]
 
     def release_due(self, episode: int) -> bool:
         """Whether `episode` is some ceil(r^j)."""
-        episode = _check_episode(episode)
-        due = self.release_episodes(episode)
-        return bool(due) and due[-1] == episode
+        powers, count = self._powers(_check_episode(episode))
+        return count > 0 and powers[count - 1] == episode
 
     def releases(self, episodes: int) -> int:
-        """How many distinct ceil(r^j) lie in 1..K."""
-        return len(self.release_episodes(episodes))
+        """How many distinct ceil(r^j) lie in 1..K (learners ask every episode: no copy)."""
+        return self._powers(episodes)[1]
 
 
 @functools.lru_cache(maxsize=64)
