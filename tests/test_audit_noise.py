@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from privrl.algorithms import bind
+from privrl.algorithms import bind, effective
 from privrl.algorithms.ucbvi.counts import tabular_counts
 from privrl.client.api import ServerAPI
 from privrl.client.audit.noise import (
@@ -430,3 +430,32 @@ def test_field_search_flags_seeds_raw_data_and_metric_labels() -> None:
     assert [f.message.split(" counts")[0] for f in audit.report.findings
             if f.check == "side-channel"] == ["metric 'privrl_report_bytes_total'"]
     assert not any("openapi" in f.where or "policy" in f.where for f in audit.report.findings)
+
+
+def test_the_noise_test_takes_each_family_at_its_own_scale() -> None:
+    """LinOpt-VI's practical JDP run: four families at different noise scales, two of them
+    symmetric (mirrored noise). Honest increments (pure noise, from the run's own counters)
+    sit at the declared std; halving every family's noise is flagged, which a test pooling
+    the families at the smallest family's scale misses (the others' noise stays above it)."""
+    world = make("zhou-mix")
+    cfg = effective(RunConfig(algo="linopt-vi", n_states=world.S, n_actions=world.A,
+                              horizon=world.H, model=model_spec_of(world), episodes=4000,
+                              privacy="jdp", epsilon=1.0, delta=1e-5, mechanism="gaussian"))
+    cal = bind(cfg).calibration()
+    scales = {cal.mechanism_of(f.name).std() for f in cal.families}
+    assert cal.plan.kind == "matrix" and len(scales) > 1
+    assert any(f.symmetric for f in cal.families)
+    names = [f.name for f in cal.families]
+    ratios, flagged = [], 0
+    for seed in range(8):
+        before = central_noise(cal, seed, cfg.episodes, 100)
+        after = central_noise(cal, seed, cfg.episodes, 300)
+        honest = increment_test(cal, 100, [before[n] for n in names], 300,
+                                [after[n] for n in names], 1e-3)
+        assert honest.decisive
+        ratios.append(honest.ratio)
+        flagged += honest.flagged
+        quiet = increment_test(cal, 100, [before[n] / 2 for n in names], 300,
+                               [after[n] / 2 for n in names], 1e-3)
+        assert quiet.flagged, quiet
+    assert flagged == 0 and abs(np.mean(ratios) - 1.0) < 0.06, ratios

@@ -92,7 +92,8 @@ def moments(coeffs: np.ndarray, kurtosis: float) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class IncrementTest:
-    """The variance test on one pair of polls (all released families pooled)."""
+    """The variance test on one pair of polls (all released families pooled, each scaled to the
+    reference mechanism's noise)."""
 
     t1: int
     t2: int
@@ -125,6 +126,8 @@ def increment_test(
     """Test that the released families moved by at least the declared noise from t1 to t2.
 
     `before` / `after` hold the released families' arrays (calibration order) at the two polls.
+    Each family's increments are scaled by the reference std over its own (families may be
+    calibrated apart), and a symmetric family counts its upper triangle only (mirrored noise).
     """
     if not t2 > t1 >= 0:
         raise ValueError(f"need t2 > t1 >= 0, got {t1}, {t2}")
@@ -136,8 +139,15 @@ def increment_test(
                                     calibration.plan)
     second, fourth = moments(coeffs, KURTOSIS[kind])
     var = sigma**2 * second
-    inc = np.concatenate([(np.asarray(b2, float) - np.asarray(b1, float)).ravel()
-                          for b1, b2 in zip(before, after, strict=True)])
+    # each family in units of its own noise scale (families may differ), a symmetric family's
+    # mirrored entries once (its noise is i.i.d. on the upper triangle only)
+    parts = []
+    for fam, b1, b2 in zip(calibration.families, before, after, strict=True):
+        inc = np.asarray(b2, float) - np.asarray(b1, float)
+        if fam.symmetric:
+            inc = inc[..., *np.triu_indices(inc.shape[-1])]
+        parts.append(inc.ravel() * (sigma / calibration.mechanism_of(fam.name).std()))
+    inc = np.concatenate(parts)  # in the reference mechanism's scale
     m = inc.size
     z = float(np.sum(inc**2)) / var  # mean m under pure declared noise
     slack = math.sqrt(2.0 * m * (fourth / second**2) * math.log(1.0 / alpha))
