@@ -13,6 +13,7 @@ from privrl.client.audit.noise import (
     increment_test,
     moments,
     release_coefficients,
+    single_draw,
 )
 from privrl.client.audit.server_attack import (
     Document,
@@ -459,3 +460,24 @@ def test_the_noise_test_takes_each_family_at_its_own_scale() -> None:
                                [after[n] / 2 for n in names], 1e-3)
         assert quiet.flagged, quiet
     assert flagged == 0 and abs(np.mean(ratios) - 1.0) < 0.06, ratios
+
+
+def test_a_single_draw_reading_counts_releases_not_reports() -> None:
+    """The float-noise check needs a billboard whose entries each hold one raw draw: under a
+    sparse schedule that is a count of releases (none before the first), never a matrix
+    counter's release; in LDP, one user's report."""
+    mdp = riverswim(6)
+
+    def cal(**kw):  # noqa: ANN003, ANN202
+        cfg = RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=64, **kw)
+        return bind(cfg).calibration()
+
+    float_jdp = dict(privacy="jdp", mechanism="laplace", noise="float", schedule="batch:4")
+    smoothed, tree = cal(**float_jdp, counter="smoothed"), cal(**float_jdp, counter="tree")
+    assert [t for t in range(1, 33) if single_draw(smoothed, t)] == [4, 5, 6, 7]
+    assert [t for t in range(1, 33) if single_draw(tree, t)] == [
+        4, 5, 6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 32]
+    matrix = cal(privacy="jdp", mechanism="gaussian", delta=1e-5, counter="matrix")
+    assert not any(single_draw(matrix, t) for t in range(65))
+    ldp = cal(privacy="ldp", mechanism="laplace")
+    assert [t for t in range(4) if single_draw(ldp, t)] == [1]

@@ -66,10 +66,16 @@ def release_coefficients(t: int, mode: str, smooth: bool) -> dict[Node, float]:
     return out
 
 
-def single_draw(t: int, mode: str, smooth: bool) -> bool:
-    """Whether each entry of the release after t reports holds exactly one noise draw (JDP: a
-    single raw tree node; LDP: one user's noise)."""
-    return list(release_coefficients(t, mode, smooth).values()) == [1.0]
+def single_draw(calibration: Calibration, reported: int) -> bool:
+    """Whether each entry of the billboard after `reported` reports holds exactly one noise
+    draw: LDP, one user's noise; JDP, a tree whose items so far (releases, under a sparse
+    schedule) are one raw node; never the matrix counter, whose releases decode many draws."""
+    items = calibration.counter_items(reported)
+    plan = calibration.plan
+    if items == 0 or (calibration.mode == "jdp" and plan is not None and plan.kind == "matrix"):
+        return False
+    coeffs = release_coefficients(items, calibration.mode, calibration.smooth)
+    return list(coeffs.values()) == [1.0]
 
 
 def increment_coefficients(t1: int, t2: int, mode: str, smooth: bool,

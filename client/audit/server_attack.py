@@ -565,13 +565,17 @@ class ServerAudit:
             self.report.passed("grid", f"every reading lies on its declared grid"
                                f" ({', '.join(f'{n}: {g:g}' for n, g in declared.items())})",
                                view.run_id)
-        single = [p for p in view.polls
-                  if p.reported and single_draw(p.reported, cal.mode, cal.smooth)]
+        single = [p for p in view.polls if single_draw(cal, p.reported)]
         if not single:
-            when = "1" if cal.mode == "ldp" or cal.smooth else "a power of two"
-            self.report.skipped("float-noise", f"needs a reading after {when} report(s), where"
-                                " each entry is one clean count plus one noise draw",
-                                view.run_id)
+            if cal.mode == "jdp" and cal.plan is not None and cal.plan.kind == "matrix":
+                why = ("the matrix counter's releases each decode many draws (its noise is"
+                       " integer: the grid check covers it)")
+            else:
+                when = ("1 report" if cal.mode == "ldp" else "1 release" if cal.smooth
+                        else "a power-of-two number of releases")
+                why = (f"needs a reading after {when}, where each entry is one clean count plus"
+                       " one noise draw")
+            self.report.skipped("float-noise", why, view.run_id)
             return
         poll = single[0]
         kind = cal.mechanism_name if cfg.noise != "opendp" else "opendp"
