@@ -80,11 +80,12 @@ def demo_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
     return configs
 
 
-def demo_seeds(seed: int | None, run: str) -> tuple[int, int]:
+def demo_seeds(seed: int | None, run: str) -> tuple[int, int | None]:
     """(server seed, users' seed) of one demo run: independent, from the CSPRNG unless --seed
-    asks for a reproducible simulation (then both are derived from it along different paths)."""
+    asks for a reproducible simulation (then both are derived from it along different paths).
+    Without --seed each user process draws its own seed (None)."""
     if seed is None:
-        return secret_seed(), secret_seed()
+        return secret_seed(), None
     return derived_seed(seed, "demo", run, "server"), derived_seed(seed, "demo", run, "users")
 
 
@@ -129,9 +130,10 @@ def start_swarm(
             "--concurrency", str(args.concurrency),
             "--horizon", str(config.horizon), "--quiet", "--json-out", str(swarm.outputs[-1]),
         )
-        # the users' seed goes through the environment, not the (world-readable) command line;
-        # user k draws from (seed, "user", k) whichever process plays episode k
-        seed_env = {"PRIVRL_CLIENT_SEED": str(users_seed)}
+        # a given users' seed goes through the environment, not the (world-readable) command
+        # line; user k plays from (seed, "user", k) whichever process plays episode k, and the
+        # processes share the seed's nonce counter (privrl.client.user_state)
+        seed_env = {} if users_seed is None else {"PRIVRL_CLIENT_SEED": str(users_seed)}
         swarm.procs.append(spawn(cmd, env=seed_env, log_path=swarm.logs[-1]))
         children.append(swarm.procs[-1])
     return swarm

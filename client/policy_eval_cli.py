@@ -93,6 +93,7 @@ def cmd_round(args: argparse.Namespace) -> int:
     """privrl policy-eval-round: one evaluation round through a real server."""
     from privrl.client.api import ApiError, ServerAPI
     from privrl.client.procs import ServerProcess
+    from privrl.client.user_state import UserState
     from privrl.client.users import UserError, run_users
     from privrl.lab import policy_eval as pe
     from privrl.seeding import derived_seed, secret_seed
@@ -106,7 +107,7 @@ def cmd_round(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     if args.seed is None:  # real secrets: nothing to compare in-process
-        server_seed, users_seed = secret_seed(), secret_seed()
+        server_seed, users_seed = secret_seed(), None
     else:
         server_seed = derived_seed(args.seed, "policy-eval-round", "server")
         users_seed = derived_seed(args.seed, "policy-eval-round", "users")
@@ -123,8 +124,9 @@ def cmd_round(args: argparse.Namespace) -> int:
         try:
             with ServerAPI(url, token=token or None) as api:
                 info = api.create_run(config, seed=server_seed)
-                swarm = asyncio.run(run_users(url, info.id, None, args.concurrency, users_seed,
-                                              world, progress=not args.quiet))
+                users = UserState.of(users_seed)
+                swarm = asyncio.run(run_users(url, info.id, None, args.concurrency, users.seed,
+                                              world, progress=not args.quiet, user_state=users))
                 board, ledger = api.billboard(info.id), api.ledger(info.id)
         except (ApiError, UserError) as exc:
             raise CliError(str(exc)) from None
@@ -134,7 +136,9 @@ def cmd_round(args: argparse.Namespace) -> int:
     record = _round_record(config, world, swarm.summary(), board.arrays, ledger)
     if args.seed is not None:
         started = time.perf_counter()
-        reference = pe.round_in_process(config, world, server_seed, users_seed)
+        assert users_seed is not None
+        reference = pe.round_in_process(config, world, server_seed, users_seed,
+                                        users.started or 0)
         published = record["theta"]
         record["in_process"] = {
             "seconds": time.perf_counter() - started,

@@ -342,18 +342,17 @@ def _report_swarm(result: SwarmResult) -> None:
 def cmd_users(args: argparse.Namespace) -> int:
     """privrl users: swarms of simulated users, one per run, side by side."""
     from privrl.client.users import Backoff, UserError, run_users
-    from privrl.seeding import derived_seed, secret_seed
+    from privrl.seeding import derived_seed
 
     server, run_ids = _server(args), _run_ids(args)
     mdps = _run_worlds(args, run_ids)
     credentials = read_credentials(args.credentials, args.wait_for_file)
     backoff = Backoff(attempts=args.attempts, patience=args.patience)
     seed = _seed(args.seed, CLIENT_SEED_ENV)
-    if len(run_ids) > 1:  # never the same user noise in two runs: one seed per run
-        base = secret_seed() if seed is None else seed
-        seeds = [derived_seed(base, "run", run_id) for run_id in run_ids]
-    else:
-        seeds = [seed]
+    if len(run_ids) > 1 and seed is not None:  # never one seed's rollouts in two runs
+        seeds: list[int | None] = [derived_seed(seed, "run", run_id) for run_id in run_ids]
+    else:  # one run, or no seed: each swarm draws its own
+        seeds = [seed] * len(run_ids)
 
     if args.processes > 1 or args.report or args.plot or args.duration:
         from privrl.client.load.cli import swarm_command
@@ -677,9 +676,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=positive_int, default=8,
                    help="users at a time (all --processes together)")
     p.add_argument("--seed", type=non_negative_int, default=None,
-                   help="the users' secret seed: user k draws from (seed, 'user', k) and nothing"
-                   f" else (default ${CLIENT_SEED_ENV}, else drawn from the OS CSPRNG); fixed"
-                   " seeds are for reproducible simulation only")
+                   help="the users' secret seed: user k plays from (seed, 'user', k) and"
+                   " randomizes at its own nonces, kept in $PRIVRL_STATE_DIR (default"
+                   f" ${CLIENT_SEED_ENV}, else each process draws its own from the OS CSPRNG);"
+                   " fixed seeds are for reproducible simulation only")
     p.add_argument("--attempts", type=positive_int, default=8,
                    help="attempts per request on transient failures")
     p.add_argument("--patience", type=positive_float, default=120.0,

@@ -1,12 +1,14 @@
 """Simulated users over HTTP: one user's episode, and a swarm of users C at a time.
 
-A user claims an episode, plays the policy it received in its own private world with its own
-randomness `user_generator(client_seed, episode)` (never anything the server sends), and reports
-what the run's algorithm asks for (`Algorithm.report_kind`): the raw trajectory or its first-visit
-returns in JDP / non-private runs, or in LDP runs only the locally randomized arrays, noised with
-the calibration the user computes itself from the run's public configuration. The numbers are
-those of `privrl.run.user_episode` with one replica, so a sequential HTTP run reproduces the
-in-process runner exactly.
+A user claims an episode, plays the policy it received in its own private world (rollout
+`user_generator(client_seed, episode)`), and reports what the run's algorithm asks for
+(`Algorithm.report_kind`): the raw trajectory or its first-visit returns in JDP / non-private
+runs, or in LDP runs only the locally randomized arrays, noised with the calibration the user
+computes itself from the run's public configuration and drawn from its own noise stream at a
+nonce it never reuses (`privrl.client.user_state.UserState`): nothing the server sends keys the
+noise, and a user refuses an episode index it has already played. The numbers are those of
+`privrl.run.user_episode` with one replica, so a sequential HTTP run from a fresh nonce counter
+reproduces the in-process runner exactly.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from privrl.client.api import (
     retry_after,
     run_path,
 )
+from privrl.client.user_state import UserState
 from privrl.config import RunConfig
 from privrl.privacy.calibration import Calibration
 from privrl.protocol import (
@@ -46,7 +49,7 @@ from privrl.protocol import (
     credential_run,
 )
 from privrl.run import user_episode
-from privrl.seeding import generator, secret_seed
+from privrl.seeding import generator
 from privrl.stats import Stats
 from privrl.wire import pack_floats
 from privrl.worlds.first_visit import FirstVisits
@@ -75,6 +78,11 @@ def _exhausted(resp: httpx.Response) -> bool:
     except ValueError:
         return False
     return isinstance(body, dict) and body.get("code") == "budget_exhausted"
+
+
+class ReplayedEpisode(UserError):
+    """The server handed out an episode index this user has already played: a server (or a
+    proxy) that replays an index can average a user's reports of one trajectory."""
 
 
 class RunFinishedError(UserError):
@@ -208,12 +216,14 @@ def encode_returns(ticket: str, visits: FirstVisits) -> bytes:
 ENCODERS = {"trajectory": encode_trajectory, "returns": encode_returns}  # raw kinds, by name
 
 
-def play(ctx: UserContext, ticket: Ticket, client_seed: int
+def play(ctx: UserContext, ticket: Ticket, state: UserState
          ) -> tuple[Trajectories | FirstVisits, bytes]:
     """Roll out the ticket's policy with the user's own stream and build the report body.
 
-    Exactly `privrl.run.user_episode` with one replica: the rollout and the local noise come from
-    `user_generator(client_seed, ticket.episode)` only. The trajectory stays with the caller.
+    Exactly `privrl.run.user_episode` with one replica: the rollout comes from
+    `user_generator(state.seed, ticket.episode)`, an LDP report's noise from
+    `noise_generator(state.seed, state.take_nonce())`; an episode `state` has played already
+    is refused (`ReplayedEpisode`). The trajectory stays with the caller.
     """
     cfg = ctx.config
     policy = ticket.policy.to_array()
@@ -233,9 +243,14 @@ def play(ctx: UserContext, ticket: Ticket, client_seed: int
     if got != want:
         raise UserError(f"the ticket's policy carries arrays {got}, the run's algorithm sends"
                         f" {want}: refusing to play it")
-    traj, noisy = user_episode(
-        ctx.mdp, message, [client_seed], ticket.episode, ctx.algorithm, ctx.calibration
-    )
+    if not state.first_play(ctx.run_id, ticket.episode):
+        raise ReplayedEpisode(
+            f"the server handed out episode {ticket.episode} of run {ctx.run_id} again, which"
+            " this user has already played: refusing it (a replayed episode would report the"
+            " same trajectory twice)")
+    nonces = [state.take_nonce()] if ctx.calibration.mode == "ldp" else None
+    traj, noisy = user_episode(ctx.mdp, message, [state.seed], ticket.episode, ctx.algorithm,
+                               ctx.calibration, nonces=nonces)
     if noisy is None:
         kind = ctx.algorithm.report_kind(cfg.privacy)
         return traj, ENCODERS[kind](ticket.ticket, traj)  # type: ignore[operator]
@@ -263,15 +278,16 @@ class User:
     """Claims, plays and reports one episode at a time against one server, with retries."""
 
     def __init__(
-        self, http: httpx.AsyncClient, ctx: UserContext, client_seed: int,
+        self, http: httpx.AsyncClient, ctx: UserContext, state: UserState,
         backoff: Backoff = Backoff(), jitter: np.random.Generator | None = None,  # noqa: B008
         keep_trajectory: bool = False, credential: str | None = None,
     ) -> None:
-        """Use `http` (base_url = the server) for the run of `ctx`; `credential`: the user
+        """Use `http` (base_url = the server) for the run of `ctx`; `state`: the user's seed,
+        nonces and played episodes (shared by the users of a swarm); `credential`: the user
         credential its claims present (runs that require one)."""
-        self.http, self.ctx, self.client_seed = http, ctx, int(client_seed)
+        self.http, self.ctx, self.state = http, ctx, state
         self.credential = credential
-        self.backoff, self.jitter = backoff, jitter or generator(client_seed, "backoff")
+        self.backoff, self.jitter = backoff, jitter or generator(state.seed, "backoff")
         self.keep_trajectory = keep_trajectory
         self.base = f"/{API_VERSION}{run_path(ctx.run_id)}"
 
@@ -360,7 +376,7 @@ class User:
     async def episode(self) -> Outcome:
         """One user = one episode: claim, roll out privately, (randomize,) report."""
         ticket, claim_s = await self.claim()
-        traj, body = play(self.ctx, ticket, self.client_seed)
+        traj, body = play(self.ctx, ticket, self.state)
         ack, report_s = await self.report(body)
         return Outcome(ticket.episode, claim_s, report_s, len(body), ack.duplicate,
                        traj if self.keep_trajectory else None)
@@ -461,12 +477,16 @@ async def run_users(
     timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None,
     progress_every: float | None = None, stop_at: float | None = None,
     jitter_seed: int | None = None, credentials: Sequence[str] = (),
+    user_state: UserState | None = None,
 ) -> SwarmResult:
     """Simulate `n_users` users (None: until the run is finished), `concurrency` at a time.
 
-    Every user draws from `user_generator(seed, episode)`, where `seed` is the users' own secret
-    (None: drawn from the OS CSPRNG, the default for anything but reproducible simulation; a
-    known seed lets anyone subtract the users' local noise). A user that meets a finished run
+    Every user plays from `user_generator(seed, episode)` and randomizes from
+    `noise_generator(seed, nonce)` with nonces it never reuses (`UserState`), where `seed` is
+    the users' own secret (None: drawn from the OS CSPRNG, the default for anything but
+    reproducible simulation; a known seed lets anyone subtract the users' local noise; a given
+    seed keeps its nonces and played episodes in the state directory). A user handed an
+    episode it already played refuses it (`ReplayedEpisode`). A user that meets a finished run
     stops the swarm. Permanent refusals (a weaker randomizer, a mismatched world) raise
     `UserError`; a report refused with a 4xx is counted and the others go on. `event_hooks`
     and `transport` are passed to httpx (tests record or fake the traffic with them).
@@ -476,10 +496,12 @@ async def run_users(
     `jitter_seed`: the seed of the retries' jitter (default `seed`; one per process of a swarm).
     `credentials`: user credentials (`privrl runs credentials`); those of this run are dealt out
     to the concurrent users in turn, and a run that requires them is refused without any.
+    `user_state`: the users' `UserState` (default `UserState.of(seed)`; its seed then rules).
     """
     if concurrency < 1:
         raise UserError("concurrency must be >= 1")
-    seed = secret_seed() if seed is None else seed
+    user_state = UserState.of(seed) if user_state is None else user_state
+    seed = user_state.seed
     server = check_url(server)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency,
                           keepalive_expiry=CLIENT_KEEPALIVE_SECONDS)
@@ -507,7 +529,7 @@ async def run_users(
         async def worker(index: int) -> None:
             jitter = generator(seed if jitter_seed is None else jitter_seed, "backoff", index)
             credential = mine[index % len(mine)] if info.credentials else None
-            user = User(http, ctx, seed, backoff, jitter, keep_trajectory=keep_outcomes,
+            user = User(http, ctx, user_state, backoff, jitter, keep_trajectory=keep_outcomes,
                         credential=credential)
             while not done.is_set() and (stop_at is None or time.time() < stop_at):
                 if n_users is not None:

@@ -20,7 +20,7 @@ from privrl.privacy.accountant import BudgetExhausted, Ledger
 from privrl.privacy.calibration import Calibration
 from privrl.privacy.grid import bernoulli_rewards
 from privrl.privacy.privatizers import Privatizer, randomize_locally
-from privrl.seeding import UserStreams, user_generator
+from privrl.seeding import UserStreams
 from privrl.stats import Stats
 from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.tabular import TabularMDP
@@ -137,16 +137,21 @@ class Run:
             raise
 
     def play_and_ingest(self, world: TabularMDP | Any, client_seeds: Sequence[int],
-                        episode: int, message: PolicyMessage | None = None) -> Played:
+                        episode: int, message: PolicyMessage | None = None,
+                        first_nonce: int = 0) -> Played:
         """Episode `episode` in one process: the users play `message` (default: the current
         one) in `world` from their own seeds (`user_episode`), then the run ingests what they
-        report (raw trajectories, or LDP noisy statistics). Returns what was played."""
+        report (raw trajectories, or LDP noisy statistics). Returns what was played.
+        `first_nonce`: where the users' report counters started (0: fresh users)."""
         message = self.message() if message is None else message
         users = self._users
         if users is None or users.client_seeds != tuple(int(s) for s in client_seeds):
             users = self._users = UserStreams(client_seeds)
+        # in process each replica's one user plays every episode in order: its own report
+        # counter (its nonce) has counted the episodes before this one
         played, noisy = user_episode(world, message, client_seeds, episode, self.algorithm,
-                                     self.calibration, users)
+                                     self.calibration, users,
+                                     [first_nonce + episode] * len(client_seeds))
         if noisy is None:
             self.ingest_trajectories(played, message)
         else:
@@ -168,28 +173,37 @@ def user_episode(
     algorithm: Algorithm,
     calibration: Calibration,
     users: UserStreams | None = None,
+    nonces: Sequence[int] | None = None,
 ) -> tuple[Played, Stats | None]:
     """What users do in episode k: play, and in LDP randomize locally before anything leaves.
 
-    User r draws everything from `user_generator(client_seeds[r], episode)`: first what the
+    User r plays from its rollout stream `user_generator(client_seeds[r], episode)`: what the
     algorithm's `play` needs in the world `mdp` (a tabular rollout's uniforms by default), then,
-    under integer noise for an algorithm with `integer_rewards`, H uniforms that turn each
-    reward r into Bernoulli(r), then the local randomizer's draws. Returns what was played (which
-    stays with the users in LDP) and the noisy report (LDP) or None. `users`: the same users'
-    streams kept by a caller that simulates them episode after episode (the same draws, cheaper).
+    under integer noise for an algorithm with `integer_rewards`, H uniforms that turn each reward
+    r into Bernoulli(r), and in LDP the uniforms that round its statistics to their grids. It
+    then noises them from its noise stream
+    `noise_generator(client_seeds[r], nonces[r])`: `nonces[r]` is user r's own report counter,
+    never anything the server sent (required in LDP). Returns what was played (which stays with
+    the users in LDP) and the noisy report (LDP) or None. `users`: the same users' streams kept
+    by a caller that simulates them episode after episode (the same draws, cheaper).
     """
     if users is None:
-        rngs = [user_generator(cs, episode) for cs in client_seeds]
+        users = UserStreams(client_seeds)
     else:
         assert users.client_seeds == tuple(int(s) for s in client_seeds)
-        rngs = users.at(episode)
+    rngs = users.at(episode)
     traj = algorithm.play(mdp, message, rngs)
     if calibration.integer and algorithm.integer_rewards:
         traj = bernoulli_rewards(traj, rngs)
     if calibration.mode != "ldp":
         return traj, None
+    if nonces is None:
+        raise ValueError("an LDP user randomizes with its own nonce (its report counter): pass"
+                         " nonces, never the server's episode index")
     stats = algorithm.user_statistics(traj, message)
-    return traj, randomize_locally(stats, calibration, rngs)
+    # the grid rounding of its data is part of the statistic (like the Bernoulli rewards): from
+    # the rollout stream, so a report's data part does not depend on which nonce it met
+    return traj, randomize_locally(stats, calibration, users.noise(nonces), rounding=rngs)
 
 
 @dataclass

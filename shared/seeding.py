@@ -109,14 +109,26 @@ class SlotStream:
         return rng
 
 
-def user_generator(client_seed: int, episode: int) -> np.random.Generator:
-    """The one stream a simulated user draws from in an episode (rollout, then local randomizer):
-    slot `episode` of the user's `SlotStream(client_seed, "user")`.
+ROLLOUT = "user"  # a user's rollout draws: slot = the episode it plays (reproducible worlds)
+LOCAL_NOISE = "local-noise"  # its local randomizer's draws: slot = a nonce it never reuses
 
-    Derived from the *client's* seed and the episode index only, never from anything the server
-    sends: a server that knew a user's noise could subtract it.
+
+def user_generator(client_seed: int, episode: int) -> np.random.Generator:
+    """A simulated user's rollout stream in an episode (its world's draws, and the randomized
+    rounding of its rewards): slot `episode` of `SlotStream(client_seed, ROLLOUT)`. Keyed by the
+    episode so that whichever process plays episode k plays it alike; never its privacy noise."""
+    return SlotStream(client_seed, ROLLOUT).at(episode)
+
+
+def noise_generator(client_seed: int, nonce: int) -> np.random.Generator:
+    """A user's local randomizer stream for its report number `nonce`: slot `nonce` of
+    `SlotStream(client_seed, LOCAL_NOISE)`.
+
+    Nothing the server sends keys it: the nonce is the user's own counter, which it never
+    reuses (a server that could make a user repeat its noise could subtract it). An in-process
+    user that plays every episode in order has counted exactly the episode index.
     """
-    return SlotStream(client_seed, "user").at(episode)
+    return SlotStream(client_seed, LOCAL_NOISE).at(nonce)
 
 
 def user_uniforms(client_seed: int, first: int, count: int, width: int,
@@ -129,7 +141,7 @@ def user_uniforms(client_seed: int, first: int, count: int, width: int,
     k, end = first, first + count
     while k < end:
         block, offset = divmod(k, STREAM_EPISODES)
-        rng = generator(client_seed, "user", block)
+        rng = generator(client_seed, ROLLOUT, block)
         bits = rng.bit_generator
         bits.advance(offset * SLOT)
         for _ in range(min(end - k, STREAM_EPISODES - offset)):
@@ -140,21 +152,28 @@ def user_uniforms(client_seed: int, first: int, count: int, width: int,
 
 
 class UserStreams:
-    """`user_generator(seed, k)` of every user in `client_seeds` for one episode k at a time,
-    each user's block stream kept (`SlotStream`): what an in-process loop hands its users."""
+    """The rollout (`user_generator`) and local-noise (`noise_generator`) streams of every user
+    in `client_seeds`, each user's block streams kept (`SlotStream`): what an in-process loop
+    hands its users episode after episode."""
 
     def __init__(self, client_seeds: Sequence[int]) -> None:
         self.client_seeds = tuple(int(s) for s in client_seeds)
-        self._slots = [SlotStream(s, "user") for s in self.client_seeds]
+        self._rollouts = [SlotStream(s, ROLLOUT) for s in self.client_seeds]
+        self._noise = [SlotStream(s, LOCAL_NOISE) for s in self.client_seeds]
 
     def at(self, episode: int) -> list[np.random.Generator]:
-        """Every user's generator of `episode` (valid until the next call)."""
-        return [slots.at(episode) for slots in self._slots]
+        """Every user's rollout generator of `episode` (valid until the next call)."""
+        return [slots.at(episode) for slots in self._rollouts]
+
+    def noise(self, nonces: Sequence[int]) -> list[np.random.Generator]:
+        """User r's local-noise generator of its nonce `nonces[r]` (valid until the next call)."""
+        return [slots.at(n) for slots, n in zip(self._noise, nonces, strict=True)]
 
 
-def user_generators(client_seed: int, first: int, count: int) -> Iterator[np.random.Generator]:
-    """`user_generator(client_seed, k)` for k = first .. first + count - 1 (each valid until the
-    next is taken)."""
-    slots = SlotStream(client_seed, "user")
+def slot_generators(client_seed: int, role: str, first: int, count: int
+                    ) -> Iterator[np.random.Generator]:
+    """Slots first .. first + count - 1 of `SlotStream(client_seed, role)` (`ROLLOUT`: episodes,
+    `LOCAL_NOISE`: nonces), each valid until the next is taken."""
+    slots = SlotStream(client_seed, role)
     for k in range(first, first + count):
         yield slots.at(k)

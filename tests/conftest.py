@@ -3,7 +3,9 @@ not marked `slow` fails when it starts a process (`python -m pytest -m "not slow
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from multiprocessing.process import BaseProcess
@@ -12,6 +14,7 @@ from typing import Any
 
 import pytest
 from privrl import accel
+from privrl.client.user_state import STATE_DIR_ENV
 from support.server import Apps
 
 pytest_plugins = ("pytester",)  # test_repository runs the guard on a probe suite
@@ -53,8 +56,18 @@ sys.addaudithook(_audit)  # audit hooks cannot be removed: it does nothing betwe
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Compile (or load from numba's cache) DP-UCBVI's kernels here, outside any test."""
+    """Compile (or load from numba's cache) DP-UCBVI's kernels here, outside any test; keep
+    the users' state (nonce counters of given seeds) out of the home directory."""
     accel.load()
+    os.environ[STATE_DIR_ENV] = tempfile.mkdtemp(prefix="privrl-users-state-")
+
+
+@pytest.fixture(autouse=True)
+def fresh_user_state(tmp_path_factory: pytest.TempPathFactory,
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's users start with fresh nonce counters (a seeded run reproduces the
+    in-process numbers); the processes a test starts inherit the folder."""
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path_factory.mktemp("users-state")))
 
 
 @contextmanager

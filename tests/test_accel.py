@@ -80,7 +80,8 @@ def test_compiled_plan_agrees_with_the_numpy_reference(states: int, case: str) -
     run = Run(config, [5, 6])
     for k in range(12):  # feed some episodes, then plan the same billboard both ways
         message = run.message()
-        traj, noisy = user_episode(mdp, message, run.seeds, k, run.algorithm, run.calibration)
+        traj, noisy = user_episode(mdp, message, run.seeds, k, run.algorithm, run.calibration,
+                                   nonces=[k] * len(run.seeds))
         if noisy is None:
             run.ingest_trajectories(traj, message)
         else:

@@ -51,7 +51,7 @@ def one_user(http: httpx.Client, run_id: str, config: dict[str, Any], client_see
     ticket = http.post(f"/v1/runs/{run_id}/claims").json()
     message: PolicyMessage = PolicyPayload.model_validate(ticket["policy"]).message()
     traj, noisy = user_episode(mdp, message, [client_seed], ticket["episode"],
-                               bind(cfg), bind(cfg).calibration())
+                               bind(cfg), bind(cfg).calibration(), nonces=[ticket["episode"]])
     if noisy is None:
         body = {"kind": "trajectory", "ticket": ticket["ticket"],
                 "states": traj.states[0].tolist(), "actions": traj.actions[0].tolist(),

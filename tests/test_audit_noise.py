@@ -64,7 +64,7 @@ def feed(run: Run, episodes: int, client_seed: int, scale: float = 1.0) -> list[
     for k in range(episodes):
         message = run.message()
         traj, noisy = user_episode(MDP, message, [client_seed], k, run.algorithm,
-                                   run.calibration)
+                                   run.calibration, nonces=[k])
         counts = tabular_counts(traj, MDP.S, MDP.A)
         exact = counts if exact is None else {n: exact[n] + counts[n] for n in counts}
         if noisy is None:

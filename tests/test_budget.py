@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from privrl.algorithms import registry
 from privrl.budget import OverspendingPlan, fits, planned_totals, run_budget
+from privrl.client.user_state import UserState
 from privrl.client.users import BudgetExhaustedError, User, UserContext
 from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
@@ -303,7 +304,7 @@ def test_a_user_stops_at_once_saying_why() -> None:
     async def go() -> None:
         async with httpx.AsyncClient(transport=httpx.MockTransport(answer),
                                      base_url="http://server") as http:
-            user = User(http, UserContext.create(info, mdp), 5)
+            user = User(http, UserContext.create(info, mdp), UserState(5, None))
             with pytest.raises(BudgetExhaustedError, match="privacy budget exhausted"):
                 await user.claim()
 

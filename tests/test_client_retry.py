@@ -11,6 +11,7 @@ import httpx
 import numpy as np
 import pytest
 from privrl.client.api import JITTER, ServerAPI, overload_delay, retry_after
+from privrl.client.user_state import UserState
 from privrl.client.users import Backoff, GaveUp, User
 
 CTX = SimpleNamespace(run_id="r")  # all a User needs to post: the run id (of its path)
@@ -55,7 +56,8 @@ def test_a_user_waits_out_overload_without_using_its_error_attempts() -> None:
     async def post() -> httpx.Response:
         transport = httpx.MockTransport(handler)
         async with httpx.AsyncClient(base_url="http://fake", transport=transport) as http:
-            user = User(http, CTX, 0, Backoff(attempts=2, base=0.001, patience=5.0))
+            user = User(http, CTX, UserState(0, None),
+                        Backoff(attempts=2, base=0.001, patience=5.0))
             resp, _ = await user._post("/v1/runs/r/claims", "claiming", None)
             return resp
 
@@ -70,7 +72,7 @@ def test_a_user_gives_up_when_overload_outlasts_its_patience() -> None:
     async def post() -> None:
         transport = httpx.MockTransport(handler)
         async with httpx.AsyncClient(base_url="http://fake", transport=transport) as http:
-            user = User(http, CTX, 0, Backoff(patience=0.1))
+            user = User(http, CTX, UserState(0, None), Backoff(patience=0.1))
             await user._post("/v1/runs/r/claims", "claiming", None)
 
     with pytest.raises(GaveUp, match="overloaded"):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from privrl.algorithms import bind
 from privrl.algorithms.ucbvi.counts import tabular_counts
+from privrl.client.user_state import UserState
 from privrl.client.users import (
     Backoff,
     UserContext,
@@ -73,12 +74,13 @@ def test_ldp_report_is_exactly_user_episode_and_fixed_size(mechanism: str) -> No
     ctx = UserContext.create(run_info(config), MDP)
     policy = Run(config, [3]).policy()[0]
     sizes = set()
+    states = {seed: UserState(seed, None) for seed in (0, 1, 2)}  # fresh counters: nonce = k
     for episode in range(8):
         for seed in (0, 1, 2):
-            traj, body = play(ctx, ticket_for(config, episode, policy), seed)
+            traj, body = play(ctx, ticket_for(config, episode, policy), states[seed])
             report = NoisyReport.model_validate_json(body)  # the server's parser, bit-exact
             ref_traj, noisy = user_episode(MDP, {"actions": policy[None]}, [seed], episode,
-                                           ctx.algorithm, ctx.calibration)
+                                           ctx.algorithm, ctx.calibration, nonces=[episode])
             np.testing.assert_array_equal(traj.states, ref_traj.states)
             assert set(report.arrays) == set(noisy) == set(ctx.calibration.released)
             for name, arr in noisy.items():
@@ -98,7 +100,7 @@ def test_jdp_report_is_the_raw_trajectory() -> None:
     config = make_config("jdp")
     ctx = UserContext.create(run_info(config), MDP)
     policy = Run(config, [3]).policy()[0]
-    traj, body = play(ctx, ticket_for(config, 4, policy), 9)
+    traj, body = play(ctx, ticket_for(config, 4, policy), UserState(9, None))
     report = TrajectoryReport.model_validate_json(body)
     ref, _ = user_episode(MDP, {"actions": policy[None]}, [9], 4, ctx.algorithm, ctx.calibration)
     assert report.states == ref.states[0].tolist()

@@ -8,6 +8,8 @@ groups, one draw per group of a level (issue 29, part 5); the other cases' strea
 The JDP practical cases keep the smoothed tree released every episode, as recorded; the
 practical preset's own release path (geometric schedule; the matrix counter under Gaussian
 integer noise) has its own cases, recorded when the presets took it.
+The LDP cases were re-recorded when a user's local noise moved to its own stream, slotted by
+the user's nonce instead of the episode index (issue 40); no other case moved.
 
 `python tests/test_golden_trace.py --write` regenerates tests/data/golden_ucbvi.json; do that
 only for a change that is meant to alter the numbers, and say so in the commit.

@@ -58,7 +58,7 @@ def reference(config: RunConfig, server_seed: int, client_seed: int, mdp=HARD):
         message = run.message()
         messages.append({n: a[0].copy() for n, a in message.items()})
         traj, noisy = user_episode(mdp, message, [client_seed], k, run.algorithm,
-                                   run.calibration)
+                                   run.calibration, nonces=[k])
         raws.append({n: a[0] for n, a in run.algorithm.user_statistics(traj, message).items()})
         noisies.append(None if noisy is None else {n: a[0] for n, a in noisy.items()})
         if noisy is None:

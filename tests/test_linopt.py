@@ -108,7 +108,8 @@ def _play(run: Run, mdp, k: int, seed: int = 0) -> None:
     for i in range(k):
         message = run.message()
         seeds = [seed + r for r in range(len(run.seeds))]
-        traj, noisy = user_episode(mdp, message, seeds, i, run.algorithm, run.calibration)
+        traj, noisy = user_episode(mdp, message, seeds, i, run.algorithm, run.calibration,
+                                   nonces=[i] * len(seeds))
         if noisy is None:
             run.ingest_trajectories(traj, message)
         else:

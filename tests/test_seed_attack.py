@@ -114,7 +114,8 @@ def local_noise(config: RunConfig, seed: int, policies: dict, served: list[int])
     for episode, version in enumerate(served):
         policy = np.asarray(policies[str(version)], dtype=np.int64)[None]
         algorithm = bind(config)
-        traj, noisy = user_episode(mdp, {"actions": policy}, [seed], episode, algorithm, cal)
+        traj, noisy = user_episode(mdp, {"actions": policy}, [seed], episode, algorithm, cal,
+                                   nonces=[episode])
         assert noisy is not None
         clean = algorithm.user_statistics(traj, {"actions": policy})
         for name, arr in noisy.items():

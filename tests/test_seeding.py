@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 from privrl.seeding import (
+    LOCAL_NOISE,
+    ROLLOUT,
     STREAM_EPISODES,
     SlotStream,
     UserStreams,
     episode_rows,
     generator,
+    noise_generator,
+    slot_generators,
     user_generator,
-    user_generators,
     user_uniforms,
 )
 
@@ -25,12 +28,22 @@ def test_bulk_user_uniforms_are_each_users_own_first_draws() -> None:
     assert len({row.tobytes() for row in bulk}) == COUNT  # every episode draws afresh
 
 
-def test_user_generators_are_user_generator_episode_by_episode() -> None:
+def test_slot_generators_are_the_roles_generators_slot_by_slot() -> None:
     """Each slot gives the same draws whatever came before it, however many were taken."""
-    got = [rng.standard_normal(1 + k % 5) for k, rng in
-           zip(range(FIRST, FIRST + COUNT), user_generators(11, FIRST, COUNT), strict=True)]
-    for k, draws in zip(range(FIRST, FIRST + COUNT), got, strict=True):
-        np.testing.assert_array_equal(draws, user_generator(11, k).standard_normal(1 + k % 5))
+    for role, alone in ((ROLLOUT, user_generator), (LOCAL_NOISE, noise_generator)):
+        got = [rng.standard_normal(1 + k % 5) for k, rng in
+               zip(range(FIRST, FIRST + COUNT), slot_generators(11, role, FIRST, COUNT),
+                   strict=True)]
+        for k, draws in zip(range(FIRST, FIRST + COUNT), got, strict=True):
+            np.testing.assert_array_equal(draws, alone(11, k).standard_normal(1 + k % 5))
+
+
+def test_local_noise_is_its_own_stream_not_the_rollouts() -> None:
+    """A user's noise at nonce n shares no draws with its rollout of any episode: a server
+    that chooses the episode index chooses nothing of the noise."""
+    noise = noise_generator(11, 7).random(64)
+    for k in (0, 7, 8):
+        assert not np.isin(noise, user_generator(11, k).random(4096)).any()
 
 
 def test_user_streams_give_each_users_generator_of_the_episode() -> None:
@@ -39,8 +52,11 @@ def test_user_streams_give_each_users_generator_of_the_episode() -> None:
     users = UserStreams(seeds)
     for k in [*range(FIRST, FIRST + COUNT), 2, FIRST + 1]:
         got = [rng.random(3 + k % 4) for rng in users.at(k)]
-        for seed, draws in zip(seeds, got, strict=True):
+        nonces = [k + 1, 3 * k]
+        noise = [rng.random(2) for rng in users.noise(nonces)]
+        for seed, draws, n, drawn in zip(seeds, got, nonces, noise, strict=True):
             np.testing.assert_array_equal(draws, user_generator(seed, k).random(3 + k % 4))
+            np.testing.assert_array_equal(drawn, noise_generator(seed, n).random(2))
 
 
 def test_episode_rows_are_rows_of_the_blocks_stream() -> None:

@@ -334,7 +334,8 @@ def test_http_run_reproduces_the_in_process_run(apps: ClientFactory, inline_entr
         for k in range(cfg.episodes):
             message = run.message()
             expected.append(message["actions"][0].tolist())
-            traj, noisy = user_episode(mdp, message, [5], k, run.algorithm, run.calibration)
+            traj, noisy = user_episode(mdp, message, [5], k, run.algorithm, run.calibration,
+                                       nonces=[k])
             if noisy is None:
                 run.ingest_trajectories(traj, message)
             else:
@@ -472,7 +473,8 @@ def test_bad_ldp_reports_are_refused_and_change_nothing(client: TestClient) -> N
         assert resp.status_code == status, (name, resp.text)
         assert fragment in resp.json()["detail"], (name, resp.json())
         assert state(client, run_id) == before, name
-    nan_body = json.dumps(good).replace(json.dumps(arrays["r"][0]), "NaN", 1)
+    marked = {**good, "arrays": {**arrays, "r": ["NAN-HERE", *arrays["r"][1:]]}}
+    nan_body = json.dumps(marked).replace('"NAN-HERE"', "NaN")  # exactly r[0], nothing else
     resp = client.post(url, content=nan_body, headers={"Content-Type": "application/json"})
     assert resp.status_code == 422 and "finite number" in resp.json()["detail"]
     assert state(client, run_id) == before

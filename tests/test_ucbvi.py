@@ -88,7 +88,8 @@ def test_q_is_bounded_and_non_increasing_in_k(privacy):
         if prev is not None:
             assert np.all(q <= prev + 1e-12)
         prev = q
-        traj, noisy = user_episode(RIVER, message, run.seeds, k, run.algorithm, run.calibration)
+        traj, noisy = user_episode(RIVER, message, run.seeds, k, run.algorithm, run.calibration,
+                                   nonces=[k] * len(run.seeds))
         if noisy is not None:
             run.ingest_noisy(noisy)
         else:

@@ -229,7 +229,8 @@ def _raw_sums(config: RunConfig, seed: int) -> tuple[Run, dict[str, np.ndarray]]
     raw = {"gram": 0.0, "target": 0.0}
     for k in range(config.episodes):
         message = run.message()
-        traj, noisy = user_episode(HARD, message, [seed], k, run.algorithm, run.calibration)
+        traj, noisy = user_episode(HARD, message, [seed], k, run.algorithm, run.calibration,
+                                   nonces=[k])
         stats = run.algorithm.user_statistics(traj, message)
         raw = {n: raw[n] + stats[n] for n in raw}
         if noisy is None:
@@ -259,7 +260,8 @@ def test_ldp_reports_carry_noise_of_the_declared_scale() -> None:
     message = run.message()
     seeds = list(range(400))
     msg = {k: np.repeat(v, len(seeds), 0) for k, v in message.items()}
-    traj, noisy = user_episode(HARD, msg, seeds, 0, run.algorithm, run.calibration)
+    traj, noisy = user_episode(HARD, msg, seeds, 0, run.algorithm, run.calibration,
+                               nonces=[0] * len(seeds))
     clean = run.algorithm.user_statistics(traj, msg)
     scales = run.calibration.scales()
     assert scales["gram"] != scales["target"]  # one sigma per family (sigma_f^2 ~ Delta_f)
@@ -286,7 +288,8 @@ def test_without_shift_the_floor_keeps_every_solve_finite() -> None:
     for k in range(30):
         message = result.message()
         assert np.isfinite(message["values"]).all()
-        traj, noisy = user_episode(HARD, message, [1], k, result.algorithm, result.calibration)
+        traj, noisy = user_episode(HARD, message, [1], k, result.algorithm, result.calibration,
+                                   nonces=[k])
         result.ingest_noisy(noisy)
     assert result.learner.fallbacks > 0  # the bad noise event happened and was floored
 

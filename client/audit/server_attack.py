@@ -38,7 +38,7 @@ from privrl.lab.float_leaks import MAX_ENTRIES, LeakReport, count_candidates, fl
 from privrl.privacy.calibration import Calibration, FamilyCalibration
 from privrl.privacy.privatizers import Central, from_units, randomize_locally
 from privrl.privacy.tree import TreeCounter, levels_released
-from privrl.seeding import SEED_BITS, user_generator
+from privrl.seeding import SEED_BITS, noise_generator, user_generator
 from privrl.worlds.rollout import draw_uniforms
 
 RUN_ROUTES = ("", "/billboard", "/ledger", "/policy", "/policies")
@@ -211,17 +211,20 @@ def central_noise(calibration: Calibration, seed: int, episodes: int, items: int
 
 def local_noise(calibration: Calibration, horizon: int, seed: int, episodes: Sequence[int],
                 bernoulli_rewards: bool = False) -> dict[str, np.ndarray]:
-    """The sum of the users' local noise over `episodes`, were the users' seed `seed` (each user
-    draws its rollout uniforms, its H Bernoulli-reward uniforms when `bernoulli_rewards`, then its
-    noise, from user_generator(seed, episode): `privrl.run.user_episode`'s order)."""
+    """The sum of the users' local noise over `episodes`, were the users' seed `seed` and their
+    nonce counter fresh (the i-th report noised from noise_generator(seed, i), its grid rounding
+    from the rollout stream user_generator(seed, episode) after the rollout's uniforms and the H
+    Bernoulli-reward ones when `bernoulli_rewards`: `privrl.run.user_episode`'s order)."""
     total = {f.name: np.zeros(f.shape) for f in calibration.families}
     zeros = {f.name: np.zeros((1, *f.shape)) for f in calibration.families}
-    for k in episodes:
-        rng = user_generator(seed, k)
-        draw_uniforms([rng], horizon)
+    for nonce, k in enumerate(episodes):
+        rollout = user_generator(seed, k)
+        draw_uniforms([rollout], horizon)
         if bernoulli_rewards:
-            rng.random(horizon)
-        for name, arr in randomize_locally(zeros, calibration, [rng]).items():
+            rollout.random(horizon)
+        noisy = randomize_locally(zeros, calibration, [noise_generator(seed, nonce)],
+                                  rounding=[rollout])
+        for name, arr in noisy.items():
             total[name] += arr[0]
     return total
 

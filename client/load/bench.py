@@ -34,7 +34,6 @@ from privrl.client.load.swarm import run_swarm, shares
 from privrl.client.procs import ServerProcess
 from privrl.client.users import Backoff
 from privrl.config import RunConfig
-from privrl.seeding import secret_seed
 from privrl.worlds import riverswim
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -62,7 +61,7 @@ def bench_config(privacy: str, epsilon: float) -> RunConfig:
 
 
 def swarm_phase(url: str, run_id: str, users: int, seconds: float, processes: int,
-                connections: int, seed: int, mode: str) -> dict[str, Any]:
+                connections: int, seed: int | None, mode: str) -> dict[str, Any]:
     """One phase driven by the swarm of `privrl users`: `users` workers for `seconds`."""
     parts = shares(url, run_id, None, users, processes, connections, seed, riverswim(20),
                    Backoff(), seconds, mode)
@@ -74,13 +73,14 @@ def swarm_phase(url: str, run_id: str, users: int, seconds: float, processes: in
 
 
 def locust_phase(url: str, run_id: str, users: int, seconds: float, processes: int,
-                 seed: int, mode: str) -> dict[str, Any]:
+                 seed: int | None, mode: str) -> dict[str, Any]:
     """One phase driven by Locust FastHttpUser users (independent headless processes)."""
     if mode == "healthz":
         out = run_locust(HEALTHZ_FILE, url, users, seconds, processes)
     else:
         out = run_locust(EPISODES_FILE, url, users, seconds, processes,
-                         extra=["--privrl-run", run_id], env={SEED_ENV: str(seed)})
+                         extra=["--privrl-run", run_id],
+                         env={} if seed is None else {SEED_ENV: str(seed)})
     lat, rates, errors = out["latency_ms"], out["requests_per_second"], out["errors_by_kind"]
     failed = sum(v for k, v in errors.items() if k.startswith("report "))
     reports = int(lat.get("report", {}).get("count", 0))
@@ -97,7 +97,7 @@ def locust_phase(url: str, run_id: str, users: int, seconds: float, processes: i
 
 
 def phase(generator: str, url: str, run_id: str, users: int, seconds: float, processes: int,
-          connections: int, seed: int, mode: str, server_pid: int | None) -> dict[str, Any]:
+          connections: int, seed: int | None, mode: str, server_pid: int | None) -> dict[str, Any]:
     """One measured phase with either generator, plus the CPU cores each side used."""
     cpu0 = process_cpu(server_pid)
     if generator == "locust":
@@ -144,7 +144,7 @@ def median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def measure_once(generator: str, url: str, api: ServerAPI, users: list[int], seconds: float,
                  processes: int, connections: int, privacies: list[str], epsilon: float,
-                 seed: int, pid: int | None, say: Callable[[str], None]
+                 seed: int | None, pid: int | None, say: Callable[[str], None]
                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One repetition: each privacy mode at each C on a fresh run, each right after its own
     ceiling phase at the same C (this VM's speed drifts by tens of percent within minutes, so
@@ -194,7 +194,7 @@ def bench_http(server: str | None, users: list[int], seconds: float, processes: 
                 for r in range(repeat):
                     tag = f"[{r + 1}/{repeat}] " if repeat > 1 else ""
                     reps.append(measure_once(generator, url, api, users, seconds, processes,
-                                             connections, privacies, epsilon, secret_seed(),
+                                             connections, privacies, epsilon, None,
                                              pid, lambda line, tag=tag: say(tag + line)))
         finally:
             if embedded is not None:

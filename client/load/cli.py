@@ -49,13 +49,11 @@ def swarm_command(args: argparse.Namespace, server: str, run_id: str, seed: int 
     from privrl.client.load.report import one_line, plot_report, swarm_report
     from privrl.client.load.swarm import run_swarm, shares
     from privrl.client.users import UserError
-    from privrl.seeding import secret_seed
 
     remaining, finished = _remaining(server, run_id)
     if finished:
         raise CliError(f"run {run_id} has already finished (every episode is reported): nothing"
                        " to play; create a new run with `privrl runs create`")
-    seed = secret_seed() if seed is None else seed
     parts = shares(server, run_id, args.users, args.concurrency, args.processes,
                    args.connections, seed, mdp, backoff, args.duration,
                    credentials=tuple(credentials))

@@ -12,7 +12,8 @@ last statistics. Only Locust imports this file; nothing in privrl imports Locust
 Options: --privrl-run ID (or $PRIVRL_RUN), --privrl-env NAME and --privrl-world-params JSON
 (the users' world; default: the algorithm's own world at the run's horizon). The users' seed is
 $PRIVRL_CLIENT_SEED (never a command-line flag: seeds are secrets), else drawn from the OS CSPRNG
-once per process; user k draws from (seed, 'user', k) whichever worker plays episode k.
+once per process; user k plays from (seed, 'user', k) whichever worker plays episode k, and
+randomizes at the process's own nonces (`privrl.client.user_state.UserState`).
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 from privrl import algorithms
 from privrl.client.api import run_path
 from privrl.client.load import locust_common  # --privrl-samples, last CSV rows
+from privrl.client.user_state import UserState
 from privrl.client.users import UserContext, UserError, play
 from privrl.protocol import API_VERSION, Ack, RunInfo, Ticket
-from privrl.seeding import secret_seed
 from privrl.worlds.registry import make
 
 SEED_ENV = "PRIVRL_CLIENT_SEED"
@@ -75,12 +76,12 @@ def _watch_run(environment, **_kw) -> None:
     QUITTING.append(gevent.spawn(watch))
 
 
-def _seed() -> int:
+def _state() -> UserState:
     text = os.environ.get(SEED_ENV, "").strip()
-    return int(text) if text else secret_seed()
+    return UserState.of(int(text) if text else None)
 
 
-SEED = _seed()
+STATE = _state()
 
 
 CONTEXT_LOCK = gevent.lock.BoundedSemaphore()
@@ -139,7 +140,7 @@ class EpisodeUser(FastHttpUser):
         if status != 200:
             return
         try:
-            _, body = play(self.ctx, ticket, SEED)
+            _, body = play(self.ctx, ticket, STATE)
         except UserError as exc:
             self.environment.events.request.fire(
                 request_type="PLAY", name="play", response_time=0, response_length=0,

@@ -2,11 +2,12 @@
 progress line.
 
 Process i plays its share of the users (--users and --concurrency split evenly) with
-`privrl.client.users.run_users` over a `BoundedTransport` of `connections` slots. User k draws
-from (seed, 'user', k) whichever process plays episode k, so the noise of an episode never
-depends on how the users were spread; process i's own draws (retry jitter) come from
-`derived_seed(seed, 'process', i)`. The seed reaches the children through multiprocessing's
-pipe, never a command line.
+`privrl.client.users.run_users` over a `BoundedTransport` of `connections` slots. A given seed
+(reproducible simulation) is shared: user k plays from (seed, 'user', k) whichever process plays
+episode k, the processes take their noise nonces from the seed's one counter
+(`privrl.client.user_state`), and process i's own draws (retry jitter) come from
+`derived_seed(seed, 'process', i)`. Without one, every process draws a seed of its own. The seed
+reaches the children through multiprocessing's pipe, never a command line.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class Share:
     users: int | None  # None: until the run is finished
     concurrency: int
     connections: int
-    seed: int
+    seed: int | None  # None: each process draws its own from the OS CSPRNG
     mdp: Any
     backoff: Backoff
     duration: float | None  # seconds from the common start after which no episode starts
@@ -54,7 +55,7 @@ def split(total: int, parts: int) -> list[int]:
 
 
 def shares(server: str, run_id: str, users: int | None, concurrency: int, processes: int,
-           connections: int, seed: int, mdp: Any, backoff: Backoff,
+           connections: int, seed: int | None, mdp: Any, backoff: Backoff,
            duration: float | None, mode: str = "episodes",
            credentials: tuple[str, ...] = ()) -> list[Share]:
     """The P shares of a swarm (never more processes than concurrent users)."""
@@ -101,7 +102,8 @@ async def play_share(share: Share, live: MutableSequence[int] | None = None) -> 
         result = await run_users(
             share.server, share.run_id, share.users, share.concurrency, share.seed, share.mdp,
             backoff=share.backoff, progress=False, transport=transport, stop_at=stop_at,
-            jitter_seed=derived_seed(share.seed, "process", share.index),
+            jitter_seed=(None if share.seed is None
+                         else derived_seed(share.seed, "process", share.index)),
             credentials=share.credentials,
         )
         summary = result.summary()

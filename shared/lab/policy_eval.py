@@ -102,14 +102,15 @@ def round_config(
 
 
 def round_in_process(config: RunConfig, world: ChainMRP, server_seed: int, users_seed: int,
-                     ) -> np.ndarray:
+                     first_nonce: int = 0) -> np.ndarray:
     """The theta_hat an evaluation round releases, computed in-process: user k plays with
-    `user_generator(users_seed, k)` and the server's noise comes from `server_seed`, exactly
-    as over HTTP (where the same seeds give the same numbers whatever the report order)."""
+    `user_generator(users_seed, k)`, the users' local noise uses nonces `first_nonce` on, and
+    the server's noise comes from `server_seed`, exactly as over HTTP (where the same seeds and
+    nonces give the same numbers whatever the report order: the release is a sum)."""
     run = Run(config, [server_seed])
     message = run.message()
     for k in range(config.episodes):
-        run.play_and_ingest(world, [users_seed], k, message)
+        run.play_and_ingest(world, [users_seed], k, message, first_nonce)
     return run.billboard()["theta"][0]
 
 

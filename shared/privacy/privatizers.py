@@ -399,17 +399,18 @@ def make_privatizer(calibration: Calibration, seeds: Sequence[int], max_items: i
 
 
 def randomize_locally(
-    stats: Stats, calibration: Calibration, rngs: Sequence[np.random.Generator]
+    stats: Stats, calibration: Calibration, rngs: Sequence[np.random.Generator],
+    rounding: Sequence[np.random.Generator] | None = None,
 ) -> Stats:
     """The local randomizer: noise on every entry of every released family (zeros included;
     symmetric families get mirrored upper-triangle noise, so the report stays symmetric).
 
-    Row r is user r's report, from user r's own generator `rngs[r]` (seeded backends) or from
-    OpenDP's CSPRNG (opendp backend) in the user's process; only the output leaves. Under integer
-    noise each row is first put on its family's grid (randomized rounding from `rngs[r]`), then
-    noised in integer arithmetic. Families that are not released are not sent at all. Each
-    generator serves its family's rounding uniforms, then its noise, family after family; the
-    arithmetic runs on all rows at once.
+    Row r is user r's report, noised from user r's own generator `rngs[r]` (seeded backends) or
+    from OpenDP's CSPRNG (opendp backend) in the user's process; only the output leaves. Under
+    integer noise each row is first put on its family's grid (randomized rounding from
+    `rounding[r]`, default `rngs[r]`), then noised in integer arithmetic. Families that are not
+    released are not sent at all. The generators serve family after family (its rounding
+    uniforms, then its noise); the arithmetic runs on all rows at once.
     """
     if calibration.mechanism is None:  # nothing is released
         return {}
@@ -417,7 +418,8 @@ def randomize_locally(
     for f in calibration.families:
         sampler = calibration.sampler(f.name)
         if calibration.integer:  # a row broadcasts to the family's shape (an audit's batch)
-            units = f.rows_to_units(_rows(stats[f.name], len(rngs), f.shape), rngs)
+            units = f.rows_to_units(_rows(stats[f.name], len(rngs), f.shape),
+                                    rngs if rounding is None else rounding)
             out[f.name] = from_units(calibration, f.name, add_rows(sampler, rngs, units))
         else:
             noise = sample_rows(sampler, rngs.__getitem__, len(rngs), f.shape)

@@ -90,7 +90,8 @@ def reference_run(
     for k in range(config.episodes):
         message = run.message()
         policies.append(message["actions"][0].copy())
-        traj, noisy = user_episode(mdp, message, [client_seed], k, run.algorithm, run.calibration)
+        traj, noisy = user_episode(mdp, message, [client_seed], k, run.algorithm, run.calibration,
+                                   nonces=[k])  # a fresh user's counter, as over HTTP
         trajs.append(traj)
         raws.append({n: a[0] for n, a in tabular_counts(traj, mdp.S, mdp.A).items()})
         noisies.append(None if noisy is None else {n: a[0] for n, a in noisy.items()})

@@ -61,8 +61,9 @@ def user_report(
     """What an honest user posts for a Ticket: its trajectory (JDP/none) or noisy arrays (LDP)."""
     cfg = public(config)
     message = PolicyPayload.model_validate(ticket["policy"]).message()
-    traj, noisy = user_episode(
-        mdp, message, [client_seed], ticket["episode"], bind(cfg), bind(cfg).calibration()
+    traj, noisy = user_episode(  # nonce: a fresh user that claims episodes in order
+        mdp, message, [client_seed], ticket["episode"], bind(cfg), bind(cfg).calibration(),
+        nonces=[ticket["episode"]],
     )
     if noisy is None:
         return {

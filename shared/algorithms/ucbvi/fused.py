@@ -3,7 +3,8 @@ of episodes (`privrl.accel.kernels.run_episodes`). Not part of the plug-in contr
 
 It gives the generic loop's numbers (`privrl.run.run_in_process`), from the same draws made with
 numpy's Generator before each block: each user's rollout uniforms and report noise from its own
-stream (`user_generators`), the tie-break draws from the learner's (`DPUCBVI.tie_keys`), the
+streams (rollout uniforms by episode, report noise by the user's nonce, here its episode
+index: `privrl.run.user_episode`), the tie-break draws from the learner's (`DPUCBVI.tie_keys`), the
 central noise from the privatizer (`Central.noise_ahead`); the ledger is charged through the
 privatizer's `record` for a whole block before its noise is drawn (admit, then draw), and regret
 is the evaluator's: the kernel reports each played policy's expected return with the evaluator's
@@ -24,7 +25,7 @@ import numpy as np
 
 from ... import accel
 from ...privacy.privatizers import Aggregator, Central, Identity
-from ...seeding import user_generators, user_uniforms
+from ...seeding import LOCAL_NOISE, slot_generators, user_uniforms
 from ...ties import TIE_TOL
 from ...worlds.rollout import N_UNIFORMS
 from ...worlds.tabular import TabularMDP
@@ -121,20 +122,19 @@ class FusedEpisodes:
     def _user_draws(self, k: int, b: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
         """Each user's rollout uniforms (R, b, 2H+1), then its Bernoulli-reward ones (H, integer
         noise), for episodes k .. k+b-1 and, in LDP, its report noise per family (b, R, ...)
-        drawn after them (grid units), as `privrl.run.user_episode` does."""
+        from its noise stream at nonces k .. k+b-1 (grid units), as `privrl.run.user_episode`
+        draws them for an in-process user."""
         run, cal = self.run, self.run.calibration
         n_rep, width = len(run.seeds), self.width
         ldp = cal.mode == "ldp" and cal.mechanism is not None
         uniforms = np.empty((n_rep, b, width))
         noise = {name: np.zeros((b if ldp and name in cal.released else 0, n_rep, *shape))
                  for name, shape in self.shapes.items()}
-        if not ldp:
-            for r, seed in enumerate(run.seeds):
-                user_uniforms(seed, k, b, width, uniforms[r])
+        for r, seed in enumerate(run.seeds):
+            user_uniforms(seed, k, b, width, uniforms[r])
         samplers = [(f.name, f.shape, cal.sampler(f.name)) for f in cal.families] if ldp else []
         for r, seed in enumerate(run.seeds if ldp else []):
-            for i, rng in enumerate(user_generators(seed, k, b)):
-                rng.random(out=uniforms[r, i])
+            for i, rng in enumerate(slot_generators(seed, LOCAL_NOISE, k, b)):
                 for name, shape, sampler in samplers:
                     noise[name][i, r] = sampler.sample(rng, shape)
         return uniforms, tuple(noise[name] for name in FAMILIES)
