@@ -224,7 +224,11 @@ def refused_everywhere(client: TestClient, run_id: str, code: str) -> None:
     assert run_id not in {r["id"] for r in client.get("/v1/runs").json()["runs"]}
 
 
-@pytest.mark.parametrize("how", sorted(MARK_DAMAGE))
+# one case per HighWater.state in the fast tier; the others (same states, other damage) slow:
+# the file-level unit test above reads each kind of damage cheaply
+@pytest.mark.parametrize("how", [
+    pytest.param(how, marks=[pytest.mark.slow] if how in ("truncated", "bad_checksum") else [])
+    for how in sorted(MARK_DAMAGE)])
 def test_a_lost_mark_holds_every_run_the_store_holds(apps: Apps, how: str) -> None:
     client = apps()
     config = spec(episodes=10)
@@ -490,3 +494,16 @@ def test_only_central_counters_take_noise_epochs_in_jdp() -> None:
     assert noise_epochs.supported(run(round_config(chain, "lsw", "tabular", 3, 0.1, 0.1, 1.0)))
     for case in EPOCH_CASES:
         assert noise_epochs.supported(run(public(epoch_spec(case))))
+
+
+def test_the_mark_can_live_on_other_storage(apps: Apps, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    client = apps(highwater=elsewhere / "marks")
+    run_id = create(client, spec(episodes=10))
+    assert HighWater(elsewhere / "marks").marks == {run_id: Mark()}
+    assert not any(p.exists() for p in HighWater.beside(apps.db).paths)
+    client = apps.reopen(client, highwater=elsewhere / "marks")  # served: its mark is found
+    apps.close(client)
+    client = open_app(apps)  # started without it: the run's mark is lost
+    refused_everywhere(client, run_id, "mark_missing")
