@@ -90,7 +90,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = Store(settings.db, synchronous=settings.db_synchronous,
                       exclusive=settings.db_exclusive)
-        highwater = HighWater.beside(store.path)
+        highwater = (HighWater.beside(store.path, store.identity) if settings.highwater is None
+                     else HighWater(settings.highwater, store.identity))
         table = RunTable(
             store, settings.run_limits(), settings.max_cells, settings.max_body_bytes, highwater
         )

@@ -66,6 +66,7 @@ from privrl.run import Run
 from privrl.server import noise_epochs
 from privrl.server.admission import Admission, RunLimits
 from privrl.server.errors import Refusal
+from privrl.server.highwater import HighWater, Mark
 from privrl.server.snapshot import (
     CLAIMED,
     EXPIRED,
@@ -206,15 +207,19 @@ class HostedRun:
         limits: RunLimits,
         now: float,
         seed: int,
+        highwater: HighWater,
         credentials: bool = False,
     ) -> HostedRun:
         """A new run: plan the first policy (0 reports) and persist spec, secret seed and policy
-        together. `credentials`: claims need a user credential issued by the admin."""
+        together. `credentials`: claims need a user credential issued by the admin. The run's
+        first mark goes to `highwater` before the store holds it: a stored run always has one,
+        so a store whose mark is lost is told from a new one (`privrl.server.highwater`)."""
         row = RunRow(run_id, config.model_dump_json(), now, sequential, seed,
                      credentials=credentials)
         hosted = cls(row, config, store, limits)
         first = hosted._plan()
         assert first is not None
+        highwater.set(run_id, Mark())
         store.insert_run(row, first)
         hosted.publish(hosted.capture(now))
         return hosted

@@ -1,6 +1,7 @@
 """The runs a server process hosts: creation (size limits), lookup, deletion, startup rebuild,
-and the runs held because their store went back (`privrl.server.highwater`) until an admin
-continues them under a new noise epoch or stops them."""
+and the runs held because their store went back, or their high-water mark is lost
+(`privrl.server.highwater`), until an admin continues them under a new noise epoch or stops
+them."""
 
 from __future__ import annotations
 
@@ -30,11 +31,14 @@ JSON_BYTES_PER_NUMBER = 24
 
 @dataclass
 class Held:
-    """A run whose store is behind what the server published: not served until an admin acts.
-    `hosted` is None when the store does not hold the run at all."""
+    """A run whose store is behind what the server published, or whose mark is lost: not
+    served until an admin acts. `hosted` is None when the store does not hold the run at all;
+    `code` is its routes' 503 code ("rolled_back", or "mark_missing", "mark_unreadable",
+    "mark_foreign" after `HighWater.state`)."""
 
     hosted: HostedRun | None
     reason: str
+    code: str = "rolled_back"
 
 
 class RunTable:
@@ -45,7 +49,8 @@ class RunTable:
         highwater: HighWater | None = None,
     ) -> None:
         self.store = store
-        self.highwater = highwater if highwater is not None else HighWater.beside(store.path)
+        self.highwater = (highwater if highwater is not None
+                          else HighWater.beside(store.path, store.identity))
         self.held: dict[str, Held] = {}
         self.limits = limits
         self.max_cells = max_cells
@@ -81,27 +86,38 @@ class RunTable:
             self._admit(hosted)
         live = {row.id for row in self.store.runs()}
         for run_id, mark in list(self.highwater.marks.items()):
-            if run_id not in live and not mark.deleted and run_id not in self.deleted:
+            # a mark still at Mark(): the run's creation never committed, nothing was published
+            if (run_id not in live and mark != Mark() and not mark.deleted
+                    and run_id not in self.deleted):
                 self._hold(run_id, None, f"the server published {mark.reported} reports of it,"
                            " but the store has no such run")
         self.ready = True
 
     def _admit(self, hosted: HostedRun) -> None:
-        """Serve a rebuilt run, or hold it when its store is behind the high-water mark."""
+        """Serve a rebuilt run, or hold it when its store is behind the high-water mark or the
+        mark does not know it (fail closed: a lost mark cannot vouch for the store)."""
         mark = self.highwater.get(hosted.id)
-        behind = mark.ahead_of(hosted.epoch, hosted.reported, hosted.stopped) if mark else None
+        if mark is None:
+            code = "mark_" + ("missing" if self.highwater.state == "ok"
+                              else self.highwater.state)
+            self._hold(hosted.id, hosted, self.highwater.lost(), code)
+            return
+        behind = mark.ahead_of(hosted.epoch, hosted.reported, hosted.stopped)
         if behind is None:
             self.runs[hosted.id] = hosted
         else:
             self._hold(hosted.id, hosted, behind)
 
-    def _hold(self, run_id: str, hosted: HostedRun | None, behind: str) -> None:
-        """Hold a run whose store went back, saying why and what an admin can do."""
-        reason = (f"run {run_id}'s store went back ({behind}): it is not served until an admin"
+    def _hold(self, run_id: str, hosted: HostedRun | None, behind: str,
+              code: str = "rolled_back") -> None:
+        """Hold a run whose store went back (or may have), saying why and what an admin can
+        do."""
+        went = "may have gone back" if code.startswith("mark_") else "went back"
+        reason = (f"run {run_id}'s store {went} ({behind}): it is not served until an admin"
                   " continues it under fresh noise or stops it (POST /v1/runs/{id}/recovery,"
                   " `privrl runs continue|stop`)")
         log.error("%s", reason)
-        self.held[run_id] = Held(hosted, reason)
+        self.held[run_id] = Held(hosted, reason, code)
 
     def recover(self, run_id: str, action: Literal["continue", "stop"]) -> HostedRun | None:
         """An admin's choice for a held run: continue it under a new noise epoch (refused when
@@ -112,8 +128,8 @@ class RunTable:
         if held is None:
             self.get(run_id)  # 404 for an unknown or deleted run
             raise Refusal(409, "not_held", f"run {run_id} is served: its store is not behind")
-        mark = self.highwater.get(run_id) or Mark()
-        if mark.deleted:
+        mark = self.highwater.get(run_id)  # None: lost, nothing known of what was published
+        if mark is not None and mark.deleted:
             raise Refusal(409, "deleted", f"run {run_id} was deleted before its store went back:"
                           " delete it again")
         hosted = held.hosted
@@ -138,8 +154,9 @@ class RunTable:
         self.runs[run_id] = hosted
         return hosted
 
-    def _continue(self, hosted: HostedRun, mark: Mark) -> None:
-        """Start the noise epochs that make the run's next releases fresh, within its budget."""
+    def _continue(self, hosted: HostedRun, mark: Mark | None) -> None:
+        """Start the noise epochs that make the run's next releases fresh, within its budget
+        (with its mark lost, the store's epoch is charged as if published to its end)."""
         if not noise_epochs.supported(hosted.run):
             raise Refusal(
                 409, "budget",
@@ -148,16 +165,21 @@ class RunTable:
                 " counters that noise epochs redraw; stop it (its releases so far stay served)"
                 " or delete it",
             )
-        epochs = list(range(hosted.epoch + 1, max(mark.epoch, hosted.epoch) + 2))
-        published = mark.reported if mark.epoch == hosted.epoch else noise_epochs.UNKNOWN
+        if mark is None:  # lost: nothing is known of what was published past the store
+            epochs, published = [hosted.epoch + 1], noise_epochs.UNKNOWN
+        else:
+            epochs = list(range(hosted.epoch + 1, max(mark.epoch, hosted.epoch) + 2))
+            published = mark.reported if mark.epoch == hosted.epoch else noise_epochs.UNKNOWN
         fits, total = noise_epochs.fits(hosted.run, epochs, published)
         if not fits:
+            unknown = (" (its mark is lost: every release of its noise epoch is charged as"
+                       " published)" if mark is None else "")
             raise Refusal(
                 409, "budget",
                 f"continuing run {hosted.id} under fresh noise re-releases the"
-                f" {hosted.reported} users it still counts: its total would be epsilon ="
-                f" {total:.6g}, above its budget of {hosted.config.epsilon:g}; stop it (its"
-                " releases so far stay served) or delete it",
+                f" {hosted.reported} users it still counts{unknown}: its total would be"
+                f" epsilon = {total:.6g}, above its budget of {hosted.config.epsilon:g}; stop"
+                " it (its releases so far stay served) or delete it",
             )
         self.store.start_noise_epochs(hosted.id, epochs, hosted.reported, published)
         hosted.start_noise_epochs(epochs, published)
@@ -179,7 +201,7 @@ class RunTable:
         if hosted is not None and not hosted.deleted:
             return hosted
         if run_id in self.held:
-            raise Refusal(503, "rolled_back", self.held[run_id].reason)
+            raise Refusal(503, self.held[run_id].code, self.held[run_id].reason)
         if run_id in self.failed:
             raise Refusal(
                 503,
@@ -245,10 +267,15 @@ class RunTable:
                 self.limits,
                 time.time(),
                 secret_seed() if seed is None else seed,
+                self.highwater,
                 credentials,
             )
         except (ValueError, ArithmeticError) as exc:
             raise Refusal(422, "invalid_run", f"cannot create this run: {exc}") from exc
+        except OSError as exc:
+            log.exception("could not write the high-water mark of a new run")
+            raise Refusal(503, "store", "the server could not record the new run's high-water"
+                          " mark; retry") from exc
         except sqlite3.Error as exc:
             log.exception("could not store a new run")
             raise Refusal(503, "store", "the server could not store the new run; retry") from exc

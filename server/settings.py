@@ -25,6 +25,12 @@ class Settings(BaseSettings):
         " derived from the admin token (changing it revokes every credential)",
     )
     db: Path = Field(Path("privrl.db"), description="SQLite database file (WAL mode)")
+    highwater: Path | None = Field(
+        None,
+        description="base path of the high-water mark files (BASE.0, BASE.1); unset: beside the"
+        " database (DB.highwater). On other storage, a backup restored with the database does"
+        " not bring back its mark too",
+    )
     claim_timeout: float = Field(
         30.0, gt=0, le=86_400, description="seconds a claim stays valid before its slot is freed"
     )

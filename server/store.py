@@ -18,6 +18,8 @@ What is stored, and who may see it:
   node_noise  JDP runs with the unseeded 'opendp' backend: every tree node's noise as drawn
             (float64 bytes), keyed by run, family, level and index. Private: with the billboard
             it gives the exact sums, so no endpoint serves it and deleting a run purges it.
+  meta      the store's identity (`store_id`, random, drawn when the file is created): the
+            high-water mark records it, so a mark is only ever compared with its own database.
 
 Every write is committed before the server answers: an Ack is only sent for a report that is on
 disk, and node noise is written in the transaction of the report whose ingestion drew it. Claims
@@ -41,6 +43,7 @@ write is remembered (`failing`) until one succeeds: /readyz is not ready meanwhi
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import threading
 import time
@@ -109,6 +112,10 @@ CREATE TABLE IF NOT EXISTS node_noise (
     idx     INTEGER NOT NULL,
     value   BLOB NOT NULL,
     PRIMARY KEY (run_id, family, level, idx)
+);
+CREATE TABLE IF NOT EXISTS meta (
+    key    TEXT PRIMARY KEY,
+    value  TEXT NOT NULL
 );
 """
 
@@ -211,6 +218,10 @@ class Store:
         self._conn.executescript(SCHEMA)
         self._add_columns()
         self._migrate_public_seeds()
+        self._conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)",
+                           (secrets.token_hex(16),))
+        self.identity: str = self._conn.execute(
+            "SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0]
         # Reads have their own connection and lock: they see committed rows only (never a
         # batch the writer has staged), and never wait for a COMMIT, so the event loop may
         # read while the writer's transaction is open (WAL: readers and the writer coexist).

@@ -111,7 +111,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
 def apps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Apps]:
     """Apps on one database file (tmp_path/privrl.db), free of PRIVRL_* settings; each client
     is closed at the end."""
-    for name in ("ADMIN_TOKEN", "DB", "CLAIM_TIMEOUT", "SEQUENTIAL", "MAX_BODY_BYTES"):
+    for name in ("ADMIN_TOKEN", "DB", "HIGHWATER", "CLAIM_TIMEOUT", "SEQUENTIAL",
+                 "MAX_BODY_BYTES"):
         monkeypatch.delenv(f"PRIVRL_{name}", raising=False)
     factory = Apps(tmp_path / "privrl.db")
     yield factory

@@ -17,7 +17,16 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from support.server import ADMIN, REPO, LiveServer, create, spec, user_report, world
+from support.server import (
+    ADMIN,
+    REPO,
+    LiveServer,
+    create,
+    damage_marks,
+    spec,
+    user_report,
+    world,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -116,3 +125,64 @@ def test_a_lost_wal_holds_the_run_until_an_admin_acts(tmp_path: Path) -> None:
     finally:
         server.stop()
     assert "store went back" in server.log()
+
+
+@pytest.mark.parametrize("how", ["deleted", "truncated"])
+def test_a_lost_wal_and_a_lost_mark_publish_nothing_until_an_admin_acts(
+    tmp_path: Path, how: str
+) -> None:
+    """The security review's drill: the store goes back and the mark files are deleted or
+    truncated to 0 bytes. Run `kept` has 6 reports in the store (12 were published), run
+    `empty` none (5 were). Both are held; not one billboard is served until an admin acts;
+    `empty` continues under a new noise epoch (its counts again, other data, noise that does
+    not cancel), `kept` cannot (its mark is lost: charged to its end) and is stopped at the
+    billboard already published at 6. Prints the figure (pytest -s)."""
+    db, log = tmp_path / "privrl.db", tmp_path / "server.log"
+    config = spec("jdp", episodes=40, n_states=5, horizon=6, seed=21, counter="smoothed",
+                  schedule="every")
+    server = LiveServer(db, log).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            kept, empty = create(http, config), create(http, config)
+            first = {n: report(http, kept, config, 11) for n in range(1, 7)}
+        server.stop()  # checkpointed: both runs and 6 reports of `kept` are in the main file
+        server = LiveServer(db, log).start()
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            first |= {n: report(http, kept, config, 11) for n in range(7, 13)}
+            lost = {n: report(http, empty, config, 11) for n in range(1, 6)}
+        lose_the_wal(server)
+        damage_marks(db, how)
+
+        server = LiveServer(db, log).start(ready=False)
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            ready = http.get("/readyz")
+            assert ready.status_code == 503 and "mark is lost" in ready.json()["detail"]
+            served, codes = 0, set()
+            for run_id in (kept, empty):
+                for _ in range(12):  # users and readers come back: every answer is a 503
+                    for resp in (http.post(f"/v1/runs/{run_id}/claims"),
+                                 http.get(f"/v1/runs/{run_id}/billboard")):
+                        served += resp.status_code == 200
+                        codes.add((resp.status_code, resp.json()["code"]))
+            assert served == 0 and codes == {(503, "mark_missing")}, codes
+
+            refused = cli(server, "continue", kept)
+            assert refused.returncode != 0 and "its mark is lost" in refused.stderr
+            assert cli(server, "stop", kept).returncode == 0
+            assert http.get(f"/v1/runs/{kept}/billboard").json() == first[6]  # as published
+            done = cli(server, "continue", empty)
+            assert done.returncode == 0, done.stderr
+            assert http.get("/readyz").status_code == 200
+            again = {n: report(http, empty, config, 1000 + n) for n in range(1, 6)}
+            ledger = http.get(f"/v1/runs/{empty}/ledger").json()
+        assert ledger["epsilon"] <= 1.0 + 1e-9
+        cancelling = sum(cancelled(lost[n], again[n]) for n in range(1, 6))
+        assert all(again[n]["reported"] == n for n in range(1, 6)) and cancelling == 0
+    finally:
+        server.stop()
+    print(f"\nmark files {how}, store back from 12 to 6 reports and from 5 to 0: both runs"
+          f" held ({sorted(codes)}, /readyz {ready.status_code}); {served} billboards"
+          f" re-published of {2 * 12 * 2} claims and reads; after `runs stop` the 6-report"
+          f" billboard is the one published; after `runs continue` (epoch 1, epsilon"
+          f" {ledger['epsilon']:.4g}) {cancelling} entries cancel over 5 counts published"
+          " twice")

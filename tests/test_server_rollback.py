@@ -1,6 +1,7 @@
 """A store that went backwards is not served: the high-water mark, held runs, an admin's
-continue (a new noise epoch, charged) or stop. In-process apps; the mark file is edited to
-stand for a store that lost what was published (the real drill is in
+continue (a new noise epoch, charged) or stop; and it fails closed: a store holding runs whose
+mark is lost (deleted, empty, unreadable, another database's) is held too. In-process apps; the
+mark file is edited to stand for a store that lost what was published (the real drill is in
 test_server_process_rollback.py)."""
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from privrl.privacy.tree import TreeCounter
 from privrl.server.app import create_app
 from privrl.server.highwater import HighWater, Mark
 from privrl.server.settings import Settings
+from privrl.server.store import Store
 from support.server import (
     ADMIN,
     AUTH,
+    MARK_DAMAGE,
     Apps,
     claim,
     create,
+    damage_marks,
     play,
     public,
     spec,
@@ -182,21 +186,151 @@ def test_a_held_run_can_be_deleted(apps: Apps) -> None:
     assert client.get(f"/v1/runs/{run_id}").status_code == 404
 
 
-def test_a_torn_mark_falls_back_to_the_older_copy_and_garbage_refuses_to_start(
+def test_a_torn_mark_falls_back_to_the_older_copy_and_a_lost_one_says_how(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "x.db"
-    highwater = HighWater.beside(db)
+    highwater = HighWater.beside(db, "store-a")
+    assert highwater.state == "missing"  # a new database: no file yet
     highwater.set("a", Mark(0, 5))
     highwater.set("a", Mark(0, 6))
     highwater.close()
     newer = highwater.paths[highwater.seq % 2]
     newer.write_bytes(newer.read_bytes()[:-7])  # a write cut short by a crash
-    assert HighWater.beside(db).marks == {"a": Mark(0, 5)}
+    older = HighWater.beside(db, "store-a")
+    assert older.state == "ok" and older.marks == {"a": Mark(0, 5)}
+    foreign = HighWater.beside(db, "store-b")
+    assert foreign.state == "foreign" and foreign.marks == {}
+    assert "store store-a, this one is store-b" in foreign.lost()
     for path in highwater.paths:
         path.write_text("{not json")
-    with pytest.raises(RuntimeError, match="high-water mark"):
-        HighWater.beside(db)
+    unreadable = HighWater.beside(db, "store-a")
+    assert unreadable.state == "unreadable" and unreadable.marks == {}
+    assert "valid checksum" in unreadable.lost()
+    for path in highwater.paths:
+        path.write_bytes(b"")
+    assert HighWater.beside(db, "store-a").state == "missing"
+
+
+def refused_everywhere(client: TestClient, run_id: str, code: str) -> None:
+    """Every route of a held run answers 503 with `code`, nothing of it is listed or claimed,
+    and /readyz names it: not one billboard is published."""
+    ready = client.get("/readyz")
+    assert ready.status_code == 503 and run_id in ready.json()["detail"], ready.text
+    for path in ("", "/billboard", "/ledger", "/policies", "/policy", "/regret?world=riverswim"):
+        resp = client.get(f"/v1/runs/{run_id}{path}")
+        assert resp.status_code == 503 and resp.json()["code"] == code, (path, resp.text)
+    assert client.post(f"/v1/runs/{run_id}/claims").json()["code"] == code
+    assert run_id not in {r["id"] for r in client.get("/v1/runs").json()["runs"]}
+
+
+# one case per HighWater.state in the fast tier; the others (same states, other damage) slow:
+# the file-level unit test above reads each kind of damage cheaply
+@pytest.mark.parametrize("how", [
+    pytest.param(how, marks=[pytest.mark.slow] if how in ("truncated", "bad_checksum") else [])
+    for how in sorted(MARK_DAMAGE)])
+def test_a_lost_mark_holds_every_run_the_store_holds(apps: Apps, how: str) -> None:
+    client = apps()
+    config = spec(episodes=10)
+    run_id, idle = create(client, config), create(client, config)  # idle: 0 reports
+    play(client, run_id, config, 3)
+    before = state(client, run_id)
+    apps.close(client)
+    damage_marks(apps.db, how)
+
+    client = open_app(apps)
+    for held in (run_id, idle):
+        refused_everywhere(client, held, MARK_DAMAGE[how])
+    assert "high-water mark is lost" in client.get("/readyz").json()["detail"]
+    fresh = create(client, config)  # other runs are created and served meanwhile
+    assert client.get(f"/v1/runs/{fresh}").status_code == 200
+
+    # nothing says how many were published: epoch 0 is charged to its end, over the budget
+    refused = recover(client, run_id, "continue")
+    assert refused.status_code == 409 and refused.json()["code"] == "budget", refused.text
+    assert "its mark is lost" in refused.json()["detail"]
+    assert recover(client, run_id, "stop").status_code == 200
+    assert recover(client, idle, "continue").status_code == 200  # 0 reports: in budget
+    assert client.get("/readyz").status_code == 200
+    assert state(client, run_id)["billboard"] == before["billboard"]  # as published
+
+    client = apps.reopen(client)  # the marks are written again, for this store
+    assert marks(apps.db)[run_id] == asdict_mark(Mark(0, 3, stopped=True))
+    assert marks(apps.db)[idle] == asdict_mark(Mark(1, 0))
+    assert HighWater.beside(apps.db).store == Store(apps.db).identity
+
+
+def test_a_new_database_starts_and_each_run_has_a_mark_from_its_creation(apps: Apps) -> None:
+    client = apps()  # ready at once: no run, no mark file
+    assert not any(p.exists() for p in HighWater.beside(apps.db).paths)
+    run_id = create(client, spec(episodes=10))
+    assert marks(apps.db) == {run_id: asdict_mark(Mark())}
+    apps.close(client)
+    set_mark(apps.db, "feedbeefcafe0002", Mark())  # a creation the store never committed
+    client = open_app(apps)
+    assert client.get("/readyz").status_code == 200, client.get("/readyz").text
+    assert client.get(f"/v1/runs/{run_id}").status_code == 200
+
+
+def test_a_store_with_only_a_newer_run_than_its_mark_holds_that_run(apps: Apps) -> None:
+    client = apps()
+    config = spec(episodes=10)
+    kept = create(client, config)
+    apps.close(client)
+    saved = [p.read_bytes() for p in HighWater.beside(apps.db).paths]
+    client = apps()
+    lost = create(client, config)
+    play(client, lost, config, 2)
+    apps.close(client)
+    for path, data in zip(HighWater.beside(apps.db).paths, saved, strict=True):
+        path.write_bytes(data)  # the mark as it was before `lost` existed
+
+    client = open_app(apps)
+    refused_everywhere(client, lost, "mark_missing")
+    assert "hold no mark of it" in client.get(f"/v1/runs/{lost}").json()["detail"]
+    assert client.get(f"/v1/runs/{kept}").status_code == 200
+
+
+def test_a_lost_mark_charges_the_stores_epoch_to_its_end(apps: Apps) -> None:
+    config = epoch_spec("tree-batch5")
+    client = apps()
+    run_id = create(client, config)
+    play(client, run_id, config, 3)  # nothing released before episode 5
+    apps.close(client)
+    damage_marks(apps.db, "deleted")
+    client = open_app(apps)
+    # with its mark (4 published: still no release) it continues in budget (test above);
+    # without, every release of epoch 0 may have been published: twice the counter
+    total = refused_epsilon(recover(client, run_id, "continue"))
+    assert total == pytest.approx(rho_to_epsilon(2 * RHO_BUDGET, 1e-6), rel=1e-5)
+
+
+def test_continue_after_a_lost_mark_serves_under_a_new_noise_epoch(apps: Apps) -> None:
+    config = spec(episodes=12, counter="smoothed", schedule="every")
+    client = apps()
+    run_id = create(client, config)
+    lost = [report_one(client, run_id, config) for _ in range(3)]
+    apps.close(client)
+    with sqlite3.connect(apps.db) as db:  # the store lost every report, and the mark is gone
+        db.execute("DELETE FROM reports WHERE run_id = ?", (run_id,))
+        db.execute("DELETE FROM claims WHERE run_id = ?", (run_id,))
+        db.execute("DELETE FROM policies WHERE run_id = ? AND version > 1", (run_id,))
+    damage_marks(apps.db, "truncated")
+
+    client = open_app(apps)
+    refused_everywhere(client, run_id, "mark_missing")
+    assert recover(client, run_id, "continue").status_code == 200
+    ledger = client.get(f"/v1/runs/{run_id}/ledger").json()
+    assert any("noise epoch 1" in c["note"] for c in ledger["charges"])
+    assert ledger["epsilon"] == pytest.approx(1.0)  # one fresh tree: the whole budget
+    again = [report_one(client, run_id, config) for _ in range(3)]
+    for (_, first), (_, second) in zip(lost, again, strict=True):  # same counts, fresh noise
+        assert second["reported"] == first["reported"]
+        assert second["arrays"] != first["arrays"]
+    assert marks(apps.db)[run_id] == asdict_mark(Mark(1, 3))
+    done = state(client, run_id)
+    client = apps.reopen(client)  # served from now on, the epoch replayed
+    assert state(client, run_id) == done
 
 
 def test_a_noise_epoch_draws_independent_nodes_and_epoch_0_is_unchanged() -> None:
@@ -360,3 +494,16 @@ def test_only_central_counters_take_noise_epochs_in_jdp() -> None:
     assert noise_epochs.supported(run(round_config(chain, "lsw", "tabular", 3, 0.1, 0.1, 1.0)))
     for case in EPOCH_CASES:
         assert noise_epochs.supported(run(public(epoch_spec(case))))
+
+
+def test_the_mark_can_live_on_other_storage(apps: Apps, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    client = apps(highwater=elsewhere / "marks")
+    run_id = create(client, spec(episodes=10))
+    assert HighWater(elsewhere / "marks").marks == {run_id: Mark()}
+    assert not any(p.exists() for p in HighWater.beside(apps.db).paths)
+    client = apps.reopen(client, highwater=elsewhere / "marks")  # served: its mark is found
+    apps.close(client)
+    client = open_app(apps)  # started without it: the run's mark is lost
+    refused_everywhere(client, run_id, "mark_missing")

@@ -26,8 +26,9 @@ async def healthz() -> Health:
 )
 async def readyz(request: Request) -> Response:
     """200 once the store is open and every run has been rebuilt from it, else 503; 503 too
-    while a run is held because its store went back (until an admin continues or stops it),
-    and while writes to the store fail (after a failed one, each call probes with a write)."""
+    while a run is held because its store went back or its high-water mark is lost (until an
+    admin continues or stops it), and while writes to the store fail (after a failed one, each
+    call probes with a write)."""
     table = run_table_of(request)
     broken = f"; {len(table.failed)} run(s) could not be rebuilt" if table.failed else ""
     held = "".join(f"; {h.reason}" for h in table.held.values())

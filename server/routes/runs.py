@@ -172,7 +172,8 @@ async def delete_run(run_id: str, request: Request) -> Response:
 )
 async def recover_run(run_id: str, body: Recovery, request: Request) -> RunInfo | None:
     """A run whose store is behind what the server published (a lost `-wal`, a restored
-    backup) is held at start: 503 on its routes, /readyz not ready. 'continue' starts a new
+    backup), or whose high-water mark is lost (deleted, empty, unreadable, another database's),
+    is held at start: 503 on its routes, /readyz not ready. 'continue' starts a new
     noise epoch, so no published noise is ever reused over other data, charged to the ledger
     (refused when it would exceed the run's budget); 'stop' keeps it read-only. Either way it
     is served again. Stopping a run the store lost forgets it (the answer is null)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from privrl.config import RunConfig
 from privrl.protocol import PolicyPayload, RunInfo, RunRequest, Ticket
 from privrl.run import user_episode
 from privrl.server.app import create_app
+from privrl.server.highwater import HighWater
 from privrl.server.settings import Settings
 from privrl.worlds.tabular import TabularMDP, riverswim
 
@@ -302,3 +304,33 @@ def interleaved(
             body = user_report(tickets[i], config, mdp, client_seed=7)
             resp = client.post(f"/v1/runs/{run_id}/reports", json=body)
             assert resp.status_code == 200, resp.text
+
+
+# How the high-water mark beside a database is lost, and the 503 code a run it held answers.
+MARK_DAMAGE = {"deleted": "mark_missing", "truncated": "mark_missing",
+               "garbage": "mark_unreadable", "bad_checksum": "mark_unreadable",
+               "foreign": "mark_foreign"}
+
+
+def damage_marks(db: Path, how: str) -> None:
+    """Lose the high-water mark of `db` as `how` (a key of MARK_DAMAGE) says: both files
+    deleted, truncated to 0 bytes, overwritten with garbage, their checksums wrong, or the same
+    marks written for another database."""
+    highwater = HighWater.beside(db)
+    marks, paths = dict(highwater.marks), highwater.paths
+    assert marks and highwater.state == "ok", "nothing to damage"
+    for path in paths:
+        if how == "truncated":
+            path.write_bytes(b"")
+        elif how == "garbage":
+            path.write_bytes(b"\x00not a mark\xff")
+        elif how == "bad_checksum" and path.stat().st_size:
+            data = json.loads(path.read_text())
+            path.write_text(json.dumps({**data, "crc": data["crc"] ^ 1}))
+        elif how in ("deleted", "foreign"):
+            path.unlink(missing_ok=True)
+    if how == "foreign":
+        other = HighWater.beside(db, "another database")
+        for run_id, mark in marks.items():
+            other.set(run_id, mark)
+        other.close()
