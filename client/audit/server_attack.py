@@ -32,6 +32,7 @@ from privrl.algorithms import bind
 from privrl.client.api import ApiError, ServerAPI, describe_status, describe_transport_error
 from privrl.client.audit.findings import AuditReport, Finding
 from privrl.client.audit.noise import IncrementTest, increment_test, single_draw
+from privrl.client.audit.reuse import ReuseDetector, reuse_verdict
 from privrl.config import RunConfig
 from privrl.lab.auditing import count_families
 from privrl.lab.float_leaks import MAX_ENTRIES, LeakReport, count_candidates, float_leaks
@@ -462,6 +463,7 @@ class ServerAudit:
             self.progress(f"run {view.run_id}: trying seeds (at most {self.seed_budget:g}s)")
             self.check_seeds(view)
             self.check_increments(view)
+            self.check_reuse(view)
         return self.report
 
     @staticmethod
@@ -747,6 +749,29 @@ class ServerAudit:
         else:
             self.report.passed("noise", f"{len(decisive)} increment(s), observed/declared noise"
                                f" std {ratios} (false-alarm rate {self.alpha:g})", view.run_id)
+
+
+    def check_reuse(self, view: RunView) -> None:
+        """LDP: the billboard increments of exactly one report each are those reports' noisy
+        statistics; pairs of them that differ by less than their declared noise allows show
+        noise drawn again (`privrl.client.audit.reuse`)."""
+        cal = view.calibration
+        assert cal is not None
+        if cal.mode != "ldp":
+            return
+        single = [{n: b.arrays[n] - a.arrays[n] for n in b.arrays}
+                  for a, b in zip(view.polls, view.polls[1:], strict=False)
+                  if b.reported == a.reported + 1]
+        if len(single) < 2:
+            self.report.skipped("noise-reuse", f"{len(single)} billboard increment(s) of one"
+                                " report each: needs 2, poll faster than users report (--polls,"
+                                " --interval)", view.run_id)
+            return
+        detector = ReuseDetector(cal, self.alpha, rng=self.rng)
+        for arrays in single:
+            detector.add(arrays)
+        reuse_verdict(self.report, view.run_id, detector, "GET /v1/runs/{run_id}/billboard",
+                      "billboard increments")
 
 
 def _inside(arr: np.ndarray, fam: FamilyCalibration, items: int) -> bool:
