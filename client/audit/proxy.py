@@ -6,7 +6,8 @@ field paths and value types — so a deployment can be audited without changing 
 learns each run's privacy mode from the public run info and flags, in an LDP run's reports,
 anything raw: a trajectory (states, actions, rewards), an array whose values are all whole
 numbers inside the clean range (clean 0/1 counts), a seed, or a report layout that differs
-between users (a size or shape side channel). It reads each noisy entry's clean value off its
+between users (a size or shape side channel), and compares reports pairwise for noise drawn
+again (`privrl.client.audit.reuse`). It reads each noisy entry's clean value off its
 float bits where it can (`privrl.lab.float_leaks`) and counts the entries proven exact. In any
 run it flags a seed-like field in a server answer.
 

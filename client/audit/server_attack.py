@@ -10,7 +10,9 @@
    confirmed when the billboard minus the noise it re-derives is a clean count everywhere.
 4. Poll the billboard over time and test that the increments between releases carry at least
    the declared noise (`privrl.client.audit.noise`), at a stated false-alarm rate.
-5. Read clean values off the low-order bits of a reading where each entry is one clean count plus
+5. LDP: compare the billboard increments of one report each pairwise, for noise drawn again
+   (`privrl.client.audit.reuse`).
+6. Read clean values off the low-order bits of a reading where each entry is one clean count plus
    one noise draw, and test every reading against its declared grid (`privrl.lab.float_leaks`).
 
 Each phase prints one line to `progress` (the CLI: stderr) as it starts.
