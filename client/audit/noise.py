@@ -96,6 +96,19 @@ def moments(coeffs: np.ndarray, kurtosis: float) -> tuple[float, float]:
     return c2, kurtosis * c4 + 3.0 * (c2 * c2 - c4)
 
 
+def maurer_slack(m: int, ratio: float, alpha: float) -> float:
+    """How far below its mean m a sum S of m independent non-negative terms Z (each of mean 1,
+    E[Z^2] = `ratio`) falls with probability at most `alpha` (Maurer's inequality)."""
+    return math.sqrt(2.0 * m * ratio * math.log(1.0 / alpha))
+
+
+def maurer_p_value(total: np.ndarray, m: int, ratio: float) -> np.ndarray:
+    """Maurer's bound on P(S <= total) for the sum of `maurer_slack` (elementwise; 1 at or
+    above the mean m)."""
+    short = np.maximum(m - np.asarray(total, float), 0.0)
+    return np.exp(-short**2 / (2.0 * m * ratio))
+
+
 @dataclass(frozen=True)
 class IncrementTest:
     """The variance test on one pair of polls (all released families pooled, each scaled to the
@@ -156,7 +169,7 @@ def increment_test(
     inc = np.concatenate(parts)  # in the reference mechanism's scale
     m = inc.size
     z = float(np.sum(inc**2)) / var  # mean m under pure declared noise
-    slack = math.sqrt(2.0 * m * (fourth / second**2) * math.log(1.0 / alpha))
+    slack = maurer_slack(m, fourth / second**2, alpha)
     floor = m - slack
     return IncrementTest(
         t1=t1,

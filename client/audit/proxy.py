@@ -6,7 +6,8 @@ field paths and value types — so a deployment can be audited without changing 
 learns each run's privacy mode from the public run info and flags, in an LDP run's reports,
 anything raw: a trajectory (states, actions, rewards), an array whose values are all whole
 numbers inside the clean range (clean 0/1 counts), a seed, or a report layout that differs
-between users (a size or shape side channel). It reads each noisy entry's clean value off its
+between users (a size or shape side channel), and compares reports pairwise for noise drawn
+again (`privrl.client.audit.reuse`). It reads each noisy entry's clean value off its
 float bits where it can (`privrl.lab.float_leaks`) and counts the entries proven exact. In any
 run it flags a seed-like field in a server answer.
 
@@ -27,9 +28,11 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 import httpx
+import numpy as np
 import uvicorn
 from privrl.algorithms import bind
 from privrl.client.audit.findings import AuditReport, Finding
+from privrl.client.audit.reuse import ReuseDetector, reuse_verdict
 from privrl.client.audit.server_attack import raw_looking, secret_looking, walk
 from privrl.config import RunConfig
 from privrl.lab.auditing import count_families
@@ -142,6 +145,7 @@ class RunTraffic:
     leaks: LeakReport = field(default_factory=LeakReport)  # LDP report entries, pooled
     leak_reports: int = 0  # reports the float test read (until MAX_ENTRIES entries)
     counts: tuple[str, ...] = ()  # released families whose clean values are counts
+    reuse: ReuseDetector | None = None  # LDP: reports compared pairwise for repeated noise
 
     def learn(self, info: Any) -> None:
         """Keep a run's public config (from its info or creation answer) and calibration."""
@@ -155,6 +159,9 @@ class RunTraffic:
             self.counts = count_families(self.config, generator(0, "audit", "proxy"))
         except (ValueError, ImportError):  # an algorithm or backend this auditor lacks
             self.config = self.calibration = None
+            return
+        if self.privacy == "ldp" and self.calibration.mechanism is not None:
+            self.reuse = ReuseDetector(self.calibration, rng=generator(0, "audit", "reuse"))
 
 
 class WireLog:
@@ -221,6 +228,7 @@ class WireLog:
         secret = [p for p, k, v in walk(doc) if k is not None and secret_looking(k)]
         whole = [p for p in whole_number_arrays(doc) if _clean_range(traffic, p, doc)]
         self._float_leaks(traffic, doc)
+        self._compare(traffic, doc)
         extra = sorted(set(doc) - {"kind", "ticket", "arrays"})
         if raw:
             reasons.append(f"raw fields {', '.join(raw)}")
@@ -240,6 +248,18 @@ class WireLog:
         if reasons:
             self.flag("ldp-report", "raw data in an LDP report: " + "; ".join(reasons), run_id,
                       where, {"reasons": reasons, "fields": describe(doc)})
+
+    @staticmethod
+    def _compare(traffic: RunTraffic, doc: dict) -> None:
+        """Compare a report's noisy arrays with earlier reports' (noise drawn again?)."""
+        arrays = doc.get("arrays")
+        if traffic.reuse is None or not isinstance(arrays, dict):
+            return
+        try:
+            traffic.reuse.add({name: np.asarray(values, dtype=np.float64)
+                               for name, values in arrays.items()})
+        except (KeyError, TypeError, ValueError):  # a malformed report: flagged as such
+            pass
 
     @staticmethod
     def _float_leaks(traffic: RunTraffic, doc: dict) -> None:
@@ -289,8 +309,12 @@ class WireLog:
             elif leaks.total:
                 report.passed("float-noise", f"no clean value proven from the float bits of"
                               f" {leaks.total} noisy entries", run_id)
+            if run.reuse is not None and run.reuse.count >= 2:
+                reuse_verdict(report, run_id, run.reuse, "POST /v1/runs/{run_id}/reports",
+                              "reports")
             if run.privacy == "ldp" and reports and not any(
-                    f.run_id == run_id and f.check != "float-noise" for f in report.findings):
+                    f.run_id == run_id and f.check not in ("float-noise", "noise-reuse")
+                    for f in report.findings):
                 fields = ", ".join(f"{k}: {v}" for k, v in (run.layout or ()))
                 report.passed("ldp-report", f"{reports} reports carry only noisy arrays"
                               f" ({fields})", run_id)

@@ -10,7 +10,9 @@
    confirmed when the billboard minus the noise it re-derives is a clean count everywhere.
 4. Poll the billboard over time and test that the increments between releases carry at least
    the declared noise (`privrl.client.audit.noise`), at a stated false-alarm rate.
-5. Read clean values off the low-order bits of a reading where each entry is one clean count plus
+5. LDP: compare the billboard increments of one report each pairwise, for noise drawn again
+   (`privrl.client.audit.reuse`).
+6. Read clean values off the low-order bits of a reading where each entry is one clean count plus
    one noise draw, and test every reading against its declared grid (`privrl.lab.float_leaks`).
 
 Each phase prints one line to `progress` (the CLI: stderr) as it starts.
@@ -18,6 +20,7 @@ Each phase prints one line to `progress` (the CLI: stderr) as it starts.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import time
@@ -32,6 +35,7 @@ from privrl.algorithms import bind
 from privrl.client.api import ApiError, ServerAPI, describe_status, describe_transport_error
 from privrl.client.audit.findings import AuditReport, Finding
 from privrl.client.audit.noise import IncrementTest, increment_test, single_draw
+from privrl.client.audit.reuse import ReuseDetector, reuse_verdict
 from privrl.config import RunConfig
 from privrl.lab.auditing import count_families
 from privrl.lab.float_leaks import MAX_ENTRIES, LeakReport, count_candidates, float_leaks
@@ -47,6 +51,7 @@ NOT_CRAWLED = {"/openapi.json", "/docs", "/redoc", "/docs/oauth2-redirect", "/me
 SECRET_TOKENS = {"seed", "seeds", "entropy", "rng", "rngs", "pcg64", "mt19937", "philox", "sfc64"}
 SECRET_JOINED = ("bitgenerator", "randomstate", "spawnkey", "nodenoise", "noisevalue",
                  "noisedraw", "generatorstate", "rngstate")
+PUBLIC_SEEDS = {"featureseed"}  # seeds of public model information (a world's features)
 RAW_KEYS = {"states", "rewards", "trajectory", "trajectories", "rawcounts", "exactcounts",
             "exactsums"}
 DEFAULT_GUESSES = 65  # seeds people type: 0, 1, ..., 42, ..., 64
@@ -123,8 +128,11 @@ def _key_tokens(key: str) -> tuple[set[str], str]:
 
 
 def secret_looking(key: str) -> bool:
-    """Whether a field name suggests a seed, a generator state or noise values."""
+    """Whether a field name suggests a seed, a generator state or noise values (a linear
+    world's `feature_seed` draws its public features: public model information, not a secret)."""
     words, joined = _key_tokens(key)
+    if joined in PUBLIC_SEEDS:
+        return False
     return bool(words & SECRET_TOKENS) or any(j in joined for j in SECRET_JOINED)
 
 
@@ -259,6 +267,7 @@ class RunView:
     polls: list[Poll] = field(default_factory=list)
     snapshot: Poll | None = None  # the reading the seeds are tried on
     episodes_reported: list[int] = field(default_factory=list)
+    hidden: tuple[str, ...] = ()  # declared families the billboard shows only post-processed
 
 
 class ServerAudit:
@@ -368,13 +377,23 @@ class ServerAudit:
         assert view.calibration is not None
         path = f"/v1/runs/{quote(view.run_id, safe='')}/billboard"
         board = self.reader.json(path, f"billboard of run {view.run_id!r}")
-        arrays = {}
+        arrays, shown = {}, board.get("arrays") if isinstance(board, dict) else None
+        if not isinstance(shown, dict):
+            view.problem = "its billboard has no arrays"
+            return None
+        hidden = tuple(f.name for f in view.calibration.families if f.name not in shown)
+        if len(hidden) == len(view.calibration.families):
+            view.problem = f"its billboard shows none of its released families {hidden}"
+            return None
+        view.hidden = hidden  # e.g. LSVI's targets: only through the weights it solves
         for fam in view.calibration.families:
+            if fam.name in hidden:
+                continue
             try:
-                arrays[fam.name] = np.asarray(board["arrays"][fam.name],
+                arrays[fam.name] = np.asarray(shown[fam.name],
                                               dtype=np.float64).reshape(fam.shape)
-            except (KeyError, TypeError, ValueError):
-                view.problem = f"its billboard has no released family {fam.name!r}"
+            except (TypeError, ValueError):
+                view.problem = f"its billboard's family {fam.name!r} has the wrong shape"
                 return None
         return Poll(time.time(), int(board.get("reported", 0)), arrays)
 
@@ -459,12 +478,21 @@ class ServerAudit:
                 self.report.skipped("mechanism", "non-private run: it declares no noise",
                                     view.run_id)
                 continue
-            self.check_exact_counts(view)
-            self.progress(f"run {view.run_id}: reading clean values off the float noise")
-            self.check_float_leaks(view)
-            self.progress(f"run {view.run_id}: trying seeds (at most {self.seed_budget:g}s)")
-            self.check_seeds(view)
+            if view.hidden:
+                self.report.skipped(
+                    "seeds", f"the billboard shows {', '.join(view.hidden)} only through what"
+                    " the algorithm solves from it, and the rest after public post-processing"
+                    " (a shift, an eigenvalue floor) at its own rounds: no clean value to"
+                    " re-derive (raw data, seeds, float bits, grid); its increments are tested",
+                    view.run_id)
+            else:
+                self.check_exact_counts(view)
+                self.progress(f"run {view.run_id}: reading clean values off the float noise")
+                self.check_float_leaks(view)
+                self.progress(f"run {view.run_id}: trying seeds (at most {self.seed_budget:g}s)")
+                self.check_seeds(view)
             self.check_increments(view)
+            self.check_reuse(view)
         return self.report
 
     @staticmethod
@@ -717,8 +745,46 @@ class ServerAudit:
         released (under a sparse JDP schedule, reports between releases change nothing)."""
         cal = view.calibration
         assert cal is not None
+        if view.hidden:
+            self._check_rounds(view)
+            return
         pairs = [(a, b) for a, b in zip(view.polls, view.polls[1:], strict=False)
                  if cal.counter_items(b.reported) > cal.counter_items(a.reported)]
+        self._increment_verdict(view, cal, [(cal.counter_items(a.reported), a,
+                                             cal.counter_items(b.reported), b)
+                                            for a, b in pairs])
+
+    def _check_rounds(self, view: RunView) -> None:
+        """The increment test on a billboard that shows its counters' release at the
+        algorithm's own rounds (LSVI: the Gram snapshot its weights were solved against). A
+        reading is pinned to the counter items closed so far when its arrays changed since the
+        previous reading and exactly one item closed in between (the round happened there);
+        successive pinned readings are tested (a public shift cancels in the increment)."""
+        cfg, cal = view.config, view.calibration
+        assert cfg is not None and cal is not None
+        algo = bind(cfg)
+        closes = getattr(algo, "leaf_closes", None)  # the algorithm's public leaf rule
+
+        def items(reported: int) -> int:
+            if closes is None:
+                return cal.counter_items(reported)
+            return sum(1 for i in range(1, reported + 1) if closes(i))
+
+        plan = getattr(algo, "counter_plan", cal.plan)
+        shown = dataclasses.replace(
+            cal, families=tuple(f for f in cal.families if f.name not in view.hidden),
+            plan=plan)
+        pinned = [(items(b.reported), b)
+                  for a, b in zip(view.polls, view.polls[1:], strict=False)
+                  if items(b.reported) == items(a.reported) + 1
+                  and any(not np.array_equal(a.arrays[n], b.arrays[n]) for n in b.arrays)]
+        quads = [(t1, a, t2, b) for (t1, a), (t2, b) in zip(pinned, pinned[1:], strict=False)
+                 if t2 > t1]
+        self._increment_verdict(view, shown, quads)
+
+    def _increment_verdict(self, view: RunView, cal: Calibration,
+                           pairs: list[tuple[int, Poll, int, Poll]]) -> None:
+        """The variance test on (items, reading, items, reading) pairs, as one check."""
         if not pairs:
             self.report.skipped("noise", "no new release between polls: poll a run while users"
                                 " report (--polls, --interval)", view.run_id)
@@ -726,9 +792,9 @@ class ServerAudit:
         alpha = self.alpha / len(pairs)
         names = [f.name for f in cal.families]
         tests: list[IncrementTest] = [  # t: the counters' items (releases; LDP: reports)
-            increment_test(cal, cal.counter_items(a.reported), [a.arrays[n] for n in names],
-                           cal.counter_items(b.reported), [b.arrays[n] for n in names], alpha)
-            for a, b in pairs
+            increment_test(cal, t1, [a.arrays[n] for n in names], t2,
+                           [b.arrays[n] for n in names], alpha)
+            for t1, a, t2, b in pairs
         ]
         decisive = [x for x in tests if x.decisive]
         if not decisive:
@@ -750,6 +816,29 @@ class ServerAudit:
         else:
             self.report.passed("noise", f"{len(decisive)} increment(s), observed/declared noise"
                                f" std {ratios} (false-alarm rate {self.alpha:g})", view.run_id)
+
+
+    def check_reuse(self, view: RunView) -> None:
+        """LDP: the billboard increments of exactly one report each are those reports' noisy
+        statistics; pairs of them that differ by less than their declared noise allows show
+        noise drawn again (`privrl.client.audit.reuse`)."""
+        cal = view.calibration
+        assert cal is not None
+        if cal.mode != "ldp":
+            return
+        single = [{n: b.arrays[n] - a.arrays[n] for n in b.arrays}
+                  for a, b in zip(view.polls, view.polls[1:], strict=False)
+                  if b.reported == a.reported + 1]
+        if len(single) < 2:
+            self.report.skipped("noise-reuse", f"{len(single)} billboard increment(s) of one"
+                                " report each: needs 2, poll faster than users report (--polls,"
+                                " --interval)", view.run_id)
+            return
+        detector = ReuseDetector(cal, self.alpha, rng=self.rng)
+        for arrays in single:
+            detector.add(arrays)
+        reuse_verdict(self.report, view.run_id, detector, "GET /v1/runs/{run_id}/billboard",
+                      "billboard increments")
 
 
 def _inside(arr: np.ndarray, fam: FamilyCalibration, items: int) -> bool:

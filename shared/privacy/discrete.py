@@ -17,7 +17,10 @@ delta used here). OpenDP's samplers (`privrl.privacy.noise.OpenDPNoise`) are exa
 
 * Rejection (discrete Laplace, and the Gaussian above the cap): numpy's exponential and uniform
   draws are floating-point algorithms, so each probability they realise is off by a relative
-  error of order 2^-52 and the tails are cut beyond about 37 t: of order 1e-16 per draw.
+  error of order 2^-52 and the tails are cut: numpy's ziggurat exponential is at most
+  r - log(2^-53) = 7.697 + 36.737 = 44.434 (its tail draw r - log(1 - U), U <= 1 - 2^-53), so
+  a magnitude floor(t E) never exceeds floor(44.434 t); what is cut has probability
+  exp(-44.434) = 5e-20 per draw.
 * Table (`gaussian_table`): the support is |x| <= M, M the smallest integer with
   P(|X| > M) < 2^-64 (M = 9.15 sigma at the cap). The weights exp(-a), a = x^2 / 2 sigma^2, are
   float64, each off by a relative (2a + 4) 2^-53 at most (two roundings in a, exp within 2
