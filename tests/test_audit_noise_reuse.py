@@ -1,7 +1,7 @@
 """Reused local noise (issue 40): the pairwise test on LDP reports and on billboard increments,
 the reconstruction of trajectories from reports that share their noise, and the episode-replay
-attack (tests/support/replay_attack.py) caught by both audits in process, with an honest control
-that neither flags."""
+attack (tests/support/replay_attack.py) caught by both audits in process against a vulnerable
+user, while privrl's own users behind the same attack are flagged by neither."""
 
 from __future__ import annotations
 
@@ -22,15 +22,17 @@ from privrl.client.audit.reuse import (
     small_difference_probability,
 )
 from privrl.client.audit.server_attack import ServerAudit
+from privrl.client.user_state import UserState
+from privrl.client.users import UserContext, play
 from privrl.config import RunConfig
 from privrl.privacy.discrete import discrete_gaussian, discrete_laplace
 from privrl.privacy.privatizers import randomize_locally
-from privrl.protocol import RunRequest
+from privrl.protocol import RunInfo, RunRequest, Ticket
 from privrl.seeding import generator
 from privrl.worlds import make, riverswim
 from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.rollout import Trajectories
-from support.replay_attack import rewrite_ticket, user_report
+from support.replay_attack import rewrite_ticket, vulnerable_report
 from support.server import Apps, claim, create
 
 REPORTS = 20
@@ -145,14 +147,20 @@ def replay_attack(apps: Apps, cfg: RunConfig, reuse: bool) -> tuple[WireLog, Any
                         rng=generator(6, "test"))
     audit.collect()
     world, truths = world_of(cfg), []
+    context = UserContext.create(RunInfo.model_validate(client.get(f"/v1/runs/{run_id}").json()),
+                                 world)
     for i in range(REPORTS):
         audit.poll_once()
         ticket = json.loads(rewrite_ticket(json.dumps(claim(client, run_id)).encode(), 7))
         wire.record("POST", f"/v1/runs/{run_id}/claims", run_id, CLAIMS, b"", 200,
                     json.dumps(ticket).encode())
-        report, truth = user_report(ticket, cfg, world, client_seed=99, nonce=i, reuse=reuse)
+        if reuse:
+            report, truth = vulnerable_report(ticket, cfg, world, client_seed=99, nonce=i)
+            sent = json.dumps(report).encode()
+        else:  # privrl's own users, each a process with a seed of its own
+            traj, sent = play(context, Ticket.model_validate(ticket), UserState.of(None))
+            truth = (traj.states[0].tolist(), traj.actions[0].tolist())
         truths.append(truth)
-        sent = json.dumps(report).encode()
         resp = client.post(f"/v1/runs/{run_id}/reports", content=sent,
                            headers={"content-type": "application/json"})
         assert resp.status_code == 200, resp.text

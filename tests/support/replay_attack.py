@@ -1,9 +1,8 @@
 """The episode-replay attack on LDP users, for tests: a server (here a rewriting proxy in front of
 an honest one) that hands every claim the same episode index, and a deliberately vulnerable user
 that keys its local noise on that index (the flaw of issue 40: the noise generator re-created
-from the user's seed and a server-chosen index), with an honest control that draws its noise
-from its own nonce. `privrl audit proxy` and `privrl audit server` must catch the first and pass
-the second.
+from the user's seed and a server-chosen index). `privrl audit proxy` and `privrl audit server`
+must catch it, and pass privrl's own users (`privrl.client.users.play`) behind the same proxy.
 
     python -m support.replay_attack --listen PORT --upstream URL --episode 7
 """
@@ -44,14 +43,12 @@ def rewrite_ticket(body: bytes, episode: int) -> bytes:
     return json.dumps(doc).encode()
 
 
-def user_report(ticket: dict[str, Any], config: RunConfig, world: Any, client_seed: int,
-                nonce: int, reuse: bool) -> tuple[dict[str, Any], tuple[list[int], list[int]]]:
-    """What one LDP user posts for `ticket`, and its true (states, actions).
-
-    The trajectory always comes from the user's own stream (`nonce`: a number it never reuses).
-    `reuse` True is the vulnerable user: its noise generator is re-created from its seed and the
-    ticket's episode index, so a server that repeats the index gets the same noise again;
-    False is the honest control: the noise comes from the user's own nonce too."""
+def vulnerable_report(ticket: dict[str, Any], config: RunConfig, world: Any, client_seed: int,
+                      nonce: int) -> tuple[dict[str, Any], tuple[list[int], list[int]]]:
+    """What a vulnerable LDP user posts for `ticket` (the flaw of issue 40: its noise generator
+    is re-created from its seed and the server's episode index, so a server that repeats the
+    index gets the same noise again), and its true (states, actions). Its trajectory comes from
+    its own stream (`nonce`: a number it never reuses), so the reports differ by their data."""
     algorithm = bind(config)
     calibration = algorithm.calibration()
     message = PolicyPayload.model_validate(ticket["policy"]).message()
@@ -60,8 +57,8 @@ def user_report(ticket: dict[str, Any], config: RunConfig, world: Any, client_se
     if calibration.integer and algorithm.integer_rewards:
         played = bernoulli_rewards(played, [rng])
     stats = algorithm.user_statistics(played, message)
-    key = ("episode", int(ticket["episode"])) if reuse else ("nonce", nonce)
-    noisy = randomize_locally(stats, calibration, [generator(client_seed, "replay-test", *key)])
+    noise = generator(client_seed, "replay-test", "episode", int(ticket["episode"]))
+    noisy = randomize_locally(stats, calibration, [noise])
     body = {"kind": "noisy", "ticket": ticket["ticket"],
             "arrays": {name: np.asarray(arr[0]).ravel().tolist() for name, arr in noisy.items()}}
     return body, (played.states[0].tolist(), played.actions[0].tolist())
