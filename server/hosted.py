@@ -66,6 +66,7 @@ from privrl.run import Run
 from privrl.server import noise_epochs
 from privrl.server.admission import Admission, RunLimits
 from privrl.server.errors import Refusal
+from privrl.server.limits import max_report_bytes
 from privrl.server.snapshot import (
     CLAIMED,
     EXPIRED,
@@ -145,6 +146,7 @@ class HostedRun:
         self.id = row.id
         self.row = row
         self.config = config
+        self.max_report_bytes = max_report_bytes(config)  # its body limit
         self.store = store
         self.limits = limits
         self.claim_timeout = float(limits.claim_timeout)
