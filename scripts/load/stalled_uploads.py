@@ -41,10 +41,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 from privrl.client.load.stalled import stall_many
-from privrl.client.procs import ServerProcess
+from privrl.client.procs import ServerProcess, rss_bytes
 
 sys.path.insert(0, str(Path(__file__).parent))
-from measure import TOKEN, poll_health, rss_bytes, run_spec  # noqa: E402
+from measure import TOKEN, poll_health, run_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 MB = 1024 * 1024
