@@ -73,6 +73,14 @@ def stop_process(proc: subprocess.Popen, grace: float = 5.0) -> int | None:
     return proc.returncode
 
 
+def rss_bytes(pid: int) -> int:
+    """Resident set size of a running process, in bytes (Linux: /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/{pid}/status has no VmRSS line (a kernel thread or a zombie?)")
+
+
 def wait_ready(url: str, proc: subprocess.Popen | None = None, timeout: float = 30.0) -> None:
     """Poll `url` until it answers 200; fail early if `proc` exits first."""
     deadline = time.monotonic() + timeout

@@ -251,6 +251,22 @@ def takeover_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def stalled_table() -> str:
+    """Stalled uploads (`scripts/load/stalled_uploads.py`): memory and closes, before and after."""
+    rows = ["| target | code | RSS growth, MB: peak → after close → after gc → after trim |"
+            " closed by the server (answers) | last close | `/healthz` p50 / p99 |",
+            "|---|---|---|---|---|---|"]
+    for r in load("stalled-uploads.json"):
+        answers = ", ".join(f"{n} × {status}" for status, n in sorted(r["answers"].items()))
+        last = "never" if r["closed_within_s"] is None else f"{r['closed_within_s']:g} s"
+        rows.append(f"| {r['target']} | {r['code']} | {r['rss_peak_growth_mb']:,.0f} →"
+                    f" {r['rss_growth_after_close_mb']:,.0f} → {r['rss_growth_after_gc_mb']:,.0f}"
+                    f" → {r['rss_growth_after_trim_mb']:,.1f} | {r['closed_by_server']:,} of"
+                    f" {r['connections']:,} ({answers}) | {last} | {r['healthz_p50_ms']:g} /"
+                    f" {r['healthz_p99_ms']:g} ms |")
+    return "\n".join(rows) + "\n"
+
+
 def frontier_thresholds(path: str = "frontier/frontier.json") -> str:
     """`privrl frontier`: each case's smallest ε that learns, per preset, with its interval."""
     from privrl.lab.frontier import threshold_table
@@ -282,6 +298,7 @@ RENDERERS: dict[str, Callable[..., str]] = {
     "results-swarm": swarm_table,
     "results-policy-eval": policy_eval_table,
     "results-takeover": takeover_table,
+    "results-stalled": stalled_table,
     "results-frontier": frontier_thresholds,
     "results-frontier-ablation": frontier_ablation,
     "results-frontier-timing": frontier_timing,

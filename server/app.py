@@ -20,7 +20,7 @@ from privrl.server.admission import InFlight, ReadSlots
 from privrl.server.errors import install_error_handlers
 from privrl.server.gc_pauses import GcPauses
 from privrl.server.highwater import HighWater
-from privrl.server.limits import BodySizeLimit
+from privrl.server.limits import BodyLimit, Limit
 from privrl.server.metrics import LatencyMiddleware, Metrics
 from privrl.server.openapi import install_openapi
 from privrl.server.routes import apidocs, dashboard, episodes, ops, public, regret, runs
@@ -158,8 +158,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if scope.get("method") == "POST" and str(scope.get("path", "")).endswith("/reports"):
             report_refused("too_large")
 
+    def body_limit(scope: Scope) -> Limit | None:
+        """A report's own cap: its run's largest legitimate report (a hosted run's)."""
+        parts = str(scope.get("path", "")).split("/")  # "", "v1", "runs", id, "reports"
+        if scope.get("method") != "POST" or len(parts) != 5 or parts[4] != "reports":
+            return None
+        table: RunTable | None = getattr(app.state, "run_table", None)
+        hosted = table.runs.get(parts[3]) if table is not None else None
+        if hosted is None or parts[:3] != ["", "v1", "runs"]:
+            return None
+        return hosted.max_report_bytes, (f"a report of run {hosted.id} (its size is a function"
+                                         " of the run's public config)")
+
     install_error_handlers(app, report_refused)
     install_openapi(app, settings)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, on_refused=body_refused)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_body_bytes, timeout=settings.body_timeout,
+        max_buffered=settings.max_body_buffer_bytes, limit_of=body_limit,
+        on_refused=body_refused,
+    )
     app.add_middleware(LatencyMiddleware, metrics=metrics)
     return app

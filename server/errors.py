@@ -28,6 +28,8 @@ DESCRIPTIONS: dict[int, str] = {
     401: "The admin bearer token is missing",
     403: "The admin bearer token is wrong",
     404: "Unknown (or deleted) run, or unknown ticket",
+    408: "The request body did not arrive within the server's body timeout (`code` \"timeout\";"
+    " the connection is closed)",
     409: "Conflict: no free episode slot right now (retry after Retry-After seconds), or a used"
     " ticket was sent with a different report",
     410: "Gone: the run has finished, or the claim expired before it was reported",

@@ -67,6 +67,7 @@ from privrl.server import noise_epochs
 from privrl.server.admission import Admission, RunLimits
 from privrl.server.errors import Refusal
 from privrl.server.highwater import HighWater, Mark
+from privrl.server.limits import max_report_bytes
 from privrl.server.snapshot import (
     CLAIMED,
     EXPIRED,
@@ -146,6 +147,7 @@ class HostedRun:
         self.id = row.id
         self.row = row
         self.config = config
+        self.max_report_bytes = max_report_bytes(config)  # its body limit
         self.store = store
         self.limits = limits
         self.claim_timeout = float(limits.claim_timeout)

@@ -72,8 +72,12 @@ def limits_text(settings: Settings) -> str:
     return (
         "**Limits of this server.** A run's N(s,a,s') array holds at most"
         f" {settings.max_cells} entries (H*S*A*S, S*A*S when pooled; PRIVRL_MAX_CELLS); request"
-        f" bodies hold at most {settings.max_body_bytes} bytes (PRIVRL_MAX_BODY_BYTES), and an"
-        " LDP run whose reports would be larger is refused at creation; a claim waits at most"
+        f" bodies hold at most {settings.max_body_bytes} bytes (PRIVRL_MAX_BODY_BYTES; a report"
+        " at most its run's own bound, 32 bytes a number it carries plus 4096), and a run whose"
+        " reports could be larger is refused at creation; a body arrives within"
+        f" {settings.body_timeout:g} s of its headers or is answered 408 (PRIVRL_BODY_TIMEOUT),"
+        f" and the bodies being received hold at most {settings.max_body_buffer_bytes} bytes at"
+        " once, others get 503 (PRIVRL_MAX_BODY_BUFFER_BYTES); a claim waits at most"
         f" {effective_claim_wait(settings):g} s for a slot (PRIVRL_MAX_CLAIM_WAIT; a longer"
         f" ?wait= is capped, not refused); a claim lapses after {settings.claim_timeout:g} s"
         " (PRIVRL_CLAIM_TIMEOUT). Admission control: a run has at most"
@@ -115,12 +119,12 @@ def with_limits(doc: dict[str, Any], settings: Settings) -> dict[str, Any]:
     create["description"] = (
         f"{create.get('description', '').rstrip()}\n\nRefused with 422 (`code` \"too_large\")"
         f" when H*S*A*S (S*A*S when pooled) exceeds {settings.max_cells} (PRIVRL_MAX_CELLS), or"
-        " when an LDP report of the run (every released array, about 24 bytes a number) would"
-        f" exceed {settings.max_body_bytes} bytes (PRIVRL_MAX_BODY_BYTES)."
+        " when a report of the run (an LDP report: every released array; 32 bytes a number"
+        f" plus 4096) could exceed {settings.max_body_bytes} bytes (PRIVRL_MAX_BODY_BYTES)."
     )
     _append(
         create["responses"]["422"],
-        f" Limits of this server: H*S*A*S <= {settings.max_cells} (PRIVRL_MAX_CELLS); an LDP"
+        f" Limits of this server: H*S*A*S <= {settings.max_cells} (PRIVRL_MAX_CELLS); a"
         f" report <= {settings.max_body_bytes} bytes (PRIVRL_MAX_BODY_BYTES).",
     )
 

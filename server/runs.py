@@ -21,13 +21,10 @@ from privrl.server.admission import RunLimits
 from privrl.server.errors import Refusal
 from privrl.server.highwater import HighWater, Mark
 from privrl.server.hosted import HostedRun
+from privrl.server.limits import max_report_bytes, report_numbers
 from privrl.server.store import Store
 
 log = logging.getLogger("privrl.server")
-
-# Bytes one number takes in a JSON report ("-12.345678901234567," is 20), with some margin.
-JSON_BYTES_PER_NUMBER = 24
-
 
 @dataclass
 class Held:
@@ -213,7 +210,7 @@ class RunTable:
         raise Refusal(404, "unknown_run", f"no run with id {run_id!r}")
 
     def check_size(self, config: RunConfig) -> None:
-        """Refuse runs this server cannot hold, or whose LDP reports exceed the body limit.
+        """Refuse runs this server cannot hold, or whose reports could exceed the body limit.
 
         The size of a run is the entries of its largest released statistic family (for
         DP-UCBVI: N(s,a,s'), H*S*A*S), as its algorithm declares them.
@@ -230,17 +227,15 @@ class RunTable:
                 f" {list(largest.shape)}), this server hosts at most {self.max_cells}"
                 " (PRIVRL_MAX_CELLS)",
             )
-        if config.privacy == "ldp":
-            numbers = sum(math.prod(f.shape) for f in families)
-            size = numbers * JSON_BYTES_PER_NUMBER
-            if size > self.max_body_bytes:
-                raise Refusal(
-                    422,
-                    "too_large",
-                    f"an LDP report of this run would carry {numbers} numbers (about {size}"
-                    f" bytes), above this server's body limit of {self.max_body_bytes} bytes"
-                    " (PRIVRL_MAX_BODY_BYTES)",
-                )
+        size = max_report_bytes(config)
+        if size > self.max_body_bytes:
+            raise Refusal(
+                422,
+                "too_large",
+                f"a report of this run may carry {report_numbers(config)} numbers (up to {size}"
+                f" bytes as JSON arrays), above this server's body limit of"
+                f" {self.max_body_bytes} bytes (PRIVRL_MAX_BODY_BYTES)",
+            )
 
     def create(self, config: RunConfig, sequential: bool, seed: int | None = None,
                credentials: bool = False) -> HostedRun:

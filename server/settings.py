@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 from privrl.server.admission import RunLimits
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -35,7 +35,25 @@ class Settings(BaseSettings):
         30.0, gt=0, le=86_400, description="seconds a claim stays valid before its slot is freed"
     )
     max_body_bytes: int = Field(
-        2 * 1024 * 1024, ge=1024, description="largest request body accepted (413 above)"
+        2 * 1024 * 1024,
+        ge=1024,
+        description="largest request body accepted (413 above, before it is read); a report is"
+        " also refused above its run's own bound: 32 bytes per number it carries plus 4096",
+    )
+    body_timeout: float = Field(
+        15.0,
+        gt=0,
+        le=3600,
+        description="seconds a request body may take to arrive once its headers have: a slower"
+        " one is answered 408 and its connection closed (a stalled upload holds no memory"
+        " longer)",
+    )
+    max_body_buffer_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="bytes of request bodies held at once, by all the requests being received"
+        " or handled (a declared length counts from the start); a body that does not fit is"
+        " answered 503 with Retry-After before it is read. At least max_body_bytes",
     )
     sequential: bool = Field(
         False, description="default of new runs: at most one outstanding claim per run"
@@ -141,6 +159,16 @@ class Settings(BaseSettings):
         " worker thread would cost more than the work); larger runs' claims and reports run in"
         " a worker thread so the loop keeps answering",
     )
+
+    @model_validator(mode="after")
+    def _one_body_fits(self) -> Settings:
+        """The body buffer holds at least one body of the largest size accepted."""
+        if self.max_body_buffer_bytes < self.max_body_bytes:
+            raise ValueError(
+                f"max_body_buffer_bytes ({self.max_body_buffer_bytes}) is below max_body_bytes"
+                f" ({self.max_body_bytes}): no body of the largest size could ever be received"
+            )
+        return self
 
     def run_limits(self) -> RunLimits:
         """The per-run limits these settings give."""

@@ -20,6 +20,7 @@ from privrl.algorithms import bind, effective
 from privrl.config import RunConfig
 from privrl.protocol import Ack, PolicyLog, RunInfo, RunList
 from privrl.run import Run, user_episode
+from privrl.server.limits import max_report_bytes
 from pydantic import ValidationError
 from support.server import (
     ADMIN,
@@ -678,10 +679,14 @@ def test_oversized_body_is_refused_with_413(apps: ClientFactory) -> None:
     before = state(client, run_id)
     body = {**user_report(ticket, config, world(config)), "pad": "x" * 100_000}
     resp = client.post(f"/v1/runs/{run_id}/reports", json=body)
-    assert resp.status_code == 413
-    assert "too large" in resp.json()["detail"] and "65536" in resp.json()["detail"]
+    assert resp.status_code == 413 and resp.headers["connection"] == "close"
+    cap = max_report_bytes(public(config))  # a report's own cap: far below the server's
+    assert f"at most {cap} bytes for a report of run {run_id}" in resp.json()["detail"]
     assert state(client, run_id) == before
     assert 'privrl_reports_refused_total{reason="too_large"} 1.0' in client.get("/metrics").text
+    resp = client.post("/v1/runs", json={**config, "pad": "x" * 70_000}, headers=AUTH)
+    assert resp.status_code == 413
+    assert "at most 65536 bytes for any request (PRIVRL_MAX_BODY_BYTES)" in resp.json()["detail"]
 
 
 def test_openapi_documents_every_error(client: TestClient) -> None:

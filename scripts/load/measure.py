@@ -32,6 +32,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from privrl.client.procs import rss_bytes
 
 TOKEN = "measure-" + secrets.token_hex(8)
 
@@ -43,12 +44,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def rss_bytes(pid: int) -> int:
-    """Resident set size of a process (Linux /proc)."""
-    text = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmRSS:\s+(\d+) kB", text).group(1)) * 1024
 
 
 def run_spec(privacy: str, episodes: int, pooled: bool) -> dict:

@@ -140,6 +140,7 @@ async def _claim(request: Request, hosted: HostedRun, wait: float, source: str
     responses=error_responses(
         400,
         404,
+        408,
         409,
         410,
         413,
