@@ -5,9 +5,10 @@ For each attack: one `python -m privrl.server` on a free loopback port (`privrl.
 one run of the demo's world (RiverSwim, H = 20, DP-UCBVI, Gaussian, eps = 10, pooled; K large
 enough never to finish) and `privrl users` (the honest users, from 127.0.0.1) in another
 process. After `--warmup` seconds the honest rate is measured `--phase` seconds alone, then
-`--phase` seconds beside the attacker (a third process, stopped after its phase). The rate is
-the run's counted reports over the window, read from its public status (the attacker never
-reports anything).
+`--phase` seconds beside the attacker (a third process, stopped after its phase), then `--phase`
+seconds after it (on a shared machine the rate drifts: the ratio to the mean of the windows
+before and after is printed too). The rate is the run's counted reports over the window, read
+from its public status (the attacker never reports anything).
 
 Attacks:
 - `sybil`: the run requires user credentials; the honest users hold `--honest` credentials
@@ -19,9 +20,9 @@ Attacks:
   `?wait=60` (queueing for the slot like everyone else), never reports, and honours
   Retry-After when refused.
 
-Prints one JSON line: per attack the honest rates (episodes/s) alone and beside the attack,
-their ratio, what the attacker got and the claims refused by reason (from /metrics). Loopback
-only; each attack ends within warm-up + 2 phases + about 20 s.
+Prints one JSON line: per attack the honest rates (episodes/s) alone, beside the attack and
+after it, their ratios, what the attacker got and the claims refused by reason (from
+/metrics). Loopback only; each attack ends within warm-up + 3 phases + about 20 s.
 """
 
 from __future__ import annotations
@@ -136,13 +137,16 @@ def measure(args: argparse.Namespace, which: str) -> dict:
         time.sleep(0.5)  # the attacker's process is up
         beside = rate(server.url, run_id, args.phase - 1.0)
         got = json.loads(attacker.communicate(timeout=args.phase + 90)[0] or "{}")
+        after = rate(server.url, run_id, args.phase)
         metrics = httpx.get(f"{server.url}/metrics", timeout=60).text
         return {
             "attack": which, "credentials": sybil, "sequential": not sybil,
             "claim_timeout": timeout or 30.0, "attacker_addresses": len(hosts),
             "honest_users": args.honest if sybil else args.honest_sequential,
             "alone_eps": round(alone, 1), "beside_eps": round(beside, 1),
-            "ratio": round(beside / alone, 3) if alone else None,
+            "after_eps": round(after, 1), "ratio": round(beside / alone, 3) if alone else None,
+            "ratio_to_mean_of_alone_and_after": round(2 * beside / (alone + after), 3)
+            if alone + after else None,
             "attacker": got,
             "claims_refused": metric_sum(metrics, "privrl_claims_refused_total"),
             "load_average": os.getloadavg(),
@@ -163,7 +167,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--stall-timeout", type=float, default=2.0,
                    help="the server's claim timeout in the stall attack (seconds)")
     p.add_argument("--warmup", type=float, default=10.0, help="seconds before measuring")
-    p.add_argument("--phase", type=float, default=30.0, help="seconds alone, then beside")
+    p.add_argument("--phase", type=float, default=30.0,
+                   help="seconds alone, then beside, then after")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the result here")
     return p
 
