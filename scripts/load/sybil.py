@@ -68,14 +68,17 @@ def address(i: int) -> str:
 
 async def attack(url: str, run_id: str, addresses: list[str], wait: float, seconds: float,
                  credential: str | None) -> dict:
-    """One connection per address: claim, never report, honour Retry-After; what it got."""
+    """One connection per address: claim, never report, honour Retry-After; what it got.
+    Prints "ready" once its clients are built (building them costs CPU the server shares)."""
     headers = {"Authorization": f"Bearer {credential}"} if credential else {}
     got: dict = {"claims": 0, "refused": {}, "errors": 0}
+    clients = [httpx.AsyncClient(base_url=url, timeout=wait + 30, transport=httpx.
+                                 AsyncHTTPTransport(local_address=host)) for host in addresses]
+    print("ready", flush=True)
     stop_at = time.time() + seconds
 
-    async def loop(host: str) -> None:
-        transport = httpx.AsyncHTTPTransport(local_address=host)
-        async with httpx.AsyncClient(base_url=url, transport=transport, timeout=wait + 30) as http:
+    async def loop(http: httpx.AsyncClient) -> None:
+        async with http:
             while time.time() < stop_at:
                 try:
                     resp = await http.post(f"/v1/runs/{run_id}/claims?wait={wait:g}",
@@ -92,7 +95,7 @@ async def attack(url: str, run_id: str, addresses: list[str], wait: float, secon
                 delay = float(resp.headers.get("Retry-After", "1"))
                 await asyncio.sleep(min(delay, max(0.0, stop_at - time.time())))
 
-    await asyncio.gather(*(loop(host) for host in addresses))
+    await asyncio.gather(*(loop(http) for http in clients))
     return got
 
 
@@ -134,7 +137,7 @@ def measure(args: argparse.Namespace, which: str) -> dict:
         cmd = [sys.executable, __file__, "_attack", server.url, run_id,
                json.dumps(hosts), "0" if sybil else "60", str(args.phase), credential]
         attacker = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        time.sleep(0.5)  # the attacker's process is up
+        assert attacker.stdout is not None and attacker.stdout.readline().strip() == "ready"
         beside = rate(server.url, run_id, args.phase - 1.0)
         got = json.loads(attacker.communicate(timeout=args.phase + 90)[0] or "{}")
         after = rate(server.url, run_id, args.phase)
