@@ -110,8 +110,18 @@ def cmd_runs_create(args: argparse.Namespace) -> int:
     print(f"created run for {cfg.algo}, {cfg.privacy} eps={eps} {mech}, "
           f"S={cfg.n_states} A={cfg.n_actions} H={cfg.horizon} K={cfg.episodes}",
           file=sys.stderr)
+    if info.credentials:
+        print(f"claims need a user credential: issue them with `privrl runs credentials"
+              f" {info.id} --count N --out FILE`", file=sys.stderr)
+    else:
+        print(ANONYMOUS_RUN, file=sys.stderr)
     print(info.id)
     return 0
+
+
+ANONYMOUS_RUN = ("warning: this run takes claims from anyone; its claim limit is per client"
+                 " address, so one client with many addresses can take its whole window: fine"
+                 " for a local simulation, for a deployment create runs with --credentials")
 
 
 def cmd_runs_credentials(args: argparse.Namespace) -> int:
@@ -618,8 +628,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also write the id to FILE (default: only print it)")
     p.add_argument("--credentials", action="store_true",
                    help="claims need a user credential (issue them with `privrl runs"
-                   " credentials`), each with its own limit of outstanding claims; default: the"
-                   " limit applies per client address")
+                   " credentials`), each with its own limit of outstanding claims: use it for"
+                   " any deployment; default: anyone may claim and the limit applies per client"
+                   " address, which one client with many addresses gets around (local"
+                   " simulation only)")
     p.set_defaults(handler=cmd_runs_create)
     p = rsub.add_parser("credentials", help="issue user credentials of a run that requires them"
                         " (admin); one per line")

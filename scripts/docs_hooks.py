@@ -267,6 +267,23 @@ def stalled_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def sybil_table() -> str:
+    """Many addresses with one credential, and an address stalling a sequential run."""
+    data = load("sybil.json")
+    rows = ["| attack | run | attacker addresses | honest episodes/s: alone → beside → after |"
+            " beside / mean of alone and after | what the attacker got |",
+            "|---|---|---|---|---|---|"]
+    for r in data["runs"]:
+        run = ("credentials" if r["credentials"] else "anonymous") + (
+            f", sequential, {r['claim_timeout']:g} s claims" if r["sequential"] else "")
+        got = ", ".join(attacker_outcome(r["attacker"]))
+        rows.append(f"| {r['attack']} | {run} | {r['attacker_addresses']} |"
+                    f" {r['alone_eps']:.1f} → {r['beside_eps']:.1f} → {r['after_eps']:.1f} |"
+                    f" {r['ratio_to_mean_of_alone_and_after']:.2f} | {got} |")
+    rows.append(f"\nCommit {data['commit']}: `{data['command']}`. {data['what']}.")
+    return "\n".join(rows) + "\n"
+
+
 def frontier_thresholds(path: str = "frontier/frontier.json") -> str:
     """`privrl frontier`: each case's smallest ε that learns, per preset, with its interval."""
     from privrl.lab.frontier import threshold_table
@@ -299,6 +316,7 @@ RENDERERS: dict[str, Callable[..., str]] = {
     "results-policy-eval": policy_eval_table,
     "results-takeover": takeover_table,
     "results-stalled": stalled_table,
+    "results-sybil": sybil_table,
     "results-frontier": frontier_thresholds,
     "results-frontier-ablation": frontier_ablation,
     "results-frontier-timing": frontier_timing,

@@ -22,8 +22,9 @@ ones and counting outstanding ones is O(1) amortized. A report is judged late by
 arrived at the server, not by the time its turn came.
 
 Claims are also accounted per source (`privrl.server.sources`: the credential or address that
-claimed them; a lapse lowers its source's cap, not the run's window), and the public views are
-captured into an immutable `privrl.server.snapshot.Snapshot` that readers use without the lock:
+claimed them; a lapse lowers its source's cap and refuses it claims for a backoff, it does not
+narrow the run's window), and the public views are captured into an immutable
+`privrl.server.snapshot.Snapshot` that readers use without the lock:
 the policy log is kept as an append-only list of versions, each with the contiguous range of
 episodes it was served to and its reported / lapsed counts.
 
@@ -153,7 +154,8 @@ class HostedRun:
         self.claim_timeout = float(limits.claim_timeout)
         self.admission = Admission(limits)
         per_source = limits.per_credential if row.credentials else limits.per_address
-        self.sources = Sources(per_source, self.admission.target)
+        slots = 1 if row.sequential else limits.max_outstanding
+        self.sources = Sources(per_source, self.admission.target, self.claim_timeout / slots)
         self.deleted = False
         self.stopped = row.stopped  # an admin stopped it after its store went back
         self.stale = False  # memory ran ahead of a write that failed: rebuild before serving
@@ -404,11 +406,12 @@ class HostedRun:
             self._lapsed(first, now)
 
     def _lapsed(self, claim: OpenClaim, now: float) -> None:
-        """A claim lapsed unreported: it counts against its source (its cap loses one), or, when
-        its source is unknown (restored after a restart), against the run's window."""
+        """A claim lapsed unreported: it counts against its source (its cap loses one and it
+        backs off), or, when its source is unknown (restored after a restart), against the
+        run's window."""
         self._count(claim.policy_version, EXPIRED)
         if claim.source is not None:
-            self.sources.lapsed(claim.source, claim.ticket)
+            self.sources.lapsed(claim.source, claim.ticket, claim.expires_at)
         else:
             self.admission.narrow(now)
 

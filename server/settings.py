@@ -106,7 +106,8 @@ class Settings(BaseSettings):
         ge=1,
         description="most claims outstanding at once from one client address, in a run without"
         " credentials (one less for each of its claims that lapses unreported, one more for"
-        " each timely report)",
+        " each timely report); a client with many addresses gets around it: deployments create"
+        " runs with credentials",
     )
     max_claims_per_credential: int = Field(
         4,

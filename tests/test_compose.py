@@ -94,6 +94,12 @@ def test_compose_file_is_valid_against_the_official_schema() -> None:
     assert users["depends_on"]["setup"]["condition"] == "service_started"
     assert {"--run-file", "--wait-for-file", "--progress-every"} <= set(users["command"])
     assert "replicas" in users["deploy"]
+    # the runs require credentials: setup writes them to the shared volume, every user reads them
+    keys = setup["command"][setup["command"].index("--credentials") + 1]
+    assert users["command"][users["command"].index("--credentials") + 1] == keys
+    mount = keys.rsplit("/", 1)[0]
+    assert f"privrl-run:{mount}" in setup["volumes"]
+    assert f"privrl-run:{mount}:ro" in users["volumes"]
 
 
 def test_compose_defaults_parse_into_the_demo_runs() -> None:

@@ -111,7 +111,7 @@ def test_generated_pages_render_from_the_code_and_the_data() -> None:
     assert "## `POST /v1/runs/{run_id}/claims`" in http and "| 429 |" in http
     settings = hooks.render("<!-- generated: settings -->")
     assert "`PRIVRL_CLAIM_TIMEOUT` | `30.0`" in settings
-    for name in ("speed", "http", "swarm", "takeover", "policy-eval"):
+    for name in ("speed", "http", "swarm", "takeover", "sybil", "policy-eval"):
         table = hooks.render(f"<!-- generated: results-{name} -->")
         assert table.count("\n|") >= 3, name  # a header, a rule and rows
     with pytest.raises(KeyError, match="unknown generated section"):

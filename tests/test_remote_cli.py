@@ -80,6 +80,7 @@ def test_runs_lifecycle_through_the_cli(server, tmp_path: Path) -> None:
                    "gaussian", "--episodes", "12", "--seed", "3", "--write-id", str(id_file),
                    env=env)
     assert done.returncode == 0, done.stderr
+    assert "one client with many addresses can take its whole window" in done.stderr
     run_id = done.stdout.strip().splitlines()[-1]
     assert id_file.read_text().strip() == run_id
     shown = json.loads(run_cli("runs", "show", run_id, "--server", server.url, "--json").stdout)
@@ -104,6 +105,7 @@ def test_runs_that_require_credentials_through_the_cli(server, tmp_path: Path) -
                    "laplace", "--episodes", "8", "--credentials", env=env)
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.strip().splitlines()[-1]
+    assert f"privrl runs credentials {run_id}" in done.stderr and "warning" not in done.stderr
     shown = json.loads(run_cli("runs", "show", run_id, "--server", server.url, "--json").stdout)
     assert shown["credentials"] is True
     keys = tmp_path / "credentials"

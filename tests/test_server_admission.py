@@ -15,7 +15,16 @@ from privrl.server.errors import Refusal
 from privrl.server.settings import Settings
 from privrl.server.store import Store
 from privrl.server.writer import Writer
-from support.server import Apps, claim, create, spec, state, user_report, world
+from support.server import (
+    Apps,
+    claim,
+    create,
+    from_address,
+    spec,
+    state,
+    user_report,
+    world,
+)
 
 
 def test_throughput_counts_the_last_window_only() -> None:
@@ -144,7 +153,8 @@ def test_a_report_is_judged_by_its_arrival(apps: Apps) -> None:
     assert hosted.n_outstanding(claim_row.expires_at + 1.0) == 0  # its turn came late: swept
     ack, rows = hosted.report(report, claim_row.expires_at - 0.001)  # but it arrived in time
     assert ack.reported == 1 and ack.episode == 0 and rows
-    late = claim(client, run_id)
+    with from_address(client, "10.0.0.2"):  # the first source backs off from that lapse
+        late = claim(client, run_id)
     late_report = TrajectoryReport.model_validate(user_report(late, config, world(config)))
     with pytest.raises(Refusal) as exc:
         hosted.report(late_report, hosted.open[late["ticket"]].expires_at + 0.001)

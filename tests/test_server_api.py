@@ -28,6 +28,7 @@ from support.server import (
     Apps,
     claim,
     create,
+    from_address,
     play,
     public,
     spec,
@@ -626,9 +627,12 @@ def test_claim_wait_returns_when_the_outstanding_claim_lapses(
     run_id = create(client, spec("jdp"), "?sequential=true")
     claim(client, run_id)
     started = time.monotonic()
-    ticket = claim(client, run_id, wait=5)
+    with from_address(client, "10.0.0.2"):  # another user
+        ticket = claim(client, run_id, wait=5)
     assert 0.2 < time.monotonic() - started < 3.0
     assert ticket["episode"] == 1
+    resp = client.post(f"/v1/runs/{run_id}/claims")  # the first one let its claim lapse
+    assert resp.status_code == 429 and resp.json()["code"] == "source"
     resp = client.post(f"/v1/runs/{run_id}/claims", params={"wait": -1})
     assert resp.status_code == 422
 

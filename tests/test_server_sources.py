@@ -1,5 +1,8 @@
 """One client cannot hoard a run: outstanding claims are capped per source (a user credential,
-or the client's address), and claims a source lets lapse lower its own cap, not the run's."""
+or the client's address), and claims a source lets lapse lower its own cap, not the run's, and
+refuse it claims for a backoff that doubles with its lapses (so it cannot stall a sequential
+run). Many addresses do not help a client that holds one credential; in a run without
+credentials they do (such runs are for local simulation)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ import anyio.to_thread
 import pytest
 from fastapi.testclient import TestClient
 from privrl.protocol import CredentialList, RunInfo
-from support.server import AUTH, Apps, create, spec, user_report, world
+from privrl.server.errors import Refusal
+from privrl.server.sources import BACKOFF_RATIO, MAX_DOUBLINGS, Sources
+from support.server import AUTH, Apps, create, from_address, spec, user_report, world
 
 
 def credentials(client: TestClient, run_id: str, count: int) -> list[str]:
@@ -84,8 +89,12 @@ def test_lapsed_claims_count_against_their_source_not_the_run(apps: Apps) -> Non
     hoarder, honest = credentials(client, run_id, 2)
     hosted = client.app.state.run_table.get(run_id)
     assert all(claim_as(client, run_id, hoarder).status_code == 200 for _ in range(4))
-    time.sleep(0.25)  # all four lapse unreported
-    assert claim_as(client, run_id, hoarder).status_code == 200  # sweeps them: cap 4 -> 1
+    time.sleep(0.25)  # all four lapse unreported, within one backoff: 4 * 0.2 s / 8 slots
+    refused = claim_as(client, run_id, hoarder)  # sweeps them: cap 4 -> 1, backing off
+    assert refused.status_code == 429 and refused.json()["code"] == "source"
+    assert "lapse" in refused.json()["detail"] and refused.headers["Retry-After"] == "1"
+    time.sleep(0.1)  # the backoff of the burst (0.1 s, not doubled by its other lapses)
+    assert claim_as(client, run_id, hoarder).status_code == 200
     refused = claim_as(client, run_id, hoarder)
     assert refused.status_code == 429 and refused.json()["code"] == "source"
     assert hosted.admission.limit(time.time()) == 8  # the run's window is untouched
@@ -151,3 +160,84 @@ def test_claims_and_reports_never_wait_for_a_worker_thread_to_check_their_source
     assert client.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200
     assert credentials(client, run_id, 1)  # the admin check too
     assert not [name for name in hopped if name.startswith("privrl.server.auth")], hopped
+
+
+def test_many_addresses_do_not_widen_one_credentials_cap(apps: Apps) -> None:
+    """A client with 256 source addresses and one credential holds at most the credential's
+    cap; honest users with their own credentials are served beside it."""
+    client = apps(max_claims_per_credential=4, max_outstanding=1024)
+    run_id = create(client, spec("jdp", episodes=10_000), "?credentials=true")
+    sybil, honest = credentials(client, run_id, 2)
+    codes: dict[int, int] = {}
+    for i in range(256):
+        with from_address(client, f"127.1.{i // 250}.{i % 250 + 1}"):
+            for _ in range(2):
+                status = claim_as(client, run_id, sybil).status_code
+                codes[status] = codes.get(status, 0) + 1
+    assert codes == {200: 4, 429: 508}
+    assert client.get(f"/v1/runs/{run_id}").json()["status"]["outstanding"] == 4
+    assert all(claim_as(client, run_id, honest).status_code == 200 for _ in range(4))
+
+
+def test_without_credentials_many_addresses_take_the_window(apps: Apps) -> None:
+    """What a run without credentials cannot stop: each address is a source of its own."""
+    client = apps(max_claims_per_address=2, max_outstanding=8, min_outstanding=8)
+    run_id = create(client, spec("jdp", episodes=50))
+    for i in range(4):
+        with from_address(client, f"127.2.0.{i + 1}"):
+            assert all(claim_as(client, run_id, None).status_code == 200 for _ in range(2))
+    resp = claim_as(client, run_id, None)  # an honest user at yet another address
+    assert resp.status_code == 429 and resp.json()["code"] == "admission"
+
+
+def test_a_source_that_stalls_a_sequential_run_backs_off(apps: Apps) -> None:
+    """Its lapse refuses it claims for BACKOFF_RATIO claim timeouts while another source plays."""
+    client = apps(claim_timeout=0.2)
+    config = spec("jdp", episodes=50)
+    run_id = create(client, config, "?sequential=true")
+    with from_address(client, "127.3.0.1"):
+        assert claim_as(client, run_id, None).status_code == 200  # never reported
+    time.sleep(0.25)
+    for _ in range(3):  # an honest user plays on while the staller is refused
+        resp = claim_as(client, run_id, None)
+        assert resp.status_code == 200, resp.text
+        body = user_report(resp.json(), config, world(config))
+        assert client.post(f"/v1/runs/{run_id}/reports", json=body).status_code == 200
+    with from_address(client, "127.3.0.1"):
+        refused = claim_as(client, run_id, None)
+    assert refused.status_code == 429 and refused.json()["code"] == "source"
+    assert "lapse" in refused.json()["detail"] and int(refused.headers["Retry-After"]) >= 1
+
+
+def test_the_backoff_doubles_per_lapse_once_per_burst_and_reports_halve_it() -> None:
+    sources = Sources(limit=2, target=1.0, hold=10.0)  # a sequential run, 10 s claims
+    first = BACKOFF_RATIO * 10.0
+    sources.claimed("a", "t1", 10.0)
+    sources.claimed("a", "t2", 10.5)
+    sources.lapsed("a", "t1", 10.0)
+    sources.lapsed("a", "t2", 10.5)  # the same burst: no doubling
+    with pytest.raises(Refusal) as refused:
+        sources.check("a", 10.0 + first - 0.5)
+    assert refused.value.headers == {"Retry-After": "1"}
+    sources.check("a", 10.0 + first)  # the backoff is over
+    sources.check("b", 10.0)  # other sources were never held back
+    at = 10.0 + first
+    for backoff in (2 * first, 4 * first):
+        sources.claimed("a", "t", at)
+        sources.lapsed("a", "t", at)
+        with pytest.raises(Refusal):
+            sources.check("a", at + backoff - 0.5)
+        at += backoff
+    for i in range(4):  # `limit` = 2 timely reports halve it: 4 * first -> first
+        sources.claimed("a", f"r{i}", at + 10.0)
+        sources.reported("a", f"r{i}", 0.5)
+    sources.claimed("a", "t", at)
+    sources.lapsed("a", "t", at)
+    sources.check("a", at + 2 * first)  # doubled from first
+    with pytest.raises(Refusal):
+        sources.check("a", at + 2 * first - 0.5)
+    many = Sources(limit=1, target=1.0, hold=1.0)
+    for i in range(3 * MAX_DOUBLINGS):
+        many.claimed("a", "t", 100.0 * 2**i)
+        many.lapsed("a", "t", 100.0 * 2**i)
+    assert many.by_key["a"].backoff == BACKOFF_RATIO * 2**MAX_DOUBLINGS  # bounded

@@ -8,7 +8,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -239,6 +240,20 @@ class Apps:
         """Close `client` and start a new app on the same database."""
         self.close(client)
         return self(**overrides)
+
+
+@contextmanager
+def from_address(client: TestClient, host: str) -> Iterator[TestClient]:
+    """`client`'s requests come from `host` meanwhile: the ASGI scope's client address, which
+    the server keys anonymous claims by (Starlette's test transport sets it per client; the
+    app, its event loop and its writer stay the same)."""
+    transport = client._transport  # the one place the test transport keeps the address
+    before = transport.client
+    transport.client = (host, 50000)
+    try:
+        yield client
+    finally:
+        transport.client = before
 
 
 def create(client: TestClient | httpx.Client, config: dict[str, Any], query: str = "") -> str:
