@@ -34,6 +34,7 @@ from privrl.client.cli_common import (
 )
 from privrl.client.evaluator import evaluate
 from privrl.client.procs import ServerProcess, module_cmd, spawn, stop_process
+from privrl.client.user_state import STATE_DIR_ENV
 from privrl.client.users import percentile
 from privrl.config import RunConfig
 from privrl.lab.experiments import label as config_label
@@ -132,8 +133,10 @@ def start_swarm(
         )
         # a given users' seed goes through the environment, not the (world-readable) command
         # line; user k plays from (seed, "user", k) whichever process plays episode k, and the
-        # processes share the seed's nonce counter (privrl.client.user_state)
-        seed_env = {} if users_seed is None else {"PRIVRL_CLIENT_SEED": str(users_seed)}
+        # processes share the seed's nonce counter (privrl.client.user_state) in this demo's
+        # own folder: its server is the demo's own, new each time, so a seeded demo repeats
+        seed_env = {} if users_seed is None else {"PRIVRL_CLIENT_SEED": str(users_seed),
+                                                  STATE_DIR_ENV: str(tmp / "users-state")}
         swarm.procs.append(spawn(cmd, env=seed_env, log_path=swarm.logs[-1]))
         children.append(swarm.procs[-1])
     return swarm

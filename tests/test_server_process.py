@@ -274,7 +274,8 @@ def test_openapi_fuzz_finds_no_server_error(case: Any, live_server: LiveServer) 
 
 
 def test_concurrent_users_with_abandoned_claims_and_retries(tmp_path: Path) -> None:
-    """32 users at once; some abandon their claim, every report is sent twice. K = reported."""
+    """32 users at once behind one address; some abandon their claim (the address then backs
+    off: 429 `source`), every report is sent twice. K = reported."""
     import asyncio
 
     config = spec("jdp", episodes=120, n_states=5, horizon=6, seed=4)
@@ -290,6 +291,10 @@ def test_concurrent_users_with_abandoned_claims_and_retries(tmp_path: Path) -> N
                 statuses.append(resp.status_code)
                 if resp.status_code == 410:
                     return statuses
+                if resp.status_code == 429:  # the address let a claim lapse: it backs off
+                    assert resp.json()["code"] == "source", resp.text
+                    await asyncio.sleep(float(resp.headers["Retry-After"]))
+                    continue
                 assert resp.status_code == 200, resp.text
                 ticket = resp.json()
                 if not walked_away:  # four users walk away once: their claims expire
@@ -357,8 +362,9 @@ def test_idle_connection_outlives_the_clients_keepalive(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_client_gone_mid_body_is_a_refused_report_without_a_traceback(tmp_path: Path) -> None:
-    """Headers announcing 1,000 bytes, 60 sent, then the socket closes: the server counts a
-    malformed report (a 400 nobody reads) and logs no traceback."""
+    """Headers announcing 1,000 bytes, 60 sent, then the socket closes: the server drops the
+    request without handing it to the report route (nothing counted, its buffer released:
+    `privrl.server.limits`), logs no traceback and serves on."""
     import socket
 
     server = LiveServer(tmp_path / "db.sqlite", tmp_path / "log")
@@ -369,12 +375,11 @@ def test_a_client_gone_mid_body_is_a_refused_report_without_a_traceback(tmp_path
                 "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n").encode()
         with socket.create_connection(("127.0.0.1", server.port)) as sock:
             sock.sendall(head + b'{"kind": "trajectory", "ticket": "' + b"x" * 25 + b'"')
-        refused = 'privrl_reports_refused_total{reason="malformed"} 1.0'
-        deadline = time.monotonic() + 20
-        while refused not in http.get("/metrics").text:
-            assert time.monotonic() < deadline, http.get("/metrics").text
-            time.sleep(0.1)
-        assert http.get(f"/v1/runs/{run_id}").json()["status"]["reported"] == 0
+        time.sleep(0.5)  # the server sees the disconnect
+        assert 'privrl_reports_refused_total{reason=' not in http.get("/metrics").text
+        status = http.get(f"/v1/runs/{run_id}").json()["status"]
+        assert status["reported"] == 0 and status["outstanding"] == 1
+        http.post(f"/v1/runs/{run_id}/claims").raise_for_status()  # it serves on
     assert "Traceback" not in server.log(), server.log()
 
 
