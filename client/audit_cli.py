@@ -192,9 +192,28 @@ def cmd_audit_proxy(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def cmd_audit_replay_proxy(args: argparse.Namespace) -> int:
+    """privrl audit replay-proxy: rewrite every claim's episode index until stopped."""
+    from privrl.client.audit.proxy import check_listen
+    from privrl.client.audit.replay import serve_replay_proxy
+
+    upstream = check_url(args.upstream)
+    try:
+        check_listen(args.host, args.listen)
+    except OSError as exc:
+        raise CliError(
+            f"cannot listen on {args.host}:{args.listen}: {exc.strerror or exc}") from None
+    print(f"privrl audit replay-proxy: http://{args.host}:{args.listen} -> {upstream}, every"
+          f" claim's episode index rewritten to {args.episode}; stop with Ctrl-C",
+          file=sys.stderr, flush=True)
+    serve_replay_proxy(args.host, args.listen, upstream, args.episode)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add `audit server | randomizer | proxy` to the `privrl` parser."""
-    audit = sub.add_parser("audit", help="test a trust boundary: server, randomizer, proxy")
+    """Add `audit server | randomizer | proxy | replay-proxy` to the `privrl` parser."""
+    audit = sub.add_parser("audit", help="test a trust boundary: server, randomizer, proxy,"
+                           " replay-proxy")
     asub = audit.add_subparsers(dest="audit_command", required=True)
 
     p = asub.add_parser("server", help="audit a server from its public routes (no token)")
@@ -276,3 +295,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="append one JSON line per exchange to FILE (default: no log)")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
     p.set_defaults(handler=cmd_audit_proxy)
+
+    p = asub.add_parser("replay-proxy",
+                        help="an attacker's reverse proxy that hands every claim the same"
+                        " episode index (the episode-replay attack on LDP users)")
+    p.add_argument("--listen", type=_port, required=True, metavar="PORT",
+                   help="port to listen on")
+    p.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    p.add_argument("--upstream", required=True, metavar="URL",
+                   help="the server to forward to, e.g. http://127.0.0.1:8000")
+    p.add_argument("--episode", type=non_negative_int, default=7,
+                   help="the episode index every claim is given (default 7)")
+    p.set_defaults(handler=cmd_audit_replay_proxy)

@@ -121,8 +121,9 @@ class ServerProcess:
         """Base URL of the server."""
         return f"http://{self.host}:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> ServerProcess:
-        """Start the process and wait until /readyz answers."""
+    def start(self, timeout: float = 30.0, ready: bool = True) -> ServerProcess:
+        """Start the process and wait until /readyz answers (`ready` False: /healthz, for a
+        server that holds runs until an admin acts, e.g. after a restore)."""
         env = child_env({"PRIVRL_ADMIN_TOKEN": self.token, **self.extra_env})
         self._log = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115
         out = self._log if self._log is not None else subprocess.DEVNULL
@@ -131,7 +132,7 @@ class ServerProcess:
             stdin=subprocess.DEVNULL,
         )
         try:
-            wait_ready(f"{self.url}/readyz", self.proc, timeout)
+            wait_ready(f"{self.url}/{'readyz' if ready else 'healthz'}", self.proc, timeout)
         except BaseException:
             self.stop()
             raise

@@ -1,7 +1,8 @@
 """Reused local noise (issue 40): the pairwise test on LDP reports and on billboard increments,
 the reconstruction of trajectories from reports that share their noise, and the episode-replay
-attack (tests/support/replay_attack.py) caught by both audits in process against a vulnerable
-user, while privrl's own users behind the same attack are flagged by neither."""
+attack (`privrl.client.audit.replay`) caught by both audits in process against a vulnerable user
+(tests/support/replay_attack.py), while privrl's own users behind the same attack are flagged by
+neither."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from privrl.algorithms import bind, get
 from privrl.algorithms.ucbvi.counts import tabular_counts
 from privrl.client.api import ServerAPI
 from privrl.client.audit.proxy import WireLog
+from privrl.client.audit.replay import rewrite_ticket
 from privrl.client.audit.reuse import (
     ReuseDetector,
     count_recovered,
@@ -32,7 +34,7 @@ from privrl.seeding import generator
 from privrl.worlds import make, riverswim
 from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.rollout import Trajectories
-from support.replay_attack import rewrite_ticket, vulnerable_report
+from support.replay_attack import vulnerable_report
 from support.server import Apps, claim, create
 
 REPORTS = 20

@@ -81,7 +81,7 @@ def test_raw_statistics_in_an_ldp_run_are_flagged(server: LiveServer, tmp_path: 
             ticket = http.post(f"/v1/runs/{run_id}/claims").json()
             policy = np.asarray(ticket["policy"]["actions"], dtype=np.int64)[None]
             traj, _ = user_episode(mdp, {"actions": policy}, [9], ticket["episode"],
-                                   bind(cfg), bind(cfg).calibration())
+                                   bind(cfg), bind(cfg).calibration(), nonces=[0])
             jdp_style = {"kind": "trajectory", "ticket": ticket["ticket"],
                          "states": traj.states[0].tolist(), "actions": traj.actions[0].tolist(),
                          "rewards": traj.rewards[0].tolist()}

@@ -26,6 +26,7 @@ class Check:
     message: str
     run_id: str | None = None
     ran: bool = True  # False: skipped (the reason is the message)
+    evidence: dict[str, Any] = field(default_factory=dict)  # the measured figures, if any
 
 
 @dataclass
@@ -43,9 +44,10 @@ class AuditReport:
         """Record a finding."""
         self.findings.append(finding)
 
-    def passed(self, check: str, message: str, run_id: str | None = None) -> None:
-        """Record a check that found nothing."""
-        self.checks.append(Check(check, message, run_id))
+    def passed(self, check: str, message: str, run_id: str | None = None,
+               evidence: dict[str, Any] | None = None) -> None:
+        """Record a check that found nothing (`evidence`: what it measured)."""
+        self.checks.append(Check(check, message, run_id, evidence=evidence or {}))
 
     def skipped(self, check: str, message: str, run_id: str | None = None) -> None:
         """Record a check that could not run, and why."""

@@ -22,7 +22,7 @@ import json
 import signal
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -358,8 +358,14 @@ def split_run_path(path: str) -> tuple[str | None, str]:
     return None, path
 
 
-def create_proxy_app(upstream: str, wire: WireLog, timeout: float = 60.0) -> Starlette:
-    """The proxy as an ASGI app forwarding to `upstream` and recording into `wire`."""
+Answer = Callable[[httpx.AsyncClient, Request, bytes, httpx.Response], Awaitable[bytes]]
+
+
+def forwarding_app(upstream: str, answer: Answer, timeout: float = 60.0,
+                   routes: Sequence[Route] = ()) -> Starlette:
+    """A reverse proxy to `upstream`: every request forwarded (hop-by-hop headers dropped),
+    answered with the status and headers upstream gave and the body `answer(client, request,
+    body, response)` returns; `routes` are the proxy's own, matched first."""
     state: dict[str, httpx.AsyncClient] = {}
 
     @asynccontextmanager
@@ -369,13 +375,36 @@ def create_proxy_app(upstream: str, wire: WireLog, timeout: float = 60.0) -> Sta
             state["client"] = client
             yield
 
-    async def learn_privacy(run_id: str) -> None:
+    async def forward(request: Request) -> Response:
+        """Forward one request unchanged; answer as upstream did, with `answer`'s body."""
+        body = await request.body()
+        path = request.url.path
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
+        target = path + (f"?{request.url.query}" if request.url.query else "")
+        try:
+            resp = await state["client"].request(request.method, target, headers=headers,
+                                                 content=body)
+        except httpx.HTTPError as exc:
+            detail = f"the proxy cannot reach the upstream server {upstream}: {exc}"
+            return JSONResponse({"detail": detail, "code": "upstream"}, status_code=502)
+        content = await answer(state["client"], request, body, resp)
+        out_headers = {k: v for k, v in resp.headers.items() if k.lower() not in HOP_HEADERS}
+        return Response(content, status_code=resp.status_code, headers=out_headers)
+
+    return Starlette(routes=[*routes, Route("/{path:path}", forward, methods=METHODS)],
+                     lifespan=lifespan)
+
+
+def create_proxy_app(upstream: str, wire: WireLog, timeout: float = 60.0) -> Starlette:
+    """The audit proxy as an ASGI app forwarding to `upstream` and recording into `wire`."""
+
+    async def learn_privacy(client: httpx.AsyncClient, run_id: str) -> None:
         """Ask the upstream server (public route) for a run's privacy mode, once."""
         run = wire.run(run_id)
         if run.privacy is not None:
             return
         try:
-            resp = await state["client"].get(f"/v1/runs/{run_id}")
+            resp = await client.get(f"/v1/runs/{run_id}")
             if resp.status_code == 200:
                 run.learn(resp.json())
         except (httpx.HTTPError, ValueError):
@@ -385,35 +414,23 @@ def create_proxy_app(upstream: str, wire: WireLog, timeout: float = 60.0) -> Sta
         """The report so far, as JSON."""
         return JSONResponse(wire.summary().to_dict())
 
-    async def forward(request: Request) -> Response:
-        """Forward one request unchanged, record the exchange, answer as upstream did."""
-        body = await request.body()
+    async def record(client: httpx.AsyncClient, request: Request, body: bytes,
+                     resp: httpx.Response) -> bytes:
+        """Record one exchange (learning the run's mode first); the body unchanged."""
         path = request.url.path
         run_id, template = split_run_path(path)
         if run_id is not None:
-            await learn_privacy(run_id)
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
-        target = path + (f"?{request.url.query}" if request.url.query else "")
-        try:
-            resp = await state["client"].request(request.method, target, headers=headers,
-                                                 content=body)
-        except httpx.HTTPError as exc:
-            detail = f"the proxy cannot reach the upstream server {upstream}: {exc}"
-            return JSONResponse({"detail": detail, "code": "upstream"}, status_code=502)
+            await learn_privacy(client, run_id)
         if run_id is None and request.method == "POST" and path == "/v1/runs":
             created = _json(resp.content)
             if isinstance(created, dict) and "id" in created:
                 wire.run(created["id"]).learn(created)
         wire.record(request.method, path, run_id, template, body, resp.status_code,
                     resp.content)
-        out_headers = {k: v for k, v in resp.headers.items() if k.lower() not in HOP_HEADERS}
-        return Response(resp.content, status_code=resp.status_code, headers=out_headers)
+        return resp.content
 
-    return Starlette(
-        routes=[Route(REPORT_PATH, report, methods=["GET"]),
-                Route("/{path:path}", forward, methods=METHODS)],
-        lifespan=lifespan,
-    )
+    return forwarding_app(upstream, record, timeout,
+                          [Route(REPORT_PATH, report, methods=["GET"])])
 
 
 def check_listen(host: str, port: int) -> None:

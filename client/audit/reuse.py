@@ -324,10 +324,11 @@ def reuse_verdict(report: AuditReport, run_id: str, detector: ReuseDetector, whe
     found = recover_groups(detector)
     rebuilt = None if found is None else sum(r is not None for r in found)
     line = result.line(rebuilt, what)
+    figures = {k: None if isinstance(v, float) and math.isnan(v) else v  # JSON has no NaN
+               for k, v in result.__dict__.items() if k != "groups"}
+    evidence = {**figures,
+                "groups": [len(g) for g in result.groups], "reconstructed": rebuilt}
     if result.found:
-        evidence = {k: v for k, v in result.__dict__.items() if k != "groups"}
-        report.find(Finding("noise-reuse", line, run_id, where,
-                            {**evidence, "groups": [len(g) for g in result.groups],
-                             "reconstructed": rebuilt}))
+        report.find(Finding("noise-reuse", line, run_id, where, evidence))
     else:
-        report.passed("noise-reuse", line, run_id)
+        report.passed("noise-reuse", line, run_id, evidence)
