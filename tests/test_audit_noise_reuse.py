@@ -159,8 +159,8 @@ def replay_attack(apps: Apps, cfg: RunConfig, reuse: bool) -> tuple[WireLog, Any
         if reuse:
             report, truth = vulnerable_report(ticket, cfg, world, client_seed=99, nonce=i)
             sent = json.dumps(report).encode()
-        else:  # privrl's own users, each a process with a seed of its own
-            traj, sent = play(context, Ticket.model_validate(ticket), UserState.of(None))
+        else:  # privrl's own users, each a process with a seed of its own (fixed: no flakes)
+            traj, sent = play(context, Ticket.model_validate(ticket), UserState(1000 + i, None))
             truth = (traj.states[0].tolist(), traj.actions[0].tolist())
         truths.append(truth)
         resp = client.post(f"/v1/runs/{run_id}/reports", content=sent,

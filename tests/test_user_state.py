@@ -110,7 +110,7 @@ def test_a_rewritten_episode_index_does_not_repeat_the_noise(tmp_path: Path) -> 
         except ReplayedEpisode:
             outcomes.append("refused")
     assert outcomes == ["played"] + ["refused"] * 19
-    bodies = [noisy(play(ctx, ticket(cfg, 7), UserState.of(None))[1]) for _ in range(20)]
+    bodies = [noisy(play(ctx, ticket(cfg, 7), UserState(100 + i, None))[1]) for i in range(20)]
     diffs = np.concatenate([bodies[i] - bodies[j] for i in range(len(bodies))
                             for j in range(i + 1, len(bodies))])
     # Laplace noise at ε = 1: a difference of two reports lands in {-1, 0, 1} for a few % of

@@ -5,7 +5,8 @@ one JDP run of the demo's world. `--connections` (1,200) raw asyncio sockets on 
 (`privrl.client.load.stalled`) each POST a report whose Content-Length is `--body-bytes`
 (2,000,000), send `--fraction` (half) of it, then stall: they never send the rest, and close
 once the server has or `--hold` seconds (60) after their last byte. Meanwhile the server's RSS
-is sampled from /proc/PID/status and /healthz is polled (`measure.poll_health`), every 100 ms.
+is sampled from /proc/PID/status and /healthz is polled (`measure.poll_health`, from a process of
+its own), every 100 ms.
 
 Printed, one JSON line per server: RSS before, peak growth, growth 3 s after the clients have
 closed, after a full `gc.collect()` in the server, then after `malloc_trim(0)` (SIGUSR1 and
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing as mp
 import resource
 import shutil
 import signal
@@ -37,6 +39,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -82,6 +85,13 @@ def checkout_packages(ref: str, into: Path) -> Path:
     return pkg
 
 
+def probe_health(url: str, stop: Any, out: Any) -> None:
+    """`poll_health` in a process of its own; its latencies (ms) put on `out` at the end."""
+    health: list[float] = []
+    poll_health(url, stop, health)
+    out.put(health)
+
+
 def measure_server(label: str, tmp: Path, args: argparse.Namespace,
                    pythonpath: list[Path]) -> dict:
     """One server, one attack: the summary."""
@@ -101,7 +111,6 @@ def measure_server(label: str, tmp: Path, args: argparse.Namespace,
         time.sleep(1.0)
         base = rss_bytes(pid)
         rss: list[int] = []
-        health: list[float] = []
         stop = threading.Event()
 
         def sample() -> None:
@@ -109,10 +118,14 @@ def measure_server(label: str, tmp: Path, args: argparse.Namespace,
                 rss.append(rss_bytes(pid))
                 stop.wait(0.1)
 
-        threads = [threading.Thread(target=sample),
-                   threading.Thread(target=poll_health, args=(server.url, stop, health))]
-        for thread in threads:
-            thread.start()
+        sampler = threading.Thread(target=sample)
+        # /healthz from a process of its own: a thread here would share the interpreter (and
+        # its lock) with the 1,200 connections' event loop and time that, not the server
+        spawn = mp.get_context("spawn")
+        probe_stop, probe_out = spawn.Event(), spawn.Queue()
+        probe = spawn.Process(target=probe_health, args=(server.url, probe_stop, probe_out))
+        probe.start()
+        sampler.start()
         try:
             outcomes = asyncio.run(stall_many(
                 "127.0.0.1", server.port, path, args.connections, args.body_bytes,
@@ -120,8 +133,10 @@ def measure_server(label: str, tmp: Path, args: argparse.Namespace,
         finally:
             time.sleep(3.0)  # the clients have closed: what the server still holds
             stop.set()
-            for thread in threads:
-                thread.join()
+            probe_stop.set()
+            health = probe_out.get(timeout=30)
+            probe.join()
+            sampler.join()
         after_close = rss_bytes(pid)
         server.proc.send_signal(signal.SIGUSR1)
         time.sleep(1.0)
