@@ -146,7 +146,7 @@ def check_randomizer(params: RandomizerParams | None, calibration: Calibration) 
     The user always noises with its own calibration; this only catches a server that asks for
     less noise, another mechanism or other arrays than the run's public configuration implies.
     """
-    if calibration.mode != "ldp":
+    if not calibration.boundary.local_noise:
         return
     if params is None:
         raise UserError("the ticket of an LDP run carries no randomizer parameters")
@@ -248,7 +248,7 @@ def play(ctx: UserContext, ticket: Ticket, state: UserState
             f"the server handed out episode {ticket.episode} of run {ctx.run_id} again, which"
             " this user has already played: refusing it (a replayed episode would report the"
             " same trajectory twice)")
-    nonces = [state.take_nonce()] if ctx.calibration.mode == "ldp" else None
+    nonces = [state.take_nonce()] if ctx.calibration.boundary.local_noise else None
     traj, noisy = user_episode(ctx.mdp, message, [state.seed], ticket.episode, ctx.algorithm,
                                ctx.calibration, nonces=nonces)
     if noisy is None:

@@ -37,9 +37,11 @@ from .privatizer import TrustedLSVI
 if TYPE_CHECKING:
     from ...config import RunConfig
     from ...privacy.calibration import Calibration
+    from ...trust.base import TrustBoundary
 
 RAW_HISTORY = ("raw history required: LSVI re-evaluates every stored next state with each new"
-               " value function, so only a trusted server (JDP) can keep the transitions;"
+               " value function, so only a server trusted with raw reports can keep the"
+               " transitions;"
                " Luyo et al. 2021, Remark 5")
 
 
@@ -118,11 +120,14 @@ class LSVILearner(Learner):
 class LSVIAlgorithm(Algorithm):
     """Private LSVI-UCB over a finite linear MDP (none or JDP; LDP is refused, raw history)."""
 
-    privacy_modes = ("none", "jdp")
-    unsupported_reasons = {"ldp": RAW_HISTORY}
     default_world = "lin-cube"
     default_mechanism = "gaussian"
     practical_counter = ("matrix", 256)  # tuning seeds (docs/results/frontier.md)
+
+    @classmethod
+    def refuses(cls, boundary: TrustBoundary) -> str | None:
+        """A boundary whose users noise their reports: the server could not keep raw history."""
+        return RAW_HISTORY if boundary.local_noise else None
 
     # set by subclasses in __init__ (public, data-independent)
     beta: float

@@ -62,11 +62,11 @@ class FixedPolicy(Learner):
 class PolicyEvaluation(Algorithm):
     """What DP-LSW and DP-LSL share: features, clipping, the round, the release, LDP."""
 
-    privacy_modes = ("none", "jdp", "ldp")
     knobs_model = PolicyEvalKnobs
     presets = PRESETS
     default_world = "chain"
     default_mechanism = "gaussian"  # the smoothed-sensitivity release is Gaussian only
+    raw_report_kind = "returns"  # first-visit returns, for a curator that sees raw data
     estimator_label: ClassVar[str] = ""
 
     def __init__(self, config: RunConfig) -> None:
@@ -159,10 +159,6 @@ class PolicyEvaluation(Algorithm):
     def learner(self, calibration: Calibration, seeds: list[int]) -> Learner:
         """The fixed policy (this workload evaluates, it does not learn)."""
         return FixedPolicy(self.config, len(seeds))
-
-    def report_kind(self, privacy: str) -> str:
-        """First-visit returns for the trusted curator; noisy arrays in LDP."""
-        return "noisy" if privacy == "ldp" else "returns"
 
     def play(self, world: Any, message: PolicyMessage, rngs: list[np.random.Generator]
              ) -> Played:
