@@ -59,6 +59,9 @@ from pydantic import ValidationError
 from tqdm import tqdm
 
 SCALE_RTOL = 1e-9  # relative slack when comparing the ticket's noise scale with our own
+# Episode indices count claims, lapsed ones too, so a run hands out more than its K; past this
+# many more a ticket is refused (the record of played episodes is a bitmap sized by the index)
+LAPSED_CLAIMS_MAX = 10_000_000
 
 
 class UserError(Exception):
@@ -243,6 +246,10 @@ def play(ctx: UserContext, ticket: Ticket, state: UserState
     if got != want:
         raise UserError(f"the ticket's policy carries arrays {got}, the run's algorithm sends"
                         f" {want}: refusing to play it")
+    if not 0 <= ticket.episode < cfg.episodes + LAPSED_CLAIMS_MAX:
+        raise UserError(f"the ticket's episode {ticket.episode} is beyond the run's"
+                        f" {cfg.episodes} episodes and {LAPSED_CLAIMS_MAX:,} lapsed claims:"
+                        " refusing to play it")
     if not state.first_play(ctx.run_id, ticket.episode):
         raise ReplayedEpisode(
             f"the server handed out episode {ticket.episode} of run {ctx.run_id} again, which"
