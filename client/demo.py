@@ -113,6 +113,13 @@ class Swarm:
     started: float
 
 
+def user_processes(args: argparse.Namespace) -> int:
+    """User processes per run: one for a sequential run, which has one claim out at a time (a
+    second process would only race for it, and under a given seed the order in which processes
+    take their noise nonces would then decide the numbers), else --users-processes."""
+    return 1 if args.sequential else args.users_processes
+
+
 def start_swarm(
     api: ServerAPI, url: str, config: RunConfig, args: argparse.Namespace, tmp: Path,
     children: list[subprocess.Popen],
@@ -120,7 +127,7 @@ def start_swarm(
     """Create one run and start its user processes (they play until the run is finished)."""
     server_seed, users_seed = demo_seeds(args.seed, config.privacy)
     info = api.create_run(config, seed=server_seed)
-    procs_n = min(args.users_processes, config.episodes)
+    procs_n = min(user_processes(args), config.episodes)
     split = [config.episodes // procs_n + (i < config.episodes % procs_n) for i in range(procs_n)]
     swarm = Swarm(config, info.id, [], [], [], time.time())
     for i, n in enumerate(split):
@@ -425,7 +432,7 @@ def run_demo(args: argparse.Namespace) -> int:
             after = ("kept after the end: --keep-serving" if args.keep_serving else
                      "until the demo ends; --keep-serving keeps it up")
             print(f"server at {server.url} (pid {server.proc.pid if server.proc else '?'}); "
-                  f"{mdp!r}, K = {args.episodes}, {args.users_processes} user process(es) x "
+                  f"{mdp!r}, K = {args.episodes}, {user_processes(args)} user process(es) x "
                   f"{args.concurrency} concurrent users\n"
                   f"dashboard: {server.url}/ (live charts of the runs, {after})",
                   file=sys.stderr, flush=True)

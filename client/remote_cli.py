@@ -753,7 +753,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=positive_int, default=3000,
                    help="K per run (about 2 minutes for the three runs on 2 cores)")
     p.add_argument("--users-processes", type=positive_int, default=2,
-                   help="user processes per run")
+                   help="user processes per run (one with --sequential)")
     p.add_argument("--concurrency", type=positive_int, default=4,
                    help="users at a time in each process")
     p.add_argument("--horizon", type=positive_int, default=20, help="H of RiverSwim")

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow  # every test here starts a real server and a head
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 PUBLIC_GETS = ("/", "/dashboard/app.js", "/dashboard/style.css", "/dashboard/favicon.svg",
-               "/v1/runs")
+               "/v1/runs", "/v1/trust")
 PUBLIC_RUN_VIEWS = ("ledger", "regret", "billboard")
 
 
