@@ -5,24 +5,33 @@
 
 Each algorithm runs its seeds as one vectorized in-process run (replica axis R), Gaussian,
 delta = 1e-5 when private. The world's secret parameters come from `--world-seed` (1: held out,
-the practical radii were chosen on world seed 0). The JSON (`save_measured`) holds every seed's
-regret at K, the mean and standard error, the last 10% per-episode regret, the ledger's epsilon
-and the wall time; it is rewritten after each algorithm.
+the practical radii were chosen on world seed 0). The JSON is a docs table
+(`results_table.save_table`: regret at K as mean and std over seeds, its standard error, the last
+10% per-episode regret, the ledger's epsilon, the wall time) with every seed's regret under
+`per_seed`; it is rewritten after each algorithm.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
+from pathlib import Path
 
 from privrl.config import RunConfig
-from privrl.lab.provenance import save_measured
 from privrl.run import run_in_process
 from privrl.worlds import make
 from privrl.worlds.model_spec import model_spec_of
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from results_table import save_table  # noqa: E402
+
 ALGOS = ("ucrl-vtr", "ucrl-vtr-plus")
+COLUMNS = (("algorithm", ""), ("privacy", ""), ("ε", "g"), ("episodes", ","), ("seeds", ""),
+           ("regret at K", ".1f"), ("standard error", ".1f"),
+           ("last 10% regret per episode", ".4f"), ("ledger ε", ".4g"),
+           ("s (wall, shared machine)", ".0f"))
 
 
 def measure(algo: str, args: argparse.Namespace) -> dict:
@@ -39,10 +48,10 @@ def measure(algo: str, args: argparse.Namespace) -> dict:
     total = res.regret.sum(axis=1)
     tail = res.regret[:, -max(1, args.episodes // 10):].mean()
     spent = res.ledger.totals(config.delta).epsilon if private else 0.0
+    stderr = float(total.std(ddof=1) / math.sqrt(len(total))) if len(total) > 1 else 0.0
     return {"algo": algo, "regret": total.round(3).tolist(), "mean": float(total.mean()),
-            "stderr": float(total.std(ddof=1) / math.sqrt(len(total))) if len(total) > 1 else 0.0,
-            "last_10pct_per_episode": float(tail), "ledger_epsilon": float(spent),
-            "seconds": round(wall, 1)}
+            "std": float(total.std()), "stderr": stderr, "tail": float(tail),
+            "ledger_epsilon": float(spent), "seconds": round(wall, 1)}
 
 
 def main() -> None:
@@ -60,10 +69,11 @@ def main() -> None:
     for algo in ALGOS:
         rows.append(measure(algo, args))
         print(rows[-1], flush=True)
-        save_measured(args.out, {"world": f"lm-hard(seed={args.world_seed})",
-                                 "episodes": args.episodes, "privacy": args.privacy,
-                                 "epsilon": args.epsilon if args.privacy != "none" else None,
-                                 "preset": args.preset, "rows": rows})
+        eps = args.epsilon if args.privacy != "none" else math.inf
+        table = [[r["algo"], args.privacy, eps, args.episodes, args.seeds, [r["mean"], r["std"]],
+                  r["stderr"], r["tail"], r["ledger_epsilon"], r["seconds"]] for r in rows]
+        save_table(args.out, COLUMNS, table, world=f"lm-hard(seed={args.world_seed})",
+                   preset=args.preset, per_seed={r["algo"]: r["regret"] for r in rows})
     best = min(rows, key=lambda r: r["mean"])
     print(f"lowest mean regret: {best['algo']} ({best['mean']:.1f} +- {best['stderr']:.1f})")
 
