@@ -60,6 +60,10 @@ class VTRPlusKnobs(UCRLVTRKnobs):
         " (Cor. 10/11, eq. 6/7) or Thm. 9's minimal ((lambda+Ups_high) C_w + C)/sqrt(lambda+"
         "Ups_low) + Bernstein terms (eq. 5)")
     ridge: float | None = Field(None, gt=0, description="lambda (default: the paper's 1)")
+    bernstein_scale: float = Field(
+        1.0, ge=0, description="multiplies the radii's concentration terms (eq. 5's Bernstein"
+        " terms, ~300 at K = 1000) before beta_scale multiplies the whole radius"
+        " (post-processing)")
     split: Literal["variance", "relative"] = Field(
         "variance", description="how zcdp shares the budget over the four families: sigma_f^2"
         " proportional to Delta_f (the least total variance, as UCRL-VTR) or sigma_f"
@@ -69,10 +73,18 @@ class VTRPlusKnobs(UCRLVTRKnobs):
 
 PRESETS: dict[str, VTRPlusKnobs] = {
     "faithful": VTRPlusKnobs(),
-    "practical": VTRPlusKnobs(calibration="zcdp", beta_mode="thm7", beta_scale=0.002,
-                              shift="release", shift_scale=1.0, clip_remaining=True,
-                              noise_norms="variance", split="relative"),
+    "practical": VTRPlusKnobs(calibration="zcdp", beta_mode="thm7", beta_scale=0.1,
+                              bernstein_scale=0.02, shift="release", shift_scale=1.0,
+                              clip_remaining=True, noise_norms="variance", split="relative"),
 }
+
+
+def concentration_terms(learner: UCRLVTRLearner, reported: int) -> tuple[float, float, float]:
+    """The radii's concentration terms (hat, check, tilde) of release `reported`, scaled."""
+    terms = luyo.bernstein_terms(learner.d, learner.horizon, learner.episodes, reported + 1,
+                                 learner.lam, learner.algorithm.config.beta)
+    scale = learner.knobs.bernstein_scale
+    return terms[0] * scale, terms[1] * scale, terms[2] * scale
 
 
 class SecondMomentLearner(UCRLVTRLearner):
@@ -83,9 +95,7 @@ class SecondMomentLearner(UCRLVTRLearner):
 
     def beta(self, reported: int, concentration: float | None = None) -> float:
         """beta~ of release `reported`."""
-        terms = luyo.bernstein_terms(self.d, self.horizon, self.episodes, reported + 1,
-                                     self.lam, self.algorithm.config.beta)
-        return super().beta(reported, terms[2])
+        return super().beta(reported, concentration_terms(self, reported)[2])
 
 
 class UCRLVTRPlusLearner(UCRLVTRLearner):
@@ -102,8 +112,7 @@ class UCRLVTRPlusLearner(UCRLVTRLearner):
 
     def radii(self, reported: int) -> tuple[float, float]:
         """(beta^, betav) of release `reported`."""
-        hat, check, _ = luyo.bernstein_terms(self.d, self.horizon, self.episodes, reported + 1,
-                                             self.lam, self.algorithm.config.beta)
+        hat, check, _ = concentration_terms(self, reported)
         return self.beta(reported, hat), self.beta(reported, check)
 
     def radius(self, reported: int) -> float:
