@@ -1,7 +1,8 @@
 """UCRL-VTR+ against UCRL-VTR on LM-Hard (Luyo et al. 2021, App. D): cumulative regret per seed.
 
-`python scripts/linear/vtr_plus.py --out results/linear/vtr-plus.json [--episodes 10000]
-[--seeds 5] [--privacy none] [--epsilon 100] [--preset practical] [--world-seed 1]`
+`python scripts/linear/vtr_plus.py --json docs/results/linear/vtr-plus-none-50k.json
+[--episodes 10000] [--seeds 5] [--privacy none] [--epsilon 100] [--preset practical]
+[--world-seed 1]`
 
 Each algorithm runs its seeds as one vectorized in-process run (replica axis R), Gaussian,
 delta = 1e-5 when private. The world's secret parameters come from `--world-seed` (1: held out,
@@ -57,7 +58,7 @@ def measure(algo: str, args: argparse.Namespace) -> dict:
 def main() -> None:
     """Run both algorithms and save the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--json", required=True, help="the docs table to (re)write")
     parser.add_argument("--episodes", type=int, default=10_000)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--privacy", choices=("none", "jdp", "ldp"), default="none")
@@ -72,7 +73,7 @@ def main() -> None:
         eps = args.epsilon if args.privacy != "none" else math.inf
         table = [[r["algo"], args.privacy, eps, args.episodes, args.seeds, [r["mean"], r["std"]],
                   r["stderr"], r["tail"], r["ledger_epsilon"], r["seconds"]] for r in rows]
-        save_table(args.out, COLUMNS, table, world=f"lm-hard(seed={args.world_seed})",
+        save_table(args.json, COLUMNS, table, world=f"lm-hard(seed={args.world_seed})",
                    preset=args.preset, per_seed={r["algo"]: r["regret"] for r in rows})
     best = min(rows, key=lambda r: r["mean"])
     print(f"lowest mean regret: {best['algo']} ({best['mean']:.1f} +- {best['stderr']:.1f})")
