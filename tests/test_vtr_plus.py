@@ -29,7 +29,7 @@ def cfg(mdp=HARD, **kw) -> RunConfig:
 
 
 def test_reference_constants() -> None:
-    """Spec reference (d=4, H=5, K=1000, eps=0.5, delta=0.1): Cor. 10/11's sigma_B,1 and
+    """Reference values (d=4, H=5, K=1000, eps=0.5, delta=0.1): Cor. 10/11's sigma_B,1 and
     sigma_B,2, the budget split over four statistics (relative tolerance 1e-9)."""
     H, K, d, eps, delta = 5, 1000, 4, 0.5, 0.1
     jdp = [luyo.paper_sigma("jdp", H, K, eps, delta, s, streams=4) for s in (2 * d, 2 * H**4)]
