@@ -1,8 +1,8 @@
-"""UCRL-VTR+ against UCRL-VTR on LM-Hard (Luyo et al. 2021, App. D): cumulative regret per seed.
+"""UCRL-VTR+ against UCRL-VTR (Luyo et al. 2021, App. D) on LM-Hard or LM-Mix: regret per seed.
 
 `python scripts/linear/vtr_plus.py --json docs/results/linear/vtr-plus-none-50k.json
 [--episodes 10000] [--seeds 5] [--privacy none] [--epsilon 100] [--preset practical]
-[--world-seed 1]`
+[--world lm-hard] [--world-seed 1]`
 
 Each algorithm runs its seeds as one vectorized in-process run (replica axis R), Gaussian,
 delta = 1e-5 when private. The world's secret parameters come from `--world-seed` (1: held out,
@@ -37,7 +37,7 @@ COLUMNS = (("algorithm", ""), ("privacy", ""), ("ε", "g"), ("episodes", ","), (
 
 def measure(algo: str, args: argparse.Namespace) -> dict:
     """One algorithm over all seeds at once."""
-    mdp = make("lm-hard", None, seed=args.world_seed)
+    mdp = make(args.world, None, seed=args.world_seed)
     private = args.privacy != "none"
     config = RunConfig(algo=algo, n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H,
                        model=model_spec_of(mdp), episodes=args.episodes, privacy=args.privacy,
@@ -64,6 +64,7 @@ def main() -> None:
     parser.add_argument("--privacy", choices=("none", "jdp", "ldp"), default="none")
     parser.add_argument("--epsilon", type=float, default=100.0)
     parser.add_argument("--preset", default="practical")
+    parser.add_argument("--world", choices=("lm-hard", "lm-mix"), default="lm-hard")
     parser.add_argument("--world-seed", type=int, default=1)
     args = parser.parse_args()
     rows: list[dict] = []
@@ -73,7 +74,7 @@ def main() -> None:
         eps = args.epsilon if args.privacy != "none" else math.inf
         table = [[r["algo"], args.privacy, eps, args.episodes, args.seeds, [r["mean"], r["std"]],
                   r["stderr"], r["tail"], r["ledger_epsilon"], r["seconds"]] for r in rows]
-        save_table(args.json, COLUMNS, table, world=f"lm-hard(seed={args.world_seed})",
+        save_table(args.json, COLUMNS, table, world=f"{args.world}(seed={args.world_seed})",
                    preset=args.preset, per_seed={r["algo"]: r["regret"] for r in rows})
     best = min(rows, key=lambda r: r["mean"])
     print(f"lowest mean regret: {best['algo']} ({best['mean']:.1f} +- {best['stderr']:.1f})")
