@@ -21,10 +21,11 @@ the weights 1 / sbar^2 of every (h, s, a):
 billboard, so a user only looks its own (h, s_h, a_h) up in the message; clipped to
 [0, d / H^2], they bound the weighted statistics' sensitivity.
 
-Errata followed (docs/explanation/linear-mixture.md): those of UCRL-VTR (1-5, 15-17, 23); E uses
-x2 = phi_{V^2}, not phi_{V~} (13); the second-moment target's sensitivity is 2 H^4, not 2 H^2
-(13); D.3/D.4's failure probabilities are p / (24 K H) (13); the radii's ln(24 k^2 H / p) is
-taken at k = the episode that plays the release.
+Errata followed (docs/explanation/linear-mixture.md): UCRL-VTR's (1-5, 15-17, 23) and Alg. 3's
+A3-1..7: E uses x2 = phi_{V^2}, not phi_{V~} (1); the second-moment target's sensitivity is
+2 H^4, not 2 H^2 (2); failure probabilities p / (24 K H) (3); Pi_[0,H] (4); the learner
+publishes the weights (5); the radii's ln(24 k^2 H / p) at k = the episode that plays the
+release (6); the ledger charges the true replace-one cost of the paper's sigmas (7).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class VTRPlusKnobs(UCRLVTRKnobs):
         "variance", description="how zcdp shares the budget over the four families: sigma_f^2"
         " proportional to Delta_f (the least total variance, as UCRL-VTR) or sigma_f"
         " proportional to Delta_f (a quarter of rho each: the same noise-to-range ratio in both"
-        " regressions, whose ranges differ by H^2 d)")
+        " regressions, whose ranges differ c^2 H^2 / d-fold)")
 
 
 PRESETS: dict[str, VTRPlusKnobs] = {
