@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
-from privrl import algorithms
+from privrl import algorithms, trust
 from privrl.algorithms import bind
 from privrl.argtypes import non_negative_int as non_negative_int  # re-exported for the commands
 from privrl.argtypes import positive_float as positive_float
@@ -175,9 +175,9 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
                    help="a registered algorithm (`privrl algorithms` lists them)")
     p.add_argument(
         "--privacy", nargs=nargs, default=["jdp"] if many else "jdp",
-        choices=["none", "jdp", "ldp"],
-        help="none (non-private), jdp (trusted server noises what it publishes) or ldp (users"
-        f" noise before sending){several}",
+        choices=trust.names(),
+        help="the trust boundary: " + ", ".join(
+            f"{name} ({trust.get(name).summary})" for name in trust.names()) + several,
     )
     p.add_argument(
         "--epsilon",

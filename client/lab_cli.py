@@ -230,7 +230,7 @@ def cmd_algorithms(args: argparse.Namespace) -> int:
     for name in algorithms.names():
         algo = algorithms.get(name)
         knobs = ", ".join(sorted(algo.knobs_model.model_fields)) or "-"
-        print(f"{name:<{width}} privacy: {', '.join(algo.privacy_modes):<16} world: "
+        print(f"{name:<{width}} privacy: {', '.join(algo.boundaries()):<16} world: "
               f"{algo.default_world:<12} mechanism: {algo.default_mechanism:<9} presets: "
               f"{', '.join(sorted(algo.presets))}")
         print(f"{'':<{width}} {algo.summary}")

@@ -166,7 +166,7 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
 def noise_columns(info: RunInfo) -> tuple[str, str]:
     """A run's epsilon and mechanism as listed: '-' for both when it is not private."""
     c = info.config
-    return ("-", "-") if c.privacy == "none" else (f"{c.epsilon:g}", c.mechanism)
+    return ("-", "-") if not c.boundary.private else (f"{c.epsilon:g}", c.mechanism)
 
 
 def runs_list_row(info: RunInfo) -> str:
@@ -200,10 +200,10 @@ def _when(timestamp: float, now: float) -> str:
 def budget_text(info: RunInfo) -> str:
     """The configured privacy of a run in words: mode, mechanism, (epsilon, delta) per user."""
     c = info.config
-    if c.privacy == "none":
-        return "none (non-private: nothing is noised, nothing is spent)"
-    mode = {"jdp": "JDP (trusted server noises what it publishes)",
-            "ldp": "LDP (users noise their reports)"}[c.privacy]
+    boundary = c.boundary
+    if not boundary.private:
+        return f"{c.privacy} ({boundary.label}: nothing is noised, nothing is spent)"
+    mode = f"{boundary.label} ({boundary.summary})"
     return f"{mode}, {c.mechanism}, budget eps = {c.epsilon:g}, delta = {c.delta:g} per user"
 
 
@@ -227,7 +227,7 @@ def print_run(info: RunInfo, led: LedgerView, now: float) -> None:
     rows = [
         ("algorithm", f"{c.algo}, {c.preset} preset" + (f"; knobs {knobs}" if knobs else "")),
         ("privacy", budget_text(info)),
-        ("spent", "nothing (non-private run)" if c.privacy == "none" else spent_text(led)),
+        ("spent", "nothing (non-private run)" if not c.boundary.private else spent_text(led)),
         ("model", f"S = {c.n_states} states, A = {c.n_actions} actions, H = {c.horizon} steps"),
         ("episodes", f"{st.reported} of K = {st.episodes} reported, {st.outstanding} claim(s)"
                      f" outstanding; {state}"),
@@ -273,7 +273,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         return 0
     print(f"ledger of run {info.id}: {budget_text(info)}")
     if not led.charges:
-        print("no charges: nothing has been released yet" if info.config.privacy != "none"
+        print("no charges: nothing has been released yet" if info.config.boundary.private
               else "no charges: a non-private run spends nothing")
         return 0
     print(f"spent so far: {spent_text(led)}; noise drawn by {', '.join(led.noise) or '-'}")

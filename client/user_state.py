@@ -71,7 +71,7 @@ class UserState:
         self.seed, self.folder = int(seed), folder
         self._next = self._end = 0
         self.started: int | None = None  # the first nonce this process took
-        self._played: dict[str, set[int]] = {}
+        self._played: dict[str, bytearray] = {}  # in memory: a bitmap of episodes per run
 
     @classmethod
     def of(cls, seed: int | None) -> UserState:
@@ -93,14 +93,16 @@ class UserState:
 
     def first_play(self, run_id: str, episode: int) -> bool:
         """Record that this user plays `episode` of `run_id`; False if it already had."""
+        byte, bit = divmod(episode, 8)
         if self.folder is None:
-            played = self._played.setdefault(run_id, set())
-            if episode in played:
+            bitmap = self._played.setdefault(run_id, bytearray())
+            if byte >= len(bitmap):
+                bitmap.extend(bytes(byte + 1 - len(bitmap)))
+            if bitmap[byte] >> bit & 1:
                 return False
-            played.add(episode)
+            bitmap[byte] |= 1 << bit
             return True
         name = hashlib.sha256(run_id.encode()).hexdigest()[:32]
-        byte, bit = divmod(episode, 8)
         with _Locked(self.folder / f"played-{name}") as fd:
             old = os.pread(fd, 1, byte)
             value = old[0] if old else 0

@@ -59,6 +59,9 @@ from pydantic import ValidationError
 from tqdm import tqdm
 
 SCALE_RTOL = 1e-9  # relative slack when comparing the ticket's noise scale with our own
+# Episode indices count claims, lapsed ones too, so a run hands out more than its K; past this
+# many more a ticket is refused (the record of played episodes is a bitmap sized by the index)
+LAPSED_CLAIMS_MAX = 10_000_000
 
 
 class UserError(Exception):
@@ -146,7 +149,7 @@ def check_randomizer(params: RandomizerParams | None, calibration: Calibration) 
     The user always noises with its own calibration; this only catches a server that asks for
     less noise, another mechanism or other arrays than the run's public configuration implies.
     """
-    if calibration.mode != "ldp":
+    if not calibration.boundary.local_noise:
         return
     if params is None:
         raise UserError("the ticket of an LDP run carries no randomizer parameters")
@@ -243,12 +246,16 @@ def play(ctx: UserContext, ticket: Ticket, state: UserState
     if got != want:
         raise UserError(f"the ticket's policy carries arrays {got}, the run's algorithm sends"
                         f" {want}: refusing to play it")
+    if not 0 <= ticket.episode < cfg.episodes + LAPSED_CLAIMS_MAX:
+        raise UserError(f"the ticket's episode {ticket.episode} is beyond the run's"
+                        f" {cfg.episodes} episodes and {LAPSED_CLAIMS_MAX:,} lapsed claims:"
+                        " refusing to play it")
     if not state.first_play(ctx.run_id, ticket.episode):
         raise ReplayedEpisode(
             f"the server handed out episode {ticket.episode} of run {ctx.run_id} again, which"
             " this user has already played: refusing it (a replayed episode would report the"
             " same trajectory twice)")
-    nonces = [state.take_nonce()] if ctx.calibration.mode == "ldp" else None
+    nonces = [state.take_nonce()] if ctx.calibration.boundary.local_noise else None
     traj, noisy = user_episode(ctx.mdp, message, [state.seed], ticket.episode, ctx.algorithm,
                                ctx.calibration, nonces=nonces)
     if noisy is None:

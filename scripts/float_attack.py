@@ -80,7 +80,7 @@ def main() -> None:
           f" {'off grid':>9}")
     for name in algorithms.names():
         for privacy in ("jdp", "ldp"):
-            if privacy not in algorithms.get(name).privacy_modes:
+            if privacy not in algorithms.get(name).boundaries():
                 continue
             for noise in ("numpy", "float"):
                 rep = attack(name, privacy, noise)

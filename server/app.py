@@ -23,7 +23,7 @@ from privrl.server.highwater import HighWater
 from privrl.server.limits import BodyLimit, Limit
 from privrl.server.metrics import LatencyMiddleware, Metrics
 from privrl.server.openapi import install_openapi
-from privrl.server.routes import apidocs, dashboard, episodes, ops, public, regret, runs
+from privrl.server.routes import apidocs, dashboard, episodes, ops, public, regret, runs, trust
 from privrl.server.runs import RunTable
 from privrl.server.settings import Settings
 from privrl.server.store import Store
@@ -145,7 +145,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.in_flight = InFlight(settings.max_in_flight)
     app.state.read_slots = ReadSlots(settings.max_reads_per_address,
                                      settings.max_reads_per_second)
-    for module in (runs, episodes, public, regret):  # the v1 API: unknown query refused
+    for module in (runs, episodes, public, regret, trust):  # v1: unknown query refused
         app.include_router(module.router)
     app.include_router(ops.router)  # probes and scrapers: lenient
     app.include_router(dashboard.router)  # the page at / (public routes only)

@@ -116,7 +116,7 @@ class OpenClaim:
 
 def randomizer_params(calibration: Calibration) -> RandomizerParams | None:
     """The local randomizer's public calibration (LDP runs only)."""
-    if calibration.mode != "ldp" or calibration.mechanism is None:
+    if not calibration.boundary.local_noise or calibration.mechanism is None:
         return None
     return RandomizerParams(
         mechanism=calibration.mechanism_name,

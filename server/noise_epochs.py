@@ -45,8 +45,8 @@ UNKNOWN = -1  # `published` when the store's epoch was left before the mark knew
 
 def supported(run: Run) -> bool:
     """Whether `run` can continue under a fresh noise epoch: its server draws no noise (LDP,
-    non-private) or a JDP run's counters are `Central`'s (any counter, any schedule)."""
-    return run.config.privacy != "jdp" or isinstance(run.privatizer, Central)
+    non-private) or its central counters are `Central`'s (any counter, any schedule)."""
+    return not run.config.boundary.counters or isinstance(run.privatizer, Central)
 
 
 def _charges(run: Run, epoch: int, published: int, first: bool) -> list[Charge]:

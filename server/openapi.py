@@ -60,7 +60,7 @@ def algorithm_rules() -> dict[str, Any]:
         rules.append({
             "if": chosen,
             "then": {"properties": {
-                "privacy": {"enum": list(algo.privacy_modes)},
+                "privacy": {"enum": list(algo.boundaries())},
                 "knobs": {"anyOf": [knobs, {"type": "null"}]},
             }},
         })

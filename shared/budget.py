@@ -27,7 +27,7 @@ class OverspendingPlan(ValueError):
 
 def run_budget(config: RunConfig) -> Budget | None:
     """The (epsilon, delta) a run's ledger may never pass (None: nothing private is claimed)."""
-    if config.privacy == "none" or math.isinf(config.epsilon):
+    if not config.boundary.private or math.isinf(config.epsilon):
         return None
     return Budget(float(config.epsilon), config.accounting_delta)
 

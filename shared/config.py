@@ -12,13 +12,30 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
+from privrl import trust
 from privrl.privacy.noise import NoiseName
 from privrl.privacy.schedules import SCHEDULE_PATTERN, parse_schedule
 from privrl.wire import INTEGRAL, FloatOrInfinity, JsonInt
 from privrl.worlds.model_spec import ModelSpec
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
 
-PrivacyMode = Literal["none", "jdp", "ldp"]
+
+def _registered(name: str) -> str:
+    """A registered trust boundary's name (`privrl.trust`; a ValueError names the known)."""
+    trust.get(name)
+    return name
+
+
+# a trust boundary's name: the built-ins' in the schema, any registered one accepted
+PrivacyMode = Annotated[str, AfterValidator(_registered),
+                        WithJsonSchema({"type": "string", "enum": list(trust.BUILTIN)})]
 MechanismName = Literal["laplace", "gaussian"]
 PresetName = Literal["faithful", "practical"]
 CounterName = Literal["tree", "smoothed", "matrix"]
@@ -178,16 +195,22 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> RunConfig:
-        if self.privacy != "none" and self.mechanism == "gaussian" and not math.isinf(self.epsilon):
+        private = self.boundary.private
+        if private and self.mechanism == "gaussian" and not math.isinf(self.epsilon):
             if not 0 < self.delta < 1:
                 raise ValueError("the Gaussian mechanism needs 0 < delta < 1 (e.g. --delta 1e-5)")
-        if self.privacy != "none" and self.mechanism == "laplace" and self.delta != 0:
+        if private and self.mechanism == "laplace" and self.delta != 0:
             raise ValueError("the Laplace mechanism is pure epsilon-DP: leave delta at 0")
         self._check_counter()
         # Whether the algorithm exists and has this privacy mode, knobs and schedule is the
         # registry's to say, where a run is made (`privrl.algorithms.registry.bind`, and
         # `check` on a server): a configuration is plain data and imports no algorithm.
         return self
+
+    @property
+    def boundary(self) -> trust.TrustBoundary:
+        """The run's trust boundary (`privrl.trust`, by `privacy`)."""
+        return trust.get(self.privacy)
 
     @property
     def accounting_delta(self) -> float:
@@ -208,14 +231,15 @@ class RunConfig(BaseModel):
                              f" counter={self.counter!r}: give counter alone")
         if self.counter_bands is not None and self.counter != "matrix":
             raise ValueError("counter_bands is for counter='matrix' only")
-        # outside JDP it is refused where the run is made (`Algorithm.check_counter`)
-        if self.privacy == "jdp" and self.counter == "matrix" and (why := self.matrix_refusal()):
+        # outside central counters it is refused where the run is made (`check_counter`)
+        if (self.boundary.counters and self.counter == "matrix"
+                and (why := self.matrix_refusal())):
             raise ValueError(why)
 
     def matrix_refusal(self) -> str:
         """Why this run could not release through the matrix counter, or '' if it could (the
         one home of the rule: the configuration, the binding and the preset all ask it)."""
-        if self.privacy != "jdp":
+        if not self.boundary.counters:
             return ("counter='matrix' shapes JDP's central counters: with privacy"
                     f" {self.privacy!r} leave counter at its default")
         if self.mechanism != "gaussian":

@@ -95,6 +95,17 @@ class RunStatus(Strict):
         " would pass its (epsilon, delta); claims and reports are then refused (409)")
 
 
+class BoundaryInfo(Strict):
+    """A registered trust boundary, as the CLI, the plots and the dashboard show it."""
+
+    name: str = Field(description="what a run's config says in `privacy`")
+    label: str
+    colour: str = Field(description="its colour in every figure (#rrggbb)")
+    summary: str = Field(description="who is trusted with what")
+    private: bool = Field(description="whether it releases noise and spends a budget")
+    local_noise: bool = Field(description="whether users noise their reports before sending")
+
+
 class RunInfo(Strict):
     """A run as listed by the server."""
 

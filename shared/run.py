@@ -19,7 +19,7 @@ from privrl.config import RunConfig
 from privrl.privacy.accountant import BudgetExhausted, Ledger
 from privrl.privacy.calibration import Calibration
 from privrl.privacy.grid import bernoulli_rewards
-from privrl.privacy.privatizers import Privatizer, randomize_locally
+from privrl.privacy.privatizers import Privatizer
 from privrl.seeding import UserStreams
 from privrl.stats import Stats
 from privrl.worlds.model_spec import model_spec_of
@@ -113,17 +113,19 @@ class Run:
         return self.message()["actions"]
 
     def ingest_trajectories(self, traj: Played, message: PolicyMessage) -> None:
-        """JDP / non-private: raw trajectories (trusted curator), played under `message`, become
-        the algorithm's contributions."""
-        if self.config.privacy == "ldp":
-            raise ValueError("an LDP run accepts only locally randomized reports")
+        """A curator that sees raw data (JDP, non-private): raw trajectories, played under
+        `message`, become the algorithm's contributions."""
+        if self.calibration.boundary.local_noise:
+            raise ValueError(f"an {self.calibration.boundary.label} run accepts only locally"
+                             " randomized reports")
         self._check_open()
         self._ingest(self.algorithm.user_statistics(traj, message))
 
     def ingest_noisy(self, stats: Stats) -> None:
-        """LDP: locally randomized reports, one per replica."""
-        if self.config.privacy != "ldp":
-            raise ValueError("only an LDP run accepts locally randomized reports")
+        """Locally randomized reports (LDP), one per replica."""
+        if not self.calibration.boundary.local_noise:
+            raise ValueError("only a run whose users noise their reports (LDP) accepts locally"
+                             " randomized reports")
         self._check_open()
         self._ingest(stats)
 
@@ -195,15 +197,16 @@ def user_episode(
     traj = algorithm.play(mdp, message, rngs)
     if calibration.integer and algorithm.integer_rewards:
         traj = bernoulli_rewards(traj, rngs)
-    if calibration.mode != "ldp":
+    boundary = calibration.boundary
+    if not boundary.local_noise:
         return traj, None
     if nonces is None:
-        raise ValueError("an LDP user randomizes with its own nonce (its report counter): pass"
-                         " nonces, never the server's episode index")
+        raise ValueError("a user that noises its report randomizes with its own nonce (its"
+                         " report counter): pass nonces, never the server's episode index")
     stats = algorithm.user_statistics(traj, message)
     # the grid rounding of its data is part of the statistic (like the Bernoulli rewards): from
     # the rollout stream, so a report's data part does not depend on which nonce it met
-    return traj, randomize_locally(stats, calibration, users.noise(nonces), rounding=rngs)
+    return traj, boundary.randomize(stats, calibration, users.noise(nonces), rngs)
 
 
 @dataclass

@@ -46,7 +46,7 @@ def test_no_cdn_and_nothing_but_public_reads() -> None:
     js = (DASHBOARD / "app.js").read_text()
     assert "Authorization" not in js and "method:" not in js and "token" not in js.lower()
     fetched = set(re.findall(r"(?:getJSON|fetch)\(`?\"?(/[^`\"?$]*)", js))
-    assert fetched == {"/v1/runs", "/v1/runs/"}, fetched
+    assert fetched == {"/v1/runs", "/v1/runs/", "/v1/trust"}, fetched
     routes = set(re.findall(r"/v1/runs/\$\{encodeURIComponent\([^)]*\)\}/(\w+)", js))
     assert routes == {"ledger", "regret", "billboard"}, routes
 
@@ -141,12 +141,13 @@ def test_the_runs_route_gives_the_labels_public_fields_and_never_a_seed(apps) ->
     assert {"algo", "privacy", "epsilon", "mechanism"} <= used <= set(RunConfig.model_fields)
 
 
-def test_the_dashboard_colours_privacy_modes_as_every_figure_does() -> None:
-    """One palette: the script's colours per privacy mode are privrl.lab.plots' (its home)."""
-    from privrl.lab.plots import PRIVACY_COLORS
+def test_the_dashboard_colours_boundaries_as_every_figure_does(apps) -> None:
+    """One palette: the script holds no colour of its own and reads each trust boundary's from
+    GET /v1/trust, which serves the registry's (`privrl.lab.plots` draws with the same)."""
+    from privrl.lab.plots import PRIVACY_COLORS, PRIVACY_NAMES
 
     js = (DASHBOARD / "app.js").read_text()
-    found = re.search(r"const PRIVACY_COLORS = \{([^}]*)\}", js)
-    assert found, "no PRIVACY_COLORS in app.js"
-    pairs = dict(re.findall(r"(\w+): \"(#[0-9a-f]{6})\"", found.group(1)))
-    assert pairs == PRIVACY_COLORS
+    assert 'getJSON("/v1/trust")' in js and not re.search(r"#[0-9a-fA-F]{6}", js)
+    served = apps().get("/v1/trust").json()
+    assert {b["name"]: b["colour"] for b in served} == PRIVACY_COLORS
+    assert {b["name"]: b["label"] for b in served} == PRIVACY_NAMES

@@ -4,6 +4,7 @@ command-line parser, the generated pages render from the code and the measured d
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import shlex
 import subprocess
@@ -180,12 +181,72 @@ def test_no_page_types_a_table_of_figures() -> None:
             if (rows := typed_figure_rows(p.read_text()))} == {}
 
 
-def test_every_link_of_the_readme_resolves() -> None:
-    """The README is read on a forge, outside the site: its relative links must exist."""
-    readme = (REPO_ROOT / "README.md").read_text()
-    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
-    assert len(targets) >= 20
-    assert [t for t in targets if not (REPO_ROOT / t).exists()] == []
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
+PATH = re.compile(r"[\w.*-]+(?:/[\w.*-]+)*/?", re.ASCII)
+EXTENSIONS = {"cfg", "css", "csv", "db", "html", "js", "json", "md", "npz", "png", "py", "sh",
+              "svg", "toml", "txt", "yaml", "yml"}
+OUTPUT_NAMES = {"summary.json", "frontier.json", "frontier.png"}  # what a run or study writes
+PLACEHOLDERS = {"DIR", "FILE"}  # `DIR/summary.json`, `FILE.npz`
+
+
+def named_paths(page: Path) -> list[str]:
+    """The file paths a page names in code spans (outside code blocks) and relative links."""
+    text = FENCE.sub("", page.read_text())
+    names = []
+    for span in SPAN.findall(text):
+        path, _, test = span.partition("::")  # tests/test_x.py::test_y
+        if not PATH.fullmatch(path):
+            continue
+        last = path.rstrip("/").rsplit("/", 1)[-1]
+        a_file = last.rpartition(".")[2] in EXTENSIONS and not last.startswith(".")
+        a_folder = "/" in path and (path.endswith("/") or (REPO_ROOT / path.split("/")[0]).exists())
+        if a_file or a_folder:
+            names.append(span)
+    base = page.parent.relative_to(REPO_ROOT)
+    names += [str(base / link) for link in LINK.findall(text) if ":" not in link]
+    return names
+
+
+def is_output(path: str) -> bool:
+    """Written when a command runs: under a folder the .gitignore anchors at the root
+    (`results/`), ignored by name (`*.db`), a run's own file, or a placeholder's."""
+    parts = path.rstrip("/").split("/")
+    ignored = [(line.strip("/"), parts[:1] if line[0] == "/" else parts)  # anchored: at the root
+               for line in (REPO_ROOT / ".gitignore").read_text().split()]
+    return (any(fnmatch.fnmatch(part, pattern) for pattern, where in ignored for part in where)
+            or "/" not in path and path in OUTPUT_NAMES
+            or any(part.split(".")[0] in PLACEHOLDERS for part in parts))
+
+
+def test_every_file_the_docs_name_exists_in_the_checkout() -> None:
+    """The pages, the README and CONTRIBUTING.md name files by their path in the checkout
+    (`shared/algorithms/base.py`, never the installed `privrl/algorithms/base.py`), and a
+    README read on a forge needs its relative links to exist.
+
+    Checked: each relative link, from the page's folder, and each code span outside code blocks
+    that is a path: a file name with one of EXTENSIONS (`pyproject.toml`, `scripts/x.py`), or
+    a name with a `/` that ends in `/` or starts at a top-level entry (`docs/results/`); a
+    `tests/x.py::test_y` names its test too. Not paths: anything with a space, `=`, `$` or
+    `://`, names that start with `/` (routes such as `/healthz`) or `~`, dotted module names
+    (`privrl.algorithms.base`), a bare extension (`.npz`). Outputs may be missing (`is_output`).
+    """
+    missing, checked = [], 0
+    for page in [*PAGES, REPO_ROOT / "CONTRIBUTING.md"]:
+        for name in named_paths(page):
+            path, _, test = name.partition("::")
+            checked += 1
+            found = any(REPO_ROOT.glob(path.rstrip("/"))) if "*" in path else (
+                REPO_ROOT / path).exists()
+            if test and found:  # a test's id: its module defines the test (or its class)
+                name = re.escape(re.split(r"::|\[", test)[0])
+                found = re.search(rf"^\s*(?:async def|def|class) {name}\b",
+                                  (REPO_ROOT / path).read_text(), re.M) is not None
+            if not found and not is_output(path):
+                missing.append(f"{page.relative_to(REPO_ROOT)}: {name}")
+    assert checked > 200  # the spans and links are found at all
+    assert missing == []
 
 
 def test_every_docs_path_the_code_names_exists() -> None:

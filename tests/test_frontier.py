@@ -108,7 +108,7 @@ def test_cases_and_levers_are_data_and_name_real_algorithms() -> None:
     assert len({c.name for c in CASES}) == len(CASES) >= 9
     for case in CASES:
         algo = registry.get(case.algo)
-        assert case.privacy in algo.privacy_modes
+        assert case.privacy in algo.boundaries()
         grid = case.grid(8)
         assert grid == sorted(grid) and grid[0] == case.epsilon_range[0]
         assert grid[-1] == case.epsilon_range[1]

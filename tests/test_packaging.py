@@ -1,7 +1,8 @@
 """The distribution installs one import name, `privrl` (Flower's layout), and nothing generic.
 
 A regular (non-editable) install of the wheel: `privrl`, `privrl.server` and `privrl.client` import
-from it; `shared`, `server` and `client` do not exist.
+from it; `shared`, `server` and `client` do not exist. Sub-packages are discovered below the three
+folders of pyproject.toml's package-dir, never listed by hand.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -22,15 +24,37 @@ DASHBOARD_FILES = ("index.html", "app.js", "style.css", "favicon.svg")
 APIDOCS_FILES = ("swagger-ui-bundle.js", "swagger-ui.css", "redoc.standalone.js")
 
 
-def test_every_package_folder_is_listed_in_pyproject() -> None:
-    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
-                 ["packages"])
-    found = set()
+def discovered(root: Path) -> set[str]:
+    """The packages a build of the project at `root` gets from setuptools' discovery."""
+    from setuptools.config.pyprojecttoml import apply_configuration
+    from setuptools.dist import Distribution
+
+    with warnings.catch_warnings():  # setuptools' notes on its own configuration
+        warnings.simplefilter("ignore")
+        dist = apply_configuration(Distribution({"src_root": str(root)}), root / "pyproject.toml")
+        dist.set_defaults(name=False)
+    return set(dist.packages)
+
+
+def test_every_package_folder_is_discovered() -> None:
+    tool = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "packages" not in tool and tool["package-dir"] == FOLDERS
+    found = discovered(REPO)
     for name, folder in FOLDERS.items():
         for init in (REPO / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(REPO / folder).parts
-            found.add(".".join((name, *rel)))
-    assert found == listed
+            assert ".".join((name, *rel)) in found, init
+    assert set(tool["package-data"]) <= found  # the data folders are packages too
+    assert not {n for n in found if n.split(".")[0] != "privrl"}
+
+
+def test_a_new_folder_is_packaged_without_editing_pyproject(tmp_path: Path) -> None:
+    shutil.copy(REPO / "pyproject.toml", tmp_path)
+    for folder in (*FOLDERS.values(), "shared/newfamily/kind"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "__init__.py").touch()
+    (tmp_path / "shared/newfamily/__pycache__").mkdir()
+    assert discovered(tmp_path) == {*FOLDERS, "privrl.newfamily", "privrl.newfamily.kind"}
 
 
 @pytest.mark.slow

@@ -62,7 +62,7 @@ def test_each_algorithm_declares_its_practical_counter(algo: str) -> None:
     for other_noise in (config(algo, noise="float"), laplace):  # not every algorithm runs both
         assert get(algo).preset_counter(other_noise) == ("smoothed", None)
     assert bind(config(algo, counter="tree")).config.counter == "tree"
-    for privacy in get(algo).privacy_modes:
+    for privacy in get(algo).boundaries():
         if privacy != "jdp":
             assert bind(config(algo, privacy=privacy)).config.counter == "smoothed"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from privrl.client.user_state import NONCE_BLOCK, STATE_DIR_ENV, UserState, seed_folder
-from privrl.client.users import ReplayedEpisode, UserContext, play
+from privrl.client.users import ReplayedEpisode, UserContext, UserError, play
 from privrl.config import RunConfig
 from privrl.protocol import NoisyReport, PolicyPayload, RandomizerParams, RunInfo, RunStatus, Ticket
 from privrl.run import Run
@@ -137,3 +137,11 @@ def test_the_noise_follows_the_nonce_not_the_episode() -> None:
 
     np.testing.assert_array_equal(noise(3, 0), noise(9, 0))
     assert not np.array_equal(noise(3, 0), noise(3, 1))
+
+
+def test_an_episode_outside_the_run_is_refused() -> None:
+    """The played-episode record is a bitmap sized by the index: a server may not grow it past
+    the run's public K and a bound on lapsed claims."""
+    cfg = config()
+    with pytest.raises(UserError, match="beyond the run's 50 episodes"):
+        play(context(cfg), ticket(cfg, 10**12), UserState(SEED, None))

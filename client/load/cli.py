@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privrl import trust
 from privrl.client.api import ApiError, ServerAPI
 from privrl.client.cli_common import CliError, positive_float, positive_int
 
@@ -132,8 +133,8 @@ def add_bench_http(modes: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=positive_int, default=1,
                    help="repetitions of every phase, interleaved; the JSON keeps each phase's"
                    " median repetition and every repetition's rates")
-    p.add_argument("--privacy", nargs="+", choices=["none", "jdp", "ldp"],
-                   default=["jdp", "ldp"], help="the runs' privacy modes")
+    p.add_argument("--privacy", nargs="+", choices=trust.names(),
+                   default=["jdp", "ldp"], help="the runs' trust boundaries")
     p.add_argument("--epsilon", type=positive_float, default=10.0,
                    help="budget per user of the private runs (Gaussian, delta 1e-5, pooled)")
     p.add_argument("--generator", choices=["locust", "swarm"], default="locust",

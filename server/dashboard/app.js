@@ -3,10 +3,9 @@
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
-// one colour per privacy mode, as in every figure privrl draws (privrl.lab.plots.PRIVACY_COLORS);
-// runs of one mode differ by dash pattern
-const PRIVACY_COLORS = { none: "#2ca02c", jdp: "#1f77b4", ldp: "#d62728" };
-const PRIVACY_NAMES = { none: "non-private", jdp: "JDP", ldp: "LDP" };
+// one colour and label per trust boundary, as in every figure privrl draws: read once from the
+// server's registry (GET /v1/trust); runs of one boundary differ by dash pattern
+const BOUNDARIES = new Map();  // name -> {label, colour, private}
 const DASHES = ["", "7 3", "2 2", "9 3 2 3", "4 4", "12 3"];
 const SHORT_ID = 6;  // characters of a run id shown in labels (the full id is in the tooltip)
 const WINDOW = 100;  // episodes of the moving mean (the table's "last 100" too)
@@ -63,7 +62,8 @@ function fmt(x, digits = 3) {
 function styleOf(id) {
   const i = Math.max(0, state.order.indexOf(id));
   const run = state.runs.get(id);
-  const color = (run && PRIVACY_COLORS[run.config.privacy]) || "#555";
+  const boundary = run && BOUNDARIES.get(run.config.privacy);
+  const color = (boundary && boundary.colour) || "#555";
   return { color, dash: DASHES[i % DASHES.length] };
 }
 
@@ -74,8 +74,10 @@ function shortId(id) {
 function privacyLabel(run) {
   const c = run.config;
   const pooled = c.knobs && c.knobs.pooled ? " pooled" : "";
-  if (c.privacy === "none") return `non-private${pooled}`;
-  return `${PRIVACY_NAMES[c.privacy] || c.privacy} ε=${fmt(c.epsilon)} ${c.mechanism}${pooled}`;
+  const boundary = BOUNDARIES.get(c.privacy);
+  const name = boundary ? boundary.label : c.privacy;
+  if (boundary && !boundary.private) return `${name}${pooled}`;
+  return `${name} ε=${fmt(c.epsilon)} ${c.mechanism}${pooled}`;
 }
 
 function label(run) {
@@ -90,6 +92,9 @@ async function refresh() {
   state.busy = true;
   const status = $("status");
   try {
+    if (BOUNDARIES.size === 0) {
+      for (const b of await getJSON("/v1/trust")) BOUNDARIES.set(b.name, b);
+    }
     const list = await getJSON("/v1/runs");
     const now = Date.now() / 1000;
     const ids = new Set(list.runs.map((r) => r.id));

@@ -2,7 +2,7 @@
 
 The admin pastes the token into /docs: a script from a CDN would run with it. The scripts and
 style sheet are the npm releases swagger-ui-dist 5.35.0 and redoc 2.5.4 (their licences beside
-them in `privrl/server/apidocs/`), served from this server, and the pages carry a
+them in `server/apidocs/`), served from this server, and the pages carry a
 Content-Security-Policy that allows no other origin.
 """
 

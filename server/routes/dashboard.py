@@ -1,6 +1,6 @@
 """The dashboard: one static page at `/` whose script reads the public API only.
 
-The page, its script and its style sheet are files of the package (`privrl/server/dashboard/`),
+The page, its script and its style sheet are files of the package (`server/dashboard/`),
 served with a Content-Security-Policy that allows nothing but this server: no CDN, no inline
 script, no other origin. The script polls the public read-only routes (runs, ledger, billboard,
 regret in a public named world, metrics); a visitor sees nothing those routes do not show.

@@ -10,11 +10,10 @@ from . import (  # noqa: F401  (importing a module registers its algorithms)
     policy_eval,  # dp-lsw, dp-lsl
     ucbvi,  # dp-ucbvi
 )
-from .base import PRIVACY_MODES, Algorithm, Family, Learner, NoKnobs, PolicyMessage
+from .base import Algorithm, Family, Learner, NoKnobs, PolicyMessage
 from .registry import bind, check, effective, get, load_plugins, names, register
 
 __all__ = [
-    "PRIVACY_MODES",
     "Algorithm",
     "Family",
     "Learner",

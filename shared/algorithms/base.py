@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .. import trust
 from ..privacy.calibration import Family, calibrate
-from ..privacy.privatizers import make_privatizer
 from ..privacy.schedules import parse_schedule
 from ..stats import Stats
 from ..wire import error_text
@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from ..config import RunConfig
     from ..privacy.calibration import Calibration
     from ..privacy.privatizers import Privatizer
+    from ..trust.base import TrustBoundary
 
-PRIVACY_MODES = ("none", "jdp", "ldp")
 # What users are sent: "actions" (R, H, S) int is always there; an algorithm may add float
 # arrays (declared by `Algorithm.message_arrays`), e.g. value tables users compute features from.
 PolicyMessage = dict[str, np.ndarray]
@@ -95,10 +95,6 @@ class Algorithm(ABC):
 
     name: ClassVar[str]
     summary: ClassVar[str] = ""
-    privacy_modes: ClassVar[tuple[str, ...]] = PRIVACY_MODES
-    # Why a privacy mode is not supported, said in the refusal (e.g. LSVI-UCB's LDP: the trusted
-    # server must keep raw history).
-    unsupported_reasons: ClassVar[Mapping[str, str]] = {}
     knobs_model: ClassVar[type[BaseModel]] = NoKnobs
     presets: ClassVar[Mapping[str, BaseModel]] = {"faithful": NoKnobs(), "practical": NoKnobs()}
     default_world: ClassVar[str] = "riverswim"
@@ -106,6 +102,9 @@ class Algorithm(ABC):
     # Under integer noise, users report Bernoulli(r) rewards instead of r (unbiased), so that
     # families that sum rewards stay integers (`privrl.privacy.grid.bernoulli_rewards`).
     integer_rewards: ClassVar[bool] = False
+    # What a user reports to a curator that sees raw data (`privrl.reports.KINDS`); a trust
+    # boundary may turn it into another kind (`TrustBoundary.report_kind`).
+    raw_report_kind: ClassVar[str] = "trajectory"
     # The JDP release schedule and counter of the practical preset (the best measured); the
     # faithful preset releases every episode from the binary tree, as the papers do. The counter
     # is (kind, bands); a matrix counter needs Gaussian seeded integer noise, and a run without
@@ -127,7 +126,7 @@ class Algorithm(ABC):
     def preset_schedule(cls, preset: str, privacy: str, episodes: int) -> str:
         """The release schedule `preset` gives a run: the practical one under JDP when it
         releases before episode K (a run that never learns is no preset), else 'every'."""
-        if preset != "practical" or privacy != "jdp":
+        if preset != "practical" or not trust.get(privacy).counters:
             return "every"
         if parse_schedule(cls.practical_schedule).releases(episodes - 1) < 1:
             return "every"
@@ -135,8 +134,9 @@ class Algorithm(ABC):
 
     @classmethod
     def check_schedule(cls, config: RunConfig) -> None:
-        """Refuse a release schedule outside JDP: it shapes JDP's central counters only."""
-        if config.privacy != "jdp" and config.schedule not in (None, "every"):
+        """Refuse a release schedule where the boundary has no central counters: it shapes
+        their releases only."""
+        if not config.boundary.counters and config.schedule not in (None, "every"):
             raise ValueError("a release schedule shapes JDP's central counters: with privacy"
                              f" {config.privacy!r} leave schedule at 'every'")
 
@@ -144,7 +144,7 @@ class Algorithm(ABC):
     def check_counter(cls, config: RunConfig) -> None:
         """Refuse the matrix counter outside JDP: counters release JDP's central sums only, so
         elsewhere it would be a setting that does nothing."""
-        if config.privacy != "jdp" and config.counter == "matrix":
+        if not config.boundary.counters and config.counter == "matrix":
             raise ValueError(config.matrix_refusal())
 
     @classmethod
@@ -172,13 +172,24 @@ class Algorithm(ABC):
         return config.model_copy(update=update) if update else config
 
     @classmethod
+    def refuses(cls, boundary: TrustBoundary) -> str | None:
+        """Why this algorithm cannot run across `boundary` (None: it can), from what the
+        boundary declares, never its name. Default: it runs across every boundary."""
+        return None
+
+    @classmethod
+    def boundaries(cls) -> tuple[str, ...]:
+        """The registered trust boundaries this algorithm runs across."""
+        return tuple(n for n in trust.names() if cls.refuses(trust.get(n)) is None)
+
+    @classmethod
     def check_mode(cls, privacy: str) -> None:
-        """Refuse a privacy mode this algorithm does not support, saying which it does."""
-        if privacy not in cls.privacy_modes:
-            why = cls.unsupported_reasons.get(privacy)
+        """Refuse a trust boundary this algorithm does not support, saying which it does."""
+        why = cls.refuses(trust.get(privacy))
+        if why is not None:
             raise ValueError(
                 f"algorithm {cls.name!r} does not support privacy={privacy!r}; it supports"
-                f" {', '.join(cls.privacy_modes)}" + (f" ({why})" if why else "")
+                f" {', '.join(cls.boundaries())} ({why})"
             )
 
     @classmethod
@@ -251,9 +262,9 @@ class Algorithm(ABC):
 
     def privatizer(self, calibration: Calibration, seeds: list[int], max_items: int
                    ) -> Privatizer:
-        """The server-side privacy layer of a run. Default: the generic one of the privacy
-        mode (exact sums, tree counters, or the LDP aggregator) over `families()`."""
-        return make_privatizer(calibration, seeds, max_items)
+        """The server-side privacy layer of a run. Default: its trust boundary's (exact sums,
+        central counters, or the aggregator of noisy reports) over `families()`."""
+        return calibration.boundary.privatizer(calibration, seeds, max_items)
 
     def message_arrays(self) -> dict[str, tuple[int, ...]]:
         """The arrays the policy message carries besides "actions", with their shapes for one
@@ -261,9 +272,9 @@ class Algorithm(ABC):
         return {}
 
     def report_kind(self, privacy: str) -> str:
-        """The report kind users send (`privrl.reports.KINDS`): locally randomized arrays in
-        LDP, else raw trajectories for the trusted curator."""
-        return "noisy" if privacy == "ldp" else "trajectory"
+        """The report kind users send (`privrl.reports.KINDS`) across boundary `privacy`: the
+        boundary's, from this algorithm's `raw_report_kind`."""
+        return trust.get(privacy).report_kind(self.raw_report_kind)
 
     def postprocess(self, release: Stats) -> Stats:
         """Statistics derived from the release for free (post-processing); default: none."""

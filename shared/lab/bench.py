@@ -111,9 +111,9 @@ def noise_draws(config: RunConfig) -> tuple[str, int, bool, int]:
     if cal.mechanism is None:
         return config.mechanism, 0, False, 1
     entries = sum(int(np.prod(f.shape)) for f in cal.families)
-    jdp = cal.mode == "jdp"
-    nodes = 2 if jdp and cal.smooth else 1
-    return cal.mechanism_name, entries * nodes, cal.integer, nodes_per_draw(0) if jdp else 1
+    central = cal.boundary.counters  # noise drawn per counter node, not per report
+    nodes = 2 if central and cal.smooth else 1
+    return cal.mechanism_name, entries * nodes, cal.integer, nodes_per_draw(0) if central else 1
 
 
 def time_noise(kind: str, draws: int, integer: bool, episodes: int, per_call: int = 1) -> float:

@@ -116,8 +116,8 @@ def label(config: RunConfig) -> str:
     """A short human label: 'jdp eps=1 gaussian'."""
     pooled = " pooled" if (config.knobs or {}).get("pooled") else ""
     pooled += " (faithful)" if config.preset == "faithful" else ""
-    if config.privacy == "none":
-        return f"non-private{pooled}"
+    if not config.boundary.private:
+        return f"{config.boundary.label}{pooled}"
     return f"{config.privacy} eps={config.epsilon:g} {config.mechanism}{pooled}"
 
 

@@ -12,20 +12,21 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+from privrl import trust
 
-# One colour per privacy mode in every figure (the dashboard's script mirrors this palette):
-# green non-private, blue JDP, red LDP. Curves of one mode differ by line style and marker, so
-# curves that lie on top of each other (two learners that both fail, a learner at the random
-# policy's level) stay visible.
-PRIVACY_COLORS = {"none": "#2ca02c", "jdp": "#1f77b4", "ldp": "#d62728"}
-PRIVACY_NAMES = {"none": "non-private", "jdp": "JDP", "ldp": "LDP"}
+# One colour per trust boundary in every figure, its own (`privrl.trust`; the dashboard reads the
+# same from GET /v1/trust): green non-private, blue JDP, red LDP. Curves of one boundary differ by
+# line style and marker, so curves that lie on top of each other (two learners that both fail, a
+# learner at the random policy's level) stay visible.
+PRIVACY_COLORS = {name: trust.get(name).colour for name in trust.names()}
+PRIVACY_NAMES = {name: trust.get(name).label for name in trust.names()}
 LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1)), (0, (3, 1, 1, 1, 1, 1)))
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
 def privacy_color(privacy: str) -> str:
-    """The colour of a privacy mode ('none', 'jdp' or 'ldp') in every figure."""
-    return PRIVACY_COLORS[privacy]
+    """The colour of a trust boundary (`RunConfig.privacy`) in every figure."""
+    return trust.get(privacy).colour
 
 
 def line_style(i: int, episodes: int, privacy: str) -> dict[str, Any]:
@@ -58,7 +59,7 @@ def legend_label(res: dict[str, Any]) -> str:
     cfg, led = res.get("config", {}), res.get("ledger") or {}
     head = setting(res)
     text = f"{head}: {res['label']}" if head else res["label"]
-    if cfg.get("privacy", "none") == "none" or "epsilon" not in led:
+    if not trust.get(cfg.get("privacy", "none")).private or "epsilon" not in led:
         return text
     eps = led["epsilon"]
     eps_txt = eps if isinstance(eps, str) else f"{eps:.3g}"
@@ -194,13 +195,14 @@ def frontier_figure(results: list[dict[str, Any]]) -> Figure:
         head = setting(res)
         random_levels[head] = reg["random_policy_per_episode"]
         where = f"{head}: " if head else ""
-        if cfg["privacy"] == "none":
-            ax.axhline(reg["tail_per_episode_mean"], color=privacy_color("none"), ls="--",
-                       label=f"{where}non-private")
+        boundary = trust.get(cfg["privacy"])
+        if not boundary.private:  # one level: its regret spends nothing
+            ax.axhline(reg["tail_per_episode_mean"], color=boundary.colour, ls="--",
+                       label=f"{where}{boundary.label}")
             continue
         pooled_h = cfg.get("pooled") or (cfg.get("knobs") or {}).get("pooled")
         pooled = ", pooled over h" if pooled_h else ""
-        key = f"{where}{PRIVACY_NAMES[cfg['privacy']]} ({cfg['mechanism']}{pooled})"
+        key = f"{where}{trust.get(cfg['privacy']).label} ({cfg['mechanism']}{pooled})"
         eps = float(cfg["epsilon"])
         if not np.isfinite(eps):  # no privacy: the non-private line stands for it
             continue

@@ -42,6 +42,7 @@ from privrl.privacy.noise import noise_backend
 from privrl.privacy.psd import SymmetricNoise
 from privrl.privacy.schedules import EveryEpisode, Schedule, parse_schedule
 from privrl.privacy.tree import NoiseSampler, tree_levels
+from privrl.trust.base import TrustBoundary
 
 Mechanism = Laplace | Gaussian
 # Probability that the server refuses one honest local report (its noise lands beyond the
@@ -109,13 +110,18 @@ class FamilyCalibration(Family):
 class Calibration:
     """Everything privacy-related about a run that is fixed (and public) before it starts."""
 
-    mode: str
+    boundary: TrustBoundary  # the run's trust boundary (`privrl.trust`)
     mechanism: Mechanism | None
     families: tuple[FamilyCalibration, ...]
     levels: int  # tree levels L of the counter's T items (JDP); 1 otherwise
     smooth: bool = False  # JDP trees with the variance-reducing upward pass
     plan: CounterPlan | None = None  # JDP: the counter every family is released through
     schedule: Schedule = EveryEpisode()  # JDP: after which episodes the counters release
+
+    @property
+    def mode(self) -> str:
+        """The boundary's name (what `RunConfig.privacy` says)."""
+        return self.boundary.name
 
     @functools.cached_property
     def integer(self) -> bool:
@@ -199,23 +205,14 @@ class Calibration:
         return "pure" if self.mechanism is None else self.mechanism.kind
 
     def counter_items(self, episodes: int) -> int:
-        """How many items the counters hold once `episodes` episodes were reported: the releases
-        of the schedule so far (JDP), else one report per episode."""
-        if self.mode != "jdp" or episodes <= 0:
-            return max(int(episodes), 0)
-        return self.schedule.releases(episodes)
+        """How many items the release sums once `episodes` episodes were reported (the
+        boundary's: the schedule's releases through central counters, else one per report)."""
+        return self.boundary.counter_items(self, episodes)
 
     def _unit_std(self, family: str | None) -> float:
         """Std of one noise draw of the reference mechanism or of `family`, natural units."""
         assert self.mechanism is not None
         return self.mechanism.std() if family is None else self.mechanism_of(family).std()
-
-    def _variance_factor(self, items: int) -> float:
-        """Release variance after `items` counter items, in units of one draw's variance."""
-        if self.mode != "jdp":
-            return float(items)
-        plan = self.plan or CounterPlan("smoothed" if self.smooth else "tree", max(items, 1))
-        return plan.release_variance(items)
 
     def release_std(self, episodes: int, family: str | None = None) -> float:
         """Std of one billboard entry's error once `episodes` episodes were reported
@@ -225,7 +222,7 @@ class Calibration:
         items = self.counter_items(episodes)
         if self.mechanism is None or items == 0:
             return 0.0
-        return self._unit_std(family) * math.sqrt(self._variance_factor(items))
+        return self._unit_std(family) * math.sqrt(self.boundary.variance_factor(self, items))
 
     def release_std_bound(self, episodes: int, family: str | None = None) -> float:
         """max over e <= episodes of `release_std(e)`: a non-decreasing, data-independent bound
@@ -234,10 +231,7 @@ class Calibration:
         items = self.counter_items(episodes)
         if self.mechanism is None or items == 0:
             return 0.0
-        if self.mode != "jdp":
-            return self._unit_std(family) * math.sqrt(items)
-        plan = self.plan or CounterPlan("smoothed" if self.smooth else "tree", items)
-        return self._unit_std(family) * math.sqrt(plan.max_release_factor(items))
+        return self._unit_std(family) * math.sqrt(self.boundary.max_variance_factor(self, items))
 
     def report_entries(self) -> int:
         """Numbers in one local report (every entry of every released family)."""
@@ -246,22 +240,10 @@ class Calibration:
     def acceptance_margin(
         self, false_refusal: float = FALSE_REFUSAL, family: str | None = None
     ) -> float:
-        """How far outside its clean range [clean_min, clean_max] a local report's entry may lie
-        (of the reference mechanism, or of `family`'s).
-
-        The mechanism's tail at `false_refusal / entries` per entry: an honest report (clean
-        values plus this calibration's noise) has any entry beyond it with probability at most
-        `false_refusal` (union bound over the report's entries).
-        """
-        if self.mechanism is None or self.mode != "ldp":
-            return 0.0
-        mech = self.mechanism if family is None else self.mechanism_of(family)
-        if not self.integer:
-            return mech.max_abs_bound(self.report_entries(), false_refusal)
-        # a discrete Laplace tail is at most twice the continuous one; rounding moves a clean
-        # value by less than one grid step
-        step = 1.0 if family is None else self.family(family).grid
-        return mech.max_abs_bound(2 * self.report_entries(), false_refusal) + step
+        """How far outside its clean range [clean_min, clean_max] a report's entry may lie (of
+        the reference mechanism, or of `family`'s): the boundary's (noisy reports: the
+        mechanism's tail at `false_refusal` over the report's entries; raw reports: 0)."""
+        return self.boundary.acceptance_margin(self, false_refusal, family)
 
 
 def calibrate(config: RunConfig, families: Sequence[Family]) -> Calibration:
@@ -271,16 +253,17 @@ def calibrate(config: RunConfig, families: Sequence[Family]) -> Calibration:
     (a family with a smaller one spends less, and the ledger records what it actually spends).
     """
     families = tuple(families)
-    if (config.privacy != "none" and not math.isinf(config.epsilon)
+    boundary = config.boundary
+    if (boundary.private and not math.isinf(config.epsilon)
             and noise_backend(config.noise).integer):
         families = tuple(_with_rounding_slack(f, config.mechanism) for f in families)
     plan, schedule = counter_plan(config)
     levels = tree_levels(plan.releases) if plan is not None else 1
     weight = encoder_weight(plan)
     smooth = plan is not None and plan.kind == "smoothed"
-    if config.privacy == "none" or not families:
+    if not boundary.private or not families:
         return Calibration(
-            config.privacy, None, tuple(_calibrated(f, 0.0, 0.0) for f in families), levels,
+            boundary, None, tuple(_calibrated(f, 0.0, 0.0) for f in families), levels,
             smooth, plan, schedule,
         )
     eps, backend = config.epsilon, noise_backend(config.noise)
@@ -305,15 +288,16 @@ def calibrate(config: RunConfig, families: Sequence[Family]) -> Calibration:
         costs = [mech.rho(f.l2) for f in families]
     scale = mech.sigma if isinstance(mech, Gaussian) else mech.scale
     fams = tuple(_calibrated(f, c, scale) for f, c in zip(families, costs, strict=True))
-    return Calibration(config.privacy, mech, fams, levels, smooth, plan, schedule)
+    return Calibration(boundary, mech, fams, levels, smooth, plan, schedule)
 
 
 def counter_plan(config: RunConfig) -> tuple[CounterPlan | None, Schedule]:
-    """The JDP counter plan of `config` (its counter over the schedule's releases in K
-    episodes; None outside JDP) and its release schedule. A configuration no algorithm has
-    bound (schedule None: the preset's) releases every episode; its counter must be given."""
+    """The central counter plan of `config` (its counter over the schedule's releases in K
+    episodes; None unless its boundary releases through counters) and its release schedule. A
+    configuration no algorithm has bound (schedule None: the preset's) releases every episode;
+    its counter must be given."""
     schedule = parse_schedule(config.schedule or "every")
-    if config.privacy != "jdp":
+    if not config.boundary.counters:
         return None, schedule
     if config.counter is None:
         raise ValueError("the counter is the preset's until an algorithm binds the"
@@ -349,7 +333,7 @@ def sensitivity_split(l2: Sequence[float], levels: float, rho: float) -> list[fl
 def split_scales(config: RunConfig, l2: Sequence[float]) -> list[float] | None:
     """The per-family Gaussian scales `sensitivity_split` gives for `config`'s whole budget (tree
     levels in JDP, one report in LDP), or None when the run adds no Gaussian noise."""
-    if (config.privacy == "none" or config.mechanism != "gaussian"
+    if (not config.boundary.private or config.mechanism != "gaussian"
             or math.isinf(config.epsilon)):
         return None
     levels = encoder_weight(counter_plan(config)[0])
@@ -373,7 +357,7 @@ def _fixed_scales(
         mech = _with_scale(ref, scale)
         costs.append(mech.rho(f.l2) if isinstance(mech, Gaussian) else mech.epsilon(f.l1))
     fams = tuple(_calibrated(f, c, s) for f, c, s in zip(families, costs, scales, strict=True))
-    return Calibration(config.privacy, ref, fams, levels, smooth, plan, schedule)
+    return Calibration(config.boundary, ref, fams, levels, smooth, plan, schedule)
 
 
 def _with_scale(mech: Mechanism, scale: float) -> Mechanism:

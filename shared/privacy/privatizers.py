@@ -389,15 +389,6 @@ class Privatizer(Protocol):
     def end_replay(self) -> None: ...
 
 
-def make_privatizer(calibration: Calibration, seeds: Sequence[int], max_items: int) -> Privatizer:
-    """The privatizer of a run's privacy mode (a JDP run with nothing to release needs no tree)."""
-    if calibration.mode == "jdp" and calibration.mechanism is not None:
-        return Central(calibration, seeds, max_items)
-    if calibration.mode == "ldp":
-        return Aggregator(calibration, len(seeds))
-    return Identity(calibration, len(seeds))
-
-
 def randomize_locally(
     stats: Stats, calibration: Calibration, rngs: Sequence[np.random.Generator],
     rounding: Sequence[np.random.Generator] | None = None,

@@ -78,7 +78,7 @@ def cases(episodes: int, epsilons: tuple[float, ...] = EPSILONS,
         plugin = registry.get(algo)
         world = WorldSpec(plugin.default_world, None, {})
         mdp = world.build()
-        for privacy in [p for p in plugin.privacy_modes if p != "none"]:
+        for privacy in [p for p in plugin.boundaries() if p != "none"]:
             for mech, preset in ((m, p) for m in MECHANISMS for p in plugin.presets):
                 seen: set[str] = set()
                 releases = CONTINUAL if privacy == "jdp" else CONTINUAL[:1]

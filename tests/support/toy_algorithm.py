@@ -11,6 +11,7 @@ from privrl.algorithms import Algorithm, Family, Learner, PolicyMessage, registe
 from privrl.privacy.calibration import Calibration
 from privrl.seeding import generator
 from privrl.stats import Stats
+from privrl.trust.base import TrustBoundary
 from privrl.worlds.rollout import Trajectories
 
 
@@ -34,7 +35,10 @@ class ToyRandom(Algorithm):
 
     name = "toy-random"
     summary = "uniformly random policy, no statistics (a test plug-in)"
-    privacy_modes = ("none", "jdp")
+
+    @classmethod
+    def refuses(cls, boundary: TrustBoundary) -> str | None:
+        return "a test plug-in of raw reports" if boundary.local_noise else None
 
     def families(self) -> tuple[Family, ...]:
         return ()

@@ -37,9 +37,11 @@ from .privatizer import TrustedLSVI
 if TYPE_CHECKING:
     from ...config import RunConfig
     from ...privacy.calibration import Calibration
+    from ...trust.base import TrustBoundary
 
 RAW_HISTORY = ("raw history required: LSVI re-evaluates every stored next state with each new"
-               " value function, so only a trusted server (JDP) can keep the transitions;"
+               " value function, so only a server trusted with raw reports can keep the"
+               " transitions;"
                " Luyo et al. 2021, Remark 5")
 
 
@@ -118,11 +120,14 @@ class LSVILearner(Learner):
 class LSVIAlgorithm(Algorithm):
     """Private LSVI-UCB over a finite linear MDP (none or JDP; LDP is refused, raw history)."""
 
-    privacy_modes = ("none", "jdp")
-    unsupported_reasons = {"ldp": RAW_HISTORY}
     default_world = "lin-cube"
     default_mechanism = "gaussian"
     practical_counter = ("matrix", 256)  # tuning seeds (docs/results/frontier.md)
+
+    @classmethod
+    def refuses(cls, boundary: TrustBoundary) -> str | None:
+        """A boundary whose users noise their reports: the server could not keep raw history."""
+        return RAW_HISTORY if boundary.local_noise else None
 
     # set by subclasses in __init__ (public, data-independent)
     beta: float
@@ -139,23 +144,24 @@ class LSVIAlgorithm(Algorithm):
         super().__init__(config)
         self.model = run_model(config, self.name)
         self.step = step_sensitivity(self.model.features)  # public features only
-        if config.privacy == "jdp" and config.mechanism != "gaussian":
+        if config.boundary.private and config.mechanism != "gaussian":
             raise ValueError(f"{self.name} releases through Gaussian mechanisms: use"
                              " --mechanism gaussian with 0 < delta < 1")
-        if config.privacy == "jdp" and config.noise == "opendp":
+        if config.boundary.private and config.noise == "opendp":
             raise ValueError(f"{self.name} draws its noise from the run's seeded generators"
                              " only (noise='numpy' or 'float'): its store replays, never"
                              " journals")
 
     @property
     def private(self) -> bool:
-        """Whether noise is drawn (JDP with a finite epsilon)."""
-        return self.config.privacy == "jdp" and not math.isinf(self.config.epsilon)
+        """Whether noise is drawn (a private boundary, which for LSVI is a curator that sees raw
+        reports: `refuses`, with a finite epsilon)."""
+        return self.config.boundary.private and not math.isinf(self.config.epsilon)
 
     def families(self) -> tuple[Family, ...]:
         """The Gram matrices (symmetric, per tree node) and the targets (per release round)."""
         horizon, d = self.config.horizon, self.model.d
-        jdp = self.config.privacy == "jdp"
+        jdp = self.config.boundary.private
         return (
             Family("gram", (horizon, d, d), l1=horizon * (d + 1.0),
                    l2=math.sqrt(gram_sensitivity2(horizon, self.step)), clean_max=1.0,

@@ -196,7 +196,6 @@ class LinOptLearner(Learner):
 class LinOptAlgorithm(Algorithm):
     """Private LinOpt (VI or PO) as a privrl plug-in (none, JDP; LDP as an extension)."""
 
-    privacy_modes = ("none", "jdp", "ldp")
     knobs_model = LinOptKnobs
     presets = PRESETS
     default_world = "zhou-mix"

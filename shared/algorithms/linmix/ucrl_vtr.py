@@ -212,7 +212,6 @@ class UCRLVTRAlgorithm(Algorithm):
     name = "ucrl-vtr"
     summary = ("linear-mixture UCRL-VTR (Luyo et al. Alg. 1): private Gram/target sums, "
                "value-targeted ridge regression, optimistic value iteration")
-    privacy_modes = ("none", "jdp", "ldp")
     knobs_model = UCRLVTRKnobs
     presets = PRESETS
     default_world = "lm-hard"

@@ -62,11 +62,11 @@ class FixedPolicy(Learner):
 class PolicyEvaluation(Algorithm):
     """What DP-LSW and DP-LSL share: features, clipping, the round, the release, LDP."""
 
-    privacy_modes = ("none", "jdp", "ldp")
     knobs_model = PolicyEvalKnobs
     presets = PRESETS
     default_world = "chain"
     default_mechanism = "gaussian"  # the smoothed-sensitivity release is Gaussian only
+    raw_report_kind = "returns"  # first-visit returns, for a curator that sees raw data
     estimator_label: ClassVar[str] = ""
 
     def __init__(self, config: RunConfig) -> None:
@@ -84,7 +84,7 @@ class PolicyEvaluation(Algorithm):
         self.ceiling = knobs.r_max / (1.0 - knobs.gamma)
         self.m = config.episodes
         self._build(weights)
-        if config.privacy == "jdp":
+        if config.boundary.private and not config.boundary.local_noise:  # a central release
             if config.mechanism != "gaussian" and not math.isinf(config.epsilon):
                 raise ValueError(
                     f"{self.name}'s central release is a Gaussian with a data-dependent scale"
@@ -126,7 +126,7 @@ class PolicyEvaluation(Algorithm):
         """LDP: visit indicators and returns / F_max, both in [0, 1]^N; a replaced user changes
         each in up to N entries by up to 1 (l1 = N, l2 = sqrt(N); together sqrt(2N)).
         Otherwise none: the release is this plug-in's own (`privatizer`)."""
-        if self.config.privacy != "ldp":
+        if not self.config.boundary.local_noise:
             return ()
         n = self.config.n_states
         return (Family("visits", (n,), float(n), math.sqrt(n)),
@@ -152,17 +152,13 @@ class PolicyEvaluation(Algorithm):
             )
         clipped = np.clip(returns, 0.0, self.f_max)
         visits = trajectories.visited.astype(np.float64)
-        if self.config.privacy == "ldp":
+        if self.config.boundary.local_noise:
             return {"visits": visits, "returns": clipped / self.f_max}
         return {"visits": visits, "returns": clipped}
 
     def learner(self, calibration: Calibration, seeds: list[int]) -> Learner:
         """The fixed policy (this workload evaluates, it does not learn)."""
         return FixedPolicy(self.config, len(seeds))
-
-    def report_kind(self, privacy: str) -> str:
-        """First-visit returns for the trusted curator; noisy arrays in LDP."""
-        return "noisy" if privacy == "ldp" else "returns"
 
     def play(self, world: Any, message: PolicyMessage, rngs: list[np.random.Generator]
              ) -> Played:
@@ -181,9 +177,9 @@ class PolicyEvaluation(Algorithm):
     def privatizer(self, calibration: Calibration, seeds: list[int], max_items: int
                    ) -> Privatizer:
         """LDP: the generic aggregator. Otherwise the trusted one-shot release of theta."""
-        if self.config.privacy == "ldp":
+        if self.config.boundary.local_noise:
             return super().privatizer(calibration, seeds, max_items)
-        private = self.config.privacy == "jdp"
+        private = self.config.boundary.private  # not local: a curator's central release
         return TrustedRelease(
             seeds, max_items, self.config.n_states, self.f_max, self.estimate,
             self.noise_scale if private else None, self.charge_release,
@@ -209,7 +205,7 @@ class PolicyEvaluation(Algorithm):
 
     def postprocess(self, release: Stats) -> Stats:
         """V_hat = Phi theta_hat; in LDP also theta from the noisy sums (post-processing)."""
-        if self.config.privacy == "ldp" and "visits" in release:
+        if self.config.boundary.local_noise and "visits" in release:
             theta = self.ldp_estimate(release["visits"], release["returns"] * self.f_max)
             release = {**release, FAMILY: theta}
         if FAMILY in release:

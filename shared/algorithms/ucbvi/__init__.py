@@ -45,7 +45,7 @@ def union_radius(calibration: Calibration, algorithm: DPUCBVIAlgorithm) -> float
     if plan is not None and plan.kind == "matrix":  # one Gaussian of the largest release std
         worst = Gaussian(calibration.release_std_bound(cfg.episodes), mech.backend)
         return 4.0 * worst.tail_bound(1, cfg.beta / (3.0 * counters))
-    m = calibration.levels if calibration.mode == "jdp" else cfg.episodes
+    m = calibration.levels if calibration.boundary.counters else cfg.episodes
     return 4.0 * mech.tail_bound(m, cfg.beta / (3.0 * counters))
 
 
@@ -112,7 +112,6 @@ class DPUCBVIAlgorithm(Algorithm):
 
     name = "dp-ucbvi"
     summary = "tabular DP-UCBVI (Qiao & Wang): private counts, optimistic value iteration"
-    privacy_modes = ("none", "jdp", "ldp")
     knobs_model = UCBVIKnobs
     presets = PRESETS
     default_world = "riverswim"

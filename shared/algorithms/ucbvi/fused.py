@@ -126,7 +126,7 @@ class FusedEpisodes:
         draws them for an in-process user."""
         run, cal = self.run, self.run.calibration
         n_rep, width = len(run.seeds), self.width
-        ldp = cal.mode == "ldp" and cal.mechanism is not None
+        ldp = cal.boundary.local_noise and cal.mechanism is not None
         uniforms = np.empty((n_rep, b, width))
         noise = {name: np.zeros((b if ldp and name in cal.released else 0, n_rep, *shape))
                  for name, shape in self.shapes.items()}

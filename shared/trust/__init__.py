@@ -1,0 +1,69 @@
+"""Trust boundaries, registered by name as algorithms are (docs/explanation/trust.md).
+
+A boundary says who must be trusted with what, and owns every part of a run that depends on it:
+its name, label and colour; the users' side (nothing, or local noise); the report kind it turns
+an algorithm's raw report into; the server's privatizer (exact sums, central counters, or the
+aggregator of noisy reports); how a release's noise variance grows with the items it sums, which
+learners read; how far an accepted noisy entry may lie outside its clean range; and its cohort
+(1 user: no exchange between users). Nothing else branches on a boundary's name.
+
+Built in: `none` (non-private), `jdp` (`privrl.trust.central`: a trusted server noises what it
+publishes) and `ldp` (`privrl.trust.local`: users noise their reports). Others come from the
+entry-point group `privrl.trust` (a name -> a `TrustBoundary` instance), loaded on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+
+from privrl.trust.base import TrustBoundary
+
+__all__ = ["BUILTIN", "TrustBoundary", "get", "names", "register"]
+
+# the built-in boundaries and the modules that define them, imported on first use (they sit
+# above the privacy layer, which reads the registry: a module-level import would be a cycle)
+BUILTIN = {"none": "privrl.trust.none", "jdp": "privrl.trust.central",
+           "ldp": "privrl.trust.local"}
+ENTRY_POINTS = "privrl.trust"
+
+_registry: dict[str, TrustBoundary] = {}
+_loaded = False
+
+
+def register(boundary: TrustBoundary) -> TrustBoundary:
+    """Add `boundary` under its name (a name is registered once)."""
+    old = _registry.get(boundary.name)
+    if old is not None and old is not boundary:
+        raise ValueError(f"a trust boundary named {boundary.name!r} is registered already")
+    _registry[boundary.name] = boundary
+    return boundary
+
+
+def _load() -> None:
+    """Import the built-in boundaries, then the entry points' (once)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in BUILTIN.values():
+        importlib.import_module(module)
+    for point in entry_points(group=ENTRY_POINTS):
+        if point.name not in _registry:
+            register(point.load())
+
+
+def get(name: str) -> TrustBoundary:
+    """The boundary registered as `name`; a ValueError names the known ones."""
+    _load()
+    try:
+        return _registry[name]
+    except KeyError:
+        raise ValueError(f"unknown trust boundary {name!r}: known are"
+                         f" {', '.join(names())}") from None
+
+
+def names() -> tuple[str, ...]:
+    """Every registered boundary's name, the built-ins first."""
+    _load()
+    return tuple(_registry)

@@ -1,0 +1,66 @@
+"""The trust-boundary contract (`privrl.trust`): what a boundary declares and owns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from privrl.privacy.calibration import Calibration
+    from privrl.privacy.privatizers import Privatizer
+    from privrl.stats import Stats
+
+
+class TrustBoundary:
+    """One trust boundary. Subclasses set the class attributes and override what differs."""
+
+    name: ClassVar[str]  # what `RunConfig.privacy` says, on the wire and in the CLI
+    label: ClassVar[str]  # in tables and legends, e.g. "JDP"
+    colour: ClassVar[str]  # in every figure and the dashboard
+    summary: ClassVar[str]  # who is trusted with what, in a few words (CLI help)
+    private: ClassVar[bool] = True  # whether it releases noise and spends a budget
+    counters: ClassVar[bool] = False  # releases through the run's central counter and schedule
+    local_noise: ClassVar[bool] = False  # users noise their statistics before they leave
+    cohort_size: ClassVar[int] = 1  # users whose reports are exchanged together (1: none)
+
+    def __repr__(self) -> str:
+        return f"<trust boundary {self.name!r}>"
+
+    def report_kind(self, raw_kind: str) -> str:
+        """The report kind users send, given the algorithm's raw kind (its trajectory or
+        returns, for a curator that sees raw data): raw by default."""
+        return raw_kind
+
+    def randomize(self, stats: Stats, calibration: Calibration,
+                  noise: Sequence[np.random.Generator],
+                  rounding: Sequence[np.random.Generator]) -> Stats | None:
+        """The users' side: what user r sends of its clean `stats` row r, randomized from its
+        own `noise[r]` (grid rounding from `rounding[r]`); None: it sends its raw report."""
+        return None
+
+    def privatizer(self, calibration: Calibration, seeds: Sequence[int],
+                   max_items: int) -> Privatizer:
+        """The server's side: what turns accepted reports into the public release."""
+        raise NotImplementedError
+
+    def counter_items(self, calibration: Calibration, episodes: int) -> int:
+        """How many items the release sums once `episodes` episodes were reported: one per
+        report by default."""
+        return max(int(episodes), 0)
+
+    def variance_factor(self, calibration: Calibration, items: int) -> float:
+        """A release's noise variance after `items` items, in units of one draw's variance:
+        a sum of as many independent draws by default."""
+        return float(items)
+
+    def max_variance_factor(self, calibration: Calibration, items: int) -> float:
+        """max over i <= items of `variance_factor(i)` (a data-independent bound)."""
+        return float(items)
+
+    def acceptance_margin(self, calibration: Calibration, false_refusal: float,
+                          family: str | None) -> float:
+        """How far outside its clean range an accepted entry of a report may lie: 0 for raw
+        reports (they are checked exactly)."""
+        return 0.0
