@@ -174,8 +174,9 @@ def test_run_in_process_refuses_an_overspending_preset() -> None:
 
 # the (algorithm, mode) pairs some preset or knob choice of which overspends at some epsilon of
 # the sweep (K = 10,000); every other pair never does
-OVERSPENDING = {("ucrl-vtr", "ldp"), ("linopt-vi", "jdp"), ("linopt-vi", "ldp"),
-                ("linopt-po", "jdp"), ("linopt-po", "ldp"), ("lsvi-ucb-switching", "jdp")}
+OVERSPENDING = {("ucrl-vtr", "ldp"), ("ucrl-vtr-plus", "ldp"), ("linopt-vi", "jdp"),
+                ("linopt-vi", "ldp"), ("linopt-po", "jdp"), ("linopt-po", "ldp"),
+                ("lsvi-ucb-switching", "jdp")}
 
 
 def _check_plans(outcomes: list[Outcome]) -> None:
@@ -196,7 +197,7 @@ QUIET = pytest.mark.filterwarnings("ignore:eps = .* > 5:UserWarning")
 # seconds to tens of seconds of plan accounting each: long tests, in the slow tier; the others
 # keep a cheap representative of the sweep in the fast tier
 COSTLY_SWEEPS = {"dp-ucbvi", "linopt-po", "linopt-vi", "lsvi-ucb-batched", "lsvi-ucb-switching",
-                 "ucrl-vtr"}
+                 "ucrl-vtr", "ucrl-vtr-plus"}
 
 
 @QUIET

@@ -30,7 +30,7 @@ from privrl.worlds.values import optimal_return, uniform_random_return
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from results_table import save_table  # noqa: E402
 
-WORLDS = {"ucrl-vtr": ("lm-hard", {"seed": 1}),
+WORLDS = {"ucrl-vtr": ("lm-hard", {"seed": 1}), "ucrl-vtr-plus": ("lm-hard", {"seed": 1}),
           "linopt-vi": ("zhou-mix", {"seed": 1, "feature_seed": 1}),
           "linopt-po": ("zhou-mix", {"seed": 1, "feature_seed": 1})}
 CASES = ("ucrl-vtr:jdp", "ucrl-vtr:ldp", "linopt-vi:jdp", "linopt-po:jdp")

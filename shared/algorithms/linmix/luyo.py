@@ -39,19 +39,21 @@ def hoeffding_term(horizon: int, episodes: int, d: int, p: float) -> float:
 
 
 def paper_sigma(mode: str, horizon: int, episodes: int, eps: float, delta: float,
-                sensitivity: float | None = None) -> float:
-    """sigma_B of Cor. 5 (JDP: the tree's node noise) or Cor. 6 (LDP: each user's noise).
+                sensitivity: float | None = None, streams: int = 2) -> float:
+    """sigma_B of Cor. 5 (JDP: the tree's node noise) or Cor. 6 (LDP: each user's noise), the
+    budget split evenly over `streams` statistics (2 in Alg. 1; 4 in Alg. 3: Cor. 10 / 11's
+    sigma_B,1 and sigma_B,2 at sensitivities 2d and 2H^4).
 
     `sensitivity` defaults to the paper's 2 H^2 (||X|| <= H)."""
     sens = 2.0 * horizon**2 if sensitivity is None else sensitivity
     if mode == "none":
         return 0.0
     if mode == "jdp":
-        e1, d1 = adv(eps / 2.0, delta / 2.0, horizon)
+        e1, d1 = adv(eps / streams, delta / streams, horizon)
         e0, d0 = adv(e1, d1, tree_depth(episodes))
         return gauss_sigma(sens, e0, d0)
     if mode == "ldp":
-        return gauss_sigma(sens, eps / (2.0 * horizon), delta / (2.0 * horizon))
+        return gauss_sigma(sens, eps / (streams * horizon), delta / (streams * horizon))
     raise ValueError(f"unknown privacy mode {mode!r}")
 
 
@@ -64,9 +66,10 @@ class NoiseBounds:
 
 
 def noise_bounds(std_matrix: float, std_vector: float, d: int, horizon: int, episodes: int,
-                 p: float) -> NoiseBounds:
-    """Ups and C for noise with these per-entry stds, each (k, h) failing w.p. p / (6 K H)."""
-    alpha = p / (6.0 * episodes * horizon)
+                 p: float, split: int = 6) -> NoiseBounds:
+    """Ups and C for noise with these per-entry stds, each (k, h) failing w.p. p / (split K H)
+    (6 in Alg. 1, 24 in Alg. 3)."""
+    alpha = p / (split * episodes * horizon)
     return NoiseBounds(std_matrix * wigner_norm_tail(d, alpha),
                        std_vector * chi_norm_tail(d, alpha))
 
@@ -80,3 +83,17 @@ def beta_thm7(lam: float, ups_low: float, ups_high: float, c: float, c_w: float,
               hoeffding: float) -> float:
     """Thm. 7: ((lambda + Ups_high) C_w + C) / sqrt(lambda + Ups_low) + Hoeffding term."""
     return ((lam + ups_high) * c_w + c) / math.sqrt(lam + ups_low) + hoeffding
+
+
+def bernstein_terms(d: int, horizon: int, episodes: int, k: int, lam: float, p: float
+                    ) -> tuple[float, float, float]:
+    """The concentration terms of Alg. 3's radii (Thm. 9, eq. 5) at episode k: (hat, check,
+    tilde) = (8 sqrt(d l1 l) + 4 sqrt(d) l, 8 d sqrt(l1 l) + 4 sqrt(d) l,
+    8 sqrt(d H^4 l2 l) + 4 H^2 l) with l = ln(24 k^2 H / p), l1 = ln(1 + K / lambda),
+    l2 = ln(1 + K H^4 / (d lambda))."""
+    log = math.log(24.0 * k * k * horizon / p)
+    l1 = math.log1p(episodes / lam)
+    l2 = math.log1p(episodes * horizon**4 / (d * lam))
+    tail = 4.0 * math.sqrt(d) * log
+    return (8.0 * math.sqrt(d * l1 * log) + tail, 8.0 * d * math.sqrt(l1 * log) + tail,
+            8.0 * math.sqrt(d * horizon**4 * l2 * log) + 4.0 * horizon**2 * log)

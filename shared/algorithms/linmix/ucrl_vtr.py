@@ -95,7 +95,13 @@ PRESETS: dict[str, UCRLVTRKnobs] = {
 
 
 class UCRLVTRLearner(Learner):
-    """Optimistic value iteration on the private ridge estimates, every new report."""
+    """Optimistic value iteration on the private ridge estimates, every new report.
+
+    `pair` names the (Gram, target) families it regresses on; `failure_split` is the number of
+    events the failure probability p is split over per (k, h) (6 in Alg. 1, 24 in Alg. 3)."""
+
+    pair: tuple[str, str] = ("gram", "target")
+    failure_split: int = 6
 
     def __init__(self, algorithm: UCRLVTRAlgorithm, calibration: Calibration,
                  seeds: list[int]) -> None:
@@ -120,14 +126,15 @@ class UCRLVTRLearner(Learner):
             return luyo.NoiseBounds(0.0, 0.0)
         if self.knobs.shift == "paper":
             m = luyo.tree_depth(self.episodes) if cal.mode == "jdp" else self.episodes
-            std_m = cal.family("gram").scale * math.sqrt(m)
-            std_v = cal.family("target").scale * math.sqrt(m)
+            std_m = cal.family(self.pair[0]).scale * math.sqrt(m)
+            std_v = cal.family(self.pair[1]).scale * math.sqrt(m)
         else:
-            std_m = cal.release_std_bound(reported, "gram")
-            std_v = cal.release_std_bound(reported, "target")
+            std_m = cal.release_std_bound(reported, self.pair[0])
+            std_v = cal.release_std_bound(reported, self.pair[1])
         if self.knobs.noise_norms == "variance":
             return luyo.NoiseBounds(*variance_norms(std_m, std_v, self.d))
-        return luyo.noise_bounds(std_m, std_v, self.d, self.horizon, self.episodes, cfg.beta)
+        return luyo.noise_bounds(std_m, std_v, self.d, self.horizon, self.episodes, cfg.beta,
+                                 self.failure_split)
 
     def levels(self, reported: int) -> tuple[float, float]:
         """(Ups_low, Ups_high): the noise keeps Lambda~'s eigenvalues within lambda + [low,
@@ -149,15 +156,17 @@ class UCRLVTRLearner(Learner):
             return self.lam
         return self.lam + self.levels(reported)[0]
 
-    def beta(self, reported: int) -> float:
-        """The confidence radius used with release `reported`."""
+    def beta(self, reported: int, concentration: float | None = None) -> float:
+        """The confidence radius used with release `reported`: the noise's term plus the
+        concentration term (default: Thm. 7's Hoeffding term)."""
         at = self.episodes if self.knobs.shift == "paper" else reported
         b, c_w = self.bounds(at), self.model.c_w
+        extra = self.hoeffding if concentration is None else concentration
         if self.knobs.beta_mode == "corollary":
-            beta = luyo.beta_corollary(self.lam, b.ups, c_w, self.hoeffding)
+            beta = luyo.beta_corollary(self.lam, b.ups, c_w, extra)
         else:
             low, high = self.levels(at)
-            beta = luyo.beta_thm7(self.lam, low, high, b.c, c_w, self.hoeffding)
+            beta = luyo.beta_thm7(self.lam, low, high, b.c, c_w, extra)
         return self.knobs.beta_scale * beta
 
     def radius(self, reported: int) -> float:
@@ -167,16 +176,21 @@ class UCRLVTRLearner(Learner):
     def estimates(self, billboard: Stats, reported: int) -> tuple[np.ndarray, np.ndarray]:
         """(w~ (R, H, d), L^{-1} (R, H, d, d)) from the release: shift or projection (an
         eigenvalue floor), Cholesky."""
-        reg = regularize(billboard["gram"], self.lam + self.shift(reported),
+        reg = regularize(billboard[self.pair[0]], self.lam + self.shift(reported),
                          floor=self.floor(reported))
         self.fallbacks += int(reg.floored.sum())
-        return cholesky_solve(reg.matrices, billboard["target"])
+        return cholesky_solve(reg.matrices, billboard[self.pair[1]])
 
     def plan(self, billboard: Stats, reported: int) -> PolicyMessage:
         """Greedy actions (R, H, S) and value tables V~ (R, H+1, S) of every replica."""
         w, inv_chol = self.estimates(billboard, reported)
-        beta, caps = self.beta(reported), self.algorithm.caps
-        model = self.model
+        actions, values = self.optimistic(w, inv_chol, self.beta(reported))
+        return {"actions": actions, "values": values}
+
+    def optimistic(self, w: np.ndarray, inv_chol: np.ndarray, beta: float
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """The optimistic backward pass: greedy actions (R, H, S), values (R, H+1, S)."""
+        caps, model = self.algorithm.caps, self.model
         assert model.rewards is not None
         n_rep, n_s, n_a = w.shape[0], model.S, model.A
         values = np.zeros((n_rep, self.horizon + 1, n_s))
@@ -188,7 +202,7 @@ class UCRLVTRLearner(Learner):
             score = model.rewards[h] + mean + beta * bonus.reshape(n_rep, n_s, n_a)
             actions[:, h] = np.argmax(score, axis=-1)  # ties: the lowest index (erratum 17)
             values[:, h] = np.clip(score.max(axis=-1), 0.0, caps[h])
-        return {"actions": actions, "values": values}
+        return actions, values
 
 
 @register
