@@ -32,7 +32,8 @@ _loaded = False
 
 
 def register(boundary: TrustBoundary) -> TrustBoundary:
-    """Add `boundary` under its name (a name is registered once)."""
+    """Add `boundary` under its name (a name is registered once; the built-ins come first)."""
+    _load()
     old = _registry.get(boundary.name)
     if old is not None and old is not boundary:
         raise ValueError(f"a trust boundary named {boundary.name!r} is registered already")
