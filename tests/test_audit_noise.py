@@ -81,10 +81,10 @@ def feed(run: Run, episodes: int, client_seed: int, scale: float = 1.0) -> list[
 @pytest.mark.parametrize("smooth", [False, True])
 def test_release_coefficients_have_the_declared_variance(smooth: bool) -> None:
     for t in range(1, 70):
-        coeffs = np.asarray(list(release_coefficients(t, "jdp", smooth).values()))
+        coeffs = np.asarray(list(release_coefficients(t, True, smooth).values()))
         assert moments(coeffs, 6.0)[0] == pytest.approx(release_variance(t, smooth))
     # seven new users: E[e^4] = 7 kappa + 3 (7^2 - 7)
-    assert moments(increment_coefficients(3, 10, "ldp", False), 6.0) == (7.0, 7 * 6.0 + 3 * 42)
+    assert moments(increment_coefficients(3, 10, False, False), 6.0) == (7.0, 7 * 6.0 + 3 * 42)
 
 
 @pytest.mark.parametrize("bands", [None, 4])
@@ -123,7 +123,7 @@ def test_matrix_increment_coefficients_are_in_the_calibrations_units() -> None:
     assert cal.plan.kind == "matrix" and cal.integer
     sigma = cal.mechanism.std()
     for t in (1, 5, 40):
-        coeffs = increment_coefficients(0, t, "jdp", cal.smooth, cal.plan)
+        coeffs = increment_coefficients(0, t, True, cal.smooth, cal.plan)
         assert sigma**2 * moments(coeffs, 3.0)[0] == pytest.approx(cal.release_std(t) ** 2)
 
 
@@ -139,7 +139,7 @@ def test_increment_moments_match_the_tree(smooth: bool) -> None:
         releases.append(tree.release()[:, 0].copy())
     for t1, t2 in ((1, 2), (7, 8), (5, 13), (12, 31), (31, 32)):
         e = releases[t2 - 1] - releases[t1 - 1]
-        second, fourth = moments(increment_coefficients(t1, t2, "jdp", smooth), 6.0)
+        second, fourth = moments(increment_coefficients(t1, t2, True, smooth), 6.0)
         assert np.var(e) / 2 == pytest.approx(second, rel=0.08)
         assert np.mean(e**4) / 4 == pytest.approx(fourth, rel=0.3)
 
@@ -170,7 +170,7 @@ def test_false_alarm_rate_is_at_most_alpha() -> None:
     for _ in range(trials):
         t1 = int(rng.integers(1, 40))
         t2 = t1 + int(rng.integers(1, 20))
-        coeffs = increment_coefficients(t1, t2, "jdp", True)
+        coeffs = increment_coefficients(t1, t2, True, True)
         before = [np.zeros(s) for s in shapes]
         after = [rng.integers(0, t2 - t1 + 1, s) + (sigma / np.sqrt(2)) * np.tensordot(
             coeffs, rng.laplace(size=(coeffs.size, *s)), axes=1) for s in shapes]

@@ -50,13 +50,13 @@ def _improved(level: int, index: int, smooth: bool) -> dict[Node, float]:
     return out
 
 
-def release_coefficients(t: int, mode: str, smooth: bool) -> dict[Node, float]:
-    """The noise of the release after t reports as a combination of independent draws.
+def release_coefficients(t: int, central: bool, smooth: bool) -> dict[Node, float]:
+    """The noise of the release after t items as a combination of independent draws.
 
-    JDP: the tree nodes of t's binary representation (improved when smoothed). LDP: the sum of
-    the t users' local noise.
+    Through central tree counters (`TrustBoundary.counters`, JDP): the tree nodes of t's binary
+    representation (improved when smoothed). Otherwise the sum of the t users' local noise.
     """
-    if mode == "ldp":
+    if not central:
         return {(0, k): 1.0 for k in range(1, t + 1)}
     out: dict[Node, float] = {}
     for level in range(levels_released(t)):
@@ -72,21 +72,22 @@ def single_draw(calibration: Calibration, reported: int) -> bool:
     schedule) are one raw node; never the matrix counter, whose releases decode many draws."""
     items = calibration.counter_items(reported)
     plan = calibration.plan
-    if items == 0 or (calibration.mode == "jdp" and plan is not None and plan.kind == "matrix"):
+    central = calibration.boundary.counters
+    if items == 0 or (central and plan is not None and plan.kind == "matrix"):
         return False
-    coeffs = release_coefficients(items, calibration.mode, calibration.smooth)
+    coeffs = release_coefficients(items, central, calibration.smooth)
     return list(coeffs.values()) == [1.0]
 
 
-def increment_coefficients(t1: int, t2: int, mode: str, smooth: bool,
+def increment_coefficients(t1: int, t2: int, central: bool, smooth: bool,
                            plan: CounterPlan | None = None) -> np.ndarray:
     """Coefficients of noise(t2) - noise(t1) over the independent draws involved, in units of
     one draw of the reference mechanism (a JDP matrix counter `plan`: its encoder noise z_s,
     `plan.unit` such units each, through the counter's decoder)."""
-    if mode == "jdp" and plan is not None and plan.kind == "matrix":
+    if central and plan is not None and plan.kind == "matrix":
         return plan.unit * matrix_increment_coefficients(t1, t2, plan.releases, plan.bands)
-    a = release_coefficients(t2, mode, smooth)
-    b = release_coefficients(t1, mode, smooth)
+    a = release_coefficients(t2, central, smooth)
+    b = release_coefficients(t1, central, smooth)
     return np.asarray([a.get(n, 0.0) - b.get(n, 0.0) for n in a.keys() | b.keys()])
 
 
@@ -154,7 +155,7 @@ def increment_test(
         raise ValueError("a non-private run declares no noise")
     sigma = calibration.mechanism.std()
     kind = "gaussian" if isinstance(calibration.mechanism, Gaussian) else "laplace"
-    coeffs = increment_coefficients(t1, t2, calibration.mode, calibration.smooth,
+    coeffs = increment_coefficients(t1, t2, calibration.boundary.counters, calibration.smooth,
                                     calibration.plan)
     second, fourth = moments(coeffs, KURTOSIS[kind])
     var = sigma**2 * second

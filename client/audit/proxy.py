@@ -30,6 +30,7 @@ from typing import IO, Any
 import httpx
 import numpy as np
 import uvicorn
+from privrl import trust
 from privrl.algorithms import bind
 from privrl.client.audit.findings import AuditReport, Finding
 from privrl.client.audit.reuse import ReuseDetector, reuse_verdict
@@ -147,6 +148,15 @@ class RunTraffic:
     counts: tuple[str, ...] = ()  # released families whose clean values are counts
     reuse: ReuseDetector | None = None  # LDP: reports compared pairwise for repeated noise
 
+    @property
+    def local_noise(self) -> bool:
+        """Whether the run's users noise their reports (its trust boundary says so; a boundary
+        this auditor does not know: no)."""
+        try:
+            return self.privacy is not None and trust.get(self.privacy).local_noise
+        except ValueError:
+            return False
+
     def learn(self, info: Any) -> None:
         """Keep a run's public config (from its info or creation answer) and calibration."""
         config = info.get("config") if isinstance(info, dict) else None
@@ -160,7 +170,7 @@ class RunTraffic:
         except (ValueError, ImportError):  # an algorithm or backend this auditor lacks
             self.config = self.calibration = None
             return
-        if self.privacy == "ldp" and self.calibration.mechanism is not None:
+        if self.local_noise and self.calibration.mechanism is not None:
             self.reuse = ReuseDetector(self.calibration, rng=generator(0, "audit", "reuse"))
 
 
@@ -216,7 +226,7 @@ class WireLog:
         """An LDP report may carry only the ticket and the noisy arrays: one finding per report
         that carries anything else, naming every reason."""
         traffic = self.run(run_id)
-        if traffic.privacy != "ldp" or doc is None:
+        if not traffic.local_noise or doc is None:
             return
         if not isinstance(doc, dict):
             self.flag("ldp-report", "an LDP report that is not a JSON object", run_id, where, {})
@@ -312,7 +322,7 @@ class WireLog:
             if run.reuse is not None and run.reuse.count >= 2:
                 reuse_verdict(report, run_id, run.reuse, "POST /v1/runs/{run_id}/reports",
                               "reports")
-            if run.privacy == "ldp" and reports and not any(
+            if run.local_noise and reports and not any(
                     f.run_id == run_id and f.check not in ("float-noise", "noise-reuse")
                     for f in report.findings):
                 fields = ", ".join(f"{k}: {v}" for k, v in (run.layout or ()))

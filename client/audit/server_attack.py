@@ -437,7 +437,7 @@ class ServerAudit:
     def finish_polls(self) -> None:
         """Fix the reading each run's seeds are tried on (LDP: with the episodes it sums)."""
         for view in self._live():
-            if view.calibration is not None and view.calibration.mode == "ldp":
+            if view.calibration is not None and view.calibration.boundary.local_noise:
                 self._ldp_snapshot(view)
             elif view.polls:
                 view.snapshot = view.polls[-1]
@@ -474,7 +474,7 @@ class ServerAudit:
             if cfg is None or view.problem:
                 self.report.skipped("mechanism", f"not checked: {view.problem}", view.run_id)
                 continue
-            if cfg.privacy == "none":
+            if not cfg.boundary.private:
                 self.report.skipped("mechanism", "non-private run: it declares no noise",
                                     view.run_id)
                 continue
@@ -598,11 +598,11 @@ class ServerAudit:
                                view.run_id)
         single = [p for p in view.polls if single_draw(cal, p.reported)]
         if not single:
-            if cal.mode == "jdp" and cal.plan is not None and cal.plan.kind == "matrix":
+            if cal.boundary.counters and cal.plan is not None and cal.plan.kind == "matrix":
                 why = ("the matrix counter's releases each decode many draws (its noise is"
                        " integer: the grid check covers it)")
             else:
-                when = ("1 report" if cal.mode == "ldp" else "1 release" if cal.smooth
+                when = ("1 report" if cal.boundary.local_noise else "1 release" if cal.smooth
                         else "a power-of-two number of releases")
                 why = (f"needs a reading after {when}, where each entry is one clean count plus"
                        " one noise draw")
@@ -663,7 +663,7 @@ class ServerAudit:
         """Try every harvested integer as the seed behind the billboard's noise."""
         cfg, cal = view.config, view.calibration
         assert cfg is not None and cal is not None
-        who = "run's" if cfg.privacy == "jdp" else "users'"
+        who = "users'" if cfg.boundary.local_noise else "run's"
         if cfg.noise == "opendp":
             self.report.passed("seeds", f"noise drawn by {cfg.noise} from the OS CSPRNG: no seed"
                                " re-derives it", view.run_id)
@@ -722,7 +722,7 @@ class ServerAudit:
         family at a time, so a wrong seed is usually rejected after the first)."""
         cfg, cal = view.config, view.calibration
         assert cfg is not None and cal is not None
-        if cfg.privacy == "ldp":
+        if cfg.boundary.local_noise:
             noise = local_noise(cal, cfg.horizon, seed, view.episodes_reported,
                                 cal.integer and bind(cfg).integer_rewards)
             return clean_distance(cal, poll.arrays, t, noise)
@@ -824,7 +824,7 @@ class ServerAudit:
         noise drawn again (`privrl.client.audit.reuse`)."""
         cal = view.calibration
         assert cal is not None
-        if cal.mode != "ldp":
+        if not cal.boundary.local_noise:
             return
         single = [{n: b.arrays[n] - a.arrays[n] for n in b.arrays}
                   for a, b in zip(view.polls, view.polls[1:], strict=False)
