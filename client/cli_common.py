@@ -334,7 +334,7 @@ def config_from_args(
             episodes=args.episodes,
             privacy=privacy,
             epsilon=epsilon,
-            delta=delta if privacy != "none" else 0.0,
+            delta=delta if trust.get(privacy).private else 0.0,
             mechanism=mechanism,
             noise=args.noise,
             preset=args.preset,

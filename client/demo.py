@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from privrl import trust
 from privrl.algorithms.registry import bind, effective
 from privrl.client.api import ApiError, ServerAPI
 from privrl.client.cli_common import (
@@ -268,7 +269,7 @@ def steady_verdict(result: dict[str, Any]) -> tuple[str, str]:
 
 def spend_text(record: dict[str, Any]) -> tuple[str, str]:
     """(epsilon, delta) a run's ledger spent per user, as table cells."""
-    if record["config"]["privacy"] == "none":
+    if not trust.get(record["config"]["privacy"]).private:
         return "0 (none)", "0"
     led = record["ledger"]
     eps = led["epsilon"]

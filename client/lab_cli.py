@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from privrl import algorithms
+from privrl import algorithms, trust
 from privrl.budget import OverspendingPlan, check_budget
 from privrl.client.cli_common import (
     CliError,
@@ -39,7 +39,7 @@ def sweep_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
     seen = set()
     mechanisms = mechanisms_from_args(args)
     for privacy, eps, mech in itertools.product(args.privacy, args.epsilon, mechanisms):
-        key = (privacy, None, None) if privacy == "none" else (privacy, eps, mech)
+        key = (privacy, None, None) if not trust.get(privacy).private else (privacy, eps, mech)
         if key in seen:
             continue
         seen.add(key)
@@ -89,7 +89,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     path = save(results, out)
     plot_cumulative(results, out / "regret.png")
-    if any(r["config"]["privacy"] != "none" for r in results) and len(results) > 1:
+    if any(trust.get(r["config"]["privacy"]).private for r in results) and len(results) > 1:
         plot_frontier(results, out / "frontier.png")
     print_table(results)
     print(path)

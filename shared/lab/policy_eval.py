@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+from privrl import trust
 from privrl.algorithms.registry import bind
 from pydantic import ValidationError
 from tqdm import tqdm
@@ -88,7 +89,7 @@ def round_config(
     try:
         config = RunConfig(algo=algo, n_states=world.S, n_actions=world.A, horizon=world.H,
                            episodes=m, privacy=privacy, epsilon=epsilon,
-                           delta=delta if privacy != "none" else 0.0, mechanism="gaussian",
+                           delta=delta if trust.get(privacy).private else 0.0, mechanism="gaussian",
                            noise=noise, knobs=knobs)  # type: ignore[arg-type]
         bind(config)  # the estimator's own rules across fields
         return config

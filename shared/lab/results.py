@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+from privrl import trust
 
 from ..algorithms import registry
 from ..config import RunConfig
@@ -117,7 +118,7 @@ def simulate(
     spec = WorldSpec(world, horizon, dict(world_params or {}))
     mdp = spec.build()
     if delta is None:
-        delta = 1e-5 if mechanism == "gaussian" and privacy != "none" else 0.0
+        delta = 1e-5 if mechanism == "gaussian" and trust.get(privacy).private else 0.0
     config = RunConfig(
         algo=algorithm, n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, model=model_spec_of(mdp),
         episodes=episodes,

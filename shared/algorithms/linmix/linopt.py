@@ -124,7 +124,7 @@ class LinOptLearner(Learner):
         stds = dict.fromkeys(FAMILIES, 0.0)
         if self.private:
             if k.shift == "paper":
-                terms = zhou.tree_levels(self.episodes) if cal.mode == "jdp" else self.episodes
+                terms = zhou.tree_levels(self.episodes) if cal.boundary.counters else self.episodes
                 stds = {n: cal.family(n).scale * math.sqrt(terms) for n in FAMILIES}
             else:
                 stds = {n: cal.release_std_bound(reported, n) for n in FAMILIES}
@@ -209,7 +209,7 @@ class LinOptAlgorithm(Algorithm):
         super().__init__(config)
         self.model = run_model(config, self.name, known_rewards=False, reward_features=True)
         self.caps = value_caps(config.horizon, remaining=True)  # Q_h <= H-h+1 (erratum 4)
-        if (config.privacy != "none" and self.knobs.calibration == "paper"
+        if (config.boundary.private and self.knobs.calibration == "paper"
                 and config.mechanism != "gaussian"):
             raise ValueError(f"{self.name}'s paper calibration is Gaussian (Thm. 6.4): use"
                              " --mechanism gaussian, or knob calibration=zcdp for other mechanisms")
@@ -223,8 +223,8 @@ class LinOptAlgorithm(Algorithm):
         p = model_sensitivities(model, self.caps[1:])
         r = vtr_sensitivities(d2, np.ones(h), np.ones(h))
         scales: dict[str, float | None] = dict.fromkeys(FAMILIES)
-        if self.knobs.calibration == "paper" and cfg.privacy != "none":
-            levels = zhou.tree_levels(cfg.episodes) if cfg.privacy == "jdp" else 1
+        if self.knobs.calibration == "paper" and cfg.boundary.private:
+            levels = zhou.tree_levels(cfg.episodes) if cfg.boundary.counters else 1
             args = (h, cfg.epsilon, cfg.delta, levels)
             scales = {"gram_p": zhou.paper_sigma(d1 * h**2, *args),
                       "target_p": zhou.paper_sigma(math.sqrt(d1) * h**2, *args),

@@ -125,7 +125,7 @@ class UCRLVTRLearner(Learner):
         if not self.private:
             return luyo.NoiseBounds(0.0, 0.0)
         if self.knobs.shift == "paper":
-            m = luyo.tree_depth(self.episodes) if cal.mode == "jdp" else self.episodes
+            m = luyo.tree_depth(self.episodes) if cal.boundary.counters else self.episodes
             std_m = cal.family(self.pair[0]).scale * math.sqrt(m)
             std_v = cal.family(self.pair[1]).scale * math.sqrt(m)
         else:
@@ -225,7 +225,7 @@ class UCRLVTRAlgorithm(Algorithm):
         self.model = run_model(config, self.name, known_rewards=True, reward_features=False)
         self.ridge = float(self.knobs.ridge or config.horizon**2)
         self.caps = value_caps(config.horizon, self.knobs.clip_remaining)
-        if (config.privacy != "none" and self.knobs.calibration == "paper"
+        if (config.boundary.private and self.knobs.calibration == "paper"
                 and config.mechanism != "gaussian"):
             raise ValueError(f"{self.name}'s paper calibration is Gaussian (Cor. 5/6): use"
                              " --mechanism gaussian, or knob calibration=zcdp for other mechanisms")
@@ -244,7 +244,7 @@ class UCRLVTRAlgorithm(Algorithm):
         x_caps = self.model.feature_bound * self.caps[1:]
         sens = model_sensitivities(self.model, self.caps[1:])
         scale = None
-        if self.knobs.calibration == "paper" and cfg.privacy != "none":
+        if self.knobs.calibration == "paper" and cfg.boundary.private:
             paper_sens = 2.0 * x_max**2  # the paper's 2 H^2 (||X|| <= H, y <= H)
             scale = luyo.paper_sigma(cfg.privacy, h, cfg.episodes, cfg.epsilon, cfg.delta,
                                      paper_sens)

@@ -185,7 +185,7 @@ class UCRLVTRPlusAlgorithm(UCRLVTRAlgorithm):
         second = model_sensitivities(self.model, caps**2)
         sens = [first["gram_l2"], first["target_l2"], second["gram_l2"], second["target_l2"]]
         scales: list[float | None] = [None] * 4
-        if self.knobs.calibration == "paper" and cfg.privacy != "none":
+        if self.knobs.calibration == "paper" and cfg.boundary.private:
             x_max, fb = self.x_max, self.model.feature_bound
             s1, s2 = (luyo.paper_sigma(cfg.privacy, h, cfg.episodes, cfg.epsilon, cfg.delta,
                                        paper, streams=4)
