@@ -515,9 +515,10 @@ class HostedRun:
             return self._retried(digest_of(report), *unsettled), []
         claim = self.open.get(report.ticket)
         if claim is None:
-            claim = self._settled_claim(report.ticket, digest_of(report))
-            if isinstance(claim, Ack):
-                return claim, []
+            settled = self._settled_claim(report.ticket, digest_of(report))
+            if isinstance(settled, Ack):
+                return settled, []
+            claim = settled
         self._refuse_stopped()
         self._refuse_exhausted()
         if self.run.finished:
@@ -730,4 +731,5 @@ class HostedRun:
         if (snap.stale(now) or ended) and quiet:
             self.publish(self.capture(now))
             snap = self.snapshot
+            assert snap is not None
         return snap

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
-from privrl.config import RunConfig
+from privrl.config import MechanismName, RunConfig
 from privrl.privacy.accountant import continuous_gaussian, epsilon_to_rho
 from privrl.privacy.continual import CounterPlan
 from privrl.privacy.grid import exact_units, round_by, rounding_slack
@@ -137,7 +137,7 @@ class Calibration:
         return tuple(f.name for f in self.families)
 
     @property
-    def mechanism_name(self) -> str:
+    def mechanism_name(self) -> MechanismName:
         """'laplace' or 'gaussian' (what a ticket names)."""
         return "gaussian" if isinstance(self.mechanism, Gaussian) else "laplace"
 
@@ -273,10 +273,10 @@ def calibrate(config: RunConfig, families: Sequence[Family]) -> Calibration:
     l1 = max(f.l1 for f in families)
     if config.mechanism == "laplace":
         eps_f = eps / len(families)
-        mech: Mechanism = replace(Laplace.calibrate(eps_f / weight, l1), backend=backend)
-        if math.isinf(eps):
-            mech = Laplace(0.0, backend)
-        costs = [mech.epsilon(f.l1) for f in families]
+        laplace = (Laplace(0.0, backend) if math.isinf(eps)
+                   else replace(Laplace.calibrate(eps_f / weight, l1), backend=backend))
+        costs = [laplace.epsilon(f.l1) for f in families]
+        mech: Mechanism = laplace
     else:
         if math.isinf(eps):
             mech = Gaussian(0.0, backend)

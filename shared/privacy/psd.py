@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from privrl.privacy.noise import Shape
 
 __all__ = [
     "Regularized",
@@ -83,8 +84,9 @@ class SymmetricNoise:
         """Std of each entry (diagonal and off-diagonal alike)."""
         return float(self.mechanism.std())
 
-    def sample(self, rng: np.random.Generator | None, shape: tuple[int, ...]) -> np.ndarray:
+    def sample(self, rng: np.random.Generator | None, shape: Shape) -> np.ndarray:
         """Draw the full shape from the mechanism and keep the upper triangle, mirrored."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
         if len(shape) < 2 or shape[-1] != shape[-2]:
             raise ValueError(f"symmetric noise needs square trailing axes, got shape {shape}")
         return mirror_upper(self.mechanism.sample(rng, shape))

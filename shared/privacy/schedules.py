@@ -125,7 +125,8 @@ class Geometric:
 def _ceil_powers(ratio: float, bound: int) -> tuple[int, ...]:
     """The distinct ceil(r^j) <= bound, increasing, with r read exactly as written (a Fraction
     of its decimal text): computed once per (r, bound), since learners ask every episode."""
-    r, power, out = Fraction(str(ratio)), Fraction(1), []
+    r, power = Fraction(str(ratio)), Fraction(1)
+    out: list[int] = []
     while (e := math.ceil(power)) <= bound:
         if not out or e != out[-1]:
             out.append(e)
