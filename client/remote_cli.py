@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from privrl.client.api import ApiError, ServerAPI, admin_token
+from privrl.client.api import ApiError, ServerAPI, admin_token, check_url
 from privrl.client.cli_common import (
     CliError,
     add_learning_options,
@@ -411,6 +411,21 @@ def cmd_users(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_wait(args: argparse.Namespace) -> int:
+    """privrl wait: return once a server's /readyz answers 200 (after `privrl serve ... &`)."""
+    from privrl.client.procs import wait_ready
+
+    server = check_url(_server(args)).rstrip("/")
+    try:
+        wait_ready(f"{server}/readyz", None, args.timeout)
+    except RuntimeError as exc:
+        raise CliError(f"{exc}: is `privrl serve` running there (its output says why it is not"
+                       " up)? A server that holds a run whose store went back also answers 503"
+                       " until an admin continues or stops it (`privrl runs continue`)") from None
+    print(f"server at {server} is ready")
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """privrl evaluate: exact regret from the public policy log and the true world, beside the
     optimal policy's (0) and the uniformly random policy's."""
@@ -612,6 +627,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    choices=["critical", "error", "warning", "info", "debug"],
                    help="the server's log level")
     p.set_defaults(handler=cmd_serve)
+
+    p = sub.add_parser("wait", help="wait until a server is ready (its /readyz answers), e.g."
+                       " after `privrl serve ... &`; exit 2 if it is not within --timeout")
+    _server_option(p)
+    p.add_argument("--timeout", type=positive_float, default=60.0,
+                   help="seconds to wait (a cold first start compiles the kernels: about 30 s)")
+    p.set_defaults(handler=cmd_wait)
 
     runs = sub.add_parser(
         "runs", help="create, list, show, delete, continue and stop runs on a server")
