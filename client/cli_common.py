@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -359,6 +360,22 @@ def pydantic_message(exc: ValidationError) -> str:
         loc = ".".join(str(x) for x in err["loc"])
         parts.append(f"{loc}: {error_text(err)}" if loc else error_text(err))
     return "; ".join(parts)
+
+
+def output_file(path: str | None, flag: str) -> Path | None:
+    """The file a command writes at its end (`flag`'s value), checked at its start: its folder
+    is made as --out folders are, and must take a file, so a long test never ends in a
+    traceback that loses what it measured. None when the flag was not given."""
+    if not path:
+        return None
+    out = Path(path)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"{flag} {path}: cannot make its folder ({exc.strerror})") from None
+    if out.is_dir() or not os.access(out.parent, os.W_OK):
+        raise CliError(f"{flag} {path}: not a file this user can write")
+    return out
 
 
 def refuse_overwrite(out: Path, names: tuple[str, ...], force: bool) -> None:

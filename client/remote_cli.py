@@ -26,6 +26,7 @@ from privrl.client.cli_common import (
     config_from_args,
     mechanisms_from_args,
     non_negative_int,
+    output_file,
     positive_float,
     positive_int,
     run_world,
@@ -354,6 +355,8 @@ def cmd_users(args: argparse.Namespace) -> int:
     from privrl.client.users import Backoff, UserError, run_users
     from privrl.seeding import derived_seed
 
+    for flag in ("report", "plot", "json_out"):  # before the test, not after it
+        output_file(getattr(args, flag), "--" + flag.replace("_", "-"))
     server, run_ids = _server(args), _run_ids(args)
     mdps = _run_worlds(args, run_ids)
     credentials = read_credentials(args.credentials, args.wait_for_file)
