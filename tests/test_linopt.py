@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from privrl import trust
 from privrl.algorithms import bind
 from privrl.algorithms.linmix import zhou
 from privrl.budget import plan_totals, release_plan
@@ -39,7 +40,7 @@ def sig5(x: float, y: float) -> None:
 def test_golden_numbers() -> None:
     """Zhou's Theorem 6.4 / 6.5 constants to 5 significant figures (JDP config A and B,
     non-private, LDP A and B)."""
-    a = zhou.constants("jdp", 1000, 4, 4, 4, 4, 1.0, 0.01, 0.05)
+    a = zhou.constants(trust.get("jdp"), 1000, 4, 4, 4, 4, 1.0, 0.01, 0.05)
     assert a.m == 10
     for got, want in ((a.sigma_p1, 12438.8), (a.sigma_p2, 6219.38), (a.sigma_r, 194.356),
                       (a.p.big_sigma, 721473), (a.r.big_sigma, 11273),
@@ -47,21 +48,21 @@ def test_golden_numbers() -> None:
                       (a.p.nu, 162.895), (a.r.nu, 40.7237), (a.p.beta, 3111.24),
                       (a.r.beta, 410.01), (a.eta, 0.0131638)):
         sig5(got, want)
-    n = zhou.constants("none", 1000, 4, 4, 4, 4, 1.0, 0.01, 0.05)
+    n = zhou.constants(trust.get("none"), 1000, 4, 4, 4, 4, 1.0, 0.01, 0.05)
     sig5(n.p.beta, 15.7820)
     sig5(n.r.beta, 4.77785)
-    b = zhou.constants("jdp", 100, 2, 2, 3, 3, 0.5, 1e-3, 0.1)
+    b = zhou.constants(trust.get("jdp"), 100, 2, 2, 3, 3, 0.5, 1e-3, 0.1)
     assert b.m == 7
     for got, want in ((b.sigma_p1, 1435.77), (b.sigma_p2, 1015.25), (b.sigma_r, 179.472),
                       (b.p.big_sigma, 54917.9), (b.r.big_sigma, 7468.42), (b.p.nu, 64.8047),
                       (b.r.nu, 32.8116), (b.p.beta, 641.283), (b.r.beta, 293.297),
                       (b.eta, 0.0741152)):
         sig5(got, want)
-    la = zhou.constants("ldp", 1000, 4, 4, 4, 4, 1.0, 0.01, 0.05)
+    la = zhou.constants(trust.get("ldp"), 1000, 4, 4, 4, 4, 1.0, 0.01, 0.05)
     for got, want in ((la.sigma_p1, 3933.48), (la.p.big_sigma, 2.2815e6), (la.p.beta, 5528.0),
                       (la.r.beta, 727.95)):
         sig5(got, want)
-    lb = zhou.constants("ldp", 100, 2, 2, 3, 3, 0.5, 1e-3, 0.1)
+    lb = zhou.constants(trust.get("ldp"), 100, 2, 2, 3, 3, 0.5, 1e-3, 0.1)
     for got, want in ((lb.sigma_p1, 542.672), (lb.p.big_sigma, 78454.1), (lb.p.beta, 766.0),
                       (lb.r.beta, 350.317)):
         sig5(got, want)
@@ -71,11 +72,11 @@ def test_constant_relations() -> None:
     """Property 7: lambda_max = 3 lambda_min, shift 2 Sigma, sigma ~ 1/eps and sqrt(ln(4H/delta)),
     beta_p increasing in lambda_max and nu; property 21: the zCDP check of Theorem 6.4's
     noise scales."""
-    a = zhou.constants("jdp", 1000, 4, 4, 4, 4, 1.0, 0.01, 0.05)
+    a = zhou.constants(trust.get("jdp"), 1000, 4, 4, 4, 4, 1.0, 0.01, 0.05)
     assert a.p.lam_max == pytest.approx(3 * a.p.lam_min) and a.p.lam_min == a.p.big_sigma
-    half = zhou.constants("jdp", 1000, 4, 4, 4, 4, 2.0, 0.01, 0.05)
+    half = zhou.constants(trust.get("jdp"), 1000, 4, 4, 4, 4, 2.0, 0.01, 0.05)
     assert half.sigma_p1 == pytest.approx(a.sigma_p1 / 2)
-    other = zhou.constants("jdp", 1000, 4, 4, 4, 4, 1.0, 1e-4, 0.05)
+    other = zhou.constants(trust.get("jdp"), 1000, 4, 4, 4, 4, 1.0, 1e-4, 0.05)
     assert other.sigma_r / a.sigma_r == pytest.approx(
         math.sqrt(math.log(16 / 1e-4) / math.log(16 / 0.01)))
     bigger = zhou.part("p", 4, 2 * a.p.sigma_matrix, a.p.sigma_vector, 4, 1000, 0.05, 0.0)

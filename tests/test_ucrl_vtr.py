@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from privrl import trust
 from privrl.algorithms import bind
 from privrl.algorithms.linmix import luyo
 from privrl.algorithms.linmix.common import feature_box
@@ -48,7 +49,7 @@ def test_reference_constants() -> None:
     assert luyo.tree_depth(K) == 11
     hoeff = luyo.hoeffding_term(H, K, d, p)
     assert hoeff == pytest.approx(33.2004681, rel=1e-8)
-    sigma = luyo.paper_sigma("jdp", H, K, eps, delta)
+    sigma = luyo.paper_sigma(trust.get("jdp"), H, K, eps, delta)
     e1, d1 = luyo.adv(eps / 2, delta / 2, H)
     e0, d0 = luyo.adv(e1, d1, 11)
     assert sigma == luyo.gauss_sigma(2 * H**2, e0, d0)
@@ -58,7 +59,7 @@ def test_reference_constants() -> None:
     assert b.ups == pytest.approx(26198058.06, rel=1e-9)
     assert b.c == pytest.approx(7177812.68, rel=1e-9)
     assert luyo.beta_corollary(25, b.ups, c_w, hoeff) == pytest.approx(32279.16017, rel=1e-9)
-    sigma = luyo.paper_sigma("ldp", H, K, eps, delta)
+    sigma = luyo.paper_sigma(trust.get("ldp"), H, K, eps, delta)
     assert sigma == luyo.gauss_sigma(2 * H**2, eps / (2 * H), delta / (2 * H))
     assert sigma == pytest.approx(3255.247261, rel=1e-9)
     b = luyo.noise_bounds(sigma * math.sqrt(K), sigma * math.sqrt(K), d, H, K, p)

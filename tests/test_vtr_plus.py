@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from privrl import trust
 from privrl.algorithms import bind
 from privrl.algorithms.linmix import luyo
 from privrl.config import RunConfig
@@ -32,8 +33,8 @@ def test_reference_constants() -> None:
     """Reference values (d=4, H=5, K=1000, eps=0.5, delta=0.1): Cor. 10/11's sigma_B,1 and
     sigma_B,2, the budget split over four statistics (relative tolerance 1e-9)."""
     H, K, d, eps, delta = 5, 1000, 4, 0.5, 0.1
-    jdp = [luyo.paper_sigma("jdp", H, K, eps, delta, s, streams=4) for s in (2 * d, 2 * H**4)]
-    ldp = [luyo.paper_sigma("ldp", H, K, eps, delta, s, streams=4) for s in (2 * d, 2 * H**4)]
+    jdp, ldp = ([luyo.paper_sigma(trust.get(name), H, K, eps, delta, s, streams=4)
+                 for s in (2 * d, 2 * H**4)] for name in ("jdp", "ldp"))
     assert jdp == pytest.approx([90868.8053, 14198250.83], rel=1e-9)
     assert ldp == pytest.approx([1107.723765, 173081.8383], rel=1e-9)
     k0 = luyo.tree_depth(K)
@@ -63,7 +64,7 @@ def test_families_and_message_shapes(preset: str) -> None:
                                               "weights": (H, HARD.S, HARD.A)}
     if preset == "faithful":
         scales = run.calibration.scales()
-        sigma1 = luyo.paper_sigma("ldp", H, 20, 1.0, 1e-5, 2.0 * d, streams=4)
+        sigma1 = luyo.paper_sigma(trust.get("ldp"), H, 20, 1.0, 1e-5, 2.0 * d, streams=4)
         assert scales["wgram"] == pytest.approx(scales["wtarget"], rel=1e-3)  # + rounding
         assert scales["wgram"] >= sigma1  # the paper's, grown by the rounding slack
         assert scales["gram2"] > 100 * scales["wgram"]

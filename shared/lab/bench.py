@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from privrl import trust
 from privrl.algorithms.registry import bind
 
 from ..config import RunConfig
@@ -86,7 +87,8 @@ def bench_config(mdp: TabularMDP, privacy: str, mechanism: str, delta: float,
     """The practical preset at eps = 1 (the paper-reproduction settings), JDP releasing after
     every episode from the smoothed tree: the costliest release path, the same at every commit
     (the preset's sparse schedule is cheaper)."""
-    central = {"counter": "smoothed", "schedule": "every"} if privacy == "jdp" else {}
+    central = ({"counter": "smoothed", "schedule": "every"} if trust.get(privacy).counters
+               else {})
     return RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=episodes,
                      privacy=privacy, epsilon=1.0, delta=delta, mechanism=mechanism,
                      preset="practical", noise=noise, **central)

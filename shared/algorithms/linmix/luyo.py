@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from privrl.privacy.psd import chi_norm_tail, wigner_norm_tail
+
+if TYPE_CHECKING:
+    from privrl.trust.base import TrustBoundary
 
 
 def gauss_sigma(sensitivity: float, eps: float, delta: float) -> float:
@@ -38,7 +42,7 @@ def hoeffding_term(horizon: int, episodes: int, d: int, p: float) -> float:
     return math.sqrt(2.0 * horizon**2 * log)
 
 
-def paper_sigma(mode: str, horizon: int, episodes: int, eps: float, delta: float,
+def paper_sigma(boundary: TrustBoundary, horizon: int, episodes: int, eps: float, delta: float,
                 sensitivity: float | None = None, streams: int = 2) -> float:
     """sigma_B of Cor. 5 (JDP: the tree's node noise) or Cor. 6 (LDP: each user's noise), the
     budget split evenly over `streams` statistics (2 in Alg. 1; 4 in Alg. 3: Cor. 10 / 11's
@@ -46,15 +50,15 @@ def paper_sigma(mode: str, horizon: int, episodes: int, eps: float, delta: float
 
     `sensitivity` defaults to the paper's 2 H^2 (||X|| <= H)."""
     sens = 2.0 * horizon**2 if sensitivity is None else sensitivity
-    if mode == "none":
+    if not boundary.private:
         return 0.0
-    if mode == "jdp":
+    if boundary.counters:  # the tree's node noise (JDP)
         e1, d1 = adv(eps / streams, delta / streams, horizon)
         e0, d0 = adv(e1, d1, tree_depth(episodes))
         return gauss_sigma(sens, e0, d0)
-    if mode == "ldp":
+    if boundary.local_noise:  # each user's own noise (LDP)
         return gauss_sigma(sens, eps / (streams * horizon), delta / (streams * horizon))
-    raise ValueError(f"unknown privacy mode {mode!r}")
+    raise ValueError(f"Luyo et al. give no noise scale for the {boundary.label} boundary")
 
 
 @dataclass(frozen=True)

@@ -246,7 +246,7 @@ class UCRLVTRAlgorithm(Algorithm):
         scale = None
         if self.knobs.calibration == "paper" and cfg.boundary.private:
             paper_sens = 2.0 * x_max**2  # the paper's 2 H^2 (||X|| <= H, y <= H)
-            scale = luyo.paper_sigma(cfg.privacy, h, cfg.episodes, cfg.epsilon, cfg.delta,
+            scale = luyo.paper_sigma(cfg.boundary, h, cfg.episodes, cfg.epsilon, cfg.delta,
                                      paper_sens)
         split = (split_scales(cfg, [sens["gram_l2"], sens["target_l2"]])
                  if self.knobs.calibration == "zcdp" else None)

@@ -187,7 +187,7 @@ class UCRLVTRPlusAlgorithm(UCRLVTRAlgorithm):
         scales: list[float | None] = [None] * 4
         if self.knobs.calibration == "paper" and cfg.boundary.private:
             x_max, fb = self.x_max, self.model.feature_bound
-            s1, s2 = (luyo.paper_sigma(cfg.privacy, h, cfg.episodes, cfg.epsilon, cfg.delta,
+            s1, s2 = (luyo.paper_sigma(cfg.boundary, h, cfg.episodes, cfg.epsilon, cfg.delta,
                                        paper, streams=4)
                       for paper in (2.0 * wmax * x_max**2, 2.0 * (fb * h**2) ** 2))
             scales = [s1, s1, s2, s2]

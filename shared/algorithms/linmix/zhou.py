@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from privrl.privacy.psd import wigner_norm_tail_zhou
 
 from ...privacy.psd import variance_norms
+
+if TYPE_CHECKING:
+    from privrl.trust.base import TrustBoundary
 
 
 def tree_levels(episodes: int) -> int:
@@ -84,16 +88,16 @@ class Golden:
     eta: float
 
 
-def constants(mode: str, episodes: int, horizon: int, d1: int, d2: int, n_actions: int,
-              eps: float, delta: float, alpha: float, ridge: float = 1.0) -> Golden:
+def constants(boundary: TrustBoundary, episodes: int, horizon: int, d1: int, d2: int,
+              n_actions: int, eps: float, delta: float, alpha: float, ridge: float = 1.0) -> Golden:
     """Every constant of the JDP algorithm (Zhou 2022), its LDP extension or the non-private one."""
     m = tree_levels(episodes)
-    if mode == "none":
+    if not boundary.private:
         zero_p = part("p", d1, 0.0, 0.0, horizon, episodes, alpha, ridge)
         zero_r = part("r", d2, 0.0, 0.0, horizon, episodes, alpha, ridge)
         return Golden(m, 0.0, 0.0, 0.0, zero_p, zero_r, eta(n_actions, horizon, episodes))
-    levels = m if mode == "jdp" else 1  # nodes an episode enters / reports a user sends
-    summed = m if mode == "jdp" else episodes  # noise terms in one release (bound)
+    levels = m if boundary.counters else 1  # nodes an episode enters / reports a user sends
+    summed = m if boundary.counters else episodes  # noise terms in one release (bound)
     s_p1 = paper_sigma(d1 * horizon**2, horizon, eps, delta, levels)
     s_p2 = paper_sigma(math.sqrt(d1) * horizon**2, horizon, eps, delta, levels)
     s_r = paper_sigma(1.0, horizon, eps, delta, levels)
