@@ -160,9 +160,9 @@ def cmd_audit_randomizer(args: argparse.Namespace) -> int:
     return code
 
 
-def cmd_audit_proxy(args: argparse.Namespace) -> int:
-    """privrl audit proxy: forward and record until stopped; exit 1 when anything was flagged."""
-    from privrl.client.audit.proxy import REPORT_PATH, check_listen, serve_proxy
+def proxy_endpoints(args: argparse.Namespace) -> str:
+    """A proxy's checked upstream URL, once --host:--listen is known to be free."""
+    from privrl.client.audit.proxy import check_listen
 
     upstream = check_url(args.upstream)
     try:
@@ -170,6 +170,14 @@ def cmd_audit_proxy(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(
             f"cannot listen on {args.host}:{args.listen}: {exc.strerror or exc}") from None
+    return upstream
+
+
+def cmd_audit_proxy(args: argparse.Namespace) -> int:
+    """privrl audit proxy: forward and record until stopped; exit 1 when anything was flagged."""
+    from privrl.client.audit.proxy import REPORT_PATH, serve_proxy
+
+    upstream = proxy_endpoints(args)
     sink = None
     if args.log:
         try:
@@ -194,15 +202,9 @@ def cmd_audit_proxy(args: argparse.Namespace) -> int:
 
 def cmd_audit_replay_proxy(args: argparse.Namespace) -> int:
     """privrl audit replay-proxy: rewrite every claim's episode index until stopped."""
-    from privrl.client.audit.proxy import check_listen
     from privrl.client.audit.replay import serve_replay_proxy
 
-    upstream = check_url(args.upstream)
-    try:
-        check_listen(args.host, args.listen)
-    except OSError as exc:
-        raise CliError(
-            f"cannot listen on {args.host}:{args.listen}: {exc.strerror or exc}") from None
+    upstream = proxy_endpoints(args)
     print(f"privrl audit replay-proxy: http://{args.host}:{args.listen} -> {upstream}, every"
           f" claim's episode index rewritten to {args.episode}; stop with Ctrl-C",
           file=sys.stderr, flush=True)

@@ -108,6 +108,20 @@ def poll_health(url: str, stop: threading.Event, out: list[float]) -> None:
             stop.wait(0.1)
 
 
+def reported(url: str, run_id: str) -> tuple[float, int]:
+    """(time, reports counted) of a run, from its public status."""
+    status = httpx.get(f"{url}/v1/runs/{run_id}", timeout=60).json()["status"]
+    return time.time(), int(status["reported"])
+
+
+def rate(url: str, run_id: str, seconds: float) -> float:
+    """Counted reports per second over the next `seconds`."""
+    t0, n0 = reported(url, run_id)
+    time.sleep(seconds)
+    t1, n1 = reported(url, run_id)
+    return (n1 - n0) / (t1 - t0)
+
+
 def metric_sum(text: str, name: str) -> dict[str, float]:
     """Label set -> value of a Prometheus counter."""
     out = {}

@@ -41,24 +41,10 @@ import httpx
 from privrl.client.procs import ServerProcess, module_cmd, spawn, stop_process
 
 sys.path.insert(0, str(Path(__file__).parent))
-from measure import TOKEN, metric_sum, run_spec  # noqa: E402
+from measure import TOKEN, metric_sum, rate, run_spec  # noqa: E402
 
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 WORLD = ["--env", "riverswim", "--horizon", "20"]
-
-
-def reported(url: str, run_id: str) -> tuple[float, int]:
-    """(time, reports counted) of a run, from its public status."""
-    status = httpx.get(f"{url}/v1/runs/{run_id}", timeout=60).json()["status"]
-    return time.time(), int(status["reported"])
-
-
-def rate(url: str, run_id: str, seconds: float) -> float:
-    """Counted reports per second over the next `seconds`."""
-    t0, n0 = reported(url, run_id)
-    time.sleep(seconds)
-    t1, n1 = reported(url, run_id)
-    return (n1 - n0) / (t1 - t0)
 
 
 def address(i: int) -> str:

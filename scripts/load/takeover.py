@@ -37,24 +37,10 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from measure import TOKEN, Server, metric_sum, run_spec  # noqa: E402
+from measure import TOKEN, Server, metric_sum, rate, run_spec  # noqa: E402
 
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 PUBLIC = ("/policies", "/billboard", "/regret?world=riverswim", "/ledger")
-
-
-def reported(url: str, run_id: str) -> tuple[float, int]:
-    """(time, reports counted) of a run, from its public status."""
-    status = httpx.get(f"{url}/v1/runs/{run_id}", timeout=60).json()["status"]
-    return time.time(), int(status["reported"])
-
-
-def rate(url: str, run_id: str, seconds: float) -> float:
-    """Counted reports per second over the next `seconds`."""
-    t0, n0 = reported(url, run_id)
-    time.sleep(seconds)
-    t1, n1 = reported(url, run_id)
-    return (n1 - n0) / (t1 - t0)
 
 
 async def hoard(url: str, run_id: str, connections: int, seconds: float,
