@@ -54,7 +54,7 @@ def run_info(config: RunConfig, reported: int = 0) -> RunInfo:
 
 def params_of(config: RunConfig, scale_factor: float = 1.0) -> RandomizerParams | None:
     cal = bind(config).calibration()
-    if cal.mode != "ldp":
+    if not cal.boundary.local_noise:
         return None
     return RandomizerParams(
         mechanism=config.mechanism, scale=cal.noise_scale * scale_factor,

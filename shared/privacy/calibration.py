@@ -118,11 +118,6 @@ class Calibration:
     plan: CounterPlan | None = None  # JDP: the counter every family is released through
     schedule: Schedule = EveryEpisode()  # JDP: after which episodes the counters release
 
-    @property
-    def mode(self) -> str:
-        """The boundary's name (what `RunConfig.privacy` says)."""
-        return self.boundary.name
-
     @functools.cached_property
     def integer(self) -> bool:
         """Whether releases live on integer grids with integer noise: an integer backend that
