@@ -106,8 +106,8 @@ def cmd_audit_randomizer(args: argparse.Namespace) -> int:
     """privrl audit randomizer: an empirical lower bound on the epsilon of the local randomizer
     (or, with --central, of the central release over a run of --episodes users), and the
     float-leak test of its outputs; exit 1 when the bound exceeds epsilon or anything leaks."""
-    from privrl.lab.auditing import audit_central_release, audit_local_randomizer
-    from privrl.lab.counter_audit import audit_matrix_counter
+    from privrl.audit.lower_bound import audit_central_release, audit_local_randomizer
+    from privrl.audit.matrix_counter import audit_matrix_counter
 
     if args.episodes is not None and not args.central:
         raise CliError("--episodes only applies to the central release: add --central")

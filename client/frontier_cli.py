@@ -9,15 +9,15 @@ import sys
 from pathlib import Path
 
 from privrl.client.cli_common import CliError, epsilon_value, positive_int
-from privrl.lab.frontier_cases import ABLATIONS, CASES
+from privrl.studies.cases import ABLATIONS, CASES
 
 OUTPUTS = ("frontier.json", "frontier.png")
 
 
 def cmd_frontier(args: argparse.Namespace) -> int:
     """privrl frontier: run (or continue) the study in --out, then draw its figure."""
-    from privrl.lab.frontier import Study, StudySpec, panels, run_study, threshold_table
     from privrl.lab.plots import plot_frontier_panels
+    from privrl.studies.frontier import Study, StudySpec, panels, run_study, threshold_table
 
     if args.list:
         return list_cases()
@@ -63,7 +63,7 @@ def print_thresholds(table: dict) -> None:
 
 def list_cases() -> int:
     """Every case with its default grid, and every ablation's levers."""
-    from privrl.lab.frontier_cases import case_named
+    from privrl.studies.cases import case_named
 
     for case in CASES:
         print(f"{case.name:<24} {case.title:<28} target ε {case.target:g}; ε grid {case.grid(8)}")

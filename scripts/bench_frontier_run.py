@@ -29,8 +29,8 @@ ONE_RUN = """
 import hashlib, json, sys, time
 import privrl
 from privrl.lab.executors import Task, run_task
-from privrl.lab.frontier import Planner, StudySpec
-from privrl.lab.frontier_cases import case_named
+from privrl.studies.frontier import Planner, StudySpec
+from privrl.studies.cases import case_named
 case, preset, epsilon, k, seeds = sys.argv[1:]
 def task(episodes):
     config, world = Planner(StudySpec(episodes=episodes)).config(

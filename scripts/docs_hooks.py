@@ -286,21 +286,21 @@ def sybil_table() -> str:
 
 def frontier_thresholds(path: str = "frontier/frontier.json") -> str:
     """`privrl frontier`: each case's smallest ε that learns, per preset, with its interval."""
-    from privrl.lab.frontier import threshold_table
+    from privrl.studies.frontier import threshold_table
 
     return table_markdown(threshold_table(load(path)))
 
 
 def frontier_ablation(path: str = "frontier/frontier.json") -> str:
     """`privrl frontier`: each lever alone and together, one case per family at one ε."""
-    from privrl.lab.frontier import ablation_table
+    from privrl.studies.frontier import ablation_table
 
     return table_markdown(ablation_table(load(path)))
 
 
 def frontier_timing(path: str = "frontier/frontier.json") -> str:
     """`privrl frontier`: seconds per run and per replica-episode, and the full study's."""
-    from privrl.lab.frontier import timing_table
+    from privrl.studies.frontier import timing_table
 
     return table_markdown(timing_table(load(path)))
 

@@ -4,7 +4,7 @@ For each registered algorithm and private mode, with its default world and mecha
 delta = 1e-5), one user reports; the outsider then tests every entry of every declared released
 family (an algorithm's own one-shot release, policy evaluation's theta, is not a family and is
 left to `privrl audit server`) with
-`privrl.lab.float_leaks` (public scale, declared grid, the counts one user can contribute as
+`privrl.audit.float_leaks` (public scale, declared grid, the counts one user can contribute as
 candidates) and counts the entries it proves exact and those off their declared grid. The same
 run on `noise: float` is the positive control. A server publishes exactly these values (same
 code, same seeds), so this is the attack on the billboard at t = 1 and on LDP report sums.
@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 from privrl import algorithms
+from privrl.audit.float_leaks import LeakReport, float_leaks
 from privrl.config import RunConfig
-from privrl.lab.float_leaks import LeakReport, float_leaks
 from privrl.run import Run
 from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.registry import make

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from privrl.lab.provenance import save_measured
+from privrl.provenance import save_measured
 
 
 def save_table(path: str | Path, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]],

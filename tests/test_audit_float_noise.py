@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from privrl.algorithms import bind
 from privrl.algorithms.base import PolicyMessage
-from privrl.lab.auditing import count_families
-from privrl.lab.float_leaks import LeakReport, count_candidates, float_leaks
+from privrl.audit.float_leaks import LeakReport, count_candidates, float_leaks
+from privrl.audit.lower_bound import count_families
 from privrl.protocol import PolicyPayload
 from privrl.run import user_episode
 from privrl.seeding import generator

@@ -9,9 +9,9 @@ import json
 
 import numpy as np
 import pytest
+from privrl.audit.matrix_counter import audit_matrix_counter
 from privrl.client.cli import main
 from privrl.config import RunConfig
-from privrl.lab.counter_audit import audit_matrix_counter
 from privrl.privacy.matrix_counter import MatrixCounter
 from privrl.seeding import generator
 

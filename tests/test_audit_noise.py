@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 from privrl.algorithms import bind, effective
 from privrl.algorithms.ucbvi.counts import tabular_counts
-from privrl.client.api import ServerAPI
-from privrl.client.audit.noise import (
+from privrl.audit.increments import (
     increment_coefficients,
     increment_test,
     moments,
     release_coefficients,
     single_draw,
 )
+from privrl.client.api import ServerAPI
 from privrl.client.audit.server_attack import (
     Document,
     ServerAudit,

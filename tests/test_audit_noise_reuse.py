@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 from privrl.algorithms import bind, get
 from privrl.algorithms.ucbvi.counts import tabular_counts
-from privrl.client.api import ServerAPI
-from privrl.client.audit.proxy import WireLog
-from privrl.client.audit.replay import rewrite_ticket
-from privrl.client.audit.reuse import (
+from privrl.audit.reuse import (
     ReuseDetector,
     count_recovered,
     reconstruct_counts,
     recover_groups,
     small_difference_probability,
 )
+from privrl.client.api import ServerAPI
+from privrl.client.audit.proxy import WireLog
+from privrl.client.audit.replay import rewrite_ticket
 from privrl.client.audit.server_attack import ServerAudit
 from privrl.client.user_state import UserState
 from privrl.client.users import UserContext, play

@@ -13,8 +13,7 @@ import math
 import numpy as np
 import pytest
 from privrl.algorithms import bind
-from privrl.config import RunConfig
-from privrl.lab.auditing import (
+from privrl.audit.lower_bound import (
     audit_central_release,
     audit_local_randomizer,
     beta_cdf,
@@ -22,6 +21,7 @@ from privrl.lab.auditing import (
     epsilon_from_rates,
     worst_case_pair,
 )
+from privrl.config import RunConfig
 from privrl.privacy.calibration import Calibration
 from privrl.privacy.privatizers import Central, randomize_locally
 from privrl.privacy.profile import gaussian_epsilon

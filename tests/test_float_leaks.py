@@ -1,4 +1,4 @@
-"""The floating-point leak tests (`privrl.lab.float_leaks`) in process: the model of numpy's
+"""The floating-point leak tests (`privrl.audit.float_leaks`) in process: the model of numpy's
 Laplace is bit-exact, float-noised counts are proven (and never wrongly), grid-noised ones
 never are, and the randomizer audit counts what the float backend leaks.
 
@@ -10,15 +10,15 @@ import math
 
 import numpy as np
 import pytest
-from privrl.config import RunConfig
-from privrl.lab.auditing import audit_central_release, audit_local_randomizer
-from privrl.lab.float_leaks import (
+from privrl.audit.float_leaks import (
     count_candidates,
     float_leaks,
     in_additive_image,
     in_laplace_image,
     numpy_laplace,
 )
+from privrl.audit.lower_bound import audit_central_release, audit_local_randomizer
+from privrl.config import RunConfig
 from privrl.seeding import generator
 
 FLOAT = "float"  # the float backend (simulation only)

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 from privrl.algorithms.registry import bind
-from privrl.lab import frontier as fr
-from privrl.lab.frontier_cases import ABLATIONS, CASES, LEVER_KINDS, Lever, case_named
 from privrl.lab.plots import PRIVACY_COLORS, frontier_panels_figure
-from privrl.lab.threshold import (
+from privrl.studies import frontier as fr
+from privrl.studies.cases import ABLATIONS, CASES, LEVER_KINDS, Lever, case_named
+from privrl.studies.threshold import (
     T975,
     Interval,
     final_fractions,

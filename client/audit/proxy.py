@@ -7,8 +7,8 @@ learns each run's privacy mode from the public run info and flags, in an LDP run
 anything raw: a trajectory (states, actions, rewards), an array whose values are all whole
 numbers inside the clean range (clean 0/1 counts), a seed, or a report layout that differs
 between users (a size or shape side channel), and compares reports pairwise for noise drawn
-again (`privrl.client.audit.reuse`). It reads each noisy entry's clean value off its
-float bits where it can (`privrl.lab.float_leaks`) and counts the entries proven exact. In any
+again (`privrl.audit.reuse`). It reads each noisy entry's clean value off its
+float bits where it can (`privrl.audit.float_leaks`) and counts the entries proven exact. In any
 run it flags a seed-like field in a server answer.
 
 GET /_privrl/audit on the proxy answers the report so far; on SIGINT/SIGTERM the proxy stops and
@@ -32,12 +32,12 @@ import numpy as np
 import uvicorn
 from privrl import trust
 from privrl.algorithms import bind
-from privrl.client.audit.findings import AuditReport, Finding
-from privrl.client.audit.reuse import ReuseDetector, reuse_verdict
+from privrl.audit.findings import AuditReport, Finding
+from privrl.audit.float_leaks import MAX_ENTRIES, LeakReport, count_candidates, float_leaks
+from privrl.audit.lower_bound import count_families
+from privrl.audit.reuse import ReuseDetector, reuse_verdict
 from privrl.client.audit.server_attack import raw_looking, secret_looking, walk
 from privrl.config import RunConfig
-from privrl.lab.auditing import count_families
-from privrl.lab.float_leaks import MAX_ENTRIES, LeakReport, count_candidates, float_leaks
 from privrl.privacy.calibration import Calibration
 from privrl.protocol import SERVER_KEEPALIVE_SECONDS
 from privrl.seeding import generator

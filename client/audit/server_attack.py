@@ -9,11 +9,11 @@
    the small seeds people type) is tried as the run's seed with the open library; a candidate is
    confirmed when the billboard minus the noise it re-derives is a clean count everywhere.
 4. Poll the billboard over time and test that the increments between releases carry at least
-   the declared noise (`privrl.client.audit.noise`), at a stated false-alarm rate.
+   the declared noise (`privrl.audit.increments`), at a stated false-alarm rate.
 5. LDP: compare the billboard increments of one report each pairwise, for noise drawn again
-   (`privrl.client.audit.reuse`).
+   (`privrl.audit.reuse`).
 6. Read clean values off the low-order bits of a reading where each entry is one clean count plus
-   one noise draw, and test every reading against its declared grid (`privrl.lab.float_leaks`).
+   one noise draw, and test every reading against its declared grid (`privrl.audit.float_leaks`).
 
 Each phase prints one line to `progress` (the CLI: stderr) as it starts.
 """
@@ -32,13 +32,13 @@ from urllib.parse import quote
 import httpx
 import numpy as np
 from privrl.algorithms import bind
+from privrl.audit.findings import AuditReport, Finding
+from privrl.audit.float_leaks import MAX_ENTRIES, LeakReport, count_candidates, float_leaks
+from privrl.audit.increments import IncrementTest, increment_test, single_draw
+from privrl.audit.lower_bound import count_families
+from privrl.audit.reuse import ReuseDetector, reuse_verdict
 from privrl.client.api import ApiError, ServerAPI, describe_status, describe_transport_error
-from privrl.client.audit.findings import AuditReport, Finding
-from privrl.client.audit.noise import IncrementTest, increment_test, single_draw
-from privrl.client.audit.reuse import ReuseDetector, reuse_verdict
 from privrl.config import RunConfig
-from privrl.lab.auditing import count_families
-from privrl.lab.float_leaks import MAX_ENTRIES, LeakReport, count_candidates, float_leaks
 from privrl.privacy.calibration import Calibration, FamilyCalibration
 from privrl.privacy.privatizers import Central, from_units, randomize_locally
 from privrl.privacy.tree import TreeCounter, levels_released
@@ -821,7 +821,7 @@ class ServerAudit:
     def check_reuse(self, view: RunView) -> None:
         """LDP: the billboard increments of exactly one report each are those reports' noisy
         statistics; pairs of them that differ by less than their declared noise allows show
-        noise drawn again (`privrl.client.audit.reuse`)."""
+        noise drawn again (`privrl.audit.reuse`)."""
         cal = view.calibration
         assert cal is not None
         if not cal.boundary.local_noise:

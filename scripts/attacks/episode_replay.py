@@ -59,7 +59,7 @@ from privrl.client.procs import (
     wait_ready,
 )
 from privrl.config import RunConfig
-from privrl.lab.provenance import save_measured
+from privrl.provenance import save_measured
 from privrl.seeding import generator
 from privrl.worlds import make, riverswim
 from privrl.worlds.model_spec import model_spec_of

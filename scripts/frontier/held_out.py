@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 from privrl.lab.executors import LocalExecutor, Task
-from privrl.lab.frontier import Planner, StudySpec, precheck, random_regret, run_or_error
-from privrl.lab.frontier_cases import CASES
-from privrl.lab.provenance import save_measured
-from privrl.lab.threshold import final_fractions
+from privrl.provenance import save_measured
+from privrl.studies.cases import CASES
+from privrl.studies.frontier import Planner, StudySpec, precheck, random_regret, run_or_error
+from privrl.studies.threshold import final_fractions
 
 SEEDED = {"lm-hard": ("seed",), "zhou-mix": ("seed", "feature_seed"), "lin-cube": ("seed",)}
 LEARNS = 25.0  # % of uniform over the last 10% of episodes: at or below, the case learns

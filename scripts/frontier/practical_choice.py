@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 from privrl.lab.executors import LocalExecutor, Task
-from privrl.lab.frontier import Planner, StudySpec, precheck, random_regret, run_or_error
-from privrl.lab.frontier_cases import case_named
-from privrl.lab.provenance import save_measured
-from privrl.lab.threshold import final_fractions
+from privrl.provenance import save_measured
+from privrl.studies.cases import case_named
+from privrl.studies.frontier import Planner, StudySpec, precheck, random_regret, run_or_error
+from privrl.studies.threshold import final_fractions
 
 COUNTERS = {"matrix": {"counter": "matrix", "counter_bands": 256},
             "smoothed": {"counter": "smoothed"}}

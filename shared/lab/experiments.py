@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from ..algorithms import effective
 from ..config import RunConfig
+from ..provenance import stamp
 from ..worlds import optimal_return, uniform_random_return
 from ..worlds.registry import UnknownWorld, make
 from ..worlds.tabular import TabularMDP, WorldError
@@ -221,10 +222,10 @@ class Sweep:
 
 
 def save(results: list[dict[str, Any]], out: Path) -> Path:
-    """Write DIR/summary.json."""
+    """Write DIR/summary.json, stamped with the privrl version and commit that made it."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "summary.json"
-    path.write_text(json.dumps({"results": results}))
+    path.write_text(json.dumps({**stamp(), "results": results}))
     return path
 
 

@@ -5,7 +5,7 @@ The two worlds are count streams of K users that differ in the first one (count 
 others are the same in both, so their known contribution is subtracted). The auditor sees only
 the K rounded releases r_1..r_K. It inverts the public factorization, w ~ E (r_t - r_{t-1}),
 and thresholds the log-likelihood ratio of the declared Gaussian on w (mean E e_1 vs 0); the
-threshold search, Clopper-Pearson rates and the bound are `privrl.lab.auditing`'s. The counter
+threshold search, Clopper-Pearson rates and the bound are `privrl.audit.lower_bound`'s. The counter
 is calibrated by the library (`privrl.privacy.calibration.calibrate`) for one count of l2
 sensitivity 1. The releases are also checked to lie on their integer grid.
 """
@@ -17,14 +17,14 @@ import time
 
 import numpy as np
 from privrl.algorithms.base import Family
-from privrl.config import RunConfig
-from privrl.lab.auditing import (
+from privrl.audit.lower_bound import (
     LEAK_ROWS,
     Progress,
     RandomizerAudit,
     check_sizes,
     threshold_test,
 )
+from privrl.config import RunConfig
 from privrl.privacy.calibration import calibrate
 from privrl.privacy.matrix_counter import (
     ENCODER_BITS,

@@ -19,7 +19,7 @@ the first one, the outputs are every billboard release the real tree privatizer 
 run, and the declared loss is that of the tree's levels together (the first user enters one node
 per level), which is what the calibration spends the whole epsilon on.
 
-Both audits also test a sample of outputs for floating-point leaks (`privrl.lab.float_leaks`):
+Both audits also test a sample of outputs for floating-point leaks (`privrl.audit.float_leaks`):
 how many entries' clean values the float bits alone prove, and how many lie off their declared
 grid; either is a finding whatever the epsilon bound says.
 
@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 from privrl.algorithms.base import Algorithm
 from privrl.algorithms.registry import bind
+from privrl.audit.float_leaks import LeakReport, count_candidates, float_leaks
 from privrl.config import RunConfig
-from privrl.lab.float_leaks import LeakReport, count_candidates, float_leaks
 from privrl.privacy.accountant import Ledger
 from privrl.privacy.calibration import Calibration
 from privrl.privacy.mechanisms import Gaussian
@@ -517,7 +517,7 @@ def audit_central_release(
 
     The tree's smoothing is post-processing, so the raw tree is audited, released after every
     episode whatever the configuration's (or its preset's) counter and schedule; the matrix
-    counter has its own audit (`privrl.lab.counter_audit.audit_matrix_counter`). `privatizer`
+    counter has its own audit (`privrl.audit.matrix_counter.audit_matrix_counter`). `privatizer`
     defaults to the library's central privatizer; pass another to audit it against the same
     declaration.
     """

@@ -23,15 +23,16 @@ from typing import Any
 
 import numpy as np
 
+from .. import __version__
 from ..algorithms import registry
 from ..budget import OverspendingPlan, check_budget
 from ..config import RunConfig
+from ..lab.executors import LocalExecutor, Task, TaskResult, run_task
+from ..lab.experiments import WorldSpec
+from ..provenance import commit as checkout_commit
 from ..worlds import optimal_return, uniform_random_return
 from ..worlds.model_spec import model_spec_of
-from .executors import LocalExecutor, Task, TaskResult, run_task
-from .experiments import WorldSpec
-from .frontier_cases import ABLATIONS, CASES, Ablation, Case, Lever, case_named
-from .provenance import commit as checkout_commit
+from .cases import ABLATIONS, CASES, Ablation, Case, Lever, case_named
 from .threshold import LEARNS_BELOW, Interval, final_fractions, smallest_learning_epsilon
 
 PRESETS = ("faithful", "practical")
@@ -263,7 +264,8 @@ class Study:
         # preset since changed) is not part of the study
         wanted = {j.key for j in self.rows}
         runs = {k: r for k, r in self.runs.items() if k in wanted} if self.rows else self.runs
-        data = {"schema": SCHEMA, "command": self.command, "commit": self.commit,
+        data = {"schema": SCHEMA, "privrl": __version__, "command": self.command,
+                "commit": self.commit,
                 "load_average": [round(x, 1) for x in os.getloadavg()],
                 "spec": self.spec.to_dict(),
                 "learns_below_percent": LEARNS_BELOW,

@@ -16,7 +16,7 @@ pair applies two one-sided tests at a false-alarm rate that sums to `alpha` over
 * small differences: the count of entries in {-1, 0, 1} grid steps against Binomial(m, q), by
   the Chernoff bound P(X >= k) <= exp(-m KL(k/m || q));
 * spread: the sum of squared differences over 2 sigma^2 against its mean m, by Maurer's
-  inequality (`privrl.client.audit.noise.maurer_p_value`, the increment test's bound).
+  inequality (`privrl.audit.increments.maurer_p_value`, the increment test's bound).
 
 Pairs flagged by either join groups of reports that share their noise; `reconstruct_counts`
 turns a group of DP-UCBVI reports back into trajectories.
@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from privrl.client.audit.findings import AuditReport, Finding
-from privrl.client.audit.noise import KURTOSIS, maurer_p_value, moments
+from privrl.audit.findings import AuditReport, Finding
+from privrl.audit.increments import KURTOSIS, maurer_p_value, moments
 from privrl.privacy.calibration import Calibration, FamilyCalibration
 from privrl.privacy.mechanisms import Gaussian
 
