@@ -191,8 +191,8 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
         "--delta",
         type=float,
         default=None,
-        help="delta for the Gaussian mechanism (default 1e-5 with --mechanism gaussian, 0 with"
-        " laplace)",
+        help="delta for the Gaussian mechanism (default: the largest of 1e-n, 2e-n, 5e-n at"
+        " most 1/(10 K), e.g. 2e-6 for --episodes 50000; 0 with laplace)",
     )
     p.add_argument(
         "--mechanism",
@@ -318,9 +318,11 @@ def config_from_args(
     mdp: TabularMDP,
 ) -> RunConfig:
     """One RunConfig from the parsed options (pydantic errors become CliError)."""
-    delta = args.delta
-    if delta is None:
-        delta = 1e-5 if mechanism == "gaussian" else 0.0
+    # no --delta: RunConfig's (the population rule's for Gaussian noise, 0 for Laplace)
+    if not trust.get(privacy).private:
+        delta: dict[str, float] = {"delta": 0.0}
+    else:
+        delta = {} if args.delta is None else {"delta": args.delta}
     knobs = dict(args.knob)
     shortcuts = {"pooled": args.pooled or None, "pair_counts": args.pair_counts,
                  "bonus_scale": args.bonus_scale, "radius_scale": args.radius_scale}
@@ -335,13 +337,13 @@ def config_from_args(
             episodes=args.episodes,
             privacy=privacy,
             epsilon=epsilon,
-            delta=delta if trust.get(privacy).private else 0.0,
             mechanism=mechanism,
             noise=args.noise,
             preset=args.preset,
             knobs=knobs or None,
             schedule=args.schedule,
             counter_bands=args.counter_bands,
+            **delta,
             # absent (not null) is the preset's counter
             **({} if args.counter is None else {"counter": args.counter}),
         )

@@ -168,13 +168,14 @@ def test_the_study_json_has_its_schema(tiny: tuple[fr.Study, dict, list]) -> Non
             "frontier", "ablation", "runs", "thresholds"} <= set(saved)
     assert saved["command"] == "privrl frontier (test)" and len(saved["load_average"]) == 3
     assert saved["spec"]["episodes"] == 20 and saved["spec"]["seeds"] == [0, 1]
+    assert saved["spec"]["delta"] == 5e-3  # the runs' default at K = 20: 1 / (10 K)
     assert [(r["label"], r["epsilon"]) for r in saved["frontier"]] == [
         ("faithful", 1.0), ("faithful", 1000.0), ("practical", 1.0), ("practical", 1000.0)]
     for row in saved["frontier"]:
         run = saved["runs"][row["run"]]
         assert run["status"] == "done" and run["seeds"] == [0, 1]
         assert len(run["fractions"]) == 2 and run["seconds"] > 0
-        assert run["config"]["epsilon"] == row["epsilon"] and run["config"]["delta"] == 1e-5
+        assert run["config"]["epsilon"] == row["epsilon"] and run["config"]["delta"] == 5e-3
         assert run["ledger"]["epsilon"] <= row["epsilon"] * (1 + 1e-9)
     assert {t["preset"] for t in saved["thresholds"]} == {"faithful", "practical"}
     ghost = [r for r in saved["ablation"] if r["label"] == "ghost schedule"]

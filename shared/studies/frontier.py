@@ -26,7 +26,7 @@ import numpy as np
 from .. import __version__
 from ..algorithms import registry
 from ..budget import OverspendingPlan, check_budget
-from ..config import RunConfig
+from ..config import RunConfig, population_delta
 from ..lab.executors import LocalExecutor, Task, TaskResult, run_task
 from ..lab.experiments import WorldSpec
 from ..provenance import commit as checkout_commit
@@ -46,20 +46,26 @@ class StudySpec:
 
     episodes: int = 50_000
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    delta: float = 1e-5
+    delta: float | None = None  # the Gaussian rows' δ (None: the population rule's at K)
     cases: tuple[str, ...] = tuple(c.name for c in CASES)
     presets: tuple[str, ...] = PRESETS
     grid_size: int = 8
     epsilons: tuple[float, ...] = ()  # an explicit grid for every case (empty: each case's own)
     ablation: bool = True
 
+    @property
+    def gaussian_delta(self) -> float:
+        """The δ of the Gaussian rows: the spec's, else `population_delta(episodes)` (the
+        default every run gets: 2e-6 at K = 50,000)."""
+        return self.delta if self.delta is not None else population_delta(self.episodes)
+
     def grid(self, case: Case) -> list[float]:
         """The ε grid of `case`."""
         return sorted(self.epsilons) if self.epsilons else case.grid(self.grid_size)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form (tuples as lists)."""
-        return json.loads(json.dumps(asdict(self)))
+        """JSON form (tuples as lists; δ as the runs use it)."""
+        return json.loads(json.dumps({**asdict(self), "delta": self.gaussian_delta}))
 
 
 def run_key(config: RunConfig, knobs: dict[str, Any] | None = None) -> str:
@@ -128,7 +134,8 @@ class Planner:
         runs use it (the preset's schedule and counter filled in): what the run's key digests."""
         world, mdp = self.world(case.algo, world_params)
         knobs = {**case.knobs, **(lever_knobs or {})}
-        fields = {"mechanism": MECHANISM, "delta": self.spec.delta, **(lever_fields or {})}
+        fields = {"mechanism": MECHANISM, "delta": self.spec.gaussian_delta,
+                  **(lever_fields or {})}
         config = RunConfig(
             algo=case.algo, n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H,
             model=model_spec_of(mdp), episodes=self.spec.episodes, privacy=case.privacy,
