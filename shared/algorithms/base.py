@@ -260,6 +260,12 @@ class Algorithm(ABC):
         """The run's noise, calibrated from its budget and `families()`."""
         return calibrate(self.config, self.families())
 
+    def spend_depends_on_data(self) -> bool:
+        """Whether how much the run spends depends on released data (then its ledger's totals
+        are an odometer and the users' guarantee is the budget alone). Default: no, every
+        charge follows the public release schedule."""
+        return False
+
     def privatizer(self, calibration: Calibration, seeds: list[int], max_items: int
                    ) -> Privatizer:
         """The server-side privacy layer of a run. Default: its trust boundary's (exact sums,
