@@ -36,7 +36,6 @@ from .cases import ABLATIONS, CASES, Ablation, Case, Lever, case_named
 from .threshold import LEARNS_BELOW, Interval, final_fractions, smallest_learning_epsilon
 
 PRESETS = ("faithful", "practical")
-MECHANISM = "gaussian"
 SCHEMA = 1
 
 
@@ -134,8 +133,9 @@ class Planner:
         runs use it (the preset's schedule and counter filled in): what the run's key digests."""
         world, mdp = self.world(case.algo, world_params)
         knobs = {**case.knobs, **(lever_knobs or {})}
-        fields = {"mechanism": MECHANISM, "delta": self.spec.gaussian_delta,
-                  **(lever_fields or {})}
+        fields = {"mechanism": default_mechanism(case), **(lever_fields or {})}
+        if fields["mechanism"] == "gaussian":
+            fields.setdefault("delta", self.spec.gaussian_delta)
         config = RunConfig(
             algo=case.algo, n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H,
             model=model_spec_of(mdp), episodes=self.spec.episodes, privacy=case.privacy,
@@ -190,6 +190,12 @@ class Planner:
                         knobs=together_knobs))
         rows.append(job("practical preset", "", "", preset="practical"))
         return rows
+
+
+def default_mechanism(case: Case) -> str:
+    """The mechanism of `case`'s rows: its algorithm's default (`Algorithm.default_mechanism`),
+    the one a run without --mechanism gets, so that the default run is the frontier's row."""
+    return registry.get(case.algo).default_mechanism
 
 
 def random_regret(mdp: Any) -> float:
@@ -538,7 +544,7 @@ def timing_table(data: dict[str, Any], workers: int = 2) -> dict[str, Any]:
 def _threshold_note(data: dict[str, Any]) -> str:
     spec = data["spec"]
     return (f"K = {spec['episodes']:,}, {len(spec['seeds'])} seeds, δ = {spec['delta']:g},"
-            f" Gaussian mechanism, each algorithm's default world. A case learns at ε when the"
+            f" each algorithm's default mechanism and world. A case learns at ε when the"
             f" seeds' mean final fraction (last 10% of episodes, % of the uniformly random"
             f" policy's regret) is ≤ {data['learns_below_percent']:g}%; the smallest ε that"
             " learns is the smallest grid ε from which on it learns at every larger grid ε; the"
