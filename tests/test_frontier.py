@@ -177,6 +177,8 @@ def test_the_study_json_has_its_schema(tiny: tuple[fr.Study, dict, list]) -> Non
         assert len(run["fractions"]) == 2 and run["seconds"] > 0
         assert run["config"]["epsilon"] == row["epsilon"] and run["config"]["delta"] == 5e-3
         assert run["ledger"]["epsilon"] <= row["epsilon"] * (1 + 1e-9)
+        assert run["ledger"]["smaller_delta"] == pytest.approx(5e-4)  # the second δ: δ / 10
+        assert run["ledger"]["epsilon_at_smaller_delta"] >= run["ledger"]["epsilon"]
     assert {t["preset"] for t in saved["thresholds"]} == {"faithful", "practical"}
     ghost = [r for r in saved["ablation"] if r["label"] == "ghost schedule"]
     assert ghost and ghost[0]["run"] == "" and "ghost_schedule" in ghost[0]["unavailable"]

@@ -234,7 +234,8 @@ def record_of(job: Job, result: TaskResult | str, level: float, commit: str
     episodes = result.regret.shape[1]
     return {**base, "status": "done", "seeds": list(result.seeds),
             "fractions": final_fractions(result.regret, level), "random_regret": level,
-            "ledger": {k: led[k] for k in ("epsilon", "delta", "rho")},
+            "ledger": {k: led.get(k) for k in ("epsilon", "delta", "rho", "smaller_delta",
+                                                "epsilon_at_smaller_delta")},
             "seconds": result.seconds, "commit": commit,
             "ms_per_replica_episode": 1e3 * result.seconds / (episodes * len(result.seeds)),
             "policy_versions": result.policy_versions}
