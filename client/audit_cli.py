@@ -147,7 +147,7 @@ def cmd_audit_randomizer(args: argparse.Namespace) -> int:
     if privacy is None or algo.refuses(trust.get(privacy)) is not None:
         raise CliError(f"{args.algo} has no {'central' if args.central else 'local'} release to"
                        f" audit: it runs across {', '.join(algo.boundaries())}")
-    mechanism = args.mechanism or algo.default_mechanism
+    mechanism = args.mechanism or algo.mechanism_for(trust.get(privacy))
     delta = args.delta if args.delta is not None else (
         AUDIT_DELTA if mechanism == "gaussian" else 0.0)
     shape = audit_shape(args)

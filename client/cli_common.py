@@ -244,10 +244,10 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
                    help="the matrix counter's bands (default: the full factorization)")
 
 
-def mechanisms_from_args(args: argparse.Namespace) -> list[str]:
-    """--mechanism as a list, or the algorithm's default mechanism."""
+def mechanisms_from_args(args: argparse.Namespace, privacy: str) -> list[str]:
+    """--mechanism as a list, or the algorithm's default mechanism across `privacy`."""
     if args.mechanism is None:
-        return [algorithms.get(args.algo).default_mechanism]
+        return [algorithms.get(args.algo).mechanism_for(trust.get(privacy))]
     return args.mechanism if isinstance(args.mechanism, list) else [args.mechanism]
 
 

@@ -38,8 +38,8 @@ def sweep_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
     """The cartesian product privacy x epsilon x mechanism (non-private once)."""
     configs: list[RunConfig] = []
     seen = set()
-    mechanisms = mechanisms_from_args(args)
-    for privacy, eps, mech in itertools.product(args.privacy, args.epsilon, mechanisms):
+    for privacy, eps, mech in ((p, e, m) for p in args.privacy for e, m in itertools.product(
+            args.epsilon, mechanisms_from_args(args, p))):
         key = (privacy, None, None) if not trust.get(privacy).private else (privacy, eps, mech)
         if key in seen:
             continue
@@ -239,8 +239,12 @@ def cmd_algorithms(args: argparse.Namespace) -> int:
     for name in algorithms.names():
         algo = algorithms.get(name)
         knobs = ", ".join(sorted(algo.knobs_model.model_fields)) or "-"
+        private = [b for b in algo.boundaries() if trust.get(b).private]
+        other = {b: m for b in private
+                 if (m := algo.mechanism_for(trust.get(b))) != algo.default_mechanism}
+        mechanism = algo.default_mechanism + "".join(f" ({b}: {m})" for b, m in other.items())
         print(f"{name:<{width}} privacy: {', '.join(algo.boundaries()):<16} world: "
-              f"{algo.default_world:<12} mechanism: {algo.default_mechanism:<9} presets: "
+              f"{algo.default_world:<12} mechanism: {mechanism:<9} presets: "
               f"{', '.join(sorted(algo.presets))}")
         print(f"{'':<{width}} {algo.summary}")
         print(f"{'':<{width}} knobs: {knobs}")

@@ -99,7 +99,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_runs_create(args: argparse.Namespace) -> int:
     """privrl runs create: POST a RunConfig (the world options only give S and A)."""
     mdp = world_from_args(args).build()
-    mechanism = mechanisms_from_args(args)[0]
+    mechanism = mechanisms_from_args(args, args.privacy)[0]
     config = config_from_args(args, args.privacy, args.epsilon, mechanism, mdp)
     seed = _seed(args.seed, SERVER_SEED_ENV)
     with _api(args, admin=True) as api:

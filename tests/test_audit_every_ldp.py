@@ -33,7 +33,7 @@ def test_every_local_randomizer_is_audited_within_its_declaration(
     out = json.loads(capsys.readouterr().out)
     assert code == 0, out
     assert out["algo"] == algo and out["release"] == "local randomizer"
-    assert out["mechanism"] == algorithms.get(algo).default_mechanism
+    assert out["mechanism"] == algorithms.get(algo).mechanism_for(trust.get(local_boundary()))
     assert out["differing_entries"] > 0
     # the worst pair found is within what the calibration declares, and so is the bound
     assert 0.0 < out["pair_epsilon"] <= 1.0 + 1e-9

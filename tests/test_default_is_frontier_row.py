@@ -44,6 +44,15 @@ def test_the_default_dp_ucbvi_jdp_run_releases_through_the_matrix_counter() -> N
     assert config.schedule == registry.get("dp-ucbvi").practical_schedule
 
 
+def test_the_default_pooled_ldp_run_is_pure_epsilon() -> None:
+    """Where Laplace wins (DP-UCBVI's pooled LDP), the row and the default are pure epsilon."""
+    case = next(c for c in CASES if c.algo == "dp-ucbvi" and c.privacy == "ldp")
+    config = cli_config(case, 10.0)
+    assert (config.mechanism, config.delta) == ("laplace", 0.0)
+    row, _ = Planner(StudySpec(episodes=EPISODES)).config(case, "practical", 10.0)
+    assert row == config
+
+
 def test_simulate_without_flags_runs_the_frontiers_row() -> None:
     import privrl
 

@@ -172,6 +172,13 @@ class Algorithm(ABC):
         return config.model_copy(update=update) if update else config
 
     @classmethod
+    def mechanism_for(cls, boundary: TrustBoundary) -> str:
+        """The mechanism a run across `boundary` gets when none is given: the frontier's rows
+        read it too, so a run without flags is the frontier's row. Default: `default_mechanism`
+        across every boundary."""
+        return cls.default_mechanism
+
+    @classmethod
     def refuses(cls, boundary: TrustBoundary) -> str | None:
         """Why this algorithm cannot run across `boundary` (None: it can), from what the
         boundary declares, never its name. Default: it runs across every boundary."""

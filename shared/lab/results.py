@@ -120,7 +120,7 @@ def simulate(
     spec = WorldSpec(world, horizon, dict(world_params or {}))
     mdp = spec.build()
     if mechanism is None:
-        mechanism = registry.get(algorithm).default_mechanism
+        mechanism = registry.get(algorithm).mechanism_for(trust.get(privacy))
     given = {} if delta is None else {"delta": delta}
     if not trust.get(privacy).private:
         given = {"delta": 0.0}

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, trust
 from ..algorithms import registry
 from ..budget import OverspendingPlan, check_budget
 from ..config import RunConfig, population_delta
@@ -193,9 +193,10 @@ class Planner:
 
 
 def default_mechanism(case: Case) -> str:
-    """The mechanism of `case`'s rows: its algorithm's default (`Algorithm.default_mechanism`),
-    the one a run without --mechanism gets, so that the default run is the frontier's row."""
-    return registry.get(case.algo).default_mechanism
+    """The mechanism of `case`'s rows: its algorithm's default across its boundary
+    (`Algorithm.mechanism_for`), the one a run without --mechanism gets, so that the default
+    run is the frontier's row."""
+    return registry.get(case.algo).mechanism_for(trust.get(case.privacy))
 
 
 def random_regret(mdp: Any) -> float:

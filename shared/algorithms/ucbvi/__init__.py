@@ -22,6 +22,7 @@ from .learner import DPUCBVI
 
 if TYPE_CHECKING:
     from ...privacy.calibration import Calibration
+    from ...trust.base import TrustBoundary
 
 
 def sensitivities(horizon: int, pooled: bool) -> tuple[float, float]:
@@ -122,6 +123,15 @@ class DPUCBVIAlgorithm(Algorithm):
     integer_rewards = True  # under integer noise the reward sums are counts of Bernoulli(r)
     practical_schedule = "geometric:1.1"  # tuning seeds (docs/results/frontier.md)
     practical_counter = ("matrix", 256)
+
+    @classmethod
+    def mechanism_for(cls, boundary: TrustBoundary) -> str:
+        """Pure-epsilon Laplace where each user noises its own report alone (pooled LDP at
+        eps = 10, K = 50,000, tuning seeds 5-6: 7-13% of uniform regret against ~100% with
+        Gaussian at delta = 2e-6), else Gaussian."""
+        if boundary.local_noise and boundary.cohort_size == 1:
+            return "laplace"
+        return cls.default_mechanism
 
     def families(self) -> tuple[Family, ...]:
         """N(s,a,s'), N(s,a) unless derived, and reward sums; all share one sensitivity."""
