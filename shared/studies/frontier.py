@@ -54,7 +54,7 @@ class StudySpec:
 
     @property
     def gaussian_delta(self) -> float:
-        """The δ of the Gaussian rows: the spec's, else `population_delta(episodes)` (the
+        """The δ of the Gaussian rows: the study's, else `population_delta(episodes)` (the
         default every run gets: 2e-6 at K = 50,000)."""
         return self.delta if self.delta is not None else population_delta(self.episodes)
 
