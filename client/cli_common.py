@@ -213,16 +213,9 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
         type=knob_value,
         metavar="NAME=VALUE",
         help="override one of the algorithm's public knobs (repeatable; VALUE is JSON or a"
-        " word), e.g. --knob bonus_scale=0.05 --knob pair_counts=released",
+        " word; `privrl algorithms` lists each algorithm's knobs), e.g. --knob pooled=true"
+        " --knob bonus_scale=0.05",
     )
-    p.add_argument("--pooled", action="store_true",
-                   help="dp-ucbvi: pool statistics over h (same as --knob pooled=true)")
-    p.add_argument("--pair-counts", choices=["released", "derived"], default=None,
-                   help="dp-ucbvi: same as --knob pair_counts=... (default: the preset's)")
-    p.add_argument("--bonus-scale", type=float, default=None,
-                   help="same as --knob bonus_scale=... (default: the preset's)")
-    p.add_argument("--radius-scale", type=float, default=None,
-                   help="same as --knob radius_scale=... (default: the preset's)")
     p.add_argument(
         "--noise",
         default="numpy",
@@ -322,9 +315,6 @@ def config_from_args(
     if delta is None:
         delta = 1e-5 if mechanism == "gaussian" else 0.0
     knobs = dict(args.knob)
-    shortcuts = {"pooled": args.pooled or None, "pair_counts": args.pair_counts,
-                 "bonus_scale": args.bonus_scale, "radius_scale": args.radius_scale}
-    knobs.update({k: v for k, v in shortcuts.items() if v is not None})
     try:
         config = RunConfig(
             algo=args.algo,

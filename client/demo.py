@@ -366,7 +366,8 @@ def story(results: list[dict[str, Any]]) -> str:
         f" released {released}); every LDP user"
         " noises its own report, so the noise in the LDP billboard grows with the number of"
         " users. Over more episodes JDP learns at smaller budgets: `privrl run --privacy jdp"
-        " ldp --pooled --mechanism gaussian --episodes 50000 --epsilon 0.5 1 5 20` measures it."
+        " ldp --knob pooled=true --mechanism gaussian --episodes 50000 --epsilon 0.5 1 5 20`"
+        " measures it."
     )
 
 
