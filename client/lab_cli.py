@@ -233,7 +233,7 @@ def cmd_algorithms(args: argparse.Namespace) -> int:
         print(f"{name:<{width}} privacy: {', '.join(algo.boundaries()):<16} world: "
               f"{algo.default_world:<12} mechanism: {algo.default_mechanism:<9} presets: "
               f"{', '.join(sorted(algo.presets))}")
-        print(f"{'':<{width}} {algo.summary}")
+        print(f"{'':<{width}} {algo.summary} (results: {algo.versioned_id()})")
         print(f"{'':<{width}} knobs: {knobs}")
         kind, bands = algo.practical_counter
         counter = f"{kind} ({bands} bands)" if bands else kind

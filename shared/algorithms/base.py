@@ -94,6 +94,9 @@ class Algorithm(ABC):
     """One registered algorithm, bound to one public run configuration."""
 
     name: ClassVar[str]
+    # Bumped whenever the same configuration gives other numbers (a preset's values, a learner's
+    # rule): results name `versioned_id()` (gymnasium's `name-vN`), and studies re-run.
+    version: ClassVar[int] = 1
     summary: ClassVar[str] = ""
     knobs_model: ClassVar[type[BaseModel]] = NoKnobs
     presets: ClassVar[Mapping[str, BaseModel]] = {"faithful": NoKnobs(), "practical": NoKnobs()}
@@ -111,6 +114,11 @@ class Algorithm(ABC):
     # it takes the smoothed tree.
     practical_schedule: ClassVar[str] = "every"
     practical_counter: ClassVar[tuple[str, int | None]] = ("smoothed", None)
+
+    @classmethod
+    def versioned_id(cls) -> str:
+        """`name-vN`: the name and the version whose numbers a result holds."""
+        return f"{cls.name}-v{cls.version}"
 
     def __init__(self, config: RunConfig) -> None:
         """Bind to `config`; refuse (ValueError) a privacy mode, knobs or a schedule this

@@ -64,12 +64,14 @@ class StudySpec:
 
 def run_key(config: RunConfig, knobs: dict[str, Any] | None = None) -> str:
     """The digest of `config` with the knobs it runs with (`knobs`: as given, else its preset's
-    with its overrides, as its algorithm resolves them today)."""
+    with its overrides, as its algorithm resolves them today) and, past 1, its version."""
+    algorithm = registry.get(config.algo)
     if knobs is None:
-        algorithm = registry.get(config.algo)
         knobs = algorithm.resolve_knobs(config.preset, config.knobs).model_dump(mode="json")
-    text = json.dumps({"config": config.model_dump(mode="json"), "knobs": knobs},
-                      sort_keys=True)
+    keyed: dict[str, Any] = {"config": config.model_dump(mode="json"), "knobs": knobs}
+    if algorithm.version > 1:  # keys made before versions existed are those of version 1
+        keyed["version"] = algorithm.version
+    text = json.dumps(keyed, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -214,7 +216,8 @@ def record_of(job: Job, result: TaskResult | str, level: float, commit: str
     """The JSON record of one finished run (`commit`: the code's that ran it)."""
     assert job.config is not None
     base = {"config": job.config.model_dump(mode="json"), "world": job.world.to_dict(),
-            "algo": job.config.algo, "preset": job.config.preset}
+            "algo": job.config.algo, "preset": job.config.preset,
+            "algorithm": registry.get(job.config.algo).versioned_id()}
     if isinstance(result, str):
         return {**base, "status": "failed", "message": result}
     led = result.ledger
