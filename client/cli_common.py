@@ -407,3 +407,33 @@ def tail_header(results: list[dict[str, Any]]) -> str:
     """The header of the per-episode regret column: the window the rows actually average."""
     tails = sorted({r["regret"]["tail_episodes"] for r in results})
     return f"last-{tails[0]}/ep" if len(tails) == 1 else "last-n/ep"
+
+
+def add_executor_options(p: argparse.ArgumentParser) -> None:
+    """--executor, --ray-address and --ray-runtime-env: where a sweep's or a study's runs go."""
+    from privrl.lab.experiments import EXECUTORS
+
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="where tasks run: local processes, or Ray (pip install 'privrl[ray]')")
+    p.add_argument("--ray-address", default=None,
+                   help="the Ray cluster to join: 'auto' (the one `ray start --head` runs here)"
+                   " or HOST:PORT (default: $RAY_ADDRESS, else a new local instance for this"
+                   " sweep)")
+    p.add_argument("--ray-runtime-env", type=json_object, default=None,
+                   help="Ray runtime_env as JSON, e.g. '{\"pip\": [\"privrl @ git+URL\"]}' to"
+                   " install privrl on a remote cluster's workers (default: none, the nodes"
+                   " have privrl)")
+
+
+def executor_from_args(args: argparse.Namespace) -> Any:
+    """The executor `add_executor_options`' flags name (a CliError for flags that do not fit or
+    a missing Ray)."""
+    from privrl.lab.executors import ExecutorError
+    from privrl.lab.experiments import make_executor
+
+    if args.executor != "ray" and (args.ray_address or args.ray_runtime_env):
+        raise CliError("--ray-address and --ray-runtime-env need --executor ray")
+    try:
+        return make_executor(args.executor, args.workers, args.ray_address, args.ray_runtime_env)
+    except ExecutorError as exc:
+        raise CliError(str(exc)) from None

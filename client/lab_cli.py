@@ -12,10 +12,11 @@ from privrl import algorithms, trust
 from privrl.budget import OverspendingPlan, check_budget
 from privrl.client.cli_common import (
     CliError,
+    add_executor_options,
     add_learning_options,
     add_world_options,
     config_from_args,
-    json_object,
+    executor_from_args,
     mechanisms_from_args,
     policy_never_changed_notes,
     positive_int,
@@ -25,7 +26,7 @@ from privrl.client.cli_common import (
 )
 from privrl.client.load.cli import add_bench_http
 from privrl.config import RunConfig
-from privrl.lab.experiments import EXECUTORS, TAIL
+from privrl.lab.experiments import TAIL
 from privrl.worlds.tabular import TabularMDP
 
 RUN_OUTPUTS = ("summary.json", "regret.png", "frontier.png")  # what `privrl run` writes to --out
@@ -50,18 +51,12 @@ def sweep_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
 def cmd_run(args: argparse.Namespace) -> int:
     """privrl run: in-process runs (a sweep when several values are given)."""
     from privrl.lab.executors import ExecutorError
-    from privrl.lab.experiments import make_executor, run_many, save
+    from privrl.lab.experiments import run_many, save
     from privrl.lab.plots import plot_cumulative, plot_frontier
 
     out = Path(args.out)
     refuse_overwrite(out, RUN_OUTPUTS, args.force)
-    if args.executor != "ray" and (args.ray_address or args.ray_runtime_env):
-        raise CliError("--ray-address and --ray-runtime-env need --executor ray")
-    try:
-        executor = make_executor(args.executor, args.workers, args.ray_address,
-                                 args.ray_runtime_env)
-    except ExecutorError as exc:
-        raise CliError(str(exc)) from None
+    executor = executor_from_args(args)
     world = world_from_args(args)
     mdp = world.build()
     if not isinstance(mdp, TabularMDP):
@@ -257,16 +252,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=positive_int, default=None,
                    help="parallel processes (default: one per task, at most the CPUs); with"
                    " --executor ray, the CPUs of the local Ray instance it starts")
-    p.add_argument("--executor", choices=EXECUTORS, default="local",
-                   help="where tasks run: local processes, or Ray (pip install 'privrl[ray]')")
-    p.add_argument("--ray-address", default=None,
-                   help="the Ray cluster to join: 'auto' (the one `ray start --head` runs here)"
-                   " or HOST:PORT (default: $RAY_ADDRESS, else a new local instance for this"
-                   " sweep)")
-    p.add_argument("--ray-runtime-env", type=json_object, default=None,
-                   help="Ray runtime_env as JSON, e.g. '{\"pip\": [\"privrl @ git+URL\"]}' to"
-                   " install privrl on a remote cluster's workers (default: none, the nodes"
-                   " have privrl)")
+    add_executor_options(p)
     p.add_argument("--seeds-per-task", type=positive_int, default=None,
                    help="seeds per task: split each configuration into seed-blocks, one task"
                    " each (default: all seeds in one task)")

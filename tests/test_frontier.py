@@ -167,6 +167,9 @@ def test_the_study_json_has_its_schema(tiny: tuple[fr.Study, dict, list]) -> Non
     assert {"schema", "command", "commit", "load_average", "spec", "learns_below_percent",
             "frontier", "ablation", "runs", "thresholds"} <= set(saved)
     assert saved["command"] == "privrl frontier (test)" and len(saved["load_average"]) == 3
+    (invocation,) = saved["invocations"]  # where and how long the runs took
+    assert invocation["executor"] == "LocalExecutor" and invocation["cores"] == 1
+    assert invocation["done"] == invocation["runs"] > 0 and invocation["wall_seconds"] > 0
     assert saved["spec"]["episodes"] == 20 and saved["spec"]["seeds"] == [0, 1]
     assert [(r["label"], r["epsilon"]) for r in saved["frontier"]] == [
         ("faithful", 1.0), ("faithful", 1000.0), ("practical", 1.0), ("practical", 1000.0)]

@@ -27,7 +27,7 @@ from .. import __version__
 from ..algorithms import registry
 from ..budget import OverspendingPlan, check_budget
 from ..config import RunConfig
-from ..lab.executors import LocalExecutor, Task, TaskResult, run_task
+from ..lab.executors import Executor, LocalExecutor, Task, TaskResult, run_task
 from ..lab.experiments import WorldSpec
 from ..provenance import commit as checkout_commit
 from ..worlds import optimal_return, uniform_random_return
@@ -336,9 +336,12 @@ def describe(job: Job) -> str:
 
 
 def run_study(study: Study, workers: int = 2, quiet: bool = False,
-              note: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run every job of the study not yet in its file; the file after each run; its data."""
+              note: Callable[[str], None] | None = None,
+              executor: Executor | None = None) -> dict[str, Any]:
+    """Run every job of the study not yet in its file, on `executor` (default: `workers` local
+    processes); the file after each run, with the invocation's wall time and cores; its data."""
     say = note or (lambda text: print(text, file=sys.stderr, flush=True))
+    executor = executor if executor is not None else LocalExecutor(workers)
     planner = Planner(study.spec)
     study.rows = planner.jobs()
     todo: dict[str, Job] = {}
@@ -367,23 +370,25 @@ def run_study(study: Study, workers: int = 2, quiet: bool = False,
         f" each) on {workers} worker(s)")
     if tasks:
         study.invocations.append({"command": study.command, "commit": study.commit,
-                                  "workers": workers, "runs": len(tasks), "done": 0,
+                                  "workers": workers, "executor": type(executor).__name__,
+                                  "cores": executor.cores(), "runs": len(tasks), "done": 0,
                                   "wall_seconds": 0.0})
     study.save()
     progress = Progress(tasks, workers, quiet)
     levels = {name: random_regret(mdp) for name, mdp in planner.mdps.items()}
     by_key = {t.key: t for t in tasks}
     start = time.perf_counter()
-    for key, result in LocalExecutor(workers).run(run_or_error, tasks, lambda k, n: None):
-        job = jobs[key[0]]
-        study.runs[job.key] = record_of(job, result, levels[job.world.name], study.commit)
-        study.invocations[-1].update(done=study.invocations[-1]["done"] + 1,
-                                     wall_seconds=time.perf_counter() - start)
-        study.save()
-        ok = not isinstance(result, str)
-        progress.finished(by_key[key], result.seconds if ok else None, describe(job))
-        if not ok:
-            say(f"  {result}")
+    with executor:
+        for key, result in executor.run(run_or_error, tasks, lambda k, n: None):
+            job = jobs[key[0]]
+            study.runs[job.key] = record_of(job, result, levels[job.world.name], study.commit)
+            study.invocations[-1].update(done=study.invocations[-1]["done"] + 1,
+                                         wall_seconds=time.perf_counter() - start)
+            study.save()
+            ok = not isinstance(result, str)
+            progress.finished(by_key[key], result.seconds if ok else None, describe(job))
+            if not ok:
+                say(f"  {result}")
     return study.data()
 
 
