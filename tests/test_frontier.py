@@ -58,6 +58,7 @@ def test_threshold_and_its_interval_on_known_data() -> None:
     found = smallest_learning_epsilon(seeds_around([100.0, 60.0, 30.0, 20.0, 0.0]))
     assert (found.low, found.epsilon, found.high) == (4.0, 8.0, 16.0)
     assert found.grid == GRID
+    assert found.decided == 16.0 and not found.on_floor  # decided where learning is established
 
 
 def test_a_lucky_dip_below_a_failing_epsilon_does_not_count() -> None:
@@ -70,6 +71,8 @@ def test_never_and_always() -> None:
     assert (never.low, never.epsilon, never.high) == (None, None, None)
     always = smallest_learning_epsilon({e: [1.0, 2.0, 3.0] for e in GRID})
     assert (always.low, always.epsilon, always.high) == (1.0, 1.0, 1.0)
+    assert always.on_floor and not never.on_floor  # the threshold may lie below the grid
+    assert never.decided is None and never.to_dict()["decided"] is None
 
 
 def test_a_known_curve_is_recovered_from_noisy_seeds() -> None:

@@ -450,7 +450,8 @@ def _eps_text(value: float | None, grid: Sequence[float]) -> str:
 def threshold_table(data: dict[str, Any]) -> dict[str, Any]:
     """The thresholds as a results_table document (columns, rows, provenance)."""
     columns = [("case", ""), ("preset", ""), ("ε grid", ""), ("smallest ε that learns", ""),
-               ("95% interval", ""), ("% of uniform at it", ".1f"), ("ledger ε at it", ".4g"),
+               ("95% interval (its upper end: decided)", ""), ("% of uniform at it", ".1f"),
+               ("ledger ε at it", ".4g"),
                ("% of uniform at the largest ε", ".1f"), ("target ε", "g"),
                ("% of uniform at the target", ".1f")]
     rows = []
@@ -463,7 +464,7 @@ def threshold_table(data: dict[str, Any]) -> dict[str, Any]:
                  if at else None)
         rows.append([t["case"], t["preset"],
                      _grid_text(grid, t["not_run"]),
-                     _eps_text(t["epsilon"], grid),
+                     ("≤ " if t.get("on_floor") else "") + _eps_text(t["epsilon"], grid),
                      f"[{_eps_text(t['low'], grid)}, {_eps_text(t['high'], grid)}]",
                      [at.mean, at.high - at.mean] if at else None,
                      spent if isinstance(spent, float) else None,
