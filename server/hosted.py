@@ -55,7 +55,6 @@ from privrl.privacy.tree import NodeNoise, StoredNoiseError
 from privrl.protocol import (
     Ack,
     ArrayPayload,
-    LedgerView,
     PolicyPayload,
     RandomizerParams,
     RunInfo,
@@ -76,7 +75,11 @@ from privrl.server.snapshot import (
     REPORTED,
     Answer,
     BoardArrays,
+    BoardRef,
+    Boards,
+    LedgerRef,
     LogView,
+    RunHead,
     Snapshot,
     VersionEntry,
     grown,
@@ -148,6 +151,7 @@ class HostedRun:
         self.id = row.id
         self.row = row
         self.config = config
+        self.head = RunHead(row.id, config, row.created_at, row.sequential, row.credentials)
         self.max_report_bytes = max_report_bytes(config)  # its body limit
         self.store = store
         self.limits = limits
@@ -184,8 +188,8 @@ class HostedRun:
         self.entries: list[VersionEntry] = []  # the public policy log, append-only
         self.version_index: dict[int, int] = {}  # version -> its index in `entries`
         self.served = np.zeros((8, 3), dtype=np.int64)  # per entry: claimed, reported, expired
-        self._board: BoardArrays | None = None  # the newest release's copy, once captured
-        self._ledger: tuple[int, Answer] | None = None  # (charges, view), once captured
+        self.boards = Boards(self._quiet_board)  # billboards by report count, built when read
+        self._ledger: LedgerRef | None = None  # the newest number of charges' view, once captured
         self._policy: Answer | None = None  # the newest version's payload, once captured
         self.run.privatizer.journal_noise()
 
@@ -225,6 +229,7 @@ class HostedRun:
         assert first is not None
         highwater.set(run_id, Mark())
         store.insert_run(row, first)
+        hosted.boards.add(hosted.board())
         hosted.publish(hosted.capture(now))
         return hosted
 
@@ -237,6 +242,7 @@ class HostedRun:
             hosted._load()
         except StoredNoiseError as exc:
             raise RebuildError(f"run {row.id}: {exc}") from exc
+        hosted.boards.add(hosted.board())
         hosted.publish(hosted.capture(time.time()))
         return hosted
 
@@ -390,6 +396,7 @@ class HostedRun:
         """Rebuild memory from the store (after a failed write; every queued write has ended)."""
         self._load()
         self.stale = False
+        self.boards.add(self.board())
         self.publish(self.capture(time.time()))
 
     # -- claims -----------------------------------------------------------------------------------
@@ -481,6 +488,8 @@ class HostedRun:
             new_policy = self._plan() if replan else None
             if replan:
                 self.planned_time = now
+                if self.run.billboard_built() and not self.boards.has(self.run.reported):
+                    self.boards.add(self.board())  # the release the learner just read
             row = ClaimRow(
                 ticket, self.id, episode, self.version, self.planned_at, now, expires_at, "open"
             )
@@ -642,14 +651,7 @@ class HostedRun:
 
     def info(self, now: float) -> RunInfo:
         """Spec and status."""
-        return RunInfo(
-            id=self.id,
-            config=self.config,
-            status=self.status(now),
-            created_at=self.row.created_at,
-            sequential=self.sequential,
-            credentials=self.row.credentials,
-        )
+        return self.head.info(self.status(now))
 
     def policy_payload(self) -> PolicyPayload:
         """The newest policy (the one the next claim is served unless a report arrives first);
@@ -662,28 +664,29 @@ class HostedRun:
             )
         return self._payload
 
-    def _board_arrays(self) -> BoardArrays:
-        """A copy of the public release (made again only after a report changed it)."""
+    def board(self) -> BoardArrays:
+        """A copy of the public release now (the run's, shared with its learner)."""
         reported = self.run.reported
-        if self._board is None or self._board.reported != reported:
-            release = self.run.billboard()
-            self._board = BoardArrays(
-                run_id=self.id,
-                reported=reported,
-                arrays={name: np.array(arr, copy=True) for name, arr in release.items()},
-                radius=float(self.run.radius()),
-                noise_std=float(self.run.calibration.release_std(reported)),
-            )
-        return self._board
+        return BoardArrays(
+            run_id=self.id,
+            reported=reported,
+            arrays={name: np.array(arr, copy=True) for name, arr in self.run.billboard().items()},
+            radius=float(self.run.radius()),
+            noise_std=float(self.run.calibration.release_std(reported)),
+        )
 
-    def _ledger_view(self) -> Answer:
-        """Privacy spent so far, from the charges the privatizer actually made (the view is
-        built again only after a new charge)."""
-        charges = len(self.run.ledger.entries)
-        if self._ledger is None or self._ledger[0] != charges:
-            view = LedgerView.of(self.id, self.run.ledger, self.config.accounting_delta)
-            self._ledger = (charges, Answer(view))
-        return self._ledger[1]
+    def _quiet_board(self) -> BoardArrays | None:
+        """The release now when a reader may build it (the run is quiet), else None."""
+        return self.board() if self.quiet() else None
+
+    def _ledger_ref(self) -> LedgerRef:
+        """Privacy spent so far: the ledger's first charges, viewed when read."""
+        charges = len(self.run.ledger)
+        if (self._ledger is None or self._ledger.charges != charges
+                or self._ledger.ledger is not self.run.ledger):
+            self._ledger = LedgerRef(self.id, self.run.ledger, charges,
+                                     self.config.accounting_delta)
+        return self._ledger
 
     def _policy_answer(self) -> Answer:
         """The newest policy, as a snapshot shares it."""
@@ -706,18 +709,25 @@ class HostedRun:
         n = len(self.entries)
         return Snapshot(
             seq=self.captures,
-            info=self.info(now),
+            head=self.head,
+            status=self.status(now),
             lapses_at=NEVER if lapse is None else now + lapse,
             policy=self._policy_answer(),
-            board=self._board_arrays(),
-            ledger=self._ledger_view(),
+            board=BoardRef(self.boards, self.run.reported),
+            ledger=self._ledger_ref(),
             log=LogView(self.entries, n, log_counts(n, self.served)),
         )
+
+    def quiet(self) -> bool:
+        """No change under way and every write committed: memory is what the store holds."""
+        return not self.lock.locked() and not self.stale and (
+            self.durable is None or self.durable.done())
 
     def publish(self, snapshot: Snapshot) -> None:
         """Make `snapshot` what readers see (unless a newer one is already published)."""
         if self.snapshot is None or snapshot.seq > self.snapshot.seq:
             self.snapshot = snapshot
+            snapshot.board.boards.committed(snapshot.board.reported)
 
     def readable(self, now: float) -> Snapshot:
         """The published snapshot; captured again first when a claim of it has lapsed since
@@ -725,10 +735,8 @@ class HostedRun:
         the end of a run whose privacy filter refused a release."""
         snap = self.snapshot
         assert snap is not None, "a hosted run publishes its first snapshot when it is built"
-        quiet = not self.lock.locked() and not self.stale and (
-            self.durable is None or self.durable.done())
-        ended = snap.info.status.budget_exhausted != self.run.exhausted  # the filter refused
-        if (snap.stale(now) or ended) and quiet:
+        ended = snap.status.budget_exhausted != self.run.exhausted  # the filter refused
+        if (snap.stale(now) or ended) and self.quiet():
             self.publish(self.capture(now))
             snap = self.snapshot
             assert snap is not None

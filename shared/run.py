@@ -71,6 +71,7 @@ class Run:
         self.ledger = Ledger(budget=run_budget(config))  # a privacy filter: the budget is a limit
         self.learner: Learner = self.algorithm.learner(self.calibration, self.seeds)
         self._message: PolicyMessage | None = None
+        self._release: tuple[int, Stats] | None = None  # (report count, billboard), once read
         self._planned_at = -1
         self.policy_version = 0
         self.exhausted: str | None = None  # why the filter refused a release: the run has ended
@@ -91,8 +92,16 @@ class Run:
         return self.learner.radius(self.reported)
 
     def billboard(self) -> Stats:
-        """The public release the learner plans from (post-processing of private values only)."""
-        return self.algorithm.postprocess(self.privatizer.release())
+        """The public release the learner plans from (post-processing of private values only),
+        built once per report count: the learner and a server's public views share it (its
+        arrays may change with the next report: a reader that keeps them copies them)."""
+        if self._release is None or self._release[0] != self.reported:
+            self._release = (self.reported, self.algorithm.postprocess(self.privatizer.release()))
+        return self._release[1]
+
+    def billboard_built(self) -> bool:
+        """Whether the billboard of the current report count was built already."""
+        return self._release is not None and self._release[0] == self.reported
 
     def message(self) -> PolicyMessage:
         """The current policy message (arrays with leading axis R), planned lazily when the
