@@ -18,12 +18,13 @@ from privrl import algorithms
 from privrl.protocol import API_VERSION
 from privrl.server.admission import InFlight, ReadSlots
 from privrl.server.errors import install_error_handlers
-from privrl.server.gc_pauses import GcPauses
-from privrl.server.highwater import HighWater
 from privrl.server.limits import BodyLimit, Limit
 from privrl.server.metrics import LatencyMiddleware, Metrics
 from privrl.server.openapi import install_openapi
-from privrl.server.routes import apidocs, dashboard, episodes, ops, public, regret, runs, trust
+from privrl.server.ops import apidocs
+from privrl.server.ops.gc_pauses import GcPauses
+from privrl.server.ops.highwater import HighWater
+from privrl.server.routes import dashboard, episodes, ops, public, regret, runs, trust
 from privrl.server.runs import RunTable
 from privrl.server.service import Service
 from privrl.server.settings import Settings

@@ -21,7 +21,7 @@ counted before it lapses) and kept in issue order, which is expiry order, so swe
 ones and counting outstanding ones is O(1) amortized. A report is judged late by the time it
 arrived at the server, not by the time its turn came.
 
-Claims are also accounted per source (`privrl.server.sources`: the credential or address that
+Claims are also accounted per source (`privrl.server.ops.sources`: the credential or address that
 claimed them; a lapse lowers its source's cap and refuses it claims for a backoff, it does not
 narrow the run's window), and the public views are captured into an immutable
 `privrl.server.snapshot.Snapshot` that readers use without the lock:
@@ -63,11 +63,12 @@ from privrl.protocol import (
 )
 from privrl.reports import AnyReport, ReportRejected, accept, digest_of, restore
 from privrl.run import Run
-from privrl.server import noise_epochs
 from privrl.server.admission import Admission, RunLimits
 from privrl.server.errors import Refusal
-from privrl.server.highwater import HighWater, Mark
 from privrl.server.limits import max_report_bytes
+from privrl.server.ops import noise_epochs
+from privrl.server.ops.highwater import HighWater, Mark
+from privrl.server.ops.sources import Sources
 from privrl.server.snapshot import (
     CLAIMED,
     EXPIRED,
@@ -85,7 +86,6 @@ from privrl.server.snapshot import (
     grown,
     log_counts,
 )
-from privrl.server.sources import Sources
 from privrl.server.store import (
     ClaimRow,
     NoiseRow,
@@ -221,7 +221,7 @@ class HostedRun:
         """A new run: plan the first policy (0 reports) and persist spec, secret seed and policy
         together. `credentials`: claims need a user credential issued by the admin. The run's
         first mark goes to `highwater` before the store holds it: a stored run always has one,
-        so a store whose mark is lost is told from a new one (`privrl.server.highwater`)."""
+        so a store whose mark is lost is told from a new one (`privrl.server.ops.highwater`)."""
         row = RunRow(run_id, config.model_dump_json(), now, sequential, seed,
                      credentials=credentials)
         hosted = cls(row, config, store, limits)

@@ -8,9 +8,9 @@ import time
 from fastapi import Depends, Query, Request, Response
 from privrl.protocol import CredentialList, Recovery, RunInfo, RunList, RunRequest
 from privrl.server.auth import require_admin
-from privrl.server.credentials import MAX_ISSUED, credential_key, issue
 from privrl.server.deps import AppSettings, Runs, Table
 from privrl.server.errors import UNKNOWN_QUERY, Refusal, error_responses
+from privrl.server.ops.credentials import MAX_ISSUED, credential_key, issue
 from privrl.server.routes.common import read_slot, snapshot_of, v1_router
 from privrl.server.service import in_thread
 
