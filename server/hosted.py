@@ -61,9 +61,10 @@ from privrl.protocol import (
     RunStatus,
     Ticket,
 )
-from privrl.reports import AnyReport, ReportRejected, accept, digest_of, restore
+from privrl.reports import Accepted, AnyReport, ReportRejected, accept, digest_of, restore
 from privrl.run import Run
 from privrl.server.admission import Admission, RunLimits
+from privrl.server.cohorts import Cohorts
 from privrl.server.errors import Refusal
 from privrl.server.limits import max_report_bytes
 from privrl.server.ops import noise_epochs
@@ -175,8 +176,12 @@ class HostedRun:
     def _reset(self) -> None:
         """Empty in-memory state: a fresh Run, no claims, no policy yet."""
         self.run = Run(self.config, [self.row.seed])
+        boundary = self.run.calibration.boundary
+        exchange = boundary.exchange()  # a boundary with cohorts: its reports count by cohort
+        self.cohorts = None if exchange is None else Cohorts(boundary.cohort_size, exchange)
         self.epoch = 0  # noise epoch (> 0 once an admin continued it after a rollback)
         self.claimed = 0
+        self.stored_reports = 0  # report rows (a held cohort member's too): the next one's seq
         self.open: OrderedDict[str, OpenClaim] = OrderedDict()  # issue order = expiry order
         self.version = 0
         self.planned_at = 0  # reports counted when the learner was last consulted
@@ -265,8 +270,11 @@ class HostedRun:
                 accepted = restore(rep.kind, rep.payload, self.run, served, version)
             except ReportRejected as exc:
                 raise RebuildError(f"run {self.id}: stored report {rep.seq}: {exc}") from exc
-            accepted.ingest(self.run, served)
-            if Ack.model_validate_json(rep.ack).reported != self.run.reported:
+            stored_ack = Ack.model_validate_json(rep.ack)
+            self.stored_reports = rep.seq
+            self._take(accepted, rep.episode, served, time.time(),
+                       replayed=stored_ack.reported > self.run.reported)
+            if stored_ack.reported != self.run.reported:
                 raise RebuildError(f"run {self.id}: report {rep.seq} replays out of order")
             if self.run.reported in plan_points:
                 self._replan(stored)
@@ -461,7 +469,7 @@ class HostedRun:
                 " or claim with ?wait=SECONDS",
                 retry,
             )
-        if self.run.reported + pending >= k_total:
+        if self.run.reported + pending + self.held >= k_total:
             raise Refusal(
                 409,
                 "full",
@@ -552,11 +560,11 @@ class HostedRun:
             raise Refusal(422, exc.code, exc.detail) from None
 
         def mutate() -> tuple[Ack, list[Statement]]:
-            accepted.ingest(self.run, served)
+            self._take(accepted, claim.episode, served, now)
             ack = Ack(run_id=self.id, episode=claim.episode, reported=self.run.reported)
             row = ReportRow(
                 self.id,
-                self.run.reported,
+                self.stored_reports + 1,
                 claim.ticket,
                 claim.episode,
                 accepted.kind,
@@ -571,6 +579,7 @@ class HostedRun:
         except BudgetExhausted:  # refused before anything changed: the run has ended
             self._refuse_exhausted()
             raise
+        self.stored_reports += 1
         self.open.pop(claim.ticket, None)
         self._count(claim.policy_version, REPORTED)
         self.unsettled[claim.ticket] = (accepted.digest, ack)
@@ -586,6 +595,36 @@ class HostedRun:
             self.config.episodes,
         )
         return ack, rows
+
+    @property
+    def held(self) -> int:
+        """Reports held in cohorts not complete yet (neither counted nor outstanding)."""
+        return 0 if self.cohorts is None else self.cohorts.held
+
+    def _take(self, accepted: Accepted, episode: int, served: PolicyMessage, now: float,
+              replayed: bool | None = None) -> None:
+        """Count an accepted report: ingest it, or (a boundary with cohorts) hold it as its
+        member's input and ingest its cohort's item when this report completes the cohort
+        (`replayed`: during a replay, whether the stored Ack says it did)."""
+        if self.cohorts is None:
+            accepted.ingest(self.run, served)
+            return
+        stats = accepted.noisy
+        if stats is None:
+            assert accepted.trajectories is not None
+            stats = self.run.algorithm.user_statistics(accepted.trajectories, served)
+        if replayed is None:
+            expiry = {c.episode: c.expires_at for c in self.open.values()}
+            inputs = self.cohorts.reported(
+                episode, stats, lambda e: e < self.claimed and expiry.get(e, now) <= now)
+        else:
+            inputs = self.cohorts.replayed(episode, stats, replayed)
+        if inputs is not None:
+            try:
+                self.run.ingest_cohort(inputs)
+            except BudgetExhausted:  # the cohort is gone from memory: rebuild it
+                self.mark_stale()
+                raise
 
     def _refuse_stopped(self) -> None:
         """410 for a run an admin stopped."""

@@ -75,12 +75,13 @@ class Run:
         self._planned_at = -1
         self.policy_version = 0
         self.exhausted: str | None = None  # why the filter refused a release: the run has ended
+        self._pooled = 0  # reports counted beyond one per item (members of cohorts)
         self._users: UserStreams | None = None  # the users `play_and_ingest` simulated last
 
     @property
     def reported(self) -> int:
-        """How many episodes have been ingested."""
-        return self.privatizer.items
+        """How many episodes have been ingested (a cohort's item counts its members)."""
+        return self.privatizer.items + self._pooled
 
     @property
     def finished(self) -> bool:
@@ -137,6 +138,16 @@ class Run:
                              " randomized reports")
         self._check_open()
         self._ingest(stats)
+
+    def ingest_cohort(self, inputs: Sequence[Stats]) -> None:
+        """A cohort's survivors' inputs (a boundary with cohorts, `TrustBoundary.exchange`):
+        one item, their combination, counting every member."""
+        exchange = self.calibration.boundary.exchange()
+        if exchange is None:
+            raise ValueError(f"an {self.calibration.boundary.label} run has no cohorts")
+        self._check_open()
+        self._ingest(exchange.combine(inputs))
+        self._pooled += len(inputs) - 1
 
     def _ingest(self, stats: Stats) -> None:
         """The privatizer takes one item; a release its filter refuses ends the run (nothing of

@@ -3,11 +3,11 @@
 
 USERS concurrent users (default 16) claim, play and report N episodes (default 1000) of the
 bench's run (RiverSwim H = 20 with STATES states, default its 6: S x A x S = 72 cells; 60 states
-make 100 times as many) against an app served in process (httpx's ASGI transport, a temporary
-database, the grouped-commit writer on). Prints the process CPU per episode minus the users'
-own play (thread CPU), and the thread CPU per episode of the server's main steps where this
-version of the package has them. Run it with another PYTHONPATH (see ab_servers.py) to compare
-versions.
+make 100 times as many; PRIVRL_AB_NOISE=float: float noise) against an app served in process
+(httpx's ASGI transport, a temporary database, the grouped-commit writer on). Prints the
+process CPU per episode minus the users' own play (thread CPU), and the thread CPU per episode
+of the server's main steps where this version of the package has them. Run it with another
+PYTHONPATH (see ab_servers.py) to compare versions.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 TOKEN = "t" * 32
+NOISE_ENV = "PRIVRL_AB_NOISE"  # the run's noise backend (unset: the version's default)
 STEPS = [  # (module, qualified name): sync functions timed where they exist
     ("privrl.server.hosted", "HostedRun.claim"),
     ("privrl.server.hosted", "HostedRun.report"),
@@ -119,6 +120,8 @@ async def main(privacy: str, users: int, count: int, states: int) -> None:
                 await asyncio.sleep(0.1)
             world = riverswim(20, states)
             config = bench_config(privacy, 10.0).model_copy(update={"n_states": world.S})
+            if os.environ.get(NOISE_ENV):  # this version's noise backend, as ab_servers.py
+                config = config.model_copy(update={"noise": os.environ[NOISE_ENV]})
             resp = await client.post("/v1/runs", json=config.model_dump(mode="json"),
                                      headers={"Authorization": f"Bearer {TOKEN}"})
             assert resp.status_code == 201, resp.text
