@@ -1,5 +1,7 @@
 """The FastAPI dependencies of the routes, as `Annotated` types: what a route needs from the app
-(its run table, service, settings, metrics) and who asks (a claim's source)."""
+(its run table, service, settings, metrics) and who asks (a claim's source). The dependencies
+are coroutines: FastAPI runs a plain function's dependency in a worker thread, a hop per
+request that costs more than the lookup."""
 
 from __future__ import annotations
 
@@ -18,11 +20,6 @@ def run_table_of(request: Request) -> RunTable:
     return request.app.state.run_table
 
 
-def service_of(request: Request) -> Service:
-    """The app's claim and report service."""
-    return request.app.state.service
-
-
 def metrics_of(request: Request) -> Metrics:
     """The app's metrics."""
     return request.app.state.metrics
@@ -33,8 +30,22 @@ def settings_of(request: Request) -> Settings:
     return request.app.state.settings
 
 
-Table = Annotated[RunTable, Depends(run_table_of)]
-Runs = Annotated[Service, Depends(service_of)]
-AppMetrics = Annotated[Metrics, Depends(metrics_of)]
-AppSettings = Annotated[Settings, Depends(settings_of)]
+async def _table(request: Request) -> RunTable:
+    """The app's run table (a dependency)."""
+    return run_table_of(request)
+
+
+async def _service(request: Request) -> Service:
+    """The app's claim and report service."""
+    return request.app.state.service
+
+
+async def _settings(request: Request) -> Settings:
+    """The app's settings (a dependency)."""
+    return settings_of(request)
+
+
+Table = Annotated[RunTable, Depends(_table)]
+Runs = Annotated[Service, Depends(_service)]
+AppSettings = Annotated[Settings, Depends(_settings)]
 Source = Annotated[str, Depends(claim_source)]
