@@ -5,12 +5,13 @@ and the v1 routers (unknown query parameters refused, public reads bounded per a
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from enum import Enum
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from privrl.server.deps import run_table_of
 from privrl.server.snapshot import Snapshot
 from pydantic import BaseModel
@@ -33,13 +34,12 @@ def _documented_query(app: Any, path: str, method: str) -> frozenset[str]:
     return frozenset(p["name"] for p in operation.get("parameters", ()) if p.get("in") == "query")
 
 
-async def refuse_unknown_query(request: Request) -> None:
+def refuse_unknown_query(request: Request, route: APIRoute) -> None:
     """Refuse a query parameter the route does not take, as unknown body fields are: a typo
     (?wiat=5) is a 422, never silently ignored. The route's names are what its OpenAPI
     documents (FastAPI's public schema of the route), computed once per operation."""
     if not request.scope.get("query_string"):
         return
-    route = request.scope["route"]
     key = (route.path_format, request.method)
     known = _KNOWN_QUERY.get(key)
     if known is None:
@@ -51,6 +51,22 @@ async def refuse_unknown_query(request: Request) -> None:
               "msg": "Extra inputs are not permitted (this route takes no such query"
               " parameter)"} for name in unknown]
         )
+
+
+class StrictQueryRoute(APIRoute):
+    """A route that refuses unknown query parameters before FastAPI solves its parameters
+    (checked here, not as a dependency: a dependency costs a resolution on every request of
+    the hot claim and report routes)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        """FastAPI's handler, behind the query check."""
+        handler = super().get_route_handler()
+
+        async def checked(request: Request) -> Response:
+            refuse_unknown_query(request, self)
+            return await handler(request)
+
+        return checked
 
 
 _KNOWN_QUERY: dict[tuple[str, str], frozenset[str]] = {}
@@ -65,10 +81,11 @@ async def read_slot(request: Request) -> AsyncIterator[None]:
 
 def public_router() -> APIRouter:
     """A router of the v1 public views: unknown query refused, reads bounded per address."""
-    return APIRouter(prefix="/v1/runs", tags=["public"], dependencies=[
-        Depends(refuse_unknown_query), Depends(read_slot)])
+    return APIRouter(prefix="/v1/runs", tags=["public"], route_class=StrictQueryRoute,
+                     dependencies=[Depends(read_slot)])
 
 
-def v1_router(tags: list[str | Enum]) -> APIRouter:
-    """A router of the v1 run API (/v1/runs/...): its routes refuse unknown query parameters."""
-    return APIRouter(prefix="/v1/runs", tags=tags, dependencies=[Depends(refuse_unknown_query)])
+def v1_router(tags: list[str | Enum], prefix: str = "/v1/runs") -> APIRouter:
+    """A router of the v1 API (/v1/runs/... by default): its routes refuse unknown query
+    parameters."""
+    return APIRouter(prefix=prefix, tags=tags, route_class=StrictQueryRoute)
