@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from privrl.protocol import CredentialList, RunInfo
 from privrl.server.errors import Refusal
-from privrl.server.sources import BACKOFF_RATIO, MAX_DOUBLINGS, Sources
+from privrl.server.ops.sources import BACKOFF_RATIO, MAX_DOUBLINGS, Sources
 from support.server import AUTH, Apps, create, from_address, spec, user_report, world
 
 

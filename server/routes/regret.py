@@ -19,8 +19,10 @@ from fastapi import Query, Request
 from privrl.protocol import PolicyLog, RegretView
 from privrl.regret import regret_from_log
 from privrl.server.cache import ByteCache
+from privrl.server.deps import run_table_of, settings_of
 from privrl.server.errors import Refusal, error_responses
-from privrl.server.routes.common import in_thread, public_router, run_table_of, settings_of
+from privrl.server.routes.common import public_router
+from privrl.server.service import in_thread
 from privrl.worlds import optimal_return, uniform_random_return
 from privrl.worlds.registry import list_worlds, make
 from privrl.worlds.tabular import TabularMDP, WorldError

@@ -174,7 +174,7 @@ class Central:
         """What starting noise epoch `epoch` costs once the store counts `at` episodes, the
         server having published `published` (None: unknown) and the run being in epoch 0
         (`first`): epoch 0's releases published after the store's count (all when unknown),
-        then the whole counter again (server/noise_epochs.py derives both)."""
+        then the whole counter again (server/ops/noise_epochs.py derives both)."""
         out: list[Charge] = []
         total = len(self._release_episodes)
         if first and at > 0:

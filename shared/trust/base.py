@@ -13,6 +13,27 @@ if TYPE_CHECKING:
     from privrl.stats import Stats
 
 
+class CohortExchange:
+    """A cohort's exchange stage (a boundary with `cohort_size` > 1): the server groups claims
+    into cohorts and releases each cohort as one item, `combine` of its survivors' inputs, never
+    a member's report alone. Secure aggregation's rounds (key advertisement, shares, masked
+    inputs, unmasking) end in the masked inputs that `combine` unmasks and sums; a cohort
+    completes once every member has reported or lapsed and at least `threshold` reported, and
+    is aborted (nothing of it counted) below. The default: every member sends its input in
+    one round and the item is their plain sum."""
+
+    rounds: ClassVar[tuple[str, ...]] = ("inputs",)  # the last round's messages are the reports
+
+    def threshold(self, size: int) -> int:
+        """The fewest members whose inputs complete a cohort of `size` (default: all)."""
+        return size
+
+    def combine(self, inputs: Sequence[Stats]) -> Stats:
+        """The cohort's one item from its survivors' inputs (default: their sum)."""
+        return {name: sum((x[name] for x in inputs[1:]), start=inputs[0][name].copy())
+                for name in inputs[0]}
+
+
 class TrustBoundary:
     """One trust boundary. Subclasses set the class attributes and override what differs."""
 
@@ -27,6 +48,10 @@ class TrustBoundary:
 
     def __repr__(self) -> str:
         return f"<trust boundary {self.name!r}>"
+
+    def exchange(self) -> CohortExchange | None:
+        """The per-cohort exchange stage of a boundary with cohorts (None: size 1, none)."""
+        return CohortExchange() if self.cohort_size > 1 else None
 
     def report_kind(self, raw_kind: str) -> str:
         """The report kind users send, given the algorithm's raw kind (its trajectory or
