@@ -339,13 +339,15 @@ def _run_worlds(args: argparse.Namespace, run_ids: list[str]) -> list[TabularMDP
 
 
 def _report_swarm(result: SwarmResult) -> None:
-    """One line per swarm: counts, throughput, latencies, body size."""
+    """One line per swarm: counts, throughput, what users waited (retries included), body
+    size."""
     summary = result.summary()
     print(f"run {result.run_id}: {result.reported} episodes reported "
           f"({result.duplicates} duplicates, {result.refused} refused) in {result.seconds:.2f}s, "
-          f"{summary['episodes_per_second']:.1f} episodes/s; claim p50/p99 "
-          f"{summary['claim_ms_p50']:.2f}/{summary['claim_ms_p99']:.2f} ms, report p50/p99 "
-          f"{summary['report_ms_p50']:.2f}/{summary['report_ms_p99']:.2f} ms, report "
+          f"{summary['episodes_per_second']:.1f} episodes/s; users waited p50/p99: claim "
+          f"{summary['claim_ms_p50']:.2f}/{summary['claim_ms_p99']:.2f} ms, report "
+          f"{summary['report_ms_p50']:.2f}/{summary['report_ms_p99']:.2f} ms"
+          f" ({result.retries} retries); report "
           f"{summary['report_bytes_max']} bytes" + (", run finished" if result.finished else "")
           + (f"; the run ended early: {result.ended}" if result.ended else ""))
 
