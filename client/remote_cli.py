@@ -508,11 +508,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """privrl compare: create the demo's runs side by side (or read their ids), wait until they
     have finished, and print them side by side: exact regret, % of random, eps and delta spent,
     episodes per second."""
-    from privrl.client.demo import demo_configs, print_comparison, story, verdict_tail
+    from privrl.client.demo import demo_configs, print_comparison, story
     from privrl.client.evaluator import evaluate
     from privrl.lab.experiments import label as config_label
     from privrl.lab.experiments import regret_summary
+    from privrl.verdict import verdict_tail
 
+    if args.results:
+        if args.run_file or args.create:
+            raise CliError("compare either saved RESULTS files or the runs of --run-file on a"
+                           " server, not both")
+        from privrl.client.compare_results import compare_results
+
+        out = compare_results(args.results, args.test, args.alpha)
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(out))
+        return 0
+    if not args.run_file:
+        raise CliError("compare what? give saved RESULTS files (privrl compare A/summary.json"
+                       " B/summary.json) or --run-file FILE of runs on a server")
     mdp = world_from_args(args).build()
     path = Path(args.run_file)
     try:
@@ -740,15 +754,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_world_options(p, of_run=True)
     p.set_defaults(handler=cmd_evaluate)
 
-    p = sub.add_parser("compare", help="the demo's runs on a server: create them side by side"
-                       " (or take their ids), wait until they finish, compare them",
-                       description="With --create: create the demo's three runs (non-private,"
-                       " JDP and LDP at one budget) on --server and write their ids to"
-                       " --run-file; then wait until users have played every run to the end"
-                       " (`privrl users --run-file FILE`) and print them side by side. This is"
-                       " what the compose setup runs.")
+    p = sub.add_parser("compare", help="saved results with a stated test (privrl compare"
+                       " A/summary.json B/summary.json), or the demo's runs on a server: create"
+                       " them side by side (or take their ids), wait until they finish, compare"
+                       " them",
+                       description="With RESULTS (summary.json files of `privrl run` or `privrl"
+                       " demo`, or their directories): each configuration's seeds give one"
+                       " sample (every seed's mean regret over its last 10% of episodes); one"
+                       " file's configurations are compared pairwise, several files' same"
+                       " configurations across them, with --test and Holm's adjustment, the"
+                       " test named in the output. With --run-file: with --create, create the"
+                       " demo's three runs (non-private, JDP and LDP at one budget) on --server"
+                       " and write their ids to --run-file; then wait until users have played"
+                       " every run to the end (`privrl users --run-file FILE`) and print them"
+                       " side by side. This is what the compose setup runs.")
+    p.add_argument("results", nargs="*", metavar="RESULTS",
+                   help="saved results to compare (summary.json or its directory)")
+    p.add_argument("--test", choices=["welch", "permutation"], default="welch",
+                   help="with RESULTS: Welch's t-test (default) or a permutation test of the"
+                   " difference of means")
+    p.add_argument("--alpha", type=positive_float, default=0.05,
+                   help="with RESULTS: the family-wise level of the decisions")
     _server_option(p)
-    p.add_argument("--run-file", required=True,
+    p.add_argument("--run-file", default=None,
                    help="the runs' ids, one per line (written there with --create)")
     p.add_argument("--credentials", default=None, metavar="FILE",
                    help="with --create: the runs require user credentials; issue"
@@ -778,7 +806,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        " spent, writes regret.png and summary.json to --out. The dashboard's URL"
                        " is printed at the start: open it to watch the runs live.")
     p.add_argument("--episodes", type=positive_int, default=3000,
-                   help="K per run (about 2 minutes for the three runs on 2 cores)")
+                   help="K per run (about 2 minutes per seed for the three runs on 2 cores)")
+    p.add_argument("--seeds", type=positive_int, default=3,
+                   help="runs of each configuration, side by side, each with its own seeds: the"
+                   " demo prints every run's verdict and a 95%% interval over them (1: one run"
+                   " each, no interval)")
     p.add_argument("--users-processes", type=positive_int, default=2,
                    help="user processes per run (one with --sequential)")
     p.add_argument("--concurrency", type=positive_int, default=4,

@@ -22,14 +22,13 @@ from privrl.client.demo import (
     percent_of_random,
     steady_verdict,
     story,
-    verdict,
-    verdict_tail,
     window_percents,
 )
 from privrl.client.procs import child_env, module_cmd
 from privrl.client.remote_cli import DEMO_EPSILON
 from privrl.lab.experiments import WorldSpec, run_many
 from privrl.lab.plots import learning_figure, moving
+from privrl.verdict import verdict, verdict_tail
 from privrl.worlds import riverswim
 from support.client import run_cli
 from support.server import default_sigint
@@ -158,7 +157,7 @@ def test_seeded_sequential_demo_repeats_and_the_table_explains_itself(tmp_path: 
     outs = []
     for name in ("a", "b"):
         done = run_cli("demo", "--episodes", "25", "--schedule", "batch:5", "--users-processes",
-                       "2", "--concurrency", "2", "--seed", "7", "--sequential",
+                       "2", "--concurrency", "2", "--seed", "7", "--sequential", "--seeds", "1",
                        "--out", str(tmp_path / name), timeout=240)
         assert done.returncode == 0, done.stderr[-2000:]
         outs.append(done.stdout)
