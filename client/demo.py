@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from privrl import trust
+from privrl import accel, trust
 from privrl.algorithms.registry import bind, effective
 from privrl.client.api import ApiError, ServerAPI
 from privrl.client.cli_common import (
@@ -52,6 +52,8 @@ from pydantic import ValidationError
 DEMO_OUTPUTS = ("summary.json", "regret.png")  # what the demo writes to --out
 USERS_TIMEOUT = 900.0  # seconds the user processes may take before the demo gives up
 PROGRESS_EVERY = 10.0  # seconds between progress lines
+SERVER_READY_TIMEOUT = 300.0  # seconds the server may take to be ready (it fails fast if it
+# exits; a cold numba cache it would have to compile in: the demo compiles first)
 
 
 def demo_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
@@ -471,6 +473,7 @@ def run_demo(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     mdp = riverswim(args.horizon)
     configs = demo_configs(args, mdp)
+    accel.load()  # before the server and the users wait on them (a cold cache: ~30 s, shown)
     token = secrets.token_urlsafe(32)
     results: list[dict[str, Any]] = []
     children: list[subprocess.Popen] = []
@@ -483,7 +486,7 @@ def run_demo(args: argparse.Namespace) -> int:
                                env={"PRIVRL_DB_SYNCHRONOUS": "NORMAL"})
         try:
             try:
-                server.start()
+                server.start(timeout=SERVER_READY_TIMEOUT)
             except RuntimeError as exc:
                 raise CliError(f"{exc}: {server.log_tail(3)}") from None
             after = ("kept after the end: --keep-serving" if args.keep_serving else

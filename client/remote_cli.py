@@ -88,7 +88,10 @@ def _seed(value: int | None, env: str) -> int | None:
 def cmd_serve(args: argparse.Namespace) -> int:
     """privrl serve: replace this process with `python -m privrl.server` and the same flags,
     in the same working directory (the database path is made absolute all the same)."""
+    from privrl import accel
+
     db = Path(args.db).expanduser().resolve()
+    accel.load()  # compiled here, with progress, on a cold cache: the server then loads them
     flags = server_args(args.host, args.port, db, args.claim_timeout, args.sequential,
                         args.access_log, args.log_level)
     cmd = module_cmd("privrl.server", *flags)
@@ -650,8 +653,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("wait", help="wait until a server is ready (its /readyz answers), e.g."
                        " after `privrl serve ... &`; exit 2 if it is not within --timeout")
     _server_option(p)
-    p.add_argument("--timeout", type=positive_float, default=60.0,
-                   help="seconds to wait (a cold first start compiles the kernels: about 30 s)")
+    p.add_argument("--timeout", type=positive_float, default=300.0,
+                   help="seconds to wait (a first start on a cold cache compiles the kernels"
+                   " before the server listens: about 30 s on 2 idle cores, more on busy ones)")
     p.set_defaults(handler=cmd_wait)
 
     runs = sub.add_parser(

@@ -1,0 +1,30 @@
+"""A fresh install's first run: the kernels compile before anything waits on them, and say so.
+
+NUMBA_CACHE_DIR points numba's cache at an empty folder, as on a machine that never ran privrl:
+every process of the demo (the CLI, the server, the users) would find no compiled kernel.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.client import run_cli
+
+
+@pytest.mark.slow
+def test_the_first_demo_on_a_cold_cache_compiles_first_and_succeeds(tmp_path: Path) -> None:
+    cache = tmp_path / "numba-cache"
+    cache.mkdir()
+    done = run_cli("demo", "--episodes", "20", "--schedule", "batch:5", "--seeds", "1",
+                   "--users-processes", "1", "--concurrency", "2", "--out", str(tmp_path / "d"),
+                   env={"NUMBA_CACHE_DIR": str(cache)}, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    err = done.stderr
+    said = err.index("compiling DP-UCBVI's kernels, first run only")
+    assert said < err.index("server at http://")  # compiled before the server waits on them
+    for name in ("new_model", "plan_replicas", "rollout", "run_episodes"):
+        assert f"privrl: compiled {name} (" in err  # one progress line per kernel
+    assert err.count("compiling DP-UCBVI's kernels") == 1  # the server and users load them
+    assert any(cache.rglob("*.nbi"))  # numba's index: the next process loads, not compiles
+    assert (tmp_path / "d" / "summary.json").exists()
