@@ -781,7 +781,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with RESULTS: the family-wise level of the decisions")
     _server_option(p)
     p.add_argument("--run-file", default=None,
-                   help="the runs' ids, one per line (written there with --create)")
+                   help="the runs' ids, one per line (written there with --create; default:"
+                   " none, compare saved RESULTS instead)")
     p.add_argument("--credentials", default=None, metavar="FILE",
                    help="with --create: the runs require user credentials; issue"
                    " --credentials-count of each and write them to FILE (for `privrl users"
