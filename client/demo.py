@@ -34,7 +34,13 @@ from privrl.client.cli_common import (
     refuse_overwrite,
 )
 from privrl.client.evaluator import evaluate
-from privrl.client.procs import ServerProcess, module_cmd, spawn, stop_process
+from privrl.client.procs import (
+    ServerProcess,
+    module_cmd,
+    sigterm_interrupts,
+    spawn,
+    stop_process,
+)
 from privrl.client.user_state import STATE_DIR_ENV
 from privrl.client.users import percentile
 from privrl.config import RunConfig
@@ -450,14 +456,15 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, out: Path) -
 
 
 def keep_serving(server: ServerProcess) -> None:
-    """Leave the server (and its dashboard) up until Ctrl-C, or until it stops by itself."""
+    """Leave the server (and its dashboard) up until Ctrl-C or SIGTERM, or until it stops by
+    itself."""
     print(f"dashboard: {server.url}/ (the server keeps serving these runs until Ctrl-C)",
           flush=True)
     proc = server.proc
     try:
         while proc is not None and proc.poll() is None:
             time.sleep(0.5)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (`sigterm_interrupts`)
         print("stopping the server", file=sys.stderr)
         return
     # a terminal's Ctrl-C reaches the server too, which may stop first: that is a clean end
@@ -477,7 +484,7 @@ def run_demo(args: argparse.Namespace) -> int:
     token = secrets.token_urlsafe(32)
     results: list[dict[str, Any]] = []
     children: list[subprocess.Popen] = []
-    with tempfile.TemporaryDirectory(prefix="privrl-demo-") as tmp_name:
+    with sigterm_interrupts(), tempfile.TemporaryDirectory(prefix="privrl-demo-") as tmp_name:
         tmp = Path(tmp_name)
         # the database is temporary and deleted at the end: a crash-safe commit (FULL) buys
         # nothing here, NORMAL saves an fsync per report

@@ -29,6 +29,7 @@ from privrl.client.cli_common import (
     output_file,
     positive_float,
     positive_int,
+    run_id_arg,
     run_world,
     world_from_args,
 )
@@ -597,7 +598,8 @@ def add_demo_run_options(p: argparse.ArgumentParser, when: str = "") -> None:
     p.add_argument("--epsilon", type=positive_float, default=DEMO_EPSILON,
                    help="privacy budget per user of the JDP and the LDP run (the same for both;"
                    " their ledgers never exceed it). At K = 3000 the default JDP run learns from"
-                   f" 5, pooled LDP not even at 20{when}")
+                   f" {DEMO_EPSILON:g} (docs/results/demo/budget.json), pooled LDP not even at"
+                   f" 20{when}")
     p.add_argument("--delta", type=float, default=1e-5,
                    help=f"delta of the Gaussian mechanism (ignored with laplace){when}")
     p.add_argument("--mechanism", choices=["laplace", "gaussian"], default="gaussian",
@@ -681,7 +683,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = rsub.add_parser("credentials", help="issue user credentials of a run that requires them"
                         " (admin); one per line")
     _server_option(p)
-    p.add_argument("run", help="run id")
+    p.add_argument("run", type=run_id_arg, help="run id")
     p.add_argument("--count", type=positive_int, default=1, help="how many to issue")
     p.add_argument("--out", default=None, metavar="FILE",
                    help="append them to FILE (default: print them)")
@@ -691,7 +693,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_runs_list)
     p = rsub.add_parser("show", help="a run's configuration, progress and privacy spent")
     _server_option(p)
-    p.add_argument("run", help="run id")
+    p.add_argument("run", type=run_id_arg, help="run id")
     p.add_argument("--json", action="store_true", help="print the public run info as JSON")
     p.set_defaults(handler=cmd_runs_show)
     for name, handler, text in (
@@ -704,19 +706,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     ):
         p = rsub.add_parser(name, help=text)
         _server_option(p)
-        p.add_argument("run", help="run id")
+        p.add_argument("run", type=run_id_arg, help="run id")
         p.set_defaults(handler=handler)
 
     p = sub.add_parser("ledger", help="every privacy charge of a run, with the running total")
     _server_option(p)
-    p.add_argument("run", help="run id")
+    p.add_argument("run", type=run_id_arg, help="run id")
     p.add_argument("--json", action="store_true", help="print the ledger view as JSON")
     p.set_defaults(handler=cmd_ledger)
 
     p = sub.add_parser("users", help="simulate users (one episode each) against a run")
     _server_option(p)
     ident = p.add_mutually_exclusive_group(required=True)
-    ident.add_argument("--run", help="run id")
+    ident.add_argument("--run", type=run_id_arg, help="run id")
     ident.add_argument("--run-file",
                        help="file with run ids, one per line: every run is played side by side"
                        " (each with its own users' seed)")
@@ -750,7 +752,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("evaluate", help="exact regret of a run from its public policy log")
     _server_option(p)
-    p.add_argument("--run", required=True, help="run id")
+    p.add_argument("--run", required=True, type=run_id_arg, help="run id")
     p.add_argument("--tail", type=positive_int, default=100,
                    help="the last episodes averaged for the per-episode regret")
     p.add_argument("--json-out", default=None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from privrl.client.demo import (
     story,
     window_percents,
 )
-from privrl.client.procs import child_env, module_cmd
+from privrl.client.procs import child_env
 from privrl.client.remote_cli import DEMO_EPSILON
 from privrl.lab.experiments import WorldSpec, run_many
 from privrl.lab.plots import learning_figure, moving
@@ -182,12 +183,17 @@ def test_seeded_sequential_demo_repeats_and_the_table_explains_itself(tmp_path: 
 
 
 @pytest.mark.slow
-def test_the_demo_names_its_dashboard_and_keeps_serving_until_ctrl_c(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_the_demo_names_its_dashboard_and_keeps_serving_until_ctrl_c(tmp_path: Path,
+                                                                     stop: int) -> None:
     """--keep-serving: the tables, then the dashboard's URL; the page and /healthz answer until
-    SIGINT, which ends the demo cleanly (exit 0, the server stopped)."""
-    cmd = module_cmd("privrl.client", "demo", "--episodes", "20", "--schedule", "batch:5",
-                     "--users-processes", "1", "--concurrency", "2", "--seed", "3",
-                     "--keep-serving", "--out", str(tmp_path / "demo"))
+    SIGINT (Ctrl-C) or SIGTERM, which ends the demo cleanly (exit 0, the server stopped). It
+    runs in a folder that holds a folder named `privrl`, which must not shadow the package."""
+    cmd = ["privrl", "demo", "--episodes", "20", "--schedule", "batch:5", "--seeds", "1",
+           "--users-processes", "1", "--concurrency", "2", "--seed", "3",
+           "--keep-serving", "--out", str(tmp_path / "demo")]
+    cmd[0] = str(Path(sys.executable).with_name("privrl"))  # the console command users type
+    (tmp_path / "privrl").mkdir()  # e.g. a clone's or a venv's folder: the command runs beside it
     # started outside the repository: its children must not depend on the working directory
     proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=tmp_path, preexec_fn=default_sigint)
@@ -210,7 +216,7 @@ def test_the_demo_names_its_dashboard_and_keeps_serving_until_ctrl_c(tmp_path: P
         assert len(runs) == 3 and all(r["status"]["finished"] for r in runs)
         time.sleep(1.0)
         assert proc.poll() is None  # still serving
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         assert proc.wait(timeout=60) == 0
         err = proc.stderr.read()
         assert "Traceback" not in err and "dashboard: " + url + "/" in err

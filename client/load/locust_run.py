@@ -78,7 +78,7 @@ def run_locust(locustfile: Path, host: str, users: int, seconds: float, processe
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         procs = []
         for n, path, log in zip(split(users, processes), samples, logs, strict=True):
-            cmd = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
+            cmd = [sys.executable, "-P", "-m", "locust", "-f", str(locustfile), "--headless",
                    "-u", str(n), "-r", str(n), "--privrl-seconds", f"{seconds:g}",
                    "--stop-timeout", f"{stop_timeout:g}", "--host", host, "--only-summary",
                    "--loglevel", "WARNING", "--privrl-samples", str(path), *extra]
