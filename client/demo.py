@@ -175,7 +175,7 @@ def wait_swarms(api: ServerAPI, swarms: list[Swarm], every: float = PROGRESS_EVE
             parts = []
             for s in swarms:
                 st = api.get_run(s.run_id).status
-                tag = f" #{s.index + 1}" if len(swarms) > 3 else ""
+                tag = f" #{s.index + 1}" if any(w.index for w in swarms) else ""
                 parts.append(f"{config_label(s.config)}{tag} {st.reported}/{st.episodes}")
             print(f"  [{last - start:4.0f} s] " + ", ".join(parts), file=sys.stderr)
         time.sleep(0.2)
@@ -229,8 +229,8 @@ def collect(config: RunConfig, played: dict[str, Any], api: ServerAPI, url: str,
 
 def merge_seeds(records: list[dict[str, Any]], mdp: TabularMDP) -> dict[str, Any]:
     """The records of one configuration's --seeds runs as one record: a regret row per seed
-    (the verdict then reads their mean), every run's id and per-seed verdict, the HTTP figures
-    of all its runs together."""
+    (the verdict reads their mean, `seed_verdicts` each row), every run's id (`run_ids`;
+    `run_id` stays the first's), the HTTP figures of all its runs together."""
     if len(records) == 1:
         return records[0]
     rows = np.vstack([np.asarray(r["regret"]["per_episode"], dtype=np.float64)

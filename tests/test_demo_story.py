@@ -27,7 +27,7 @@ from privrl.client.demo import (
 )
 from privrl.client.procs import child_env
 from privrl.client.remote_cli import DEMO_EPSILON
-from privrl.lab.experiments import WorldSpec, run_many
+from privrl.lab.experiments import WorldSpec, regret_summary, run_many
 from privrl.lab.plots import learning_figure, moving
 from privrl.verdict import verdict, verdict_tail
 from privrl.worlds import riverswim
@@ -226,3 +226,30 @@ def test_the_demo_names_its_dashboard_and_keeps_serving_until_ctrl_c(tmp_path: P
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_seeds_merge_into_one_record_with_each_runs_verdict_and_an_interval(capsys) -> None:
+    """Three runs of one configuration: one record with a regret row per seed; the printout
+    gives every run's own verdict and the Student-t interval of % of random over the seeds."""
+    from privrl.client.demo import interval_text, merge_seeds, print_seed_verdicts
+
+    def run(level: float, run_id: str) -> dict:
+        per = np.full(1000, 2.0)
+        per[-100:] = level
+        return {"label": "jdp", "run_id": run_id, "policy_versions": 5,
+                "regret": regret_summary(per[None], riverswim(20), tail=verdict_tail(1000)),
+                "http": {"episodes": 1000, "seconds": 10.0, "episodes_per_second": 100.0,
+                         "claim_ms_p50": 1.0, "claim_ms_p99": 2.0, "report_ms_p50": 1.0,
+                         "report_ms_p99": 2.0, "report_bytes": 100,
+                         "report_bytes_range": [100, 100]}}
+
+    rnd = run(0.0, "x")["regret"]["random_policy_per_episode"]
+    records = [run(f * rnd, i) for f, i in ((0.1, "a"), (0.2, "b"), (0.9, "c"))]
+    merged = merge_seeds(records, riverswim(20))
+    assert merged["run_ids"] == ["a", "b", "c"] and len(merged["regret"]["per_episode"]) == 3
+    assert merged["http"]["episodes"] == 3000 and merged["policy_changes"] == [4, 4, 4]
+    assert interval_text(merged) == "40% [-68, 148]"  # 40 ± t(2) 4.303 x 43.6 / sqrt(3)
+    print_seed_verdicts([merged])
+    out = capsys.readouterr().out
+    assert "each run's verdict (3 seeds per configuration)" in out
+    assert "runs: yes (10%), yes (20%), no (90%)" in out
