@@ -80,6 +80,16 @@ class Parser(argparse.ArgumentParser):
         self.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
 
 
+
+def run_id_arg(text: str) -> str:
+    """argparse type: a run id, one word (an empty or blank id would ask for every run's route,
+    or for none)."""
+    value = text.strip()
+    if not value or any(c.isspace() for c in value):
+        raise argparse.ArgumentTypeError(f"expected a run id (e.g. 698c9e3002c39dea, printed by"
+                                         f" `privrl runs create`), got {text!r}")
+    return value
+
 def all_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
     """`parser` and every subcommand's parser below it, depth first, each once (aliases share
     one); the CLI reference of the docs is generated from these."""

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 
 import anyio.to_thread
 from fastapi import FastAPI
-from privrl import algorithms
+from privrl import accel, algorithms
 from privrl.protocol import API_VERSION
 from privrl.server.admission import InFlight, ReadSlots
 from privrl.server.errors import install_error_handlers
@@ -109,7 +109,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings.admin_token is None:
             log.warning("PRIVRL_ADMIN_TOKEN is not set: admin routes answer 503")
         async def rebuild() -> None:
-            try:
+            try:  # kernels first (compiled on a cold cache): not ready until they are
+                await anyio.to_thread.run_sync(accel.load)
                 await anyio.to_thread.run_sync(table.rebuild_all)
             except Exception as exc:
                 log.exception("rebuilding runs from the store failed")

@@ -23,6 +23,7 @@ from privrl.server.deps import run_table_of, settings_of
 from privrl.server.errors import Refusal, error_responses
 from privrl.server.routes.common import public_router
 from privrl.server.service import in_thread
+from privrl.verdict import judge
 from privrl.worlds import optimal_return, uniform_random_return
 from privrl.worlds.registry import list_worlds, make
 from privrl.worlds.tabular import TabularMDP, WorldError
@@ -130,6 +131,7 @@ def run_regret(run_id: str, created_at: float, world: str, horizon: int, states:
         cumulative=served.cumulative,
         optimal_return=optimal,
         random_policy_per_episode=optimal - uniform,
+        verdict=judge(served.regret, optimal - uniform) if len(served.regret) else None,
     )
 
 

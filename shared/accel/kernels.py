@@ -17,12 +17,12 @@ import time
 import numba
 import numpy as np
 from numba import types
+from privrl.accel import KERNELS
 
 _STARTED = time.perf_counter()  # IMPORT_SECONDS: what compiling (or loading) them took
 
 # the kernels compiled (or loaded from numba's cache) at import, one signature each
-__all__ = ["break_ties", "new_model", "plan_replicas", "policy_values", "rollout",
-           "run_episodes"]
+__all__ = list(KERNELS)
 
 F8, I8, B1 = types.float64, types.int64, types.boolean
 
