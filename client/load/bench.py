@@ -294,7 +294,9 @@ def plot_bench(out: dict[str, Any], path: Path) -> Path:
     right.set_xticks(x, [f"{n} users" for n in users])
     right.set(ylabel="episodes acknowledged / s", title="episodes / s (errors: refused or"
               " failed requests)")
-    right.legend(fontsize=8)
+    right.legend(fontsize=8, loc="upper right")
+    for ax in (left, right):  # room above the bars for their labels
+        ax.set_ylim(top=ax.get_ylim()[1] * 1.3)
     fig.suptitle("privrl bench http: the episode path vs the /healthz ceiling (same server,"
                  " same generator)", fontsize=10)
     fig.tight_layout()
