@@ -217,12 +217,14 @@ def test_every_family_with_an_ldp_mode_runs(algo: str) -> None:
     assert ledger["by_mechanism"]["secagg:cohort"]["count"] == 3
 
 
-def test_cli_run_with_secagg(tmp_path: Path) -> None:
-    """`privrl run --privacy secagg` picks the Gaussian mechanism and states its assumptions."""
+def test_cli_run_with_secagg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`privrl run --privacy secagg` picks the Gaussian mechanism and states its assumptions
+    on the run and in the ledger."""
     out = tmp_path / "r"
     assert cli_main(["run", "--privacy", "secagg", "--episodes", "40", "--seeds", "1",
                      "--schedule", "batch:20", "--dropout", "0.2", "--quiet",
                      "--out", str(out)]) == 0
+    assert "cohorts of 20, dropout <= 0.2, collusion <= 0.1" in capsys.readouterr().err
     result = json.loads((out / "summary.json").read_text())["results"][0]
     assert result["config"]["mechanism"] == "gaussian"
     assert result["config"]["dropout"] == 0.2

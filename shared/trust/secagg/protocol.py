@@ -122,6 +122,7 @@ class UserSession:
     _seed: bytes = field(default_factory=crypto.random_seed, repr=False)
     _roster: dict[int, Advertisement] = field(default_factory=dict, repr=False)
     _inbox: dict[int, bytes] = field(default_factory=dict, repr=False)
+    _share_keys: dict[int, bytes] = field(default_factory=dict, repr=False)  # per neighbour
     _answered: bool = False
 
     def advertise(self) -> Advertisement:
@@ -140,7 +141,8 @@ class UserSession:
         key_shares = shamir.split(int.from_bytes(self._masks.secret(), "big"), xs, t)
         out = {}
         for v, (_, b), (_, s) in zip(nbrs, seed_shares, key_shares, strict=True):
-            key = self._cipher.agree(roster[v].cipher_key, self.setup.context(b"share"))
+            key = self._share_keys[v] = self._cipher.agree(roster[v].cipher_key,
+                                                           self.setup.context(b"share"))
             label = _pair_label(self.index, v)
             out[v] = crypto.seal(key, label + shamir.to_bytes(b) + shamir.to_bytes(s),
                                  self.setup.cohort + label)
@@ -180,7 +182,7 @@ class UserSession:
         self._answered = True
         out = {}
         for u, sealed in self._inbox.items():
-            key = self._cipher.agree(self._roster[u].cipher_key, self.setup.context(b"share"))
+            key = self._share_keys[u]  # agreed in round 1 (the graph is symmetric)
             label = _pair_label(u, self.index)
             plain = crypto.unseal(key, sealed, self.setup.cohort + label)
             if plain[:8] != label:
