@@ -93,6 +93,19 @@ def test_accounting_dominates_the_exact_renyi_divergence(n: int, sigma: float) -
         assert worst > gaussian  # small shares: the correction term is needed
 
 
+def test_calibrated_run_matches_dp_accounting() -> None:
+    """With shares of a few grid units tau vanishes: the families composed as Gaussians of the
+    cohort sigma in dp-accounting's RDP accountant spend the run's epsilon (within its order
+    grid's slack)."""
+    dp_accounting = pytest.importorskip("dp_accounting")
+    cal = bind(config(epsilon=1.0, schedule="batch:100")).calibration()
+    acc = dp_accounting.rdp.RdpAccountant()
+    for f in cal.families:
+        assert f.scale / f.grid / math.sqrt(cal.cohort.honest_shares) > 2.0
+        acc.compose(dp_accounting.GaussianDpEvent(f.scale / f.l2))
+    assert acc.get_epsilon(1e-5) == pytest.approx(1.0, rel=0.01)
+
+
 def _reports(cal, seeds: list[int], users: int, rng: np.random.Generator):
     """Clean statistics of `users` users per replica, and what each user sends before
     masking (grid units plus its share, from its own noise stream)."""
