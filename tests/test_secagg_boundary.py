@@ -72,6 +72,8 @@ def test_calibration_spends_the_budget_on_n_min_shares() -> None:
 def test_configuration_refusals() -> None:
     with pytest.raises(ValueError, match="mechanism gaussian"):
         bind(config(mechanism="laplace", delta=0.0)).calibration()
+    with pytest.raises(ValueError, match="epsilon = inf"):
+        bind(config(epsilon=math.inf)).calibration()
     with pytest.raises(ValueError, match="batch:B"):
         bind(config(schedule="geometric:2")).calibration()
     with pytest.raises(ValueError, match="secure-aggregation"):

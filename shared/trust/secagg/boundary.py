@@ -108,6 +108,9 @@ class SecureAggregation(TrustBoundary):
         calibration = replace(calibration, cohort=spec)
         if calibration.mechanism is None or not calibration.families:
             return calibration
+        if math.isinf(config.epsilon):
+            raise ValueError("secure aggregation masks integer statistics with their noise"
+                             " shares: at epsilon = inf there are none (use privacy 'none')")
         budget = math.fsum(f.cost for f in calibration.families)
         n = spec.honest_shares
         floor = accounting.MIN_SHARE_SIGMA * math.sqrt(n)  # cohort sigma, grid units
@@ -115,7 +118,7 @@ class SecureAggregation(TrustBoundary):
         for _ in range(200):
             fams = tuple(_ddg_family(f, n, max(f.scale / f.grid * widen, floor))
                          for f in calibration.families)
-            if math.fsum(f.cost for f in fams) <= budget * (1.0 + 1e-12) or budget == 0.0:
+            if math.fsum(f.cost for f in fams) <= budget * (1.0 + 1e-12):
                 break
             widen *= 1.01
         else:
