@@ -244,7 +244,7 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
                    help="the matrix counter's bands (default: the full factorization)")
     p.add_argument("--dropout", type=float, default=None,
                    help="secagg: the fraction of a cohort that may drop out (default 0.1);"
-                   " the cohort size is --schedule batch:B (default batch:100)")
+                   " the cohort size is --schedule batch:B (default B = K / 50 within [100, 1000])")
     p.add_argument("--collusion", type=float, default=None,
                    help="secagg: the fraction of a cohort that may collude with the server"
                    " (default 0.1)")

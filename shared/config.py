@@ -167,7 +167,7 @@ class RunConfig(BaseModel):
         # stated in the schema; _check_counter refuses the rest with a message that says what to do
         json_schema_extra={"pattern": SCHEDULE_PATTERN},
         description="JDP: when the billboard is refreshed (secure aggregation: the cohorts,"
-        " 'batch:B' only, default batch:100): 'every' episode (the papers'),"
+        " 'batch:B' only, default B = K / 50 within [100, 1000]): 'every' episode (the papers'),"
         " 'batch:B' (after episodes B, 2B, ...) or 'geometric:r' (after episodes ceil(r^j));"
         " the episodes between two releases enter the counter as one item. Default (null):"
         " the preset's: 'every' in faithful, the algorithm's measured schedule in practical"

@@ -44,6 +44,14 @@ def test_registered_with_its_parts() -> None:
     assert "secagg" not in algorithms.get("dp-lsw").boundaries()
 
 
+def test_default_cohorts() -> None:
+    """Without a schedule a run sums cohorts of K / 50 users, within [100, 1000]."""
+    for episodes, size in [(50, 50), (1000, 100), (20_000, 400), (50_000, 1000),
+                           (10**6, 1000)]:
+        cfg = bind(config(episodes=episodes, schedule=None)).config
+        assert cfg.schedule == f"batch:{size}"
+
+
 def test_spec_worst_case() -> None:
     """n_min = ceil(B (1 - f)) - ceil(B c); assumptions that leave no honest share refuse."""
     spec = CohortSpec(100, 0.1, 0.1)

@@ -38,7 +38,7 @@ from privrl.trust import register
 from privrl.trust.base import TrustBoundary
 from privrl.trust.secagg import accounting
 from privrl.trust.secagg.protocol import CohortAborted, CohortSetup, CohortTrace, run_cohort
-from privrl.trust.secagg.spec import DEFAULT_COHORT, CohortSpec
+from privrl.trust.secagg.spec import DEFAULT_COHORT, CohortSpec, default_cohort
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,8 @@ def cohort_spec(config: RunConfig, schedule: Schedule) -> CohortSpec:
     fractions (the defaults where it states none)."""
     if not isinstance(schedule, Batches):
         raise ValueError("secure aggregation sums cohorts of a fixed size: give schedule"
-                         f" 'batch:B' (default batch:{DEFAULT_COHORT}), not {config.schedule!r}")
+                         " 'batch:B' (default: K / 50 within [100, 1000]), not"
+                         f" {config.schedule!r}")
     defaults = CohortSpec(size=max(schedule.size, 2))
     return CohortSpec(size=schedule.size,
                       dropout=defaults.dropout if config.dropout is None else config.dropout,
@@ -91,7 +92,7 @@ class SecureAggregation(TrustBoundary):
         return "masked"
 
     def default_schedule(self, episodes: int) -> str | None:
-        return f"batch:{min(DEFAULT_COHORT, max(episodes, 2))}"
+        return f"batch:{default_cohort(episodes)}"
 
     def finish_calibration(self, calibration: Calibration, config: RunConfig) -> Calibration:
         """Attach the cohort assumptions; make every user's share at least the accounting's
