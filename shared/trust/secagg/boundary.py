@@ -115,16 +115,24 @@ class SecureAggregation(TrustBoundary):
         budget = math.fsum(f.cost for f in calibration.families)
         n = spec.honest_shares
         floor = accounting.MIN_SHARE_SIGMA * math.sqrt(n)  # cohort sigma, grid units
-        widen = 1.0
-        for _ in range(200):
-            fams = tuple(_ddg_family(f, n, max(f.scale / f.grid * widen, floor))
+
+        def widened(w: float) -> tuple[FamilyCalibration, ...]:
+            return tuple(_ddg_family(f, n, max(f.scale / f.grid * w, floor))
                          for f in calibration.families)
-            if math.fsum(f.cost for f in fams) <= budget * (1.0 + 1e-12):
-                break
-            widen *= 1.01
-        else:
-            raise ValueError("secure aggregation could not fit its noise shares' cost in the"
-                             " budget: use smaller cohorts")
+
+        def fits(w: float) -> bool:
+            return math.fsum(f.cost for f in widened(w)) <= budget * (1.0 + 1e-12)
+
+        low, high = 1.0, 1.0
+        while not fits(high):  # tau decays like exp(-pi^2 s^2): a few doublings at most
+            low, high = high, 2.0 * high
+            if high > 2.0**20:
+                raise ValueError("secure aggregation could not fit its noise shares' cost in"
+                                 " the budget: use smaller cohorts")
+        for _ in range(60 if high > 1.0 else 0):  # the least widening that fits
+            mid = 0.5 * (low + high)
+            low, high = (low, mid) if fits(mid) else (mid, high)
+        fams = widened(high)
         smallest = min(f.scale for f in fams)
         return replace(calibration, families=fams,
                        mechanism=replace(calibration.mechanism, sigma=smallest))
