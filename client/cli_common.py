@@ -245,6 +245,12 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
                    " the algorithm's, as `privrl algorithms` lists)")
     p.add_argument("--counter-bands", type=positive_int, default=None,
                    help="the matrix counter's bands (default: the full factorization)")
+    p.add_argument("--dropout", type=float, default=None,
+                   help="secagg: the fraction of a cohort that may drop out (default 0.1);"
+                   " the cohort size is --schedule batch:B (default B = K / 50 within [100, 1000])")
+    p.add_argument("--collusion", type=float, default=None,
+                   help="secagg: the fraction of a cohort that may collude with the server"
+                   " (default 0.1)")
 
 
 def mechanisms_from_args(args: argparse.Namespace) -> list[str]:
@@ -321,6 +327,9 @@ def config_from_args(
     mdp: TabularMDP,
 ) -> RunConfig:
     """One RunConfig from the parsed options (pydantic errors become CliError)."""
+    own = trust.get(privacy).mechanisms  # a boundary that releases with some mechanisms only
+    if args.mechanism is None and own is not None and mechanism not in own:
+        mechanism = own[0]
     delta = args.delta
     if delta is None:
         delta = 1e-5 if mechanism == "gaussian" else 0.0
@@ -342,6 +351,8 @@ def config_from_args(
             knobs=knobs or None,
             schedule=args.schedule,
             counter_bands=args.counter_bands,
+            dropout=getattr(args, "dropout", None),
+            collusion=getattr(args, "collusion", None),
             # absent (not null) is the preset's counter
             **({} if args.counter is None else {"counter": args.counter}),
         )

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from privrl import algorithms, trust
+from privrl.algorithms import bind
 from privrl.budget import OverspendingPlan, check_budget
 from privrl.client.cli_common import (
     CliError,
@@ -75,6 +76,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{args.episodes} episodes",
         file=sys.stderr,
     )
+    for config in configs:  # a run's stated assumptions (secure aggregation's cohorts)
+        cohort = bind(config).calibration().cohort
+        if cohort is not None:
+            print(f"{config.privacy} eps={config.epsilon:g}: {cohort.describe()}",
+                  file=sys.stderr)
     seeds = [args.seed + i for i in range(args.seeds)]
     try:
         results = run_many(configs, world, seeds, show_progress=not args.quiet,

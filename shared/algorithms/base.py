@@ -134,7 +134,10 @@ class Algorithm(ABC):
     def preset_schedule(cls, preset: str, privacy: str, episodes: int) -> str:
         """The release schedule `preset` gives a run: the practical one under JDP when it
         releases before episode K (a run that never learns is no preset), else 'every'."""
-        if preset != "practical" or not trust.get(privacy).counters:
+        boundary = trust.get(privacy)
+        if (own := boundary.default_schedule(episodes)) is not None:
+            return own
+        if preset != "practical" or not boundary.counters:
             return "every"
         if parse_schedule(cls.practical_schedule).releases(episodes - 1) < 1:
             return "every"
@@ -144,7 +147,8 @@ class Algorithm(ABC):
     def check_schedule(cls, config: RunConfig) -> None:
         """Refuse a release schedule where the boundary has no central counters: it shapes
         their releases only."""
-        if not config.boundary.counters and config.schedule not in (None, "every"):
+        if (not config.boundary.counters and not config.boundary.cohorts
+                and config.schedule not in (None, "every")):
             raise ValueError("a release schedule shapes JDP's central counters: with privacy"
                              f" {config.privacy!r} leave schedule at 'every'")
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 if TYPE_CHECKING:
+    from privrl.config import RunConfig
     from privrl.privacy.calibration import Calibration
     from privrl.privacy.privatizers import Privatizer
     from privrl.stats import Stats
@@ -45,6 +46,11 @@ class TrustBoundary:
     counters: ClassVar[bool] = False  # releases through the run's central counter and schedule
     local_noise: ClassVar[bool] = False  # users noise their statistics before they leave
     cohort_size: ClassVar[int] = 1  # users whose reports are exchanged together (1: none)
+    # the run's schedule delimits cohorts of users whose reports are summed together (and
+    # its dropout and collusion fractions apply)
+    cohorts: ClassVar[bool] = False
+    # the mechanisms it can release with (None: every one)
+    mechanisms: ClassVar[tuple[str, ...] | None] = None
 
     def __repr__(self) -> str:
         return f"<trust boundary {self.name!r}>"
@@ -89,3 +95,13 @@ class TrustBoundary:
         """How far outside its clean range an accepted entry of a report may lie: 0 for raw
         reports (they are checked exactly)."""
         return 0.0
+
+    def default_schedule(self, episodes: int) -> str | None:
+        """The release schedule a run takes when it names none (None: the algorithm's
+        preset's)."""
+        return None
+
+    def finish_calibration(self, calibration: Calibration, config: RunConfig) -> Calibration:
+        """The calibration `calibrate` computed, adjusted to what this boundary releases (its
+        noise's actual cost, its assumptions): unchanged by default."""
+        return calibration
