@@ -21,6 +21,7 @@ from privrl.client.cli_common import (
     knob_value,
     non_negative_int,
     positive_int,
+    run_id_arg,
     unit_interval,
 )
 from privrl.config import RunConfig
@@ -254,7 +255,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = asub.add_parser("server", help="audit a server from its public routes (no token)")
     p.add_argument("--server", default=None,
                    help=f"server base URL, e.g. http://127.0.0.1:8000 (default ${SERVER_ENV})")
-    p.add_argument("--run", action="append", default=None, metavar="ID",
+    p.add_argument("--run", action="append", default=None, metavar="ID", type=run_id_arg,
                    help="audit this run (repeatable; default: every listed run)")
     p.add_argument("--polls", type=positive_int, default=3,
                    help="billboard readings per run, for the noise test (default 3)")

@@ -80,6 +80,16 @@ class Parser(argparse.ArgumentParser):
         self.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
 
 
+
+def run_id_arg(text: str) -> str:
+    """argparse type: a run id, one word (an empty or blank id would ask for every run's route,
+    or for none)."""
+    value = text.strip()
+    if not value or any(c.isspace() for c in value):
+        raise argparse.ArgumentTypeError(f"expected a run id (e.g. 698c9e3002c39dea, printed by"
+                                         f" `privrl runs create`), got {text!r}")
+    return value
+
 def all_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
     """`parser` and every subcommand's parser below it, depth first, each once (aliases share
     one); the CLI reference of the docs is generated from these."""
@@ -213,16 +223,9 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
         type=knob_value,
         metavar="NAME=VALUE",
         help="override one of the algorithm's public knobs (repeatable; VALUE is JSON or a"
-        " word), e.g. --knob bonus_scale=0.05 --knob pair_counts=released",
+        " word; `privrl algorithms` lists each algorithm's knobs), e.g. --knob pooled=true"
+        " --knob bonus_scale=0.05",
     )
-    p.add_argument("--pooled", action="store_true",
-                   help="dp-ucbvi: pool statistics over h (same as --knob pooled=true)")
-    p.add_argument("--pair-counts", choices=["released", "derived"], default=None,
-                   help="dp-ucbvi: same as --knob pair_counts=... (default: the preset's)")
-    p.add_argument("--bonus-scale", type=float, default=None,
-                   help="same as --knob bonus_scale=... (default: the preset's)")
-    p.add_argument("--radius-scale", type=float, default=None,
-                   help="same as --knob radius_scale=... (default: the preset's)")
     p.add_argument(
         "--noise",
         default="numpy",
@@ -242,6 +245,12 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
                    " the algorithm's, as `privrl algorithms` lists)")
     p.add_argument("--counter-bands", type=positive_int, default=None,
                    help="the matrix counter's bands (default: the full factorization)")
+    p.add_argument("--dropout", type=float, default=None,
+                   help="secagg: the fraction of a cohort that may drop out (default 0.1);"
+                   " the cohort size is --schedule batch:B (default B = K / 50 within [100, 1000])")
+    p.add_argument("--collusion", type=float, default=None,
+                   help="secagg: the fraction of a cohort that may collude with the server"
+                   " (default 0.1)")
 
 
 def mechanisms_from_args(args: argparse.Namespace, privacy: str) -> list[str]:
@@ -318,15 +327,15 @@ def config_from_args(
     mdp: TabularMDP,
 ) -> RunConfig:
     """One RunConfig from the parsed options (pydantic errors become CliError)."""
+    own = trust.get(privacy).mechanisms  # a boundary that releases with some mechanisms only
+    if args.mechanism is None and own is not None and mechanism not in own:
+        mechanism = own[0]
     # no --delta: RunConfig's (the population rule's for Gaussian noise, 0 for Laplace)
     if not trust.get(privacy).private:
         delta: dict[str, float] = {"delta": 0.0}
     else:
         delta = {} if args.delta is None else {"delta": args.delta}
     knobs = dict(args.knob)
-    shortcuts = {"pooled": args.pooled or None, "pair_counts": args.pair_counts,
-                 "bonus_scale": args.bonus_scale, "radius_scale": args.radius_scale}
-    knobs.update({k: v for k, v in shortcuts.items() if v is not None})
     try:
         config = RunConfig(
             algo=args.algo,
@@ -344,6 +353,8 @@ def config_from_args(
             schedule=args.schedule,
             counter_bands=args.counter_bands,
             **delta,
+            dropout=getattr(args, "dropout", None),
+            collusion=getattr(args, "collusion", None),
             # absent (not null) is the preset's counter
             **({} if args.counter is None else {"counter": args.counter}),
         )
@@ -419,3 +430,33 @@ def tail_header(results: list[dict[str, Any]]) -> str:
     """The header of the per-episode regret column: the window the rows actually average."""
     tails = sorted({r["regret"]["tail_episodes"] for r in results})
     return f"last-{tails[0]}/ep" if len(tails) == 1 else "last-n/ep"
+
+
+def add_executor_options(p: argparse.ArgumentParser) -> None:
+    """--executor, --ray-address and --ray-runtime-env: where a sweep's or a study's runs go."""
+    from privrl.lab.experiments import EXECUTORS
+
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="where tasks run: local processes, or Ray (pip install 'privrl[ray]')")
+    p.add_argument("--ray-address", default=None,
+                   help="the Ray cluster to join: 'auto' (the one `ray start --head` runs here)"
+                   " or HOST:PORT (default: $RAY_ADDRESS, else a new local instance for this"
+                   " sweep)")
+    p.add_argument("--ray-runtime-env", type=json_object, default=None,
+                   help="Ray runtime_env as JSON, e.g. '{\"pip\": [\"privrl @ git+URL\"]}' to"
+                   " install privrl on a remote cluster's workers (default: none, the nodes"
+                   " have privrl)")
+
+
+def executor_from_args(args: argparse.Namespace) -> Any:
+    """The executor `add_executor_options`' flags name (a CliError for flags that do not fit or
+    a missing Ray)."""
+    from privrl.lab.executors import ExecutorError
+    from privrl.lab.experiments import make_executor
+
+    if args.executor != "ray" and (args.ray_address or args.ray_runtime_env):
+        raise CliError("--ray-address and --ray-runtime-env need --executor ray")
+    try:
+        return make_executor(args.executor, args.workers, args.ray_address, args.ray_runtime_env)
+    except ExecutorError as exc:
+        raise CliError(str(exc)) from None

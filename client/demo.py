@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from privrl import trust
+from privrl import accel, trust
 from privrl.algorithms.registry import bind, effective
 from privrl.client.api import ApiError, ServerAPI
 from privrl.client.cli_common import (
@@ -34,7 +34,13 @@ from privrl.client.cli_common import (
     refuse_overwrite,
 )
 from privrl.client.evaluator import evaluate
-from privrl.client.procs import ServerProcess, module_cmd, spawn, stop_process
+from privrl.client.procs import (
+    ServerProcess,
+    module_cmd,
+    sigterm_interrupts,
+    spawn,
+    stop_process,
+)
 from privrl.client.user_state import STATE_DIR_ENV
 from privrl.client.users import percentile
 from privrl.config import RunConfig
@@ -43,15 +49,17 @@ from privrl.lab.experiments import regret_summary
 from privrl.lab.plots import plot_learning
 from privrl.privacy.calibration import counter_plan
 from privrl.seeding import derived_seed, secret_seed
+from privrl.verdict import LEARNED, NOT_LEARNED, WINDOWS, interval, steady, verdict_tail
+from privrl.verdict import window_percents as tail_windows
 from privrl.worlds import riverswim
 from privrl.worlds.tabular import TabularMDP
 from pydantic import ValidationError
 
 DEMO_OUTPUTS = ("summary.json", "regret.png")  # what the demo writes to --out
-TAIL_SHARE = 10  # the verdict reads the last K // TAIL_SHARE episodes (10%)
-WINDOWS = 5  # ... cut into this many windows to show how steady it is
 USERS_TIMEOUT = 900.0  # seconds the user processes may take before the demo gives up
 PROGRESS_EVERY = 10.0  # seconds between progress lines
+SERVER_READY_TIMEOUT = 300.0  # seconds the server may take to be ready (it fails fast if it
+# exits; a cold numba cache it would have to compile in: the demo compiles first)
 
 
 def demo_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
@@ -82,18 +90,15 @@ def demo_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
     return configs
 
 
-def demo_seeds(seed: int | None, run: str) -> tuple[int, int | None]:
-    """(server seed, users' seed) of one demo run: independent, from the CSPRNG unless --seed
-    asks for a reproducible simulation (then both are derived from it along different paths).
-    Without --seed each user process draws its own seed (None)."""
+def demo_seeds(seed: int | None, run: str, index: int = 0) -> tuple[int, int | None]:
+    """(server seed, users' seed) of one demo run (`index`: which of --seeds): independent, from
+    the CSPRNG unless --seed asks for a reproducible simulation (then both are derived from it
+    along different paths; the first of --seeds along the paths of a one-seed demo). Without
+    --seed each user process draws its own seed (None)."""
     if seed is None:
         return secret_seed(), None
-    return derived_seed(seed, "demo", run, "server"), derived_seed(seed, "demo", run, "users")
-
-
-def verdict_tail(episodes: int) -> int:
-    """The episodes a run's verdict averages: its last 10% (at least one)."""
-    return max(1, episodes // TAIL_SHARE)
+    path = (run,) if index == 0 else (run, index)
+    return derived_seed(seed, "demo", *path, "server"), derived_seed(seed, "demo", *path, "users")
 
 
 def _tail(path: Path, lines: int = 8) -> str:
@@ -108,6 +113,7 @@ class Swarm:
 
     config: RunConfig
     run_id: str
+    index: int  # which of --seeds
     procs: list[subprocess.Popen]
     outputs: list[Path]
     logs: list[Path]
@@ -117,20 +123,22 @@ class Swarm:
 def user_processes(args: argparse.Namespace) -> int:
     """User processes per run: one for a sequential run, which has one claim out at a time (a
     second process would only race for it, and under a given seed the order in which processes
-    take their noise nonces would then decide the numbers), else --users-processes."""
-    return 1 if args.sequential else args.users_processes
+    take their noise nonces would then decide the numbers), else --users-processes shared by
+    the --seeds runs of a configuration (at least one each)."""
+    return 1 if args.sequential else max(1, args.users_processes // args.seeds)
 
 
 def start_swarm(
     api: ServerAPI, url: str, config: RunConfig, args: argparse.Namespace, tmp: Path,
-    children: list[subprocess.Popen],
+    children: list[subprocess.Popen], index: int = 0,
 ) -> Swarm:
-    """Create one run and start its user processes (they play until the run is finished)."""
-    server_seed, users_seed = demo_seeds(args.seed, config.privacy)
+    """Create one run (the `index`-th of --seeds) and start its user processes (they play until
+    the run is finished)."""
+    server_seed, users_seed = demo_seeds(args.seed, config.privacy, index)
     info = api.create_run(config, seed=server_seed)
     procs_n = min(user_processes(args), config.episodes)
     split = [config.episodes // procs_n + (i < config.episodes % procs_n) for i in range(procs_n)]
-    swarm = Swarm(config, info.id, [], [], [], time.time())
+    swarm = Swarm(config, info.id, index, [], [], [], time.time())
     for i, n in enumerate(split):
         swarm.outputs.append(tmp / f"users-{info.id}-{i}.json")
         swarm.logs.append(tmp / f"users-{info.id}-{i}.log")
@@ -144,7 +152,7 @@ def start_swarm(
         # processes share the seed's nonce counter (privrl.client.user_state) in this demo's
         # own folder: its server is the demo's own, new each time, so a seeded demo repeats
         seed_env = {} if users_seed is None else {"PRIVRL_CLIENT_SEED": str(users_seed),
-                                                  STATE_DIR_ENV: str(tmp / "users-state")}
+                                                  STATE_DIR_ENV: str(tmp / f"users-state-{index}")}
         swarm.procs.append(spawn(cmd, env=seed_env, log_path=swarm.logs[-1]))
         children.append(swarm.procs[-1])
     return swarm
@@ -167,7 +175,8 @@ def wait_swarms(api: ServerAPI, swarms: list[Swarm], every: float = PROGRESS_EVE
             parts = []
             for s in swarms:
                 st = api.get_run(s.run_id).status
-                parts.append(f"{config_label(s.config)} {st.reported}/{st.episodes}")
+                tag = f" #{s.index + 1}" if any(w.index for w in swarms) else ""
+                parts.append(f"{config_label(s.config)}{tag} {st.reported}/{st.episodes}")
             print(f"  [{last - start:4.0f} s] " + ", ".join(parts), file=sys.stderr)
         time.sleep(0.2)
     for s in swarms:
@@ -218,7 +227,33 @@ def collect(config: RunConfig, played: dict[str, Any], api: ServerAPI, url: str,
     }
 
 
-LEARNED, NOT_LEARNED = 25.0, 75.0  # % of random: at or below learned, at or above did not
+def merge_seeds(records: list[dict[str, Any]], mdp: TabularMDP) -> dict[str, Any]:
+    """The records of one configuration's --seeds runs as one record: a regret row per seed
+    (the verdict reads their mean, `seed_verdicts` each row), every run's id (`run_ids`;
+    `run_id` stays the first's), the HTTP figures of all its runs together."""
+    if len(records) == 1:
+        return records[0]
+    rows = np.vstack([np.asarray(r["regret"]["per_episode"], dtype=np.float64)
+                      for r in records])
+    merged = dict(records[0])
+    merged["run_ids"] = [r["run_id"] for r in records]
+    merged["regret"] = regret_summary(rows, mdp, tail=records[0]["regret"]["tail_episodes"])
+    merged["policy_versions"] = max(r["policy_versions"] for r in records)  # as in-process
+    merged["policy_changes"] = [r["policy_versions"] - 1 for r in records]  # per seed
+    https = [r["http"] for r in records]
+    merged["http"] = {
+        "episodes": sum(h["episodes"] for h in https),
+        "seconds": max(h["seconds"] for h in https),
+        "episodes_per_second": sum(h["episodes_per_second"] for h in https),
+        **{k: float(np.median([h[k] for h in https]))
+           for k in ("claim_ms_p50", "claim_ms_p99", "report_ms_p50", "report_ms_p99")},
+        "report_bytes": int(np.median([h["report_bytes"] for h in https])),
+        "report_bytes_range": [min(h["report_bytes_range"][0] for h in https),
+                               max(h["report_bytes_range"][1] for h in https)],
+    }
+    return merged
+
+
 OUTCOME = {"yes": "learned", "partly": "partly learned", "no": "did not learn"}
 TERMS = {
     "pooled": "the learner pools its statistics over the steps h of an episode (RiverSwim is the"
@@ -245,26 +280,54 @@ def percent_of_random(result: dict[str, Any]) -> float:
 
 def window_percents(result: dict[str, Any], windows: int = WINDOWS) -> np.ndarray:
     """The verdict's tail (the last `tail_episodes`) cut into up to `windows` consecutive
-    windows: each one's mean regret as a % of random (mean over seeds)."""
+    windows: each one's mean regret as a % of random (mean over seeds; `privrl.verdict`)."""
     reg = result["regret"]
     per = np.asarray(reg["per_episode"], dtype=np.float64).mean(axis=0)
-    tail = per[per.size - reg["tail_episodes"]:]
-    parts = np.array_split(tail, min(windows, tail.size))
-    return np.array([100 * p.mean() / reg["random_policy_per_episode"] for p in parts])
-
-
-def verdict(pct: float) -> str:
-    """'yes' at or below 25% of random, 'no' at or above 75%, else 'partly'."""
-    return "yes" if pct <= LEARNED else ("no" if pct >= NOT_LEARNED else "partly")
+    return tail_windows(per, reg["tail_episodes"], reg["random_policy_per_episode"], windows)
 
 
 def steady_verdict(result: dict[str, Any]) -> tuple[str, str]:
     """(verdict of the last 10%, the windows' range of % of random) as table cells: the verdict
     is 'yes', 'partly' or 'no' only when every window of the tail agrees, else 'unsteady'."""
     pcts = window_percents(result)
-    verdicts = {verdict(p) for p in pcts}
-    text = verdicts.pop() if len(verdicts) == 1 else "unsteady"
-    return text, f"{pcts.min():.0f}-{pcts.max():.0f}%"
+    return steady(pcts), f"{pcts.min():.0f}-{pcts.max():.0f}%"
+
+
+def seed_percents(result: dict[str, Any]) -> np.ndarray:
+    """Each seed's last-10% mean regret as a % of random."""
+    reg = result["regret"]
+    per = np.asarray(reg["per_episode"], dtype=np.float64)
+    return 100 * per[:, per.shape[1] - reg["tail_episodes"]:].mean(axis=1) / reg[
+        "random_policy_per_episode"]
+
+
+def seed_verdicts(result: dict[str, Any]) -> list[str]:
+    """Each seed's own verdict (the same rule on its own regret row)."""
+    reg = result["regret"]
+    rows = np.asarray(reg["per_episode"], dtype=np.float64)
+    return [steady(tail_windows(row, reg["tail_episodes"], reg["random_policy_per_episode"]))
+            for row in rows]
+
+
+def interval_text(result: dict[str, Any]) -> str:
+    """'12% [5, 19]' (the mean over seeds and its 95% Student-t interval), or '12%' (one
+    seed)."""
+    mean, lo, hi = interval(seed_percents(result))
+    return f"{mean:.0f}%" if math.isnan(lo) else f"{mean:.0f}% [{lo:.0f}, {hi:.0f}]"
+
+
+def print_seed_verdicts(results: list[dict[str, Any]]) -> None:
+    """Each configuration's runs, one verdict per seed, and the interval over its seeds."""
+    seeds = len(results[0]["regret"]["per_episode"]) if results else 0
+    if seeds < 2:
+        print("one seed per configuration: no interval (--seeds 3 or more gives one)")
+        return
+    print(f"each run's verdict ({seeds} seeds per configuration) and % of random over the seeds,"
+          f" mean [95% Student-t interval]:")
+    for r in results:
+        cells = ", ".join(f"{v} ({p:.0f}%)" for v, p in
+                          zip(seed_verdicts(r), seed_percents(r), strict=True))
+        print(f"  {r['label']:<27} {interval_text(r):>16}   runs: {cells}")
 
 
 def spend_text(record: dict[str, Any]) -> tuple[str, str]:
@@ -350,7 +413,7 @@ def story(results: list[dict[str, Any]]) -> str:
     jdp, ldp = by["jdp"], by["ldp"]
     eps, delta = jdp["ledger"]["epsilon"], jdp["ledger"]["delta"]
     eps_txt = eps if isinstance(eps, str) else f"{eps:.3g}"
-    j, ell = percent_of_random(jdp), percent_of_random(ldp)
+    j, ell = interval_text(jdp), interval_text(ldp)
     (jv, jspread), (lv, lspread) = steady_verdict(jdp), steady_verdict(ldp)
     episodes = jdp["config"]["episodes"]
     counter, schedule = jdp["config"]["counter"], jdp["config"].get("schedule") or "every"
@@ -360,13 +423,14 @@ def story(results: list[dict[str, Any]]) -> str:
         " more episodes (--episodes) or a larger budget (--epsilon).")
     return (
         f"Same budget, eps = {eps_txt} and delta = {delta:g} per user in both private runs: over"
-        f" the last 10% of episodes JDP is at {j:.0f}% of random ({outcome(jv, jspread)}), LDP"
-        f" at {ell:.0f}% ({outcome(lv, lspread)})." + more +
+        f" the last 10% of episodes JDP is at {j} of random ({outcome(jv, jspread)}), LDP"
+        f" at {ell} ({outcome(lv, lspread)})." + more +
         f" The JDP server adds noise once to sums over all users ({counter} counters,"
         f" released {released}); every LDP user"
         " noises its own report, so the noise in the LDP billboard grows with the number of"
         " users. Over more episodes JDP learns at smaller budgets: `privrl run --privacy jdp"
-        " ldp --pooled --mechanism gaussian --episodes 50000 --epsilon 0.5 1 5 20` measures it."
+        " ldp --knob pooled=true --mechanism gaussian --episodes 50000 --epsilon 0.5 1 5 20`"
+        " measures it."
     )
 
 
@@ -378,6 +442,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, out: Path) -
                          title=f"RiverSwim (H = {args.horizon}) over HTTP, K = {args.episodes} "
                          "per run: exact regret of every episode's policy")
     print_table(results)
+    print_seed_verdicts(results)
     text = story(results)
     if text:
         print(text)
@@ -392,14 +457,15 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, out: Path) -
 
 
 def keep_serving(server: ServerProcess) -> None:
-    """Leave the server (and its dashboard) up until Ctrl-C, or until it stops by itself."""
+    """Leave the server (and its dashboard) up until Ctrl-C or SIGTERM, or until it stops by
+    itself."""
     print(f"dashboard: {server.url}/ (the server keeps serving these runs until Ctrl-C)",
           flush=True)
     proc = server.proc
     try:
         while proc is not None and proc.poll() is None:
             time.sleep(0.5)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (`sigterm_interrupts`)
         print("stopping the server", file=sys.stderr)
         return
     # a terminal's Ctrl-C reaches the server too, which may stop first: that is a clean end
@@ -415,10 +481,11 @@ def run_demo(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     mdp = riverswim(args.horizon)
     configs = demo_configs(args, mdp)
+    accel.load()  # before the server and the users wait on them (a cold cache: ~30 s, shown)
     token = secrets.token_urlsafe(32)
     results: list[dict[str, Any]] = []
     children: list[subprocess.Popen] = []
-    with tempfile.TemporaryDirectory(prefix="privrl-demo-") as tmp_name:
+    with sigterm_interrupts(), tempfile.TemporaryDirectory(prefix="privrl-demo-") as tmp_name:
         tmp = Path(tmp_name)
         # the database is temporary and deleted at the end: a crash-safe commit (FULL) buys
         # nothing here, NORMAL saves an fsync per report
@@ -427,23 +494,27 @@ def run_demo(args: argparse.Namespace) -> int:
                                env={"PRIVRL_DB_SYNCHRONOUS": "NORMAL"})
         try:
             try:
-                server.start()
+                server.start(timeout=SERVER_READY_TIMEOUT)
             except RuntimeError as exc:
                 raise CliError(f"{exc}: {server.log_tail(3)}") from None
             after = ("kept after the end: --keep-serving" if args.keep_serving else
                      "until the demo ends; --keep-serving keeps it up")
             print(f"server at {server.url} (pid {server.proc.pid if server.proc else '?'}); "
-                  f"{mdp!r}, K = {args.episodes}, {user_processes(args)} user process(es) x "
+                  f"{mdp!r}, K = {args.episodes}, {args.seeds} run(s) per configuration, "
+                  f"{user_processes(args)} user process(es) per run x "
                   f"{args.concurrency} concurrent users\n"
                   f"dashboard: {server.url}/ (live charts of the runs, {after})",
                   file=sys.stderr, flush=True)
             with ServerAPI(server.url, token=token) as api:
-                swarms = [start_swarm(api, server.url, c, args, tmp, children) for c in configs]
+                swarms = [start_swarm(api, server.url, c, args, tmp, children, i)
+                          for c in configs for i in range(args.seeds)]
                 print("runs side by side: " + ", ".join(
                     f"{config_label(s.config)} = {s.run_id}" for s in swarms), file=sys.stderr)
                 wait_swarms(api, swarms)
-                for swarm in swarms:
-                    results.append(collect(swarm.config, played(swarm), api, server.url, mdp))
+                for j, config in enumerate(configs):
+                    mine = swarms[j * args.seeds:(j + 1) * args.seeds]
+                    results.append(merge_seeds([collect(config, played(s), api, server.url, mdp)
+                                                for s in mine], mdp))
             report(results, args, out)
             if args.keep_serving:
                 keep_serving(server)

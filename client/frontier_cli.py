@@ -8,7 +8,13 @@ import shlex
 import sys
 from pathlib import Path
 
-from privrl.client.cli_common import CliError, epsilon_value, positive_int
+from privrl.client.cli_common import (
+    CliError,
+    add_executor_options,
+    epsilon_value,
+    executor_from_args,
+    positive_int,
+)
 from privrl.studies.cases import ABLATIONS, CASES
 
 OUTPUTS = ("frontier.json", "frontier.png")
@@ -43,7 +49,8 @@ def cmd_frontier(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     if resumed:
         print(f"continuing {path}: {resumed} run(s) already there", file=sys.stderr)
-    data = run_study(study, workers=args.workers, quiet=args.quiet)
+    data = run_study(study, workers=args.workers, quiet=args.quiet,
+                     executor=executor_from_args(args))
     png = plot_frontier_panels(panels(data), out / OUTPUTS[1], data["learns_below_percent"])
     print_thresholds(threshold_table(data))
     print(path)
@@ -104,7 +111,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    " 1e-n, 2e-n, 5e-n at most 1/(10 K): 2e-6 at K = 50,000)")
     p.add_argument("--no-ablation", action="store_true", help="skip the levers' ablation")
     p.add_argument("--workers", type=positive_int, default=2,
-                   help="parallel processes (default: 2)")
+                   help="parallel processes (default: 2); with --executor ray, the CPUs of the"
+                   " local Ray instance it starts")
+    add_executor_options(p)
     p.add_argument("--out", default="results/frontier",
                    help="where frontier.json and frontier.png go (default: results/frontier)")
     p.add_argument("--force", action="store_true",

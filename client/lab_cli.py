@@ -9,13 +9,15 @@ import sys
 from pathlib import Path
 
 from privrl import algorithms, trust
+from privrl.algorithms import bind
 from privrl.budget import OverspendingPlan, check_budget
 from privrl.client.cli_common import (
     CliError,
+    add_executor_options,
     add_learning_options,
     add_world_options,
     config_from_args,
-    json_object,
+    executor_from_args,
     mechanisms_from_args,
     policy_never_changed_notes,
     positive_int,
@@ -25,7 +27,7 @@ from privrl.client.cli_common import (
 )
 from privrl.client.load.cli import add_bench_http
 from privrl.config import RunConfig
-from privrl.lab.experiments import EXECUTORS, TAIL
+from privrl.lab.experiments import TAIL
 from privrl.protocol import LedgerView
 from privrl.worlds.tabular import TabularMDP
 
@@ -51,18 +53,12 @@ def sweep_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
 def cmd_run(args: argparse.Namespace) -> int:
     """privrl run: in-process runs (a sweep when several values are given)."""
     from privrl.lab.executors import ExecutorError
-    from privrl.lab.experiments import make_executor, run_many, save
+    from privrl.lab.experiments import run_many, save
     from privrl.lab.plots import plot_cumulative, plot_frontier
 
     out = Path(args.out)
     refuse_overwrite(out, RUN_OUTPUTS, args.force)
-    if args.executor != "ray" and (args.ray_address or args.ray_runtime_env):
-        raise CliError("--ray-address and --ray-runtime-env need --executor ray")
-    try:
-        executor = make_executor(args.executor, args.workers, args.ray_address,
-                                 args.ray_runtime_env)
-    except ExecutorError as exc:
-        raise CliError(str(exc)) from None
+    executor = executor_from_args(args)
     world = world_from_args(args)
     mdp = world.build()
     if not isinstance(mdp, TabularMDP):
@@ -81,6 +77,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{args.episodes} episodes",
         file=sys.stderr,
     )
+    for config in configs:  # a run's stated assumptions (secure aggregation's cohorts)
+        cohort = bind(config).calibration().cohort
+        if cohort is not None:
+            print(f"{config.privacy} eps={config.epsilon:g}: {cohort.describe()}",
+                  file=sys.stderr)
     seeds = [args.seed + i for i in range(args.seeds)]
     try:
         results = run_many(configs, world, seeds, show_progress=not args.quiet,
@@ -246,7 +247,7 @@ def cmd_algorithms(args: argparse.Namespace) -> int:
         print(f"{name:<{width}} privacy: {', '.join(algo.boundaries()):<16} world: "
               f"{algo.default_world:<12} mechanism: {mechanism:<9} presets: "
               f"{', '.join(sorted(algo.presets))}")
-        print(f"{'':<{width}} {algo.summary}")
+        print(f"{'':<{width}} {algo.summary} (results: {algo.versioned_id()})")
         print(f"{'':<{width}} knobs: {knobs}")
         kind, bands = algo.practical_counter
         counter = f"{kind} ({bands} bands)" if bands else kind
@@ -270,16 +271,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=positive_int, default=None,
                    help="parallel processes (default: one per task, at most the CPUs); with"
                    " --executor ray, the CPUs of the local Ray instance it starts")
-    p.add_argument("--executor", choices=EXECUTORS, default="local",
-                   help="where tasks run: local processes, or Ray (pip install 'privrl[ray]')")
-    p.add_argument("--ray-address", default=None,
-                   help="the Ray cluster to join: 'auto' (the one `ray start --head` runs here)"
-                   " or HOST:PORT (default: $RAY_ADDRESS, else a new local instance for this"
-                   " sweep)")
-    p.add_argument("--ray-runtime-env", type=json_object, default=None,
-                   help="Ray runtime_env as JSON, e.g. '{\"pip\": [\"privrl @ git+URL\"]}' to"
-                   " install privrl on a remote cluster's workers (default: none, the nodes"
-                   " have privrl)")
+    add_executor_options(p)
     p.add_argument("--seeds-per-task", type=positive_int, default=None,
                    help="seeds per task: split each configuration into seed-blocks, one task"
                    " each (default: all seeds in one task)")

@@ -12,7 +12,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -38,8 +39,10 @@ def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def module_cmd(module: str, *args: str) -> list[str]:
-    """`python -m module args...` with this interpreter."""
-    return [sys.executable, "-m", module, *args]
+    """`python -P -m module args...` with this interpreter: -P leaves the working directory off
+    sys.path, so a folder named `privrl` where the command runs cannot shadow the installed
+    package (as `-m` alone would put it first)."""
+    return [sys.executable, "-P", "-m", module, *args]
 
 
 def server_args(
@@ -57,6 +60,21 @@ def server_args(
     if access_log:
         args.append("--access-log")
     return args
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Within the block, SIGTERM raises KeyboardInterrupt as Ctrl-C does, so the `finally`
+    blocks that stop this process's children run (the default action would end this process
+    at once and leave them running)."""
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def stop_process(proc: subprocess.Popen, grace: float = 5.0) -> int | None:

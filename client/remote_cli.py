@@ -29,6 +29,7 @@ from privrl.client.cli_common import (
     output_file,
     positive_float,
     positive_int,
+    run_id_arg,
     run_world,
     world_from_args,
 )
@@ -88,7 +89,10 @@ def _seed(value: int | None, env: str) -> int | None:
 def cmd_serve(args: argparse.Namespace) -> int:
     """privrl serve: replace this process with `python -m privrl.server` and the same flags,
     in the same working directory (the database path is made absolute all the same)."""
+    from privrl import accel
+
     db = Path(args.db).expanduser().resolve()
+    accel.load()  # compiled here, with progress, on a cold cache: the server then loads them
     flags = server_args(args.host, args.port, db, args.claim_timeout, args.sequential,
                         args.access_log, args.log_level)
     cmd = module_cmd("privrl.server", *flags)
@@ -330,13 +334,15 @@ def _run_worlds(args: argparse.Namespace, run_ids: list[str]) -> list[TabularMDP
 
 
 def _report_swarm(result: SwarmResult) -> None:
-    """One line per swarm: counts, throughput, latencies, body size."""
+    """One line per swarm: counts, throughput, what users waited (retries included), body
+    size."""
     summary = result.summary()
     print(f"run {result.run_id}: {result.reported} episodes reported "
           f"({result.duplicates} duplicates, {result.refused} refused) in {result.seconds:.2f}s, "
-          f"{summary['episodes_per_second']:.1f} episodes/s; claim p50/p99 "
-          f"{summary['claim_ms_p50']:.2f}/{summary['claim_ms_p99']:.2f} ms, report p50/p99 "
-          f"{summary['report_ms_p50']:.2f}/{summary['report_ms_p99']:.2f} ms, report "
+          f"{summary['episodes_per_second']:.1f} episodes/s; users waited p50/p99: claim "
+          f"{summary['claim_ms_p50']:.2f}/{summary['claim_ms_p99']:.2f} ms, report "
+          f"{summary['report_ms_p50']:.2f}/{summary['report_ms_p99']:.2f} ms"
+          f" ({result.retries} retries); report "
           f"{summary['report_bytes_max']} bytes" + (", run finished" if result.finished else "")
           + (f"; the run ended early: {result.ended}" if result.ended else ""))
 
@@ -497,11 +503,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """privrl compare: create the demo's runs side by side (or read their ids), wait until they
     have finished, and print them side by side: exact regret, % of random, eps and delta spent,
     episodes per second."""
-    from privrl.client.demo import demo_configs, print_comparison, story, verdict_tail
+    from privrl.client.demo import demo_configs, print_comparison, story
     from privrl.client.evaluator import evaluate
     from privrl.lab.experiments import label as config_label
     from privrl.lab.experiments import regret_summary
+    from privrl.verdict import verdict_tail
 
+    if args.results:
+        if args.run_file or args.create:
+            raise CliError("compare either saved RESULTS files or the runs of --run-file on a"
+                           " server, not both")
+        from privrl.client.compare_results import compare_results
+
+        out = compare_results(args.results, args.test, args.alpha)
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(out))
+        return 0
+    if not args.run_file:
+        raise CliError("compare what? give saved RESULTS files (privrl compare A/summary.json"
+                       " B/summary.json) or --run-file FILE of runs on a server")
     mdp = world_from_args(args).build()
     path = Path(args.run_file)
     try:
@@ -569,7 +589,8 @@ def add_demo_run_options(p: argparse.ArgumentParser, when: str = "") -> None:
     p.add_argument("--epsilon", type=positive_float, default=DEMO_EPSILON,
                    help="privacy budget per user of the JDP and the LDP run (the same for both;"
                    " their ledgers never exceed it). At K = 3000 the default JDP run learns from"
-                   f" 5, pooled LDP not even at 20{when}")
+                   f" {DEMO_EPSILON:g} (docs/results/demo/budget.json), pooled LDP not even at"
+                   f" 20{when}")
     p.add_argument("--delta", type=float, default=1e-5,
                    help=f"delta of the Gaussian mechanism (ignored with laplace){when}")
     p.add_argument("--mechanism", choices=["laplace", "gaussian"], default="gaussian",
@@ -625,8 +646,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("wait", help="wait until a server is ready (its /readyz answers), e.g."
                        " after `privrl serve ... &`; exit 2 if it is not within --timeout")
     _server_option(p)
-    p.add_argument("--timeout", type=positive_float, default=60.0,
-                   help="seconds to wait (a cold first start compiles the kernels: about 30 s)")
+    p.add_argument("--timeout", type=positive_float, default=300.0,
+                   help="seconds to wait (a first start on a cold cache compiles the kernels"
+                   " before the server listens: about 30 s on 2 idle cores, more on busy ones)")
     p.set_defaults(handler=cmd_wait)
 
     runs = sub.add_parser(
@@ -652,7 +674,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = rsub.add_parser("credentials", help="issue user credentials of a run that requires them"
                         " (admin); one per line")
     _server_option(p)
-    p.add_argument("run", help="run id")
+    p.add_argument("run", type=run_id_arg, help="run id")
     p.add_argument("--count", type=positive_int, default=1, help="how many to issue")
     p.add_argument("--out", default=None, metavar="FILE",
                    help="append them to FILE (default: print them)")
@@ -662,7 +684,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_runs_list)
     p = rsub.add_parser("show", help="a run's configuration, progress and privacy spent")
     _server_option(p)
-    p.add_argument("run", help="run id")
+    p.add_argument("run", type=run_id_arg, help="run id")
     p.add_argument("--json", action="store_true", help="print the public run info as JSON")
     p.set_defaults(handler=cmd_runs_show)
     for name, handler, text in (
@@ -675,19 +697,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     ):
         p = rsub.add_parser(name, help=text)
         _server_option(p)
-        p.add_argument("run", help="run id")
+        p.add_argument("run", type=run_id_arg, help="run id")
         p.set_defaults(handler=handler)
 
     p = sub.add_parser("ledger", help="every privacy charge of a run, with the running total")
     _server_option(p)
-    p.add_argument("run", help="run id")
+    p.add_argument("run", type=run_id_arg, help="run id")
     p.add_argument("--json", action="store_true", help="print the ledger view as JSON")
     p.set_defaults(handler=cmd_ledger)
 
     p = sub.add_parser("users", help="simulate users (one episode each) against a run")
     _server_option(p)
     ident = p.add_mutually_exclusive_group(required=True)
-    ident.add_argument("--run", help="run id")
+    ident.add_argument("--run", type=run_id_arg, help="run id")
     ident.add_argument("--run-file",
                        help="file with run ids, one per line: every run is played side by side"
                        " (each with its own users' seed)")
@@ -721,7 +743,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("evaluate", help="exact regret of a run from its public policy log")
     _server_option(p)
-    p.add_argument("--run", required=True, help="run id")
+    p.add_argument("--run", required=True, type=run_id_arg, help="run id")
     p.add_argument("--tail", type=positive_int, default=100,
                    help="the last episodes averaged for the per-episode regret")
     p.add_argument("--json-out", default=None,
@@ -729,16 +751,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_world_options(p, of_run=True)
     p.set_defaults(handler=cmd_evaluate)
 
-    p = sub.add_parser("compare", help="the demo's runs on a server: create them side by side"
-                       " (or take their ids), wait until they finish, compare them",
-                       description="With --create: create the demo's three runs (non-private,"
-                       " JDP and LDP at one budget) on --server and write their ids to"
-                       " --run-file; then wait until users have played every run to the end"
-                       " (`privrl users --run-file FILE`) and print them side by side. This is"
-                       " what the compose setup runs.")
+    p = sub.add_parser("compare", help="saved results with a stated test (privrl compare"
+                       " A/summary.json B/summary.json), or the demo's runs on a server: create"
+                       " them side by side (or take their ids), wait until they finish, compare"
+                       " them",
+                       description="With RESULTS (summary.json files of `privrl run` or `privrl"
+                       " demo`, or their directories): each configuration's seeds give one"
+                       " sample (every seed's mean regret over its last 10% of episodes); one"
+                       " file's configurations are compared pairwise, several files' same"
+                       " configurations across them, with --test and Holm's adjustment, the"
+                       " test named in the output. With --run-file: with --create, create the"
+                       " demo's three runs (non-private, JDP and LDP at one budget) on --server"
+                       " and write their ids to --run-file; then wait until users have played"
+                       " every run to the end (`privrl users --run-file FILE`) and print them"
+                       " side by side. This is what the compose setup runs.")
+    p.add_argument("results", nargs="*", metavar="RESULTS",
+                   help="saved results to compare (summary.json or its directory)")
+    p.add_argument("--test", choices=["welch", "permutation"], default="welch",
+                   help="with RESULTS: Welch's t-test (default) or a permutation test of the"
+                   " difference of means")
+    p.add_argument("--alpha", type=positive_float, default=0.05,
+                   help="with RESULTS: the family-wise level of the decisions")
     _server_option(p)
-    p.add_argument("--run-file", required=True,
-                   help="the runs' ids, one per line (written there with --create)")
+    p.add_argument("--run-file", default=None,
+                   help="the runs' ids, one per line (written there with --create; default:"
+                   " none, compare saved RESULTS instead)")
     p.add_argument("--credentials", default=None, metavar="FILE",
                    help="with --create: the runs require user credentials; issue"
                    " --credentials-count of each and write them to FILE (for `privrl users"
@@ -767,7 +804,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        " spent, writes regret.png and summary.json to --out. The dashboard's URL"
                        " is printed at the start: open it to watch the runs live.")
     p.add_argument("--episodes", type=positive_int, default=3000,
-                   help="K per run (about 2 minutes for the three runs on 2 cores)")
+                   help="K per run (about 2 minutes per seed for the three runs on 2 cores)")
+    p.add_argument("--seeds", type=positive_int, default=3,
+                   help="runs of each configuration, side by side, each with its own seeds: the"
+                   " demo prints every run's verdict and a 95%% interval over them (1: one run"
+                   " each, no interval)")
     p.add_argument("--users-processes", type=positive_int, default=2,
                    help="user processes per run (one with --sequential)")
     p.add_argument("--concurrency", type=positive_int, default=4,

@@ -267,7 +267,8 @@ def play(ctx: UserContext, ticket: Ticket, state: UserState
 
 @dataclass
 class Outcome:
-    """One user's episode as seen from outside: timings, body size, the server's answer."""
+    """One user's episode as seen from outside: what the user waited for its claim and its
+    report (retries and the pauses between them included), body size, the server's answer."""
 
     episode: int
     claim_seconds: float
@@ -275,6 +276,7 @@ class Outcome:
     report_bytes: int
     duplicate: bool
     trajectory: Trajectories | FirstVisits | None = None
+    retries: int = 0  # requests the user sent again (409, 429/503, 5xx, transport errors)
 
 
 def _transient(resp: httpx.Response) -> bool:
@@ -300,17 +302,19 @@ class User:
 
     async def _post(
         self, path: str, what: str, content: bytes | None
-    ) -> tuple[httpx.Response, float]:
+    ) -> tuple[httpx.Response, float, int]:
         """POST with retries on transport errors and 5xx; 409 on claims, and 429/503 with a
         Retry-After (overload, `privrl.client.api.overload_delay`), wait with patience.
 
-        Returns the final answer and the latency of the request that got it (seconds)."""
+        Returns the final answer, the seconds the user waited for it (every attempt and every
+        pause between them) and how many times it retried."""
         errors, waits, started = 0, 0, time.monotonic()
+        sent, t_start = 0, time.perf_counter()
         headers = {"Content-Type": "application/json"}
         if content is None and self.credential is not None:  # a claim: who asks
             headers["Authorization"] = f"Bearer {self.credential}"
         while True:
-            t0 = time.perf_counter()
+            sent += 1
             try:
                 resp = await self.http.post(path, content=content or b"{}", headers=headers)
             except httpx.HTTPError as exc:
@@ -330,7 +334,7 @@ class User:
                 await asyncio.sleep(overload_delay(resp, self.jitter))
                 continue
             if _exhausted(resp):  # the run has ended: no point waiting
-                return resp, time.perf_counter() - t0
+                return resp, time.perf_counter() - t_start, sent - 1
             if resp.status_code == 409 and content is None:
                 if time.monotonic() - started > self.backoff.patience:
                     raise GaveUp(f"{what}: every episode stayed claimed for "
@@ -344,12 +348,13 @@ class User:
                 await asyncio.sleep(self.backoff.delay(errors, self.jitter))
                 errors += 1
                 continue
-            return resp, time.perf_counter() - t0
+            return resp, time.perf_counter() - t_start, sent - 1
 
-    async def claim(self) -> tuple[Ticket, float]:
-        """POST a claim; return the ticket and the successful request's latency."""
+    async def claim(self) -> tuple[Ticket, float, int]:
+        """POST a claim; return the ticket, the seconds the user waited for it (retries
+        included) and its retries."""
         path = f"{self.base}/claims?wait={self.backoff.claim_wait:g}"
-        resp, seconds = await self._post(path, "claiming an episode", None)
+        resp, seconds, retries = await self._post(path, "claiming an episode", None)
         if _exhausted(resp):
             raise BudgetExhaustedError(error_detail(resp))
         if resp.status_code == 410:
@@ -364,11 +369,12 @@ class User:
             raise UserError(
                 f"the server sent a ticket of run {ticket.run_id}, not {self.ctx.run_id}"
             )
-        return ticket, seconds
+        return ticket, seconds, retries
 
-    async def report(self, body: bytes) -> tuple[Ack, float]:
-        """POST the report (idempotent on the ticket, so retrying is safe)."""
-        resp, seconds = await self._post(f"{self.base}/reports", "reporting", body)
+    async def report(self, body: bytes) -> tuple[Ack, float, int]:
+        """POST the report (idempotent on the ticket, so retrying is safe); the ack, the
+        seconds waited for it (retries included) and its retries."""
+        resp, seconds, retries = await self._post(f"{self.base}/reports", "reporting", body)
         if _exhausted(resp):
             raise BudgetExhaustedError(error_detail(resp))
         if resp.status_code >= 400:  # 410 here: the claim expired (or the run just finished)
@@ -378,15 +384,15 @@ class User:
         except ValidationError as exc:
             msg = f"the server sent an invalid acknowledgement: {exc.errors()[:1]}"
             raise UserError(msg) from None
-        return ack, seconds
+        return ack, seconds, retries
 
     async def episode(self) -> Outcome:
         """One user = one episode: claim, roll out privately, (randomize,) report."""
-        ticket, claim_s = await self.claim()
+        ticket, claim_s, claim_retries = await self.claim()
         traj, body = play(self.ctx, ticket, self.state)
-        ack, report_s = await self.report(body)
+        ack, report_s, report_retries = await self.report(body)
         return Outcome(ticket.episode, claim_s, report_s, len(body), ack.duplicate,
-                       traj if self.keep_trajectory else None)
+                       traj if self.keep_trajectory else None, claim_retries + report_retries)
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -410,6 +416,7 @@ class SwarmResult:
     claim_seconds: list[float] = field(default_factory=list)
     report_seconds: list[float] = field(default_factory=list)
     report_bytes: list[int] = field(default_factory=list)
+    retries: int = 0
     outcomes: list[Outcome] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -425,6 +432,7 @@ class SwarmResult:
         self.claim_seconds.append(out.claim_seconds)
         self.report_seconds.append(out.report_seconds)
         self.report_bytes.append(out.report_bytes)
+        self.retries += out.retries
         if keep:
             self.outcomes.append(out)
 
@@ -452,6 +460,7 @@ class SwarmResult:
             "claim_seconds": self.claim_seconds,
             "report_seconds": self.report_seconds,
             "report_bytes": self.report_bytes,
+            "retries": self.retries,
             "errors": self.errors[:20],
         }
 

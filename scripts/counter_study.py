@@ -49,7 +49,7 @@ def command(pooled: bool, counter: str, schedule: str, epsilons: tuple[float, ..
            "--counter", counter, "--schedule", schedule]
     if counter == "matrix" and schedule == "every":
         cmd += ["--counter-bands", str(BANDS)]
-    return cmd + (["--pooled"] if pooled else [])
+    return cmd + (["--knob", "pooled=true"] if pooled else [])
 
 
 def rows_of(summary: Path, pooled: bool, counter: str, schedule: str) -> list[list]:

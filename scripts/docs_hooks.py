@@ -164,14 +164,15 @@ def speed_table() -> str:
 def http_table() -> str:
     """`privrl bench http`: the episode path against the /healthz ceiling."""
     data = load("bench-http.json")
-    rows = ["| users | privacy | episodes/s | requests/s | ceiling requests/s | ratio |"
+    rows = ["| users | privacy | episodes/s | requests/s | errors | ceiling requests/s | ratio |"
             " server CPU ratio | claim p50/p99 ms | report p50/p99 ms |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for e in data["episodes"]:
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for e in data["episodes"]:  # errors (refused or failed requests) are never in requests/s
         lat = e["latency_ms"]
         rows.append(
             f"| {e['concurrency']} | {e['privacy'].upper()} | {e['episodes_per_second']:.0f} |"
-            f" {e['requests_per_second']:.0f} | {e['ceiling_requests_per_second']:.0f} |"
+            f" {e['requests_per_second']:.0f} | {e['errors']:,} |"
+            f" {e['ceiling_requests_per_second']:.0f} |"
             f" {e['ratio']:.0%} | {e['cpu_ratio']:.0%} |"
             f" {lat['claim']['p50_ms']:.1f}/{lat['claim']['p99_ms']:.1f} |"
             f" {lat['report']['p50_ms']:.1f}/{lat['report']['p99_ms']:.1f} |")

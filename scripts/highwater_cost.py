@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from privrl.server.highwater import HighWater
+from privrl.server.ops.highwater import HighWater
 from privrl.server.store import Store
 
 

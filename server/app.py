@@ -14,17 +14,19 @@ from contextlib import asynccontextmanager
 
 import anyio.to_thread
 from fastapi import FastAPI
-from privrl import algorithms
+from privrl import accel, algorithms
 from privrl.protocol import API_VERSION
 from privrl.server.admission import InFlight, ReadSlots
 from privrl.server.errors import install_error_handlers
-from privrl.server.gc_pauses import GcPauses
-from privrl.server.highwater import HighWater
 from privrl.server.limits import BodyLimit, Limit
 from privrl.server.metrics import LatencyMiddleware, Metrics
 from privrl.server.openapi import install_openapi
-from privrl.server.routes import apidocs, dashboard, episodes, ops, public, regret, runs, trust
+from privrl.server.ops import apidocs
+from privrl.server.ops.gc_pauses import GcPauses
+from privrl.server.ops.highwater import HighWater
+from privrl.server.routes import dashboard, episodes, ops, public, regret, runs, trust
 from privrl.server.runs import RunTable
+from privrl.server.service import Service
 from privrl.server.settings import Settings
 from privrl.server.store import Store
 from privrl.server.writer import Writer
@@ -83,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings if settings is not None else Settings()
     algorithms.load_plugins(settings.plugins)
     metrics = Metrics()
+    in_flight = InFlight(settings.max_in_flight)
     gc_pauses = GcPauses()
     metrics.registry.register(gc_pauses)
 
@@ -101,11 +104,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.store = store
         app.state.run_table = table
         app.state.writer = writer
+        app.state.service = Service(table, writer, metrics, in_flight, settings.max_claim_wait)
         log.info("store %s open; rebuilding runs", settings.db)
         if settings.admin_token is None:
             log.warning("PRIVRL_ADMIN_TOKEN is not set: admin routes answer 503")
         async def rebuild() -> None:
-            try:
+            try:  # kernels first (compiled on a cold cache): not ready until they are
+                await anyio.to_thread.run_sync(accel.load)
                 await anyio.to_thread.run_sync(table.rebuild_all)
             except Exception as exc:
                 log.exception("rebuilding runs from the store failed")
@@ -142,7 +147,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = metrics
-    app.state.in_flight = InFlight(settings.max_in_flight)
     app.state.read_slots = ReadSlots(settings.max_reads_per_address,
                                      settings.max_reads_per_second)
     for module in (runs, episodes, public, regret, trust):  # v1: unknown query refused

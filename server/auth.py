@@ -8,8 +8,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from privrl.server.credentials import credential_key, verify
 from privrl.server.errors import Refusal
+from privrl.server.ops.credentials import credential_key, verify
 from privrl.server.settings import Settings
 
 bearer = HTTPBearer(

@@ -21,12 +21,13 @@ counted before it lapses) and kept in issue order, which is expiry order, so swe
 ones and counting outstanding ones is O(1) amortized. A report is judged late by the time it
 arrived at the server, not by the time its turn came.
 
-Claims are also accounted per source (`privrl.server.sources`: the credential or address that
+Claims are also accounted per source (`privrl.server.ops.sources`: the credential or address that
 claimed them; a lapse lowers its source's cap and refuses it claims for a backoff, it does not
-narrow the run's window), and the public views are captured into an immutable
-`privrl.server.snapshot.Snapshot` that readers use without the lock:
-the policy log is kept as an append-only list of versions, each with the contiguous range of
-episodes it was served to and its reported / lapsed counts.
+narrow the run's window), and the public views (`privrl.server.views`) are captured into an
+immutable `privrl.server.snapshot.Snapshot` that readers use without the lock: the policy log is
+kept as an append-only list of versions, each with the contiguous range of episodes it was
+served to and its reported / lapsed counts. A restart rebuilds the run by replaying its store
+(`privrl.server.replay`).
 
 With the unseeded 'opendp' noise backend the JDP tree noise cannot be re-derived: every node
 value drawn while ingesting a report is stored in that report's transaction, and a replay takes
@@ -43,7 +44,6 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -51,38 +51,36 @@ from privrl.algorithms.base import PolicyMessage
 from privrl.config import RunConfig
 from privrl.privacy.accountant import BudgetExhausted
 from privrl.privacy.calibration import Calibration
-from privrl.privacy.tree import NodeNoise, StoredNoiseError
+from privrl.privacy.tree import StoredNoiseError
 from privrl.protocol import (
     Ack,
     ArrayPayload,
-    LedgerView,
     PolicyPayload,
     RandomizerParams,
-    RunInfo,
-    RunStatus,
     Ticket,
 )
-from privrl.reports import AnyReport, ReportRejected, accept, digest_of, restore
+from privrl.reports import Accepted, AnyReport, ReportRejected, accept, digest_of
 from privrl.run import Run
-from privrl.server import noise_epochs
 from privrl.server.admission import Admission, RunLimits
+from privrl.server.cohorts import Cohorts
 from privrl.server.errors import Refusal
-from privrl.server.highwater import HighWater, Mark
 from privrl.server.limits import max_report_bytes
+from privrl.server.ops import noise_epochs
+from privrl.server.ops.highwater import HighWater, Mark
+from privrl.server.ops.sources import Sources
+from privrl.server.replay import OpenClaim, RebuildError, Replay, arrays_json, stored_message
 from privrl.server.snapshot import (
     CLAIMED,
     EXPIRED,
-    NEVER,
     REPORTED,
     Answer,
-    BoardArrays,
-    LogView,
+    Boards,
+    LedgerRef,
+    RunHead,
     Snapshot,
     VersionEntry,
     grown,
-    log_counts,
 )
-from privrl.server.sources import Sources
 from privrl.server.store import (
     ClaimRow,
     NoiseRow,
@@ -92,26 +90,11 @@ from privrl.server.store import (
     Statement,
     Store,
 )
+from privrl.server.views import PublicViews
 
 log = logging.getLogger("privrl.server")
 T = TypeVar("T")
 
-
-
-class RebuildError(RuntimeError):
-    """The stored reports do not replay to the stored policy log (the run is not served)."""
-
-
-@dataclass
-class OpenClaim:
-    """A ticket handed out and not yet reported (it may have expired since)."""
-
-    ticket: str
-    episode: int
-    policy_version: int
-    expires_at: float
-    message: PolicyMessage | None = None  # the policy message served; None: look it up in the log
-    source: str | None = None  # who claimed it (None: a claim restored after a restart)
 
 
 def randomizer_params(calibration: Calibration) -> RandomizerParams | None:
@@ -127,27 +110,14 @@ def randomizer_params(calibration: Calibration) -> RandomizerParams | None:
     )
 
 
-def arrays_json(arrays: dict[str, np.ndarray]) -> str:
-    """A policy message's other arrays as stored: {name: {shape, data}} (floats exact)."""
-    doc = {k: {"shape": list(v.shape), "data": v.ravel().tolist()} for k, v in arrays.items()}
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
-
-
-def stored_message(row: PolicyRow) -> PolicyMessage:
-    """The policy message (one replica, leading axis 1) of a stored policy version."""
-    message = {"actions": np.asarray(json.loads(row.actions), dtype=np.int64)[None]}
-    for name, arr in json.loads(row.arrays).items():
-        message[name] = np.asarray(arr["data"], dtype=np.float64).reshape(arr["shape"])[None]
-    return message
-
-
-class HostedRun:
+class HostedRun(Replay, PublicViews):
     """The server-side state of one run (one replica of `Run`) plus its tickets."""
 
     def __init__(self, row: RunRow, config: RunConfig, store: Store, limits: RunLimits) -> None:
         self.id = row.id
         self.row = row
         self.config = config
+        self.head = RunHead(row.id, config, row.created_at, row.sequential, row.credentials)
         self.max_report_bytes = max_report_bytes(config)  # its body limit
         self.store = store
         self.limits = limits
@@ -171,8 +141,12 @@ class HostedRun:
     def _reset(self) -> None:
         """Empty in-memory state: a fresh Run, no claims, no policy yet."""
         self.run = Run(self.config, [self.row.seed])
+        boundary = self.run.calibration.boundary
+        exchange = boundary.exchange()  # a boundary with cohorts: its reports count by cohort
+        self.cohorts = None if exchange is None else Cohorts(boundary.cohort_size, exchange)
         self.epoch = 0  # noise epoch (> 0 once an admin continued it after a rollback)
         self.claimed = 0
+        self.stored_reports = 0  # report rows (a held cohort member's too): the next one's seq
         self.open: OrderedDict[str, OpenClaim] = OrderedDict()  # issue order = expiry order
         self.version = 0
         self.planned_at = 0  # reports counted when the learner was last consulted
@@ -184,8 +158,8 @@ class HostedRun:
         self.entries: list[VersionEntry] = []  # the public policy log, append-only
         self.version_index: dict[int, int] = {}  # version -> its index in `entries`
         self.served = np.zeros((8, 3), dtype=np.int64)  # per entry: claimed, reported, expired
-        self._board: BoardArrays | None = None  # the newest release's copy, once captured
-        self._ledger: tuple[int, Answer] | None = None  # (charges, view), once captured
+        self.boards = Boards(self._quiet_board)  # billboards by report count, built when read
+        self._ledger: LedgerRef | None = None  # the newest number of charges' view, once captured
         self._policy: Answer | None = None  # the newest version's payload, once captured
         self.run.privatizer.journal_noise()
 
@@ -217,7 +191,7 @@ class HostedRun:
         """A new run: plan the first policy (0 reports) and persist spec, secret seed and policy
         together. `credentials`: claims need a user credential issued by the admin. The run's
         first mark goes to `highwater` before the store holds it: a stored run always has one,
-        so a store whose mark is lost is told from a new one (`privrl.server.highwater`)."""
+        so a store whose mark is lost is told from a new one (`privrl.server.ops.highwater`)."""
         row = RunRow(run_id, config.model_dump_json(), now, sequential, seed,
                      credentials=credentials)
         hosted = cls(row, config, store, limits)
@@ -225,6 +199,7 @@ class HostedRun:
         assert first is not None
         highwater.set(run_id, Mark())
         store.insert_run(row, first)
+        hosted.boards.add(hosted.board())
         hosted.publish(hosted.capture(now))
         return hosted
 
@@ -237,55 +212,9 @@ class HostedRun:
             hosted._load()
         except StoredNoiseError as exc:
             raise RebuildError(f"run {row.id}: {exc}") from exc
+        hosted.boards.add(hosted.board())
         hosted.publish(hosted.capture(time.time()))
         return hosted
-
-    def _load(self) -> None:
-        """(Re)build everything from the store; checks the replay against the stored log."""
-        self._reset()
-        self.run.privatizer.begin_replay(self._stored_noise())
-        claims = self.store.claims(self.id)
-        stored = {p.version: p for p in self.store.policies(self.id)}
-        plan_points = {0} | {c.planned_at for c in claims}
-        version_of = {c.ticket: c.policy_version for c in claims}
-        messages = {v: stored_message(p) for v, p in stored.items()}
-        self._replan(stored)
-        epochs = self.store.noise_epochs(self.id)
-        self._enter_epochs(epochs)
-        for rep in self.store.reports(self.id):
-            version = version_of[rep.ticket]
-            served = messages[version]
-            try:
-                accepted = restore(rep.kind, rep.payload, self.run, served, version)
-            except ReportRejected as exc:
-                raise RebuildError(f"run {self.id}: stored report {rep.seq}: {exc}") from exc
-            accepted.ingest(self.run, served)
-            if Ack.model_validate_json(rep.ack).reported != self.run.reported:
-                raise RebuildError(f"run {self.id}: report {rep.seq} replays out of order")
-            if self.run.reported in plan_points:
-                self._replan(stored)
-            self._enter_epochs(epochs)
-        self.run.privatizer.end_replay()
-        if stored and self.version != max(stored):
-            raise RebuildError(
-                f"run {self.id}: replay reached policy version {self.version}, the log has"
-                f" {max(stored)}"
-            )
-        self.claimed = max((c.episode for c in claims), default=-1) + 1
-        self._count_served(claims)
-        pending = [c for c in claims if c.state == "open"]
-        self.open = OrderedDict(
-            (c.ticket, OpenClaim(c.ticket, c.episode, c.policy_version, c.expires_at,
-                                 messages.get(c.policy_version)))
-            for c in sorted(pending, key=lambda c: c.expires_at)
-        )
-
-    def _enter_epochs(self, epochs: list[tuple[int, int, int]]) -> None:
-        """During a replay: start the stored noise epochs that began at the current count."""
-        for epoch, at, published in epochs:
-            if at == self.run.reported and epoch > self.epoch:
-                noise_epochs.start(self.run, epoch, published)
-                self.epoch = epoch
 
     def start_noise_epochs(self, epochs: list[int], published: int) -> None:
         """An admin continues the run after its store went back: start `epochs` now (the
@@ -299,28 +228,6 @@ class HostedRun:
         committed."""
         return self.id, self.epoch, self.run.reported
 
-    def _count_served(self, claims: list[ClaimRow]) -> None:
-        """The policy log's episode counts and first episodes, from the stored claims (the
-        open ones are counted as they lapse or are reported)."""
-        first: dict[int, int] = {}
-        for c in claims:
-            i = self.version_index[c.policy_version]
-            first.setdefault(i, c.episode)
-            self.served[i, CLAIMED] += 1
-            self.served[i, REPORTED] += c.state == "reported"
-        start = self.claimed
-        for i in reversed(range(len(self.entries))):  # a version never served starts where
-            start = first.get(i, start)  # the next one does
-            self.entries[i] = VersionEntry(self.entries[i].version, start,
-                                           self.entries[i].actions, self.entries[i].arrays)
-
-    def _stored_noise(self) -> list[NodeNoise]:
-        """The node noise this run drew and stored (unseeded backend only; else empty)."""
-        return [
-            NodeNoise(r.family, r.level, r.index, np.frombuffer(r.value, dtype="<f8"))
-            for r in self.store.node_noise(self.id)
-        ]
-
     def _drawn_noise(self) -> list[NoiseRow]:
         """The node noise drawn since last asked, as rows to store with the current write."""
         return [
@@ -333,17 +240,6 @@ class HostedRun:
             )
             for node in self.run.privatizer.take_drawn()
         ]
-
-    def _replan(self, stored: dict[int, PolicyRow]) -> None:
-        """Plan during a replay; a new version must equal the stored one."""
-        new = self._plan()
-        if new is None:
-            return
-        old = stored.get(new.version)
-        if old is None or json.loads(old.actions) != json.loads(new.actions) or json.loads(
-            old.arrays
-        ) != json.loads(new.arrays):
-            raise RebuildError(f"run {self.id}: policy version {new.version} does not replay")
 
     def _plan(self) -> PolicyRow | None:
         """Let the learner plan at the current report count; the new version's row, if any."""
@@ -390,6 +286,7 @@ class HostedRun:
         """Rebuild memory from the store (after a failed write; every queued write has ended)."""
         self._load()
         self.stale = False
+        self.boards.add(self.board())
         self.publish(self.capture(time.time()))
 
     # -- claims -----------------------------------------------------------------------------------
@@ -454,7 +351,7 @@ class HostedRun:
                 " or claim with ?wait=SECONDS",
                 retry,
             )
-        if self.run.reported + pending >= k_total:
+        if self.run.reported + pending + self.held >= k_total:
             raise Refusal(
                 409,
                 "full",
@@ -481,6 +378,8 @@ class HostedRun:
             new_policy = self._plan() if replan else None
             if replan:
                 self.planned_time = now
+                if self.run.billboard_built() and not self.boards.has(self.run.reported):
+                    self.boards.add(self.board())  # the release the learner just read
             row = ClaimRow(
                 ticket, self.id, episode, self.version, self.planned_at, now, expires_at, "open"
             )
@@ -543,11 +442,11 @@ class HostedRun:
             raise Refusal(422, exc.code, exc.detail) from None
 
         def mutate() -> tuple[Ack, list[Statement]]:
-            accepted.ingest(self.run, served)
+            self._take(accepted, claim.episode, served, now)
             ack = Ack(run_id=self.id, episode=claim.episode, reported=self.run.reported)
             row = ReportRow(
                 self.id,
-                self.run.reported,
+                self.stored_reports + 1,
                 claim.ticket,
                 claim.episode,
                 accepted.kind,
@@ -562,6 +461,7 @@ class HostedRun:
         except BudgetExhausted:  # refused before anything changed: the run has ended
             self._refuse_exhausted()
             raise
+        self.stored_reports += 1
         self.open.pop(claim.ticket, None)
         self._count(claim.policy_version, REPORTED)
         self.unsettled[claim.ticket] = (accepted.digest, ack)
@@ -577,6 +477,36 @@ class HostedRun:
             self.config.episodes,
         )
         return ack, rows
+
+    @property
+    def held(self) -> int:
+        """Reports held in cohorts not complete yet (neither counted nor outstanding)."""
+        return 0 if self.cohorts is None else self.cohorts.held
+
+    def _take(self, accepted: Accepted, episode: int, served: PolicyMessage, now: float,
+              replayed: bool | None = None) -> None:
+        """Count an accepted report: ingest it, or (a boundary with cohorts) hold it as its
+        member's input and ingest its cohort's item when this report completes the cohort
+        (`replayed`: during a replay, whether the stored Ack says it did)."""
+        if self.cohorts is None:
+            accepted.ingest(self.run, served)
+            return
+        stats = accepted.noisy
+        if stats is None:
+            assert accepted.trajectories is not None
+            stats = self.run.algorithm.user_statistics(accepted.trajectories, served)
+        if replayed is None:
+            expiry = {c.episode: c.expires_at for c in self.open.values()}
+            inputs = self.cohorts.reported(
+                episode, stats, lambda e: e < self.claimed and expiry.get(e, now) <= now)
+        else:
+            inputs = self.cohorts.replayed(episode, stats, replayed)
+        if inputs is not None:
+            try:
+                self.run.ingest_cohort(inputs)
+            except BudgetExhausted:  # the cohort is gone from memory: rebuild it
+                self.mark_stale()
+                raise
 
     def _refuse_stopped(self) -> None:
         """410 for a run an admin stopped."""
@@ -626,110 +556,3 @@ class HostedRun:
                 return stored_message(row)
         raise RebuildError(f"run {self.id}: policy version {version} is missing from the log")
 
-    # -- public views -----------------------------------------------------------------------------
-
-    def status(self, now: float) -> RunStatus:
-        """Progress counters."""
-        return RunStatus(
-            episodes=self.config.episodes,
-            claimed=self.claimed,
-            outstanding=self.n_outstanding(now),
-            reported=self.run.reported,
-            finished=self.run.finished or self.stopped or self.run.exhausted is not None,
-            policy_version=self.version,
-            budget_exhausted=self.run.exhausted,
-        )
-
-    def info(self, now: float) -> RunInfo:
-        """Spec and status."""
-        return RunInfo(
-            id=self.id,
-            config=self.config,
-            status=self.status(now),
-            created_at=self.row.created_at,
-            sequential=self.sequential,
-            credentials=self.row.credentials,
-        )
-
-    def policy_payload(self) -> PolicyPayload:
-        """The newest policy (the one the next claim is served unless a report arrives first);
-        built once per version, every claim of that version serves the same object."""
-        if self._payload is None or self._payload.version != self.version:
-            self._payload = PolicyPayload(
-                version=self.version,
-                actions=self.actions.tolist(),
-                arrays={k: ArrayPayload.of(v) for k, v in self.extras.items()},
-            )
-        return self._payload
-
-    def _board_arrays(self) -> BoardArrays:
-        """A copy of the public release (made again only after a report changed it)."""
-        reported = self.run.reported
-        if self._board is None or self._board.reported != reported:
-            release = self.run.billboard()
-            self._board = BoardArrays(
-                run_id=self.id,
-                reported=reported,
-                arrays={name: np.array(arr, copy=True) for name, arr in release.items()},
-                radius=float(self.run.radius()),
-                noise_std=float(self.run.calibration.release_std(reported)),
-            )
-        return self._board
-
-    def _ledger_view(self) -> Answer:
-        """Privacy spent so far, from the charges the privatizer actually made (the view is
-        built again only after a new charge)."""
-        charges = len(self.run.ledger.entries)
-        if self._ledger is None or self._ledger[0] != charges:
-            view = LedgerView.of(self.id, self.run.ledger, self.config.accounting_delta)
-            self._ledger = (charges, Answer(view))
-        return self._ledger[1]
-
-    def _policy_answer(self) -> Answer:
-        """The newest policy, as a snapshot shares it."""
-        payload = self.policy_payload()
-        if self._policy is None or self._policy.message is not payload:
-            self._policy = Answer(payload)
-        return self._policy
-
-    def epsilon_spent(self) -> float:
-        """Total epsilon spent (for the metrics gauge)."""
-        return float(self.run.ledger.totals(self.config.accounting_delta).epsilon)
-
-    # -- snapshots (what public reads see) --------------------------------------------------------
-
-    def capture(self, now: float) -> Snapshot:
-        """The run's public state now (under the lock, or on the loop while nobody holds it and
-        no write is pending); published once the writes behind it are committed."""
-        self.captures += 1
-        lapse = self.next_expiry(now)
-        n = len(self.entries)
-        return Snapshot(
-            seq=self.captures,
-            info=self.info(now),
-            lapses_at=NEVER if lapse is None else now + lapse,
-            policy=self._policy_answer(),
-            board=self._board_arrays(),
-            ledger=self._ledger_view(),
-            log=LogView(self.entries, n, log_counts(n, self.served)),
-        )
-
-    def publish(self, snapshot: Snapshot) -> None:
-        """Make `snapshot` what readers see (unless a newer one is already published)."""
-        if self.snapshot is None or snapshot.seq > self.snapshot.seq:
-            self.snapshot = snapshot
-
-    def readable(self, now: float) -> Snapshot:
-        """The published snapshot; captured again first when a claim of it has lapsed since
-        and the run is quiet (lock free, every write committed): status counts lapses too, and
-        the end of a run whose privacy filter refused a release."""
-        snap = self.snapshot
-        assert snap is not None, "a hosted run publishes its first snapshot when it is built"
-        quiet = not self.lock.locked() and not self.stale and (
-            self.durable is None or self.durable.done())
-        ended = snap.info.status.budget_exhausted != self.run.exhausted  # the filter refused
-        if (snap.stale(now) or ended) and quiet:
-            self.publish(self.capture(now))
-            snap = self.snapshot
-            assert snap is not None
-        return snap

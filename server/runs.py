@@ -1,6 +1,6 @@
 """The runs a server process hosts: creation (size limits), lookup, deletion, startup rebuild,
 and the runs held because their store went back, or their high-water mark is lost
-(`privrl.server.highwater`), until an admin continues them under a new noise epoch or stops
+(`privrl.server.ops.highwater`), until an admin continues them under a new noise epoch or stops
 them."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Literal
 from privrl.algorithms import bind, effective
 from privrl.config import RunConfig
 from privrl.seeding import secret_seed
-from privrl.server import noise_epochs
 from privrl.server.admission import RunLimits
 from privrl.server.errors import Refusal
-from privrl.server.highwater import HighWater, Mark
 from privrl.server.hosted import HostedRun
 from privrl.server.limits import max_report_bytes, report_numbers
+from privrl.server.ops import noise_epochs
+from privrl.server.ops.highwater import HighWater, Mark
 from privrl.server.store import Store
 
 log = logging.getLogger("privrl.server")

@@ -7,26 +7,36 @@ it is durable (a restart could otherwise rebuild a different release with the sa
 counter-based noise). A reader takes `hosted.snapshot`, one attribute read, and answers from it:
 a claim hoarder or a slow plan never makes a reader wait, and no reader makes the run wait.
 
-A capture is cheap: the billboard arrays are copied only when a report changed them, the ledger
-view is rebuilt only when a charge was added, and the policy log is an append-only list of
-versions (the snapshot keeps its length) with a copy of the per-version episode counts
-(O(versions), never O(claims)). JSON answers are built on first read, once per billboard, ledger
-and policy version, and a /policies page is joined from each version's JSON built once.
+A capture costs O(1) whatever the size of the run: a few counters, the run's status, and
+references to views that are built when first read and then shared by every snapshot of the
+same version (never rebuilt on a change): the policy of a version, the ledger of a number of
+charges (`LedgerRef`: the ledger is append-only, so its first n charges are its state at n) and
+the billboard of a report count (`Boards`: built from the live run when a reader finds it quiet,
+or taken from the planner, which reads the same release; a busy run's reader gets the newest
+committed release built so far, with its own report count). The policy log is an append-only
+list of versions (the snapshot keeps its length) with a copy of the per-version episode counts
+(O(versions), never O(claims)). JSON answers are built on first read, and a /policies page is
+joined from each version's JSON built once.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+from privrl.config import RunConfig
+from privrl.privacy.accountant import Ledger
 from privrl.protocol import (
     ArrayPayload,
     Billboard,
+    LedgerView,
     PolicyLog,
     RunInfo,
+    RunStatus,
     VersionServed,
 )
 from pydantic import BaseModel, TypeAdapter
@@ -80,6 +90,100 @@ class BoardArrays:
             arrays={name: arr[0].ravel().tolist() for name, arr in self.arrays.items()},
             noise_std=self.noise_std,
         ).model_dump_json().encode()
+
+
+class Boards:
+    """A run's billboards by report count, built when read (or planned), never on a report.
+
+    `live()` builds the live run's board when that is safe to read now (the run is quiet: no
+    change under way and every write committed), else None. Kept: every board from the newest
+    one at or below the committed count (`committed`) on; a reader of count k gets k's board or
+    the newest committed one below it."""
+
+    def __init__(self, live: Callable[[], BoardArrays | None]) -> None:
+        self._live = live
+        self._built: dict[int, BoardArrays] = {}
+        self._committed = 0
+
+    def add(self, board: BoardArrays) -> None:
+        """Keep a board built elsewhere (the planner's)."""
+        self._built.setdefault(board.reported, board)
+
+    def has(self, reported: int) -> bool:
+        """Whether the board of `reported` reports is kept."""
+        return reported in self._built
+
+    def committed(self, reported: int) -> None:
+        """A snapshot of `reported` reports is published: forget the boards below the newest
+        one it can answer with."""
+        self._committed = max(self._committed, reported)
+        floor = max((k for k in self._built if k <= self._committed), default=None)
+        if floor is not None:
+            for k in [k for k in self._built if k < floor]:
+                del self._built[k]
+
+    def at(self, reported: int) -> BoardArrays:
+        """The board of `reported` reports, or the newest committed one below it (the run
+        seeds a board whenever it is built, so there is one)."""
+        board = self._built.get(reported)
+        if board is not None:
+            return board
+        live = self._live()
+        if live is not None:
+            self.add(live)
+            if live.reported == reported:
+                return live
+        below = [k for k in self._built if k <= reported]
+        if not below:  # an old snapshot read late: the boards it could have had are forgotten
+            below = [k for k in self._built if k <= self._committed]
+        return self._built[max(below)]
+
+
+@dataclass(frozen=True, eq=False)
+class BoardRef:
+    """A snapshot's billboard: the board of its report count, found when read."""
+
+    boards: Boards
+    reported: int
+
+    @property
+    def json(self) -> bytes:
+        """The Billboard answer."""
+        return self.boards.at(self.reported).json
+
+
+@dataclass(frozen=True, eq=False)
+class LedgerRef:
+    """A snapshot's ledger: the first `charges` charges of an append-only ledger, its view
+    built on first read (shared by every snapshot of the same number of charges)."""
+
+    run_id: str
+    ledger: Ledger
+    charges: int
+    delta: float
+
+    @cached_property
+    def json(self) -> bytes:
+        """The LedgerView answer."""
+        prefix = self.ledger.prefix(self.charges)
+        return LedgerView.of(self.run_id, prefix, self.delta).model_dump_json().encode()
+
+
+@dataclass(frozen=True)
+class RunHead:
+    """What never changes of a hosted run's public info."""
+
+    id: str
+    config: RunConfig
+    created_at: float
+    sequential: bool
+    credentials: bool
+
+    def info(self, status: RunStatus) -> RunInfo:
+        """Its RunInfo with `status`."""
+        return RunInfo(id=self.id, config=self.config, status=status,
+                       created_at=self.created_at, sequential=self.sequential,
+                       credentials=self.credentials)
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,12 +268,18 @@ class Snapshot:
     (the billboard, policy and ledger once for every snapshot that shares them)."""
 
     seq: int  # increases with every capture of the run
-    info: RunInfo
+    head: RunHead
+    status: RunStatus
     lapses_at: float  # when its earliest outstanding claim lapses (inf: none outstanding)
     policy: Answer  # PolicyPayload
-    board: BoardArrays
-    ledger: Answer  # LedgerView
+    board: BoardRef
+    ledger: LedgerRef
     log: LogView
+
+    @cached_property
+    def info(self) -> RunInfo:
+        """The RunInfo (built on first read)."""
+        return self.head.info(self.status)
 
     @cached_property
     def info_json(self) -> bytes:

@@ -13,7 +13,7 @@ What is stored, and who may see it:
             policy message (JSON {name: {shape, data}}, e.g. ucrl-vtr's value tables), which a
             restart serves again and replays against.
   noise_epochs  the noise epochs an admin started after the store went back (see
-            `privrl.server.highwater`): from `at` reports on, the run's tree nodes are drawn
+            `privrl.server.ops.highwater`): from `at` reports on, the run's tree nodes are drawn
             afresh; `published` is what the server had published before (for the ledger).
   node_noise  JDP runs with the unseeded 'opendp' backend: every tree node's noise as drawn
             (float64 bytes), keyed by run, family, level and index. Private: with the billboard

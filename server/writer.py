@@ -11,9 +11,9 @@ disk in the order its memory changed; a run's `durable` future is its newest gro
 await it before they answer, so nothing is published before the change behind it is on disk
 (a restart could otherwise rebuild a different release with the same counter-based noise).
 
-After each COMMIT the high-water mark (`privrl.server.highwater`) is raised to every run's newest
-committed (noise epoch, reports) and fsynced, in the same worker thread, before any future
-resolves: nothing is answered or published beyond the mark.
+After each COMMIT the high-water mark (`privrl.server.ops.highwater`) is raised to every run's
+newest committed (noise epoch, reports) and fsynced, in the same worker thread, before any
+future resolves: nothing is answered or published beyond the mark.
 
 If a transaction fails, every group in it and every group queued behind it fails: their runs are
 marked stale (`HostedRun.stale`) before any future resolves, and rebuild from the store before
@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import anyio.to_thread
-from privrl.server.highwater import HighWater
+from privrl.server.ops.highwater import HighWater
 from privrl.server.store import Statement, Store
 
 log = logging.getLogger("privrl.server")

@@ -201,7 +201,8 @@ class RunConfig(BaseModel):
         None,
         # stated in the schema; _check_counter refuses the rest with a message that says what to do
         json_schema_extra={"pattern": SCHEDULE_PATTERN},
-        description="JDP: when the billboard is refreshed: 'every' episode (the papers'),"
+        description="JDP: when the billboard is refreshed (secure aggregation: the cohorts,"
+        " 'batch:B' only, default B = K / 50 within [100, 1000]): 'every' episode (the papers'),"
         " 'batch:B' (after episodes B, 2B, ...) or 'geometric:r' (after episodes ceil(r^j));"
         " the episodes between two releases enter the counter as one item. Default (null):"
         " the preset's: 'every' in faithful, the algorithm's measured schedule in practical"
@@ -209,6 +210,16 @@ class RunConfig(BaseModel):
     )
     counter_bands: Annotated[int, Field(ge=1), INTEGRAL] | None = Field(
         None, description="the matrix counter's bands (default: the full factorization)"
+    )
+    dropout: float | None = Field(
+        None, ge=0, lt=1,
+        description="secure aggregation: the fraction of a cohort that may drop out; a cohort"
+        " with fewer inputs aborts and releases nothing (default null: 0.1)",
+    )
+    collusion: float | None = Field(
+        None, ge=0, lt=1,
+        description="secure aggregation: the fraction of a cohort that may collude with the"
+        " server (their noise shares are not counted; default null: 0.1)",
     )
     tree_smoothing: bool | None = Field(
         None,
@@ -252,6 +263,9 @@ class RunConfig(BaseModel):
         if private and (why := delta_warning(self.delta, self.episodes)):
             warnings.warn(why, DeltaWarning, stacklevel=2)
         self._check_counter()
+        if not self.boundary.cohorts and (self.dropout, self.collusion) != (None, None):
+            raise ValueError("dropout and collusion state a secure-aggregation run's"
+                             f" assumptions: with privacy {self.privacy!r} leave them out")
         # Whether the algorithm exists and has this privacy mode, knobs and schedule is the
         # registry's to say, where a run is made (`privrl.algorithms.registry.bind`, and
         # `check` on a server): a configuration is plain data and imports no algorithm.

@@ -546,6 +546,22 @@ class PolicyLog(Strict):
         raise KeyError(f"episode {episode} was not served a version of this log")
 
 
+class Verdict(Strict):
+    """Whether a run learned, by the one rule of `privrl.verdict` (the CLI's and the
+    dashboard's): its last 10% of reported episodes against a uniformly random policy."""
+
+    tail_episodes: int = Field(description="the last 10% of the reported episodes (at least 1)")
+    tail_regret_per_episode: float = Field(description="their mean regret per episode")
+    percent_of_random: float | None = Field(
+        description="that mean as a % of the uniformly random policy's regret (0% = optimal);"
+        " null when random has no regret")
+    windows: list[float] = Field(description="% of random of each consecutive window of them")
+    learned: Literal["yes", "partly", "no", "unsteady"] = Field(
+        description="every window at or below 25%: yes; at or above 75%: no; between: partly;"
+        " windows that disagree: unsteady")
+    rule: str = Field(description="the rule in words")
+
+
 class RegretView(Strict):
     """Exact regret of a run's served policies in a public named world (evaluator's view)."""
 
@@ -559,6 +575,9 @@ class RegretView(Strict):
     random_policy_per_episode: float = Field(
         description="regret per episode of the uniformly random policy (100% of random)"
     )
+    verdict: Verdict | None = Field(
+        None, description="whether the run learned so far (`privrl.verdict`, the CLI's rule);"
+        " null before its first reported episode")
 
 
 class Health(Strict):

@@ -73,15 +73,17 @@ class Run:
                              data_dependent=self.algorithm.spend_depends_on_data())
         self.learner: Learner = self.algorithm.learner(self.calibration, self.seeds)
         self._message: PolicyMessage | None = None
+        self._release: tuple[int, Stats] | None = None  # (report count, billboard), once read
         self._planned_at = -1
         self.policy_version = 0
         self.exhausted: str | None = None  # why the filter refused a release: the run has ended
+        self._pooled = 0  # reports counted beyond one per item (members of cohorts)
         self._users: UserStreams | None = None  # the users `play_and_ingest` simulated last
 
     @property
     def reported(self) -> int:
-        """How many episodes have been ingested."""
-        return self.privatizer.items
+        """How many episodes have been ingested (a cohort's item counts its members)."""
+        return self.privatizer.items + self._pooled
 
     @property
     def finished(self) -> bool:
@@ -93,8 +95,16 @@ class Run:
         return self.learner.radius(self.reported)
 
     def billboard(self) -> Stats:
-        """The public release the learner plans from (post-processing of private values only)."""
-        return self.algorithm.postprocess(self.privatizer.release())
+        """The public release the learner plans from (post-processing of private values only),
+        built once per report count: the learner and a server's public views share it (its
+        arrays may change with the next report: a reader that keeps them copies them)."""
+        if self._release is None or self._release[0] != self.reported:
+            self._release = (self.reported, self.algorithm.postprocess(self.privatizer.release()))
+        return self._release[1]
+
+    def billboard_built(self) -> bool:
+        """Whether the billboard of the current report count was built already."""
+        return self._release is not None and self._release[0] == self.reported
 
     def message(self) -> PolicyMessage:
         """The current policy message (arrays with leading axis R), planned lazily when the
@@ -130,6 +140,16 @@ class Run:
                              " randomized reports")
         self._check_open()
         self._ingest(stats)
+
+    def ingest_cohort(self, inputs: Sequence[Stats]) -> None:
+        """A cohort's survivors' inputs (a boundary with cohorts, `TrustBoundary.exchange`):
+        one item, their combination, counting every member."""
+        exchange = self.calibration.boundary.exchange()
+        if exchange is None:
+            raise ValueError(f"an {self.calibration.boundary.label} run has no cohorts")
+        self._check_open()
+        self._ingest(exchange.combine(inputs))
+        self._pooled += len(inputs) - 1
 
     def _ingest(self, stats: Stats) -> None:
         """The privatizer takes one item; a release its filter refuses ends the run (nothing of

@@ -12,22 +12,14 @@ from privrl.worlds.tabular import garnet, riverswim
 from support.projection import project_counts
 from support.ucbvi_reference import plan_q
 
-EVERY = {"counter": "smoothed", "schedule": "every"}  # the fused loop's JDP releases
 CASES = {  # the fused loop runs them all: float noise and the default seeded integer noise
     "none": dict(privacy="none", preset="practical"),
     "none-pooled-faithful": dict(privacy="none", knobs={"pooled": True}),
-    "jdp-gaussian": dict(privacy="jdp", noise="float", mechanism="gaussian", epsilon=1.0,
-                         delta=1e-5, preset="practical", **EVERY),
-    "jdp-laplace-faithful": dict(privacy="jdp", noise="float", mechanism="laplace", epsilon=2.0,
-                                 **EVERY),
     "ldp-laplace-pooled": dict(privacy="ldp", noise="float", mechanism="laplace", epsilon=4.0,
                                knobs={"pooled": True}),
     "ldp-gaussian-released": dict(privacy="ldp", noise="float", mechanism="gaussian",
                                   epsilon=50.0, delta=1e-5, preset="practical",
                                   knobs={"pair_counts": "released"}),
-    "jdp-laplace-integer": dict(privacy="jdp", mechanism="laplace", epsilon=2.0, **EVERY),
-    "jdp-gaussian-integer": dict(privacy="jdp", mechanism="gaussian", epsilon=1.0, delta=1e-5,
-                                 preset="practical", **EVERY),
     "ldp-laplace-pooled-integer": dict(privacy="ldp", mechanism="laplace", epsilon=4.0,
                                        knobs={"pooled": True}),
     "ldp-gaussian-released-integer": dict(privacy="ldp", mechanism="gaussian", epsilon=50.0,
@@ -57,17 +49,25 @@ def test_fused_loop_gives_the_generic_loops_numbers(monkeypatch: pytest.MonkeyPa
 
 
 def test_fused_loop_spans_several_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Blocks of 7 episodes (streams and tree carried across them) give the one-block numbers."""
+    """Blocks of 7 episodes (the users' streams carried across them) give the one-block
+    numbers."""
     from privrl.algorithms.ucbvi import fused
 
     mdp = riverswim(6)
     config = RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=60,
-                       **CASES["jdp-gaussian"])
+                       **CASES["ldp-gaussian-released-integer"])
     whole = run_in_process(config, mdp, [5])
     monkeypatch.setattr(fused, "BLOCK", 7)
     blocks = run_in_process(config, mdp, [5])
     np.testing.assert_array_equal(blocks.regret, whole.regret)
     np.testing.assert_array_equal(blocks.policy_changes, whole.policy_changes)
+
+
+PLANS = {**CASES,  # the planner also serves JDP, whose runs take the generic loop
+         "jdp-gaussian": dict(privacy="jdp", noise="float", mechanism="gaussian", epsilon=1.0,
+                              delta=1e-5, preset="practical"),
+         "jdp-laplace-faithful": dict(privacy="jdp", noise="float", mechanism="laplace",
+                                      epsilon=2.0)}
 
 
 @pytest.mark.parametrize(("states", "case"), [(6, "none"), (12, "jdp-gaussian"), (12, "none"),
@@ -76,7 +76,7 @@ def test_fused_loop_spans_several_blocks(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_compiled_plan_agrees_with_the_numpy_reference(states: int, case: str) -> None:
     mdp = garnet(states, 3, 4, seed=1)
     config = RunConfig(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=50,
-                       **CASES[case])
+                       **PLANS[case])
     run = Run(config, [5, 6])
     for k in range(12):  # feed some episodes, then plan the same billboard both ways
         message = run.message()

@@ -156,3 +156,21 @@ def test_a_broken_pipe_that_is_not_stdout_is_still_an_error(monkeypatch, capsys)
                         lambda argv: (argparse.Namespace(handler=broken), []))
     with pytest.raises(BrokenPipeError):
         main(["algorithms"])
+
+
+def test_privrl_run_takes_knobs_only_through_knob() -> None:
+    """No algorithm's knob has a flag of its own on `privrl run` (issue 41 part 5): one
+    family's options on every run would be noise for the others."""
+    import argparse
+
+    from privrl import algorithms
+    from privrl.client.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    flags = {f for action in sub.choices["run"]._actions for f in action.option_strings}
+    knob_flags = {"--" + name.replace("_", "-")
+                  for algo in algorithms.names()
+                  for name in algorithms.get(algo).knobs_model.model_fields}
+    assert "--knob" in flags and knob_flags, "the test needs knobs to look for"
+    assert not flags & knob_flags, sorted(flags & knob_flags)

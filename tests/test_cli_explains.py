@@ -239,3 +239,19 @@ def test_users_play_every_run_of_the_file_with_a_seed_per_run(server, tmp_path: 
     # in both runs, it would cancel and leave |diff| <= 1 everywhere
     diff = boards[0] - boards[1]
     assert np.mean(np.abs(diff) > 1) > 0.9
+
+
+@pytest.mark.parametrize("argv", [["users", "--run", ""], ["evaluate", "--run", ""],
+                                  ["evaluate", "--run", "  "], ["runs", "show", ""],
+                                  ["ledger", ""]])
+def test_an_empty_run_id_is_a_usage_error(argv: list[str], capsys) -> None:
+    """An empty --run (e.g. `RUN=$(...)` that printed nothing) is refused by the parser in one
+    line, before any request: never a traceback nor a validation dump."""
+    from privrl.client.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "expected a run id (e.g. 698c9e3002c39dea, printed by `privrl runs create`)" in err
+    assert "Traceback" not in err and "validation error" not in err

@@ -58,7 +58,9 @@ def test_a_user_waits_out_overload_without_using_its_error_attempts() -> None:
         async with httpx.AsyncClient(base_url="http://fake", transport=transport) as http:
             user = User(http, CTX, UserState(0, None),
                         Backoff(attempts=2, base=0.001, patience=5.0))
-            resp, _ = await user._post("/v1/runs/r/claims", "claiming", None)
+            resp, waited, retries = await user._post("/v1/runs/r/claims", "claiming", None)
+            assert retries == 6  # what the user waited counts every refusal, not one request
+            assert waited >= 6 * 0.01
             return resp
 
     assert asyncio.run(post()).status_code == 200

@@ -61,6 +61,21 @@ def test_the_default_jdp_run_is_the_measured_one_that_learns() -> None:
     assert default["ε"] == min(r["ε"] for r in reliable) < 10
 
 
+def test_the_epsilon_help_states_the_measured_budget() -> None:
+    """`--epsilon`'s help says from which budget the default JDP run learns: the measured row's,
+    not a number left over from an older configuration."""
+    from privrl.client.cli import build_parser
+
+    data = json.loads(BUDGET.read_text())
+    titles = [c["title"] for c in data["columns"]]
+    [default] = [dict(zip(titles, r, strict=True)) for r in data["rows"]
+                 if dict(zip(titles, r, strict=True))["demo default"]]
+    for command in ("demo", "compare"):
+        sub = build_parser()._subparsers._group_actions[0].choices[command]
+        [eps] = [a for a in sub._actions if "--epsilon" in a.option_strings]
+        assert f"the default JDP run learns from {default['ε']:g} " in eps.help, eps.help
+
+
 def test_the_options_shape_the_runs() -> None:
     args = compare("--epsilon", "2", "--preset", "faithful", "--counter", "tree",
                    "--schedule", "geometric:1.5", "--episodes", "500", "--no-pooled")

@@ -72,6 +72,27 @@ def test_regret_in_a_public_world_equals_the_evaluators(apps) -> None:
         optimal_return(mdp) - uniform_random_return(mdp))
     again = client.get(f"/v1/runs/{run_id}/regret", params={"world": "riverswim"}).json()
     assert again["regret"] == view.regret  # the second answer comes from the version cache
+    # "learned" on the dashboard is the CLI's verdict: the same window, the same rule
+    from privrl.client.demo import steady_verdict, window_percents
+    from privrl.lab.experiments import regret_summary
+    from privrl.verdict import verdict_tail
+
+    record = {"regret": regret_summary(np.asarray([view.regret]), mdp, tail=verdict_tail(12))}
+    assert view.verdict is not None and view.verdict.tail_episodes == 1
+    assert view.verdict.learned == steady_verdict(record)[0]
+    np.testing.assert_allclose(view.verdict.windows, window_percents(record), atol=1e-3)
+    assert view.verdict.percent_of_random == pytest.approx(
+        100 * np.mean(view.regret[-1:]) / view.random_policy_per_episode, abs=1e-3)
+
+
+def test_the_dashboard_shows_the_servers_verdict() -> None:
+    """The table's "learned" and "% of random" cells read the regret view's verdict (the CLI's
+    rule), never a window of the page's own."""
+    js = (DASHBOARD / "app.js").read_text()
+    html = (DASHBOARD / "index.html").read_text()
+    assert "reg.view.verdict" in js and "v.learned" in js and "v.percent_of_random" in js
+    assert "regret.slice(-WINDOW)" not in js  # the old "last 100" table window
+    assert "<th>learned</th>" in html and "last 10%" in html
 
 
 @pytest.mark.parametrize(("world", "pattern"), [

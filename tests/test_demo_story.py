@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,14 +23,13 @@ from privrl.client.demo import (
     percent_of_random,
     steady_verdict,
     story,
-    verdict,
-    verdict_tail,
     window_percents,
 )
-from privrl.client.procs import child_env, module_cmd
+from privrl.client.procs import child_env
 from privrl.client.remote_cli import DEMO_EPSILON
-from privrl.lab.experiments import WorldSpec, run_many
+from privrl.lab.experiments import WorldSpec, regret_summary, run_many
 from privrl.lab.plots import learning_figure, moving
+from privrl.verdict import verdict, verdict_tail
 from privrl.worlds import riverswim
 from support.client import run_cli
 from support.server import default_sigint
@@ -158,7 +158,7 @@ def test_seeded_sequential_demo_repeats_and_the_table_explains_itself(tmp_path: 
     outs = []
     for name in ("a", "b"):
         done = run_cli("demo", "--episodes", "25", "--schedule", "batch:5", "--users-processes",
-                       "2", "--concurrency", "2", "--seed", "7", "--sequential",
+                       "2", "--concurrency", "2", "--seed", "7", "--sequential", "--seeds", "1",
                        "--out", str(tmp_path / name), timeout=240)
         assert done.returncode == 0, done.stderr[-2000:]
         outs.append(done.stdout)
@@ -183,12 +183,17 @@ def test_seeded_sequential_demo_repeats_and_the_table_explains_itself(tmp_path: 
 
 
 @pytest.mark.slow
-def test_the_demo_names_its_dashboard_and_keeps_serving_until_ctrl_c(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_the_demo_names_its_dashboard_and_keeps_serving_until_ctrl_c(tmp_path: Path,
+                                                                     stop: int) -> None:
     """--keep-serving: the tables, then the dashboard's URL; the page and /healthz answer until
-    SIGINT, which ends the demo cleanly (exit 0, the server stopped)."""
-    cmd = module_cmd("privrl.client", "demo", "--episodes", "20", "--schedule", "batch:5",
-                     "--users-processes", "1", "--concurrency", "2", "--seed", "3",
-                     "--keep-serving", "--out", str(tmp_path / "demo"))
+    SIGINT (Ctrl-C) or SIGTERM, which ends the demo cleanly (exit 0, the server stopped). It
+    runs in a folder that holds a folder named `privrl`, which must not shadow the package."""
+    cmd = ["privrl", "demo", "--episodes", "20", "--schedule", "batch:5", "--seeds", "1",
+           "--users-processes", "1", "--concurrency", "2", "--seed", "3",
+           "--keep-serving", "--out", str(tmp_path / "demo")]
+    cmd[0] = str(Path(sys.executable).with_name("privrl"))  # the console command users type
+    (tmp_path / "privrl").mkdir()  # e.g. a clone's or a venv's folder: the command runs beside it
     # started outside the repository: its children must not depend on the working directory
     proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=tmp_path, preexec_fn=default_sigint)
@@ -211,7 +216,7 @@ def test_the_demo_names_its_dashboard_and_keeps_serving_until_ctrl_c(tmp_path: P
         assert len(runs) == 3 and all(r["status"]["finished"] for r in runs)
         time.sleep(1.0)
         assert proc.poll() is None  # still serving
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         assert proc.wait(timeout=60) == 0
         err = proc.stderr.read()
         assert "Traceback" not in err and "dashboard: " + url + "/" in err
@@ -221,3 +226,30 @@ def test_the_demo_names_its_dashboard_and_keeps_serving_until_ctrl_c(tmp_path: P
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_seeds_merge_into_one_record_with_each_runs_verdict_and_an_interval(capsys) -> None:
+    """Three runs of one configuration: one record with a regret row per seed; the printout
+    gives every run's own verdict and the Student-t interval of % of random over the seeds."""
+    from privrl.client.demo import interval_text, merge_seeds, print_seed_verdicts
+
+    def run(level: float, run_id: str) -> dict:
+        per = np.full(1000, 2.0)
+        per[-100:] = level
+        return {"label": "jdp", "run_id": run_id, "policy_versions": 5,
+                "regret": regret_summary(per[None], riverswim(20), tail=verdict_tail(1000)),
+                "http": {"episodes": 1000, "seconds": 10.0, "episodes_per_second": 100.0,
+                         "claim_ms_p50": 1.0, "claim_ms_p99": 2.0, "report_ms_p50": 1.0,
+                         "report_ms_p99": 2.0, "report_bytes": 100,
+                         "report_bytes_range": [100, 100]}}
+
+    rnd = run(0.0, "x")["regret"]["random_policy_per_episode"]
+    records = [run(f * rnd, i) for f, i in ((0.1, "a"), (0.2, "b"), (0.9, "c"))]
+    merged = merge_seeds(records, riverswim(20))
+    assert merged["run_ids"] == ["a", "b", "c"] and len(merged["regret"]["per_episode"]) == 3
+    assert merged["http"]["episodes"] == 3000 and merged["policy_changes"] == [4, 4, 4]
+    assert interval_text(merged) == "40% [-68, 148]"  # 40 ± t(2) 4.303 x 43.6 / sqrt(3)
+    print_seed_verdicts([merged])
+    out = capsys.readouterr().out
+    assert "each run's verdict (3 seeds per configuration)" in out
+    assert "runs: yes (10%), yes (20%), no (90%)" in out

@@ -58,6 +58,7 @@ def test_threshold_and_its_interval_on_known_data() -> None:
     found = smallest_learning_epsilon(seeds_around([100.0, 60.0, 30.0, 20.0, 0.0]))
     assert (found.low, found.epsilon, found.high) == (4.0, 8.0, 16.0)
     assert found.grid == GRID
+    assert found.decided == 16.0 and not found.on_floor  # decided where learning is established
 
 
 def test_a_lucky_dip_below_a_failing_epsilon_does_not_count() -> None:
@@ -70,6 +71,8 @@ def test_never_and_always() -> None:
     assert (never.low, never.epsilon, never.high) == (None, None, None)
     always = smallest_learning_epsilon({e: [1.0, 2.0, 3.0] for e in GRID})
     assert (always.low, always.epsilon, always.high) == (1.0, 1.0, 1.0)
+    assert always.on_floor and not never.on_floor  # the threshold may lie below the grid
+    assert never.decided is None and never.to_dict()["decided"] is None
 
 
 def test_a_known_curve_is_recovered_from_noisy_seeds() -> None:
@@ -167,6 +170,9 @@ def test_the_study_json_has_its_schema(tiny: tuple[fr.Study, dict, list]) -> Non
     assert {"schema", "command", "commit", "load_average", "spec", "learns_below_percent",
             "frontier", "ablation", "runs", "thresholds"} <= set(saved)
     assert saved["command"] == "privrl frontier (test)" and len(saved["load_average"]) == 3
+    (invocation,) = saved["invocations"]  # where and how long the runs took
+    assert invocation["executor"] == "LocalExecutor" and invocation["cores"] == 1
+    assert invocation["done"] == invocation["runs"] > 0 and invocation["wall_seconds"] > 0
     assert saved["spec"]["episodes"] == 20 and saved["spec"]["seeds"] == [0, 1]
     assert saved["spec"]["delta"] == 5e-3  # the runs' default at K = 20: 1 / (10 K)
     assert [(r["label"], r["epsilon"]) for r in saved["frontier"]] == [

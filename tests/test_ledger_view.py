@@ -77,3 +77,12 @@ def test_the_run_table_states_the_second_delta_and_the_guarantee(
     out = capsys.readouterr().out
     assert "eps@δ/10" in out and f"{float(res.ledger.epsilon_at_smaller_delta):.4g}" in out
     assert "guarantee: the budget eps = 5" in out
+
+
+def test_a_prefix_keeps_the_budget_and_the_data_dependence() -> None:
+    ledger = Ledger(budget=Budget(2.0, 1e-6), data_dependent=True)
+    for _ in range(3):
+        ledger.charge("gaussian", rho=0.01, sensitivity=1.0, scale=7.0)
+    first = ledger.prefix(2)
+    assert len(first) == 2 and first.budget == ledger.budget and first.data_dependent
+    assert LedgerView.of("x", first, 1e-6).guarantee == "budget"

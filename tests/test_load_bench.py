@@ -59,3 +59,46 @@ def test_the_median_repetition_is_kept_with_every_rate() -> None:
     assert row["tag"] == "c"  # the lower median of 10, 20, 30, 40
     assert row["requests_per_second_runs"] == [30.0, 10.0, 20.0, 40.0]
     assert row["episodes_per_second_runs"] == [15.0, 5.0, 10.0, 20.0]
+
+
+def test_refused_requests_are_errors_never_throughput(tmp_path: Path) -> None:
+    """A Locust process's samples: three answered claims, two refused (429) and one 503 report;
+    the rates count the answered ones only, the refusals are errors by kind."""
+    from privrl.client.load.locust_run import read_samples
+
+    rows = [[10.0, "claim", 5.0, ""], [10.5, "claim", 5.0, ""], [11.0, "claim", 5.0, ""],
+            [11.0, "claim", 1.0, "CatchResponseError: claim: HTTP 429"],
+            [11.0, "claim", 1.0, "CatchResponseError: claim: HTTP 429"],
+            [11.0, "report", 2.0, "CatchResponseError: report: HTTP 503"],
+            [11.0, "report", 2.0, ""]]
+    path = tmp_path / "samples.json"
+    path.write_text(json.dumps(rows))
+    out = read_samples([path])
+    window = 11.0 - (10.0 - 0.005)
+    assert out["requests_per_second"]["claim"] == pytest.approx(3 / window)
+    assert out["requests_per_second"]["report"] == pytest.approx(1 / window)
+    assert out["requests_per_second"]["all"] == pytest.approx(4 / window)
+    assert out["latency_ms"]["claim"]["count"] == 5  # the refused ones still have a latency
+    assert out["errors_by_kind"] == {"claim CatchResponseError: claim: HTTP 429": 2,
+                                     "report CatchResponseError: report: HTTP 503": 1}
+
+
+def test_the_embedded_server_admits_every_user_of_one_address() -> None:
+    from privrl.client.load.bench import embedded_settings
+
+    assert embedded_settings(1000)["PRIVRL_MAX_CLAIMS_PER_ADDRESS"] == "1000"
+    assert embedded_settings(1)["PRIVRL_MAX_CLAIMS_PER_ADDRESS"] == "256"  # never below default
+    assert embedded_settings(3000)["PRIVRL_MAX_OUTSTANDING"] == "3000"
+
+
+def test_the_bench_figure_shows_episodes_per_second(tmp_path: Path) -> None:
+    from privrl.client.load.bench import plot_bench
+
+    def row(rps: float, eps: float, errors: int, privacy: str | None = None) -> dict:
+        return {"concurrency": 8, "requests_per_second": rps, "episodes_per_second": eps,
+                "errors": errors, **({"privacy": privacy} if privacy else {})}
+
+    out = {"ceiling": [row(900.0, 0.0, 0)],
+           "episodes": [row(300.0, 150.0, 12, "jdp"), row(200.0, 100.0, 0, "ldp")]}
+    png = plot_bench(out, tmp_path / "b.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from privrl.client.api import ServerAPI
 from privrl.client.load.meter import BoundedTransport, Meter, endpoint_of
-from privrl.client.load.report import latency, swarm_report
+from privrl.client.load.report import latency, one_line, swarm_report
 from privrl.client.load.swarm import shares, split
 from privrl.client.users import Backoff
 from support.client import MDP, config_for, create_run, run_cli, start_server
@@ -125,3 +125,28 @@ def test_swarm_report_adds_up_the_processes() -> None:
     assert report["episodes_per_second"] == pytest.approx(16 / 5.0)
     assert report["errors_by_kind"] == {"report 410": 2} and report["claim_waits_409"] == 4
     assert sum(report["timeline"]["episodes_per_second"]) == 16
+    assert report["requests_per_second"] == pytest.approx(2 * 16 / 5.0)
+
+
+def test_refused_claims_are_errors_and_the_line_says_what_users_waited() -> None:
+    """Ten claims of which four refused with 429: throughput counts the six answered ones; the
+    summary line gives what the users waited (retries included) beside the wire latency."""
+    import numpy as np
+
+    status = np.array([200, 429, 200, 429, 200, 429, 200, 429, 200, 200, 200, 200])
+    endpoint = np.array([0] * 10 + [1] * 2)
+    part = {"summary": {"run_id": "r", "reported": 2, "duplicates": 0, "refused": 0,
+                        "finished": False, "started_at": 0.0, "ended_at": 2.0, "retries": 4,
+                        "claim_seconds": [1.5, 2.0], "report_seconds": [0.01, 0.02],
+                        "report_bytes_max": 10, "errors": []},
+            "meter": {"ended": np.linspace(0.1, 1.9, 12), "endpoint": endpoint,
+                      "status": status, "seconds": np.full(12, 0.01)},
+            "errors": {"claim 429": 4}}
+    report = swarm_report([part], {"processes": 1, "concurrency": 2})
+    assert report["requests"] == 12 and report["errors"] == 4
+    assert report["requests_per_second"] == pytest.approx(8 / 2.0)  # the 429s are not in it
+    assert sum(report["timeline"]["errors_per_second"]) == 4
+    line = one_line(report)
+    assert "8 answered requests/s" not in line and "4 answered requests/s" in line
+    assert "users waited p50/p99 claim 1750.0/1995.0 ms" in line and "(4 retries" in line
+    assert "on the wire p50/p99 claim 10.0/10.0 ms" in line

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from privrl.server.sources import BACKOFF_RATIO
+from privrl.server.ops.sources import BACKOFF_RATIO
 from support.vendored import REPO_ROOT
 
 pytestmark = pytest.mark.slow

@@ -72,7 +72,7 @@ def test_a_regular_install_has_only_privrl(tmp_path: Path) -> None:
     for asset in DASHBOARD_FILES:  # package data: the dashboard ships with a regular install
         assert f"privrl/server/dashboard/{asset}" in names, asset
     for asset in APIDOCS_FILES:  # /docs and /redoc's scripts: no CDN
-        assert f"privrl/server/apidocs/{asset}" in names, asset
+        assert f"privrl/server/ops/vendor/{asset}" in names, asset
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
                     str(target), str(wheel)], check=True, capture_output=True)
     code = (

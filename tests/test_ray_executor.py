@@ -93,3 +93,17 @@ def test_a_worker_killed_mid_task_is_retried_and_counted_once(tmp_path: Path) ->
         ["(0, 0)", "(0, 1)", "(1, 0)", "(1, 0)", "(1, 1)"])  # (1, 0) ran twice
     assert untimed(remote) == untimed(local)
     assert all(r["seeds"] == seeds for r in remote)
+
+
+def test_the_frontier_runs_on_ray_and_records_its_cores(tmp_path: Path) -> None:
+    """`privrl frontier --executor ray` joins the running instance: the study's runs finish
+    there, and its invocation records the executor, the cluster's cores and its wall time."""
+    args = ["frontier", "--cases", "lsvi-ucb-batched-jdp", "--presets", "practical",
+            "--epsilon", "1000", "--episodes", "20", "--seeds", "2", "--no-ablation", "--quiet",
+            "--executor", "ray", "--out", str(tmp_path)]
+    assert main(args) == 0
+    saved = json.loads((tmp_path / "frontier.json").read_text())
+    (invocation,) = saved["invocations"]
+    assert invocation["executor"] == "RayExecutor" and invocation["cores"] == 2
+    assert invocation["done"] == invocation["runs"] == 1 and invocation["wall_seconds"] > 0
+    assert all(r["status"] == "done" for r in saved["runs"].values())

@@ -142,8 +142,11 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert (out / "regret.png").stat().st_size > 0
     results = json.loads((out / "summary.json").read_text())["results"]
     assert [r["config"]["privacy"] for r in results] == ["none", "jdp", "ldp"]
-    for r in results:
-        assert r["http"]["episodes"] == 40 and len(r["regret"]["per_episode"][0]) == 40
+    for r in results:  # three seeds (the default): a regret row and a run id per seed
+        assert r["http"]["episodes"] == 3 * 40 and len(r["run_ids"]) == 3
+        assert [len(row) for row in r["regret"]["per_episode"]] == [40] * 3
+    assert "each run's verdict (3 seeds per configuration)" in done.stdout
+    assert re.search(r"JDP is at \d+% \[-?\d+, \d+\] of random", done.stdout), done.stdout
     sizes = {r["config"]["privacy"]: r["http"]["report_bytes"] for r in results}
     assert sizes["ldp"] > sizes["jdp"]  # pooled: S*A*S + S*A packed noisy numbers vs H packed steps
     assert 0 < results[1]["ledger"]["epsilon"] <= 5.0  # the budget is a limit

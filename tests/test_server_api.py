@@ -210,7 +210,7 @@ def test_openapi_states_each_algorithms_modes_and_knobs(client: TestClient) -> N
     rules = body["content"]["application/json"]["schema"]["allOf"][2]
     assert "dp-ucbvi" in rules["properties"]["algo"]["enum"]
     ucbvi = next(r for r in rules["allOf"] if "anyOf" in r["if"])  # the default algorithm
-    assert ucbvi["then"]["properties"]["privacy"]["enum"] == ["none", "jdp", "ldp"]
+    assert ucbvi["then"]["properties"]["privacy"]["enum"] == ["none", "jdp", "ldp", "secagg"]
     knobs = ucbvi["then"]["properties"]["knobs"]["anyOf"][0]
     assert knobs["additionalProperties"] is False and "pair_counts" in knobs["properties"]
 

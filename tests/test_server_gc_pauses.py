@@ -6,7 +6,7 @@ import gc
 import re
 
 import pytest
-from privrl.server.gc_pauses import GcPauses
+from privrl.server.ops.gc_pauses import GcPauses
 from support.server import AUTH, Apps
 
 SPEC = {"n_states": 6, "n_actions": 2, "horizon": 5, "episodes": 10, "privacy": "jdp",
@@ -32,7 +32,7 @@ def test_every_collection_pause_is_on_metrics(apps: Apps) -> None:
 def test_pauses_are_binned_by_their_first_edge_at_or_above(monkeypatch) -> None:
     """Each pause lands in the bucket of the first edge >= it (Prometheus' `le`), cumulative
     per generation, with the sum of the pauses."""
-    from privrl.server import gc_pauses
+    from privrl.server.ops import gc_pauses
     from prometheus_client import CollectorRegistry, generate_latest
 
     pauses = GcPauses()

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from privrl.privacy.accountant import epsilon_to_rho, rho_to_epsilon
 from privrl.privacy.tree import TreeCounter
 from privrl.server.app import create_app
-from privrl.server.highwater import HighWater, Mark
+from privrl.server.ops.highwater import HighWater, Mark
 from privrl.server.settings import Settings
 from privrl.server.store import Store
 from support.server import (
@@ -482,7 +482,7 @@ def test_a_jdp_run_drawing_noise_outside_the_counters_cannot_continue(apps: Apps
 def test_only_central_counters_take_noise_epochs_in_jdp() -> None:
     from privrl.lab.policy_eval import round_config
     from privrl.run import Run
-    from privrl.server import noise_epochs
+    from privrl.server.ops import noise_epochs
     from privrl.worlds.chain import ChainMRP
 
     def run(config) -> Run:

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from privrl.protocol import CredentialList, RunInfo
 from privrl.server.errors import Refusal
-from privrl.server.sources import BACKOFF_RATIO, MAX_DOUBLINGS, Sources
+from privrl.server.ops.sources import BACKOFF_RATIO, MAX_DOUBLINGS, Sources
 from support.server import AUTH, Apps, create, from_address, spec, user_report, world
 
 
@@ -83,17 +83,18 @@ def test_outstanding_claims_are_capped_per_credential(apps: Apps) -> None:
 
 
 def test_lapsed_claims_count_against_their_source_not_the_run(apps: Apps) -> None:
-    client = apps(claim_timeout=0.2, max_claims_per_credential=4, min_outstanding=2,
+    # timings long enough for a loaded machine: the refusal must come within the backoff
+    client = apps(claim_timeout=1.0, max_claims_per_credential=4, min_outstanding=2,
                   max_outstanding=8)
     run_id = create(client, spec("jdp", episodes=50), "?credentials=true")
     hoarder, honest = credentials(client, run_id, 2)
     hosted = client.app.state.run_table.get(run_id)
     assert all(claim_as(client, run_id, hoarder).status_code == 200 for _ in range(4))
-    time.sleep(0.25)  # all four lapse unreported, within one backoff: 4 * 0.2 s / 8 slots
+    time.sleep(1.05)  # all four lapse unreported, within one backoff: 4 * 1 s / 8 slots
     refused = claim_as(client, run_id, hoarder)  # sweeps them: cap 4 -> 1, backing off
     assert refused.status_code == 429 and refused.json()["code"] == "source"
     assert "lapse" in refused.json()["detail"] and refused.headers["Retry-After"] == "1"
-    deadline = time.monotonic() + 5  # the backoff of the burst: 0.1 s, not doubled by its
+    deadline = time.monotonic() + 5  # the backoff of the burst: 0.5 s, not doubled by its
     while claim_as(client, run_id, hoarder).status_code == 429:  # other lapses
         assert time.monotonic() < deadline, "the backoff of one burst outlasted 5 s"
         time.sleep(0.02)

@@ -149,28 +149,6 @@ def test_smoothed_restart_rebuilds_identical_releases():
     np.testing.assert_array_equal(a.release(), b.release())
 
 
-@pytest.mark.parametrize("smooth", [False, True])
-def test_noise_block_is_the_noise_of_the_releases_item_by_item(smooth: bool) -> None:
-    """A block from t = 5 (nodes kept from before it), then items added one by one after it:
-    every release equals the tree fed item by item, so the block leaves the same nodes behind."""
-    items = np.random.default_rng(1).normal(size=(80, 2, 3, 2))
-    releases = []
-    for use_block in (False, True):
-        tree = TreeCounter((3, 2), Gaussian(2.0, FLOAT), [9, 2**90], "sas", 200, smooth=smooth)
-        got = []
-        for t, item in enumerate(items):
-            if use_block and t == 5:
-                block = tree.noise_block(70)  # the noise after 5, 6, ..., 74 items
-            if use_block and 5 <= t < 75:  # the block's tree stands at 75 items
-                tree.exact += item
-                got.append(tree.exact + block[t - 4] if t < 74 else tree.release())
-                continue
-            tree.add(item)
-            got.append(tree.release())
-        releases.append(np.array(got))
-    np.testing.assert_allclose(releases[1], releases[0], rtol=0, atol=1e-12)
-
-
 @pytest.mark.parametrize("integer", [False, True])
 def test_a_node_asked_alone_equals_the_node_drawn_in_its_group(integer: bool) -> None:
     """Seeded nodes come in groups (one draw per group), yet node (level, index) is a function
@@ -193,24 +171,3 @@ def test_a_node_asked_alone_equals_the_node_drawn_in_its_group(integer: bool) ->
     a, b = fresh.node_noise(0, 2).copy(), fresh.node_noise(0, 3)
     assert not np.array_equal(a, b)
     assert not np.array_equal(a[0], a[1])  # replicas draw from their own seeds
-
-
-@pytest.mark.parametrize("integer", [False, True])
-@pytest.mark.parametrize("smooth", [False, True])
-def test_noise_block_is_bit_identical_to_item_by_item_sums(integer: bool, smooth: bool) -> None:
-    """Blocks of many sizes (single items, within and across aligned chunks, up to the full
-    tree) give exactly the `noise_sum` of a tree advanced one item at a time."""
-    from privrl.privacy.noise import INTEGER_NOISE
-
-    noise = Laplace(50.0, INTEGER_NOISE if integer else FLOAT)
-    blocked = TreeCounter((2, 3), noise, [4, 8], "sas", 1500, smooth=smooth)
-    stepped = TreeCounter((2, 3), noise, [4, 8], "sas", 1500, smooth=smooth)
-    zeros = np.zeros((2, 2, 3), blocked.exact.dtype)
-    for count in (0, 1, 3, 31, 33, 64, 1, 290, 1024, 53):
-        block = blocked.noise_block(count)
-        assert block.shape == (count, 2, 2, 3) and block.dtype == zeros.dtype
-        for row in block:
-            np.testing.assert_array_equal(row, stepped.noise_sum())
-            stepped.add(zeros)
-    assert blocked.t == stepped.t == 1500
-    np.testing.assert_array_equal(blocked.release(), stepped.release())

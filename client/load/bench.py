@@ -88,7 +88,7 @@ def locust_phase(url: str, run_id: str, users: int, seconds: float, processes: i
     return {
         "processes": out["processes"], "concurrency": users, "seconds": seconds,
         "acknowledged": acked,
-        "episodes_per_second": rates.get("report", 0.0) * (acked / reports if reports else 0.0),
+        "episodes_per_second": rates.get("report", 0.0),  # answered reports only
         "requests": int(sum(v["count"] for v in lat.values())),
         "requests_per_second": rates.get("all", 0.0), "latency_ms": lat,
         "errors": sum(errors.values()), "errors_by_kind": errors,
@@ -172,6 +172,15 @@ def measure_once(generator: str, url: str, api: ServerAPI, users: list[int], sec
     return ceiling, episodes
 
 
+def embedded_settings(users: int) -> dict[str, str]:
+    """The embedded server's environment: every user comes from this machine's one address, so
+    its per-address claim cap (256 by default) and a run's window of outstanding claims (1024)
+    are raised to the users, or the bench would measure refusals (429), not the episode path
+    (docs/how-to/load-test.md, the claim caps)."""
+    return {"PRIVRL_MAX_CLAIMS_PER_ADDRESS": str(max(256, users)),
+            "PRIVRL_MAX_OUTSTANDING": str(max(1024, users))}
+
+
 def bench_http(server: str | None, users: list[int], seconds: float, processes: int,
                connections: int, privacies: list[str], epsilon: float, generator: str = "locust",
                repeat: int = 1, say: Callable[[str], None] = print) -> dict[str, Any]:
@@ -182,7 +191,9 @@ def bench_http(server: str | None, users: list[int], seconds: float, processes: 
         require_locust()
     with tempfile.TemporaryDirectory(prefix="privrl-bench-") as tmp:
         token = os.environ.get("PRIVRL_ADMIN_TOKEN") if server else secrets.token_hex(16)
-        embedded = None if server else ServerProcess(Path(tmp) / "bench.db", token or "")
+        settings = embedded_settings(max(users))
+        embedded = None if server else ServerProcess(Path(tmp) / "bench.db", token or "",
+                                                     env=settings)
         if embedded is not None:
             embedded.start(timeout=60)
         try:
@@ -212,6 +223,7 @@ def bench_http(server: str | None, users: list[int], seconds: float, processes: 
         "generator": generator, "generator_detail": GENERATORS[generator],
         "processes": processes, "connections_per_process": connections,
         "server": server or "embedded (python -m privrl.server, temporary database)",
+        "server_settings": {} if server else settings,
         "machine": {"cpus": os.cpu_count(), "load_average_at_start": load,
                     "load_average_at_end": os.getloadavg()},
         "seconds_per_phase": seconds, "repeat": repeat,
@@ -235,35 +247,58 @@ def episode_text(row: dict[str, Any]) -> str:
                     if name in lat)
     cpu = "" if row.get("cpu_ratio") is None else \
         f" (server CPU per request: {row['cpu_ratio']:.0%} of the ceiling's)"
+    kinds = ", ".join(f"{k}: {v}" for k, v in sorted(row["errors_by_kind"].items(),
+                                                     key=lambda kv: -kv[1])[:3])
     return (f"{row['privacy']} x {row['concurrency']}: {row['episodes_per_second']:.1f} "
-            f"episodes/s, {row['requests_per_second']:.0f} requests/s = {row['ratio']:.0%} of"
-            f" the ceiling{cpu}; {p99}; {row['acknowledged']} acknowledged, server counted "
-            f"{row['server_reported']}; {row['errors']} errors{cpu_text(row)}")
+            f"episodes/s, {row['requests_per_second']:.0f} answered requests/s ="
+            f" {row['ratio']:.0%} of the ceiling{cpu}; {p99}; {row['acknowledged']} acknowledged,"
+            f" server counted {row['server_reported']}; {row['errors']} errors (refused or"
+            f" failed, not counted as throughput){f': {kinds}' if kinds else ''}"
+            f"{cpu_text(row)}")
 
 
 def plot_bench(out: dict[str, Any], path: Path) -> Path:
-    """Requests/s of the ceiling and of each privacy mode, grouped by concurrency (bars)."""
+    """Left: answered requests/s of the ceiling and of each privacy mode; right: episodes
+    acknowledged per second of each mode, with the refused or failed requests of each phase
+    written on its bar (they are errors, never throughput); both grouped by concurrency."""
     import numpy as np
     from matplotlib.figure import Figure
 
     users = [row["concurrency"] for row in out["ceiling"]]
-    series = [("/healthz ceiling", [row["requests_per_second"] for row in out["ceiling"]])]
-    for privacy in dict.fromkeys(row["privacy"] for row in out["episodes"]):
-        rows = [row for row in out["episodes"] if row["privacy"] == privacy]
-        series.append((f"{privacy.upper()} episodes", [row["requests_per_second"]
-                                                        for row in rows]))
-    fig = Figure(figsize=(8, 4.2))
-    ax = fig.subplots()
-    x, width = np.arange(len(users)), 0.8 / len(series)
+    privacies = list(dict.fromkeys(row["privacy"] for row in out["episodes"]))
+    by_mode = {p: [row for row in out["episodes"] if row["privacy"] == p] for p in privacies}
+    fig = Figure(figsize=(11, 4.2))
+    left, right = fig.subplots(1, 2)
+    x = np.arange(len(users))
     hatches = ("", "//", "..", "xx")
-    for i, (name, values) in enumerate(series):
-        bars = ax.bar(x + (i - (len(series) - 1) / 2) * width, values, width, label=name,
-                      color=f"C{i}", hatch=hatches[i % len(hatches)], edgecolor="black", lw=0.5)
-        ax.bar_label(bars, fmt="%.0f", fontsize=7)
-    ax.set_xticks(x, [f"{n} users" for n in users])
-    ax.set(ylabel="requests / s", title="privrl bench http: episode path vs the /healthz"
-           " ceiling (same server, same generator)")
-    ax.legend(fontsize=8)
+    requests = [("/healthz ceiling", [r["requests_per_second"] for r in out["ceiling"]])]
+    requests += [(f"{p.upper()} episodes", [r["requests_per_second"] for r in by_mode[p]])
+                 for p in privacies]
+    width = 0.8 / len(requests)
+    for i, (name, values) in enumerate(requests):
+        bars = left.bar(x + (i - (len(requests) - 1) / 2) * width, values, width, label=name,
+                        color=f"C{i}", hatch=hatches[i % len(hatches)], edgecolor="black", lw=0.5)
+        left.bar_label(bars, fmt="%.0f", fontsize=7)
+    left.set_xticks(x, [f"{n} users" for n in users])
+    left.set(ylabel="answered requests / s", title="requests answered (refused ones excluded)")
+    left.legend(fontsize=8)
+    width = 0.8 / max(1, len(privacies))
+    for i, p in enumerate(privacies):
+        rows = by_mode[p]
+        bars = right.bar(x + (i - (len(privacies) - 1) / 2) * width,
+                         [r["episodes_per_second"] for r in rows], width,
+                         label=f"{p.upper()} episodes", color=f"C{i + 1}",
+                         hatch=hatches[(i + 1) % len(hatches)], edgecolor="black", lw=0.5)
+        right.bar_label(bars, labels=[f"{r['episodes_per_second']:.0f}\n{r['errors']} err"
+                                      for r in rows], fontsize=7)
+    right.set_xticks(x, [f"{n} users" for n in users])
+    right.set(ylabel="episodes acknowledged / s", title="episodes / s (errors: refused or"
+              " failed requests)")
+    right.legend(fontsize=8, loc="upper right")
+    for ax in (left, right):  # room above the bars for their labels
+        ax.set_ylim(top=ax.get_ylim()[1] * 1.3)
+    fig.suptitle("privrl bench http: the episode path vs the /healthz ceiling (same server,"
+                 " same generator)", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

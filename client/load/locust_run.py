@@ -33,7 +33,8 @@ def require_locust() -> None:
 
 def read_samples(paths: Sequence[Path]) -> dict[str, Any]:
     """Every process's request samples: per endpoint count and p50/p95/p99/max ms, the summed
-    per-process request rates (overall and per endpoint), failures by kind."""
+    per-process rates of answered requests (overall and per endpoint: a refused or failed
+    request is an error, never throughput), failures by kind."""
     import numpy as np
     from privrl.client.load.report import latency
 
@@ -50,10 +51,11 @@ def read_samples(paths: Sequence[Path]) -> dict[str, Any]:
         for ended_at, name, ms, error in rows:
             del ended_at
             names.setdefault(name, []).append(ms / 1e3)
-            rates[name] = rates.get(name, 0.0) + 1 / window
-            rates["all"] = rates.get("all", 0.0) + 1 / window
             if error:
                 errors[f"{name} {error}"] = errors.get(f"{name} {error}", 0) + 1
+                continue
+            rates[name] = rates.get(name, 0.0) + 1 / window
+            rates["all"] = rates.get("all", 0.0) + 1 / window
     return {"latency_ms": {n: latency(np.array(v)) for n, v in names.items()},
             "requests_per_second": rates, "errors_by_kind": errors}
 
@@ -76,7 +78,7 @@ def run_locust(locustfile: Path, host: str, users: int, seconds: float, processe
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         procs = []
         for n, path, log in zip(split(users, processes), samples, logs, strict=True):
-            cmd = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
+            cmd = [sys.executable, "-P", "-m", "locust", "-f", str(locustfile), "--headless",
                    "-u", str(n), "-r", str(n), "--privrl-seconds", f"{seconds:g}",
                    "--stop-timeout", f"{stop_timeout:g}", "--host", host, "--only-summary",
                    "--loglevel", "WARNING", "--privrl-samples", str(path), *extra]

@@ -3,7 +3,9 @@ a per-second timeline (`privrl users --report FILE`), and its figure (`--plot FI
 
 `latency_ms` is every request on the wire (from the moment a connection slot is free to the last
 byte of the answer); `user_latency_ms` is what a user waited for its successful claim or report,
-the wait for a free slot in its process and any retries included."""
+the wait for a free slot in its process and any retries (and the pauses before them) included.
+Throughput counts answered requests only: a request refused (429, 503) or failed is an error,
+never throughput (`answered`)."""
 
 from __future__ import annotations
 
@@ -36,17 +38,28 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([p["meter"][k] for p in parts]) for k in parts[0]["meter"]}
 
 
+def answered(samples: dict[str, np.ndarray]) -> np.ndarray:
+    """Which requests were answered (status < 400, or a claim's flow-control 409/410): the
+    others (refused with 429/503, failed, no answer) are errors, not throughput."""
+    status = samples["status"]
+    flow = (samples["endpoint"] == ENDPOINTS.index("claim")) & np.isin(status, list(FLOW))
+    return ((status > 0) & (status < 400)) | flow
+
+
 def timeline(samples: dict[str, np.ndarray], start: float, bucket: float = 1.0
              ) -> dict[str, list[float]]:
-    """Per `bucket` seconds: acknowledged episodes/s, requests/s, p50/p99 ms per endpoint."""
+    """Per `bucket` seconds: acknowledged episodes/s, answered and refused (or failed)
+    requests/s, p50/p99 ms per endpoint."""
     t = samples["ended"] - start
     n = max(1, int(math.ceil(t.max() / bucket))) if t.size else 1
     idx = np.clip((t // bucket).astype(int), 0, n - 1)
     acks = (samples["endpoint"] == ENDPOINTS.index("report")) & (samples["status"] == 200)
+    ok = answered(samples)
     out: dict[str, list[float]] = {
         "t": (bucket * (np.arange(n) + 0.5)).tolist(),
         "episodes_per_second": (np.bincount(idx[acks], minlength=n) / bucket).tolist(),
-        "requests_per_second": (np.bincount(idx, minlength=n) / bucket).tolist(),
+        "requests_per_second": (np.bincount(idx[ok], minlength=n) / bucket).tolist(),
+        "errors_per_second": (np.bincount(idx[~ok], minlength=n) / bucket).tolist(),
     }
     for code, name in enumerate(ENDPOINTS):
         mask = samples["endpoint"] == code
@@ -80,7 +93,7 @@ def swarm_report(parts: list[dict[str, Any]], settings: dict[str, Any]) -> dict[
         "seconds": seconds,
         "episodes_per_second": rate(acked),
         "requests": int(samples["ended"].size),
-        "requests_per_second": rate(samples["ended"].size),
+        "requests_per_second": rate(int(answered(samples).sum())),
         "latency_ms": {name: latency(samples["seconds"][samples["endpoint"] == code])
                        for code, name in enumerate(ENDPOINTS)
                        if (samples["endpoint"] == code).any()},
@@ -90,6 +103,7 @@ def swarm_report(parts: list[dict[str, Any]], settings: dict[str, Any]) -> dict[
         "errors": sum(errors.values()),
         "errors_by_kind": dict(sorted(errors.items())),
         **flow,
+        "retries": sum(s.get("retries", 0) for s in sums),
         "report_bytes_max": max((s["report_bytes_max"] for s in sums), default=0),
         "generator_cpu_seconds": sum(p.get("cpu_seconds", 0.0) for p in parts),
         "user_errors": [e for s in sums for e in s["errors"]][:20],
@@ -99,16 +113,20 @@ def swarm_report(parts: list[dict[str, Any]], settings: dict[str, Any]) -> dict[
 
 def one_line(report: dict[str, Any]) -> str:
     """The report in one line (what `privrl users` prints at the end)."""
-    lat = report["latency_ms"]
-    parts = [f"{name} p50/p95/p99 {v['p50_ms']:.1f}/{v['p95_ms']:.1f}/{v['p99_ms']:.1f} ms"
-             for name, v in lat.items()]
+    def p50_99(v: dict[str, float]) -> str:
+        return f"{v['p50_ms']:.1f}/{v['p99_ms']:.1f} ms"
+
+    waited = ", ".join(f"{name} {p50_99(v)}" for name, v in report["user_latency_ms"].items())
+    wire = ", ".join(f"{name} {p50_99(v)}" for name, v in report["latency_ms"].items())
     errors = ", ".join(f"{k}: {v}" for k, v in report["errors_by_kind"].items()) or "none"
     return (f"run {report['run_id']}: {report['acknowledged']} episodes acknowledged "
             f"({report['duplicates']} duplicates, {report['refused']} refused) in "
             f"{report['seconds']:.1f} s by {report['processes']} process(es): "
             f"{report['episodes_per_second']:.1f} episodes/s, "
-            f"{report['requests_per_second']:.0f} requests/s; " + "; ".join(parts)
-            + f"; errors: {errors}" + (", run finished" if report["finished"] else ""))
+            f"{report['requests_per_second']:.0f} answered requests/s; users waited p50/p99 "
+            f"{waited or 'nothing'} ({report['retries']} retries, "
+            f"{report['claim_waits_409']} claim waits 409); on the wire p50/p99 {wire};"
+            f" errors: {errors}" + (", run finished" if report["finished"] else ""))
 
 
 def plot_report(report: dict[str, Any], path: Path) -> Path:
@@ -119,7 +137,10 @@ def plot_report(report: dict[str, Any], path: Path) -> Path:
     left.plot(tl["t"], tl["episodes_per_second"], color="C0", marker="o", ms=3,
               label="episodes acknowledged / s")
     left.plot(tl["t"], tl["requests_per_second"], color="C1", ls="--", marker="s", ms=3,
-              label="requests / s")
+              label="answered requests / s")
+    if any(tl.get("errors_per_second", ())):
+        left.plot(tl["t"], tl["errors_per_second"], color="C3", ls=":", marker="x", ms=3,
+                  label="refused or failed requests / s")
     left.set(xlabel="seconds since the start", ylabel="per second", title="throughput")
     left.legend(fontsize=8)
     for i, name in enumerate(n for n in report["latency_ms"] if n != "other"):

@@ -1,10 +1,13 @@
-"""Server CPU per episode, in one process: `python scripts/load/handler_cpu.py jdp|ldp [USERS] [N]`.
+"""Server CPU per episode, in one process:
+`python scripts/load/handler_cpu.py jdp|ldp [USERS] [N] [STATES]`.
 
 USERS concurrent users (default 16) claim, play and report N episodes (default 1000) of the
-bench's run against an app served in process (httpx's ASGI transport, a temporary database,
-the grouped-commit writer on). Prints the process CPU per episode minus the users' own play
-(thread CPU), and the thread CPU per episode of the server's main steps where this version of
-the package has them. Run it with another PYTHONPATH (see ab_servers.py) to compare versions.
+bench's run (RiverSwim H = 20 with STATES states, default its 6: S x A x S = 72 cells; 60 states
+make 100 times as many; PRIVRL_AB_NOISE=float: float noise) against an app served in process
+(httpx's ASGI transport, a temporary database, the grouped-commit writer on). Prints the
+process CPU per episode minus the users' own play (thread CPU), and the thread CPU per episode
+of the server's main steps where this version of the package has them. Run it with another
+PYTHONPATH (see ab_servers.py) to compare versions.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
+import inspect
 import os
 import sys
 import tempfile
@@ -22,6 +26,7 @@ from typing import Any
 import httpx
 
 TOKEN = "t" * 32
+NOISE_ENV = "PRIVRL_AB_NOISE"  # the run's noise backend (unset: the version's default)
 STEPS = [  # (module, qualified name): sync functions timed where they exist
     ("privrl.server.hosted", "HostedRun.claim"),
     ("privrl.server.hosted", "HostedRun.report"),
@@ -87,16 +92,24 @@ async def episodes(client: httpx.AsyncClient, base: str, play: Callable[[bytes],
     return done[0]
 
 
-async def main(privacy: str, users: int, count: int) -> None:
+def user_state(play: Callable[..., Any]) -> Any:
+    """The simulated user's state where this version's `play` takes one, else its seed."""
+    if "state" not in inspect.signature(play).parameters:
+        return 7
+    from privrl.client.user_state import UserState
+
+    return UserState(7, None)
+
+
+async def main(privacy: str, users: int, count: int, states: int) -> None:
     """Serve the app in process, warm it up (100 episodes), then measure `count` episodes."""
-    from privrl import algorithms
     from privrl.client.load.bench import bench_config
     from privrl.client.users import UserContext
     from privrl.client.users import play as play_episode
     from privrl.protocol import RunInfo, Ticket
     from privrl.server.app import create_app
     from privrl.server.settings import Settings
-    from privrl.worlds.registry import make
+    from privrl.worlds.tabular import riverswim
 
     played = [0.0]
     app = create_app(Settings(db=os.path.join(tempfile.mkdtemp(), "handler_cpu.db")))
@@ -105,17 +118,21 @@ async def main(privacy: str, users: int, count: int) -> None:
         async with httpx.AsyncClient(transport=transport, base_url="http://inproc") as client:
             while (await client.get("/readyz")).status_code != 200:
                 await asyncio.sleep(0.1)
-            config = bench_config(privacy, 10.0)
+            world = riverswim(20, states)
+            config = bench_config(privacy, 10.0).model_copy(update={"n_states": world.S})
+            if os.environ.get(NOISE_ENV):  # this version's noise backend, as ab_servers.py
+                config = config.model_copy(update={"noise": os.environ[NOISE_ENV]})
             resp = await client.post("/v1/runs", json=config.model_dump(mode="json"),
                                      headers={"Authorization": f"Bearer {TOKEN}"})
             assert resp.status_code == 201, resp.text
             info = RunInfo.model_validate_json(resp.content)
-            world = make(algorithms.get(config.algo).default_world, config.horizon)
             context = UserContext.create(info, world)
+
+            state = user_state(play_episode)
 
             def play(ticket: bytes) -> bytes:
                 start = time.thread_time()
-                _, body = play_episode(context, Ticket.model_validate_json(ticket), 7)
+                _, body = play_episode(context, Ticket.model_validate_json(ticket), state)
                 played[0] += time.thread_time() - start
                 return body
 
@@ -126,8 +143,8 @@ async def main(privacy: str, users: int, count: int) -> None:
             cpu = time.process_time()
             n = await episodes(client, base, play, users, count)
             cpu = time.process_time() - cpu
-    print(f"{privacy}: {n} episodes, server CPU {1e3 * (cpu - played[0]) / n:.3f} ms/episode"
-          " (process CPU minus the users' play)")
+    print(f"{privacy}, {states} states: {n} episodes, server CPU"
+          f" {1e3 * (cpu - played[0]) / n:.3f} ms/episode (process CPU minus the users' play)")
     for name, (calls, seconds) in SPENT.items():
         print(f"  {name:28s} {calls:6d} calls {1e3 * seconds / n:7.3f} ms/episode")
 
@@ -137,4 +154,5 @@ if __name__ == "__main__":
     for module, name in STEPS:
         timed(module, name)
     asyncio.run(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 16,
-                     int(sys.argv[3]) if len(sys.argv) > 3 else 1000))
+                     int(sys.argv[3]) if len(sys.argv) > 3 else 1000,
+                     int(sys.argv[4]) if len(sys.argv) > 4 else 6))

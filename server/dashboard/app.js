@@ -8,7 +8,7 @@ const SVG = "http://www.w3.org/2000/svg";
 const BOUNDARIES = new Map();  // name -> {label, colour, private}
 const DASHES = ["", "7 3", "2 2", "9 3 2 3", "4 4", "12 3"];
 const SHORT_ID = 6;  // characters of a run id shown in labels (the full id is in the tooltip)
-const WINDOW = 100;  // episodes of the moving mean (the table's "last 100" too)
+const WINDOW = 100;  // episodes of the charts' moving mean (the table shows the verdict's window)
 const MAX_POINTS = 500;  // points per drawn curve (longer series are thinned)
 
 const state = {
@@ -253,14 +253,18 @@ function renderTable() {
       el("td", {}, st.outstanding),
       el("td", { class: "rate" }, rate && rate.value !== null ? fmt(rate.value, 3) : "…"),
       el("td", {}, st.policy_version)];
-    if (reg && reg.view && reg.view.regret.length) {
-      const tail = reg.view.regret.slice(-WINDOW);
-      const mean = tail.reduce((a, b) => a + b, 0) / tail.length;
-      const pct = (100 * mean) / reg.view.random_policy_per_episode;
-      cells.push(el("td", {}, fmt(mean, 3)), el("td", { class: "percent" }, `${pct.toFixed(1)}%`));
+    const v = reg && reg.view ? reg.view.verdict : null;
+    if (v) {  // the server's verdict: the CLI's rule, from the same library function
+      const pct = v.percent_of_random === null ? "–" : `${v.percent_of_random.toFixed(1)}%`;
+      const windows = v.windows.map((w) => `${w.toFixed(0)}%`).join(", ");
+      cells.push(el("td", { title: `last ${v.tail_episodes} episodes` },
+        fmt(v.tail_regret_per_episode, 3)),
+        el("td", { class: "percent" }, pct),
+        el("td", { class: "learned", title: `${v.rule}; windows: ${windows}` }, v.learned));
     } else {
       const why = reg && reg.error ? reg.error : "no reported episode yet";
       cells.push(el("td", { class: "muted", title: why }, "–"),
+        el("td", { class: "muted", title: why }, "–"),
         el("td", { class: "muted", title: why }, "–"));
     }
     tr.append(...cells);

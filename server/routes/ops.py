@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from privrl.protocol import Health, Readiness
-from privrl.server.routes.common import in_thread, metrics_of, run_table_of
+from privrl.server.deps import metrics_of, run_table_of
 from privrl.server.runs import RunTable
+from privrl.server.service import in_thread
 from prometheus_client import CONTENT_TYPE_LATEST
 
 router = APIRouter(tags=["operations"])

@@ -19,8 +19,11 @@ from fastapi import Query, Request
 from privrl.protocol import PolicyLog, RegretView
 from privrl.regret import regret_from_log
 from privrl.server.cache import ByteCache
+from privrl.server.deps import run_table_of, settings_of
 from privrl.server.errors import Refusal, error_responses
-from privrl.server.routes.common import in_thread, public_router, run_table_of, settings_of
+from privrl.server.routes.common import public_router
+from privrl.server.service import in_thread
+from privrl.verdict import judge
 from privrl.worlds import optimal_return, uniform_random_return
 from privrl.worlds.registry import list_worlds, make
 from privrl.worlds.tabular import TabularMDP, WorldError
@@ -128,6 +131,7 @@ def run_regret(run_id: str, created_at: float, world: str, horizon: int, states:
         cumulative=served.cumulative,
         optimal_return=optimal,
         random_policy_per_episode=optimal - uniform,
+        verdict=judge(served.regret, optimal - uniform) if len(served.regret) else None,
     )
 
 

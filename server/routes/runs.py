@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import time
 
 from fastapi import Depends, Query, Request, Response
 from privrl.protocol import CredentialList, Recovery, RunInfo, RunList, RunRequest
 from privrl.server.auth import require_admin
-from privrl.server.credentials import MAX_ISSUED, credential_key, issue
+from privrl.server.deps import AppSettings, Runs, Table
 from privrl.server.errors import UNKNOWN_QUERY, Refusal, error_responses
-from privrl.server.routes.common import (
-    ensure_alive,
-    in_thread,
-    metrics_of,
-    read_slot,
-    run_table_of,
-    settings_of,
-    snapshot_of,
-    v1_router,
-)
+from privrl.server.ops.credentials import MAX_ISSUED, credential_key, issue
+from privrl.server.routes.common import read_slot, snapshot_of, v1_router
+from privrl.server.service import in_thread
 
 router = v1_router(["runs"])
 
@@ -52,7 +44,8 @@ router = v1_router(["runs"])
 )
 async def create_run(
     body: RunRequest,
-    request: Request,
+    table: Table,
+    settings: AppSettings,
     sequential: bool | None = Query(
         None,
         description="at most one outstanding claim at a time; default: the server's"
@@ -69,8 +62,7 @@ async def create_run(
 
     The answer holds the public config only: the seed, given or drawn, is never returned.
     """
-    table = run_table_of(request)
-    seq = settings_of(request).sequential if sequential is None else sequential
+    seq = settings.sequential if sequential is None else sequential
     hosted = await in_thread(table.create, body.public(), seq, body.seed, credentials)
     return hosted.info(time.time())
 
@@ -89,16 +81,17 @@ async def create_run(
 )
 async def issue_credentials(
     run_id: str,
-    request: Request,
+    table: Table,
+    settings: AppSettings,
     count: int = Query(1, ge=1, le=MAX_ISSUED, description="how many credentials to issue"),
 ) -> CredentialList:
     """New bearer tokens for the run's claims (HMAC of the run id and a random credential id
     under the server's credential key; nothing is stored, and none is ever shown again)."""
-    hosted = run_table_of(request).get(run_id)
+    hosted = table.get(run_id)
     if not hosted.row.credentials:
         raise Refusal(409, "open_run", f"run {run_id} does not require credentials (create it"
                       " with ?credentials=true)")
-    key = credential_key(settings_of(request))
+    key = credential_key(settings)
     if key is None:  # pragma: no cover - require_admin already needs the admin token
         raise Refusal(503, "no_credential_key", "this server has no credential key")
     return CredentialList(run_id=run_id, credentials=issue(key, run_id, count))
@@ -111,10 +104,10 @@ async def issue_credentials(
     responses=error_responses(422, 503, described={422: UNKNOWN_QUERY}),
     summary="List runs",
 )
-async def list_runs(request: Request) -> RunList:
+async def list_runs(table: Table) -> RunList:
     """Every live run with its status."""
     now = time.time()
-    return RunList(runs=[h.readable(now).info for h in run_table_of(request).live()])
+    return RunList(runs=[h.readable(now).info for h in table.live()])
 
 
 @router.get(
@@ -137,23 +130,12 @@ async def show_run(run_id: str, request: Request) -> Response:
     responses=error_responses(401, 403, 404, 422, 503, described={422: UNKNOWN_QUERY}),
     summary="Delete a run (admin)",
 )
-async def delete_run(run_id: str, request: Request) -> Response:
+async def delete_run(run_id: str, service: Runs) -> Response:
     """Flag the run deleted and purge its stored reports; its id is never reused."""
-    table = run_table_of(request)
     try:
-        if run_id in table.failed or run_id in table.held:
-            await in_thread(table.delete, run_id)
-        else:
-            hosted = table.get(run_id)
-            async with hosted.slot_freed:
-                ensure_alive(hosted)
-                if hosted.durable is not None:  # no queued row of this run lands after the purge
-                    await asyncio.wait([hosted.durable])
-                await in_thread(table.delete, run_id)
-                hosted.slot_freed.notify_all()
+        await service.delete(run_id)
     except (sqlite3.Error, OSError) as exc:
         raise Refusal(503, "store", f"the server could not delete run {run_id}; retry") from exc
-    metrics_of(request).forget_run(run_id)
     return Response(status_code=204)
 
 
@@ -171,14 +153,13 @@ async def delete_run(run_id: str, request: Request) -> Response:
     ),
     summary="Continue or stop a run held because the store went back (admin)",
 )
-async def recover_run(run_id: str, body: Recovery, request: Request) -> RunInfo | None:
+async def recover_run(run_id: str, body: Recovery, table: Table) -> RunInfo | None:
     """A run whose store is behind what the server published (a lost `-wal`, a restored
     backup), or whose high-water mark is lost (deleted, empty, unreadable, another database's),
     is held at start: 503 on its routes, /readyz not ready. 'continue' starts a new
     noise epoch, so no published noise is ever reused over other data, charged to the ledger
     (refused when it would exceed the run's budget); 'stop' keeps it read-only. Either way it
     is served again. Stopping a run the store lost forgets it (the answer is null)."""
-    table = run_table_of(request)
     try:
         hosted = await in_thread(table.recover, run_id, body.action)
     except (sqlite3.Error, OSError) as exc:

@@ -3,12 +3,11 @@ the dashboard."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
 from privrl import trust
 from privrl.protocol import BoundaryInfo
-from privrl.server.routes.common import refuse_unknown_query
+from privrl.server.routes.common import v1_router
 
-router = APIRouter(prefix="/v1", tags=["public"], dependencies=[Depends(refuse_unknown_query)])
+router = v1_router(["public"], prefix="/v1")
 
 
 @router.get("/trust", response_model=list[BoundaryInfo], summary="The trust boundaries")

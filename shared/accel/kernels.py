@@ -17,12 +17,12 @@ import time
 import numba
 import numpy as np
 from numba import types
+from privrl.accel import KERNELS
 
 _STARTED = time.perf_counter()  # IMPORT_SECONDS: what compiling (or loading) them took
 
 # the kernels compiled (or loaded from numba's cache) at import, one signature each
-__all__ = ["break_ties", "new_model", "plan_replicas", "policy_values", "rollout",
-           "run_episodes"]
+__all__ = list(KERNELS)
 
 F8, I8, B1 = types.float64, types.int64, types.boolean
 
@@ -443,20 +443,20 @@ def _record_policy(truth: tuple, rewards: np.ndarray, policy: np.ndarray, trace:
     returns[i, rep] = _start_value(d1, values[rep])
 
 
-@numba.njit(types.void(RELEASE, NOISE, NOISE, _arr(F8, 3), _arr(F8, 4), WORLD, TRUTH,
+@numba.njit(types.void(RELEASE, NOISE, _arr(F8, 3), _arr(F8, 4), WORLD, TRUTH,
                        SCHEDULE, _arr(F8, 1), _arr(B1, 1), F8, _arr(F8, 4), TRACE),
             cache=True, **OPTIONS)
-def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniforms: np.ndarray,
+def run_episodes(sums: tuple, report_noise: tuple, uniforms: np.ndarray,
                  tie_keys: np.ndarray, world: tuple, truth: tuple, schedule: tuple,
                  caps: np.ndarray, flags: np.ndarray, tie_tol: float, q: np.ndarray,
                  trace: tuple) -> None:
     """B episodes of R replicas of DP-UCBVI: plan from the billboard, break ties, roll out, count.
 
-    sums (R, Hs, S, A[, S]): the exact sums (none, JDP) or the sums of noisy reports (LDP),
-    updated in place, as is Q~ q. release_noise (B, R, ...) is the central noise in the
-    billboard of episode i (JDP), report_noise (B, R, ...) each user's report noise (LDP); both
-    have no rows when the mode has none. uniforms (R, B, 2H+1 [+ H]) are the users' rollout draws
-    (then, with integer_rewards, the H that turn each realised reward r into Bernoulli(r)),
+    sums (R, Hs, S, A[, S]): the exact sums (non-private) or the sums of noisy reports (LDP),
+    updated in place, as is Q~ q; they are the billboard. report_noise (B, R, ...) is each
+    user's report noise (LDP; no rows when non-private). uniforms (R, B, 2H+1 [+ H]) are the
+    users' rollout draws (then, with integer_rewards, the H that turn each realised reward r
+    into Bernoulli(r)),
     tie_keys (R, B, H, S) the planner's tie-break draws. schedule: each episode's radius,
     threshold (B,) and constants (B, 7); flags: [private, clip_previous, variance_terms, has_sa,
     bernoulli, integer_rewards]. trace (`TRACE`) gets each episode's expected return d1 · V^pi_1
@@ -468,10 +468,9 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
     n_rep, horizon, n_states, n_actions = q.shape
     hs = sas_sum.shape[1]
     has_sa, bernoulli, integer_rewards = flags[HAS_SA], flags[BERNOULLI], flags[INTEGER_REWARDS]
-    jdp, ldp = release_noise[0].shape[0] > 0, report_noise[0].shape[0] > 0
-    board_sas = np.empty_like(sas_sum) if jdp else sas_sum
-    board_r = np.empty_like(r_sum) if jdp else r_sum
-    board_sa = np.empty_like(r_sum) if (jdp or not has_sa) else sa_sum
+    ldp = report_noise[0].shape[0] > 0
+    board_sas, board_r = sas_sum, r_sum
+    board_sa = sa_sum if has_sa else np.empty_like(r_sum)
     q_new = np.empty_like(q)
     actions = np.empty((n_rep, horizon, n_states), np.int64)
     tied = np.empty(n_rep, np.bool_)
@@ -481,25 +480,12 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
     states, played_actions = np.empty(horizon + 1, np.int64), np.empty(horizon, np.int64)
     rewards = np.empty(horizon)
     # non-private: the model changes only at the visited cells, so only they are rebuilt
-    kept = not (flags[PRIVATE] or ldp or jdp) and (threshold <= 0.0).all()
+    kept = not (flags[PRIVATE] or ldp) and (threshold <= 0.0).all()
     model = new_model(n_rep, hs, n_states, n_actions)
     stale = model[5]
     stale_flat, q_flat, q_new_flat = stale.reshape(-1), q.reshape(-1), q_new.reshape(-1)
     for i in range(uniforms.shape[1]):
-        if jdp:  # the billboard: the sums plus the central noise of this release
-            noise_sas, noise_sa, noise_r = release_noise
-            for rep in range(n_rep):
-                for j in range(hs):
-                    for s in range(n_states):
-                        for a in range(n_actions):
-                            for t in range(n_states):
-                                board_sas[rep, j, s, a, t] = (sas_sum[rep, j, s, a, t]
-                                                              + noise_sas[i, rep, j, s, a, t])
-                            board_r[rep, j, s, a] = r_sum[rep, j, s, a] + noise_r[i, rep, j, s, a]
-                            if has_sa:
-                                board_sa[rep, j, s, a] = (sa_sum[rep, j, s, a]
-                                                          + noise_sa[i, rep, j, s, a])
-        if not has_sa and (jdp or ldp or i == 0):  # N(s,a) derived; else only visits change it
+        if not has_sa and (ldp or i == 0):  # N(s,a) derived; else only visits change it
             for rep in range(n_rep):
                 for j in range(hs):
                     for s in range(n_states):
@@ -557,7 +543,7 @@ def run_episodes(sums: tuple, release_noise: tuple, report_noise: tuple, uniform
                     clean_sas[j, s, a, t] = 0.0
                     if has_sa:
                         sa_sum[rep, j, s, a] += clean_sa[j, s, a]
-                    elif not jdp:  # N(s,a) the next plan reads
+                    else:  # N(s,a) the next plan reads
                         n = 0.0
                         for c in range(n_states):
                             n += sas_sum[rep, j, s, a, c]

@@ -94,6 +94,9 @@ class Algorithm(ABC):
     """One registered algorithm, bound to one public run configuration."""
 
     name: ClassVar[str]
+    # Bumped whenever the same configuration gives other numbers (a preset's values, a learner's
+    # rule): results name `versioned_id()` (gymnasium's `name-vN`), and studies re-run.
+    version: ClassVar[int] = 1
     summary: ClassVar[str] = ""
     knobs_model: ClassVar[type[BaseModel]] = NoKnobs
     presets: ClassVar[Mapping[str, BaseModel]] = {"faithful": NoKnobs(), "practical": NoKnobs()}
@@ -112,6 +115,11 @@ class Algorithm(ABC):
     practical_schedule: ClassVar[str] = "every"
     practical_counter: ClassVar[tuple[str, int | None]] = ("smoothed", None)
 
+    @classmethod
+    def versioned_id(cls) -> str:
+        """`name-vN`: the name and the version whose numbers a result holds."""
+        return f"{cls.name}-v{cls.version}"
+
     def __init__(self, config: RunConfig) -> None:
         """Bind to `config`; refuse (ValueError) a privacy mode, knobs or a schedule this
         algorithm lacks. `self.config` is the configuration runs use: the preset's schedule
@@ -126,7 +134,10 @@ class Algorithm(ABC):
     def preset_schedule(cls, preset: str, privacy: str, episodes: int) -> str:
         """The release schedule `preset` gives a run: the practical one under JDP when it
         releases before episode K (a run that never learns is no preset), else 'every'."""
-        if preset != "practical" or not trust.get(privacy).counters:
+        boundary = trust.get(privacy)
+        if (own := boundary.default_schedule(episodes)) is not None:
+            return own
+        if preset != "practical" or not boundary.counters:
             return "every"
         if parse_schedule(cls.practical_schedule).releases(episodes - 1) < 1:
             return "every"
@@ -136,7 +147,8 @@ class Algorithm(ABC):
     def check_schedule(cls, config: RunConfig) -> None:
         """Refuse a release schedule where the boundary has no central counters: it shapes
         their releases only."""
-        if not config.boundary.counters and config.schedule not in (None, "every"):
+        if (not config.boundary.counters and not config.boundary.cohorts
+                and config.schedule not in (None, "every")):
             raise ValueError("a release schedule shapes JDP's central counters: with privacy"
                              f" {config.privacy!r} leave schedule at 'every'")
 
@@ -174,8 +186,11 @@ class Algorithm(ABC):
     @classmethod
     def mechanism_for(cls, boundary: TrustBoundary) -> str:
         """The mechanism a run across `boundary` gets when none is given: the frontier's rows
-        read it too, so a run without flags is the frontier's row. Default: `default_mechanism`
-        across every boundary."""
+        read it too, so a run without flags is the frontier's row. Default: `default_mechanism`,
+        or the boundary's first mechanism where it releases with others only."""
+        own = boundary.mechanisms
+        if own is not None and cls.default_mechanism not in own:
+            return own[0]
         return cls.default_mechanism
 
     @classmethod

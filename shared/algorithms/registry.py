@@ -1,13 +1,40 @@
-"""Algorithms by name (gymnasium's registry): register once, make anywhere."""
+"""Algorithms by name (gymnasium's registry): register once, make anywhere.
+
+Third-party algorithms come in two ways: the entry-point group `privrl.algorithms` (a name ->
+an `Algorithm` subclass, or a module that registers its algorithms on import), loaded on first
+use, or modules named in PRIVRL_PLUGINS (`load_plugins`), imported at start.
+"""
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import re
+from importlib.metadata import entry_points
 
 from ..config import RunConfig
 from .base import Algorithm
 
 _REGISTRY: dict[str, type[Algorithm]] = {}
+ENTRY_POINTS = "privrl.algorithms"
+_entry_points_loaded = False
+
+
+def _load_entry_points() -> None:
+    """Register the algorithms installed packages offer through the entry-point group (once)."""
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for point in entry_points(group=ENTRY_POINTS):
+        if point.name in _REGISTRY:
+            continue
+        loaded = point.load()  # a module registers its algorithms as it is imported
+        if inspect.isclass(loaded) and issubclass(loaded, Algorithm):
+            register(loaded)
+        elif not inspect.ismodule(loaded):
+            raise TypeError(f"entry point {point.name!r} of {ENTRY_POINTS!r} is neither an"
+                            f" Algorithm subclass nor a module: {loaded!r}")
 
 
 def register(algorithm: type[Algorithm]) -> type[Algorithm]:
@@ -22,14 +49,24 @@ def register(algorithm: type[Algorithm]) -> type[Algorithm]:
     return algorithm
 
 
+VERSIONED = re.compile(r"(?P<name>.+)-v(?P<version>[0-9]+)")
+
+
 def get(name: str) -> type[Algorithm]:
-    """The algorithm registered as `name` (a clear error listing the known ones otherwise)."""
-    try:
+    """The algorithm registered as `name`, or as `name-vN` if N is its version (a clear error
+    listing the known ones, or naming the version this privrl has, otherwise)."""
+    _load_entry_points()
+    if name in _REGISTRY:
         return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown algorithm {name!r}; registered: {', '.join(sorted(_REGISTRY))}"
-        ) from None
+    versioned = VERSIONED.fullmatch(name)
+    if versioned is not None and versioned["name"] in _REGISTRY:
+        algorithm = _REGISTRY[versioned["name"]]
+        if int(versioned["version"]) == algorithm.version:
+            return algorithm
+        raise ValueError(f"{name!r}: this privrl has {algorithm.versioned_id()!r}, whose numbers"
+                         " differ (CHANGELOG.md says how); results of another version come"
+                         " from the privrl that made them")
+    raise ValueError(f"unknown algorithm {name!r}; registered: {', '.join(sorted(_REGISTRY))}")
 
 
 def check(config: RunConfig) -> type[Algorithm]:
@@ -57,6 +94,7 @@ def bind(config: RunConfig) -> Algorithm:
 
 def names() -> list[str]:
     """Every registered algorithm name, sorted."""
+    _load_entry_points()
     return sorted(_REGISTRY)
 
 

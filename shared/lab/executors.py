@@ -110,12 +110,20 @@ class Executor:
         """Every task's result, in completion order; `progress` may hear of partial work."""
         raise NotImplementedError
 
+    def cores(self) -> int:
+        """The cores the tasks run on (recorded beside a study's wall time)."""
+        raise NotImplementedError
+
 
 class LocalExecutor(Executor):
     """Local processes (one per task, at most `workers`); in this process when one suffices."""
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers
+
+    def cores(self) -> int:
+        """The worker processes' count, at most this machine's CPUs."""
+        return min(self.workers or os.cpu_count() or 1, os.cpu_count() or 1)
 
     def run(self, fn: TaskFn, tasks: Sequence[Any], progress: Progress) -> Iterator[tuple]:
         """Run the tasks, streaming each one's progress and result."""

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from ..algorithms import effective
+from ..algorithms import effective, get
 from ..config import RunConfig
 from ..provenance import stamp
 from ..worlds import optimal_return, uniform_random_return
@@ -95,6 +95,7 @@ def summarize(
     seconds = sum(b.seconds for b in blocks)
     record = {
         "label": label(config),
+        "algorithm": get(config.algo).versioned_id(),
         "config": effective(config).model_dump(mode="json"),  # the schedule the runs used
         "world": world.to_dict(),
         "seeds": [s for b in blocks for s in b.seeds],

@@ -43,7 +43,7 @@ class RayExecutor(Executor):
 
     def __enter__(self) -> RayExecutor:
         """Join (or start) the cluster now, so that a failure comes before any work."""
-        self._owned = self._connect()
+        self._owned = self._connect() or self._owned
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -68,6 +68,11 @@ class RayExecutor(Executor):
                 ray.cancel(ref, force=True)
             if owned:
                 ray.shutdown()
+
+    def cores(self) -> int:
+        """The CPUs of the cluster (joined or started first)."""
+        self._owned = self._connect() or self._owned
+        return int(ray.cluster_resources().get("CPU", 0))
 
     def _connect(self) -> bool:
         """Join (or start) the cluster unless Ray is already up; whether we started it."""

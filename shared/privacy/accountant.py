@@ -459,6 +459,11 @@ class Ledger:
         for c in charges:
             self._append(c)
 
+    def prefix(self, charges: int) -> Ledger:
+        """A new ledger of this one's first `charges` charges, with its budget and its
+        data-dependence (what the run's ledger said when it held that many)."""
+        return Ledger(self._entries[:charges], self.budget, self.data_dependent)
+
     @property
     def entries(self) -> tuple[Charge, ...]:
         """All charges, in the order they were made."""

@@ -43,6 +43,7 @@ from privrl.privacy.psd import SymmetricNoise
 from privrl.privacy.schedules import EveryEpisode, Schedule, parse_schedule
 from privrl.privacy.tree import NoiseSampler, tree_levels
 from privrl.trust.base import TrustBoundary
+from privrl.trust.secagg.spec import CohortSpec
 
 Mechanism = Laplace | Gaussian
 # Probability that the server refuses one honest local report (its noise lands beyond the
@@ -117,6 +118,8 @@ class Calibration:
     smooth: bool = False  # JDP trees with the variance-reducing upward pass
     plan: CounterPlan | None = None  # JDP: the counter every family is released through
     schedule: Schedule = EveryEpisode()  # JDP: after which episodes the counters release
+    # secure aggregation: the cohorts' public assumptions (`privrl.trust.secagg.spec`)
+    cohort: CohortSpec | None = None
 
     @functools.cached_property
     def integer(self) -> bool:
@@ -242,11 +245,17 @@ class Calibration:
 
 
 def calibrate(config: RunConfig, families: Sequence[Family]) -> Calibration:
-    """Calibrate the run's noise from its budget and its algorithm's released families.
+    """Calibrate the run's noise from its budget and its algorithm's released families, then
+    let its boundary adjust it (`TrustBoundary.finish_calibration`).
 
     Every family is released with one mechanism: its scale comes from the largest sensitivity
     (a family with a smaller one spends less, and the ledger records what it actually spends).
     """
+    return config.boundary.finish_calibration(_calibrate(config, families), config)
+
+
+def _calibrate(config: RunConfig, families: Sequence[Family]) -> Calibration:
+    """`calibrate` before the boundary's adjustment."""
     families = tuple(families)
     boundary = config.boundary
     if (boundary.private and not math.isinf(config.epsilon)

@@ -174,7 +174,7 @@ class Central:
         """What starting noise epoch `epoch` costs once the store counts `at` episodes, the
         server having published `published` (None: unknown) and the run being in epoch 0
         (`first`): epoch 0's releases published after the store's count (all when unknown),
-        then the whole counter again (server/noise_epochs.py derives both)."""
+        then the whole counter again (server/ops/noise_epochs.py derives both)."""
         out: list[Charge] = []
         total = len(self._release_episodes)
         if first and at > 0:
@@ -257,22 +257,6 @@ class Central:
             items = (t for t, w in enumerate(self._weights, start=1) if w > 0.0)
         return [c for item in items
                 for c in self._release_charges(item, self._release_episodes[item - 1])]
-
-    @property
-    def trees_every_episode(self) -> bool:
-        """Whether every counter is a tree released after every episode (what noise ahead
-        needs)."""
-        return self.every_episode and self.counter_plan.kind != "matrix"
-
-    def noise_ahead(self, count: int) -> Stats:
-        """The central noise in the next `count` releases of every family, (count, R, ...) in
-        grid units, the trees then standing `count` items further (`TreeCounter.noise_block`):
-        for a caller that adds those items' exact sums itself (DP-UCBVI's fused loop). Trees
-        released every episode only."""
-        if not self.trees_every_episode:
-            raise ValueError("noise ahead needs a tree counter released every episode")
-        return {name: tree.noise_block(count)  # type: ignore[union-attr]
-                for name, tree in self.trees.items()}
 
     def release(self) -> Stats:
         """Noisy prefix sums B(items) of every family (grid units times the grid step)."""

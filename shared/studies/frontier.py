@@ -27,7 +27,7 @@ from .. import __version__, trust
 from ..algorithms import registry
 from ..budget import OverspendingPlan, check_budget
 from ..config import RunConfig, population_delta
-from ..lab.executors import LocalExecutor, Task, TaskResult, run_task
+from ..lab.executors import Executor, LocalExecutor, Task, TaskResult, run_task
 from ..lab.experiments import WorldSpec
 from ..provenance import commit as checkout_commit
 from ..worlds import optimal_return, uniform_random_return
@@ -69,12 +69,14 @@ class StudySpec:
 
 def run_key(config: RunConfig, knobs: dict[str, Any] | None = None) -> str:
     """The digest of `config` with the knobs it runs with (`knobs`: as given, else its preset's
-    with its overrides, as its algorithm resolves them today)."""
+    with its overrides, as its algorithm resolves them today) and, past 1, its version."""
+    algorithm = registry.get(config.algo)
     if knobs is None:
-        algorithm = registry.get(config.algo)
         knobs = algorithm.resolve_knobs(config.preset, config.knobs).model_dump(mode="json")
-    text = json.dumps({"config": config.model_dump(mode="json"), "knobs": knobs},
-                      sort_keys=True)
+    keyed: dict[str, Any] = {"config": config.model_dump(mode="json"), "knobs": knobs}
+    if algorithm.version > 1:  # keys made before versions existed are those of version 1
+        keyed["version"] = algorithm.version
+    text = json.dumps(keyed, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -228,7 +230,8 @@ def record_of(job: Job, result: TaskResult | str, level: float, commit: str
     """The JSON record of one finished run (`commit`: the code's that ran it)."""
     assert job.config is not None
     base = {"config": job.config.model_dump(mode="json"), "world": job.world.to_dict(),
-            "algo": job.config.algo, "preset": job.config.preset}
+            "algo": job.config.algo, "preset": job.config.preset,
+            "algorithm": registry.get(job.config.algo).versioned_id()}
     if isinstance(result, str):
         return {**base, "status": "failed", "message": result}
     led = result.ledger
@@ -348,9 +351,12 @@ def describe(job: Job) -> str:
 
 
 def run_study(study: Study, workers: int = 2, quiet: bool = False,
-              note: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run every job of the study not yet in its file; the file after each run; its data."""
+              note: Callable[[str], None] | None = None,
+              executor: Executor | None = None) -> dict[str, Any]:
+    """Run every job of the study not yet in its file, on `executor` (default: `workers` local
+    processes); the file after each run, with the invocation's wall time and cores; its data."""
     say = note or (lambda text: print(text, file=sys.stderr, flush=True))
+    executor = executor if executor is not None else LocalExecutor(workers)
     planner = Planner(study.spec)
     study.rows = planner.jobs()
     todo: dict[str, Job] = {}
@@ -379,23 +385,25 @@ def run_study(study: Study, workers: int = 2, quiet: bool = False,
         f" each) on {workers} worker(s)")
     if tasks:
         study.invocations.append({"command": study.command, "commit": study.commit,
-                                  "workers": workers, "runs": len(tasks), "done": 0,
+                                  "workers": workers, "executor": type(executor).__name__,
+                                  "cores": executor.cores(), "runs": len(tasks), "done": 0,
                                   "wall_seconds": 0.0})
     study.save()
     progress = Progress(tasks, workers, quiet)
     levels = {name: random_regret(mdp) for name, mdp in planner.mdps.items()}
     by_key = {t.key: t for t in tasks}
     start = time.perf_counter()
-    for key, result in LocalExecutor(workers).run(run_or_error, tasks, lambda k, n: None):
-        job = jobs[key[0]]
-        study.runs[job.key] = record_of(job, result, levels[job.world.name], study.commit)
-        study.invocations[-1].update(done=study.invocations[-1]["done"] + 1,
-                                     wall_seconds=time.perf_counter() - start)
-        study.save()
-        ok = not isinstance(result, str)
-        progress.finished(by_key[key], result.seconds if ok else None, describe(job))
-        if not ok:
-            say(f"  {result}")
+    with executor:
+        for key, result in executor.run(run_or_error, tasks, lambda k, n: None):
+            job = jobs[key[0]]
+            study.runs[job.key] = record_of(job, result, levels[job.world.name], study.commit)
+            study.invocations[-1].update(done=study.invocations[-1]["done"] + 1,
+                                         wall_seconds=time.perf_counter() - start)
+            study.save()
+            ok = not isinstance(result, str)
+            progress.finished(by_key[key], result.seconds if ok else None, describe(job))
+            if not ok:
+                say(f"  {result}")
     return study.data()
 
 
@@ -457,7 +465,8 @@ def _eps_text(value: float | None, grid: Sequence[float]) -> str:
 def threshold_table(data: dict[str, Any]) -> dict[str, Any]:
     """The thresholds as a results_table document (columns, rows, provenance)."""
     columns = [("case", ""), ("preset", ""), ("ε grid", ""), ("smallest ε that learns", ""),
-               ("95% interval", ""), ("% of uniform at it", ".1f"), ("ledger ε at it", ".4g"),
+               ("95% interval (its upper end: decided)", ""), ("% of uniform at it", ".1f"),
+               ("ledger ε at it", ".4g"),
                ("% of uniform at the largest ε", ".1f"), ("target ε", "g"),
                ("% of uniform at the target", ".1f")]
     rows = []
@@ -470,7 +479,7 @@ def threshold_table(data: dict[str, Any]) -> dict[str, Any]:
                  if at else None)
         rows.append([t["case"], t["preset"],
                      _grid_text(grid, t["not_run"]),
-                     _eps_text(t["epsilon"], grid),
+                     ("≤ " if t.get("on_floor") else "") + _eps_text(t["epsilon"], grid),
                      f"[{_eps_text(t['low'], grid)}, {_eps_text(t['high'], grid)}]",
                      [at.mean, at.high - at.mean] if at else None,
                      spent if isinstance(spent, float) else None,

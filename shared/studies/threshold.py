@@ -12,6 +12,10 @@ larger grid ε (so one lucky dip below a failing ε does not count). Its interva
 applies the same rule to the ends of the per-ε intervals: ε_lo from where the interval's lower
 end is ≤ 25% (learning is not excluded), ε_hi from where its upper end is ≤ 25% (learning is
 established). So ε_lo ≤ ε* ≤ ε_hi; None means "not on this grid" (beyond its largest ε).
+
+A threshold is *decided* only at ε_hi: from there on every grid ε's interval lies at or below
+25%. A case that learns at its grid's smallest ε sits *on the floor*: its threshold may lie
+lower, and the study extends the grid below it (`privrl.studies.frontier`).
 """
 
 from __future__ import annotations
@@ -81,10 +85,20 @@ class Threshold:
     high: float | None
     grid: tuple[float, ...]  # the ε that have results, ascending
 
+    @property
+    def decided(self) -> float | None:
+        """The decided threshold: ε_hi, where learning is established (None: not on the grid)."""
+        return self.high
+
+    @property
+    def on_floor(self) -> bool:
+        """Whether the case learns (by its mean) at the grid's smallest ε already."""
+        return bool(self.grid) and self.epsilon == self.grid[0]
+
     def to_dict(self) -> dict[str, object]:
         """JSON form."""
         return {"epsilon": self.epsilon, "low": self.low, "high": self.high,
-                "grid": list(self.grid)}
+                "decided": self.decided, "on_floor": self.on_floor, "grid": list(self.grid)}
 
 
 def _from_where(grid: Sequence[float], learns: Callable[[int], bool]) -> float | None:

@@ -8,7 +8,9 @@ learners read; how far an accepted noisy entry may lie outside its clean range; 
 (1 user: no exchange between users). Nothing else branches on a boundary's name.
 
 Built in: `none` (non-private), `jdp` (`privrl.trust.central`: a trusted server noises what it
-publishes) and `ldp` (`privrl.trust.local`: users noise their reports). Others come from the
+publishes), `ldp` (`privrl.trust.local`: users noise their reports) and `secagg`
+(`privrl.trust.secagg`: users add shares of the noise and mask their reports; the server learns
+only cohort sums). Others come from the
 entry-point group `privrl.trust` (a name -> a `TrustBoundary` instance), loaded on first use.
 """
 
@@ -24,7 +26,7 @@ __all__ = ["BUILTIN", "TrustBoundary", "get", "names", "register"]
 # the built-in boundaries and the modules that define them, imported on first use (they sit
 # above the privacy layer, which reads the registry: a module-level import would be a cycle)
 BUILTIN = {"none": "privrl.trust.none", "jdp": "privrl.trust.central",
-           "ldp": "privrl.trust.local"}
+           "ldp": "privrl.trust.local", "secagg": "privrl.trust.secagg.boundary"}
 ENTRY_POINTS = "privrl.trust"
 
 _registry: dict[str, TrustBoundary] = {}

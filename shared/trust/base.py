@@ -8,9 +8,31 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 if TYPE_CHECKING:
+    from privrl.config import RunConfig
     from privrl.privacy.calibration import Calibration
     from privrl.privacy.privatizers import Privatizer
     from privrl.stats import Stats
+
+
+class CohortExchange:
+    """A cohort's exchange stage (a boundary with `cohort_size` > 1): the server groups claims
+    into cohorts and releases each cohort as one item, `combine` of its survivors' inputs, never
+    a member's report alone. Secure aggregation's rounds (key advertisement, shares, masked
+    inputs, unmasking) end in the masked inputs that `combine` unmasks and sums; a cohort
+    completes once every member has reported or lapsed and at least `threshold` reported, and
+    is aborted (nothing of it counted) below. The default: every member sends its input in
+    one round and the item is their plain sum."""
+
+    rounds: ClassVar[tuple[str, ...]] = ("inputs",)  # the last round's messages are the reports
+
+    def threshold(self, size: int) -> int:
+        """The fewest members whose inputs complete a cohort of `size` (default: all)."""
+        return size
+
+    def combine(self, inputs: Sequence[Stats]) -> Stats:
+        """The cohort's one item from its survivors' inputs (default: their sum)."""
+        return {name: sum((x[name] for x in inputs[1:]), start=inputs[0][name].copy())
+                for name in inputs[0]}
 
 
 class TrustBoundary:
@@ -24,9 +46,18 @@ class TrustBoundary:
     counters: ClassVar[bool] = False  # releases through the run's central counter and schedule
     local_noise: ClassVar[bool] = False  # users noise their statistics before they leave
     cohort_size: ClassVar[int] = 1  # users whose reports are exchanged together (1: none)
+    # the run's schedule delimits cohorts of users whose reports are summed together (and
+    # its dropout and collusion fractions apply)
+    cohorts: ClassVar[bool] = False
+    # the mechanisms it can release with (None: every one)
+    mechanisms: ClassVar[tuple[str, ...] | None] = None
 
     def __repr__(self) -> str:
         return f"<trust boundary {self.name!r}>"
+
+    def exchange(self) -> CohortExchange | None:
+        """The per-cohort exchange stage of a boundary with cohorts (None: size 1, none)."""
+        return CohortExchange() if self.cohort_size > 1 else None
 
     def report_kind(self, raw_kind: str) -> str:
         """The report kind users send, given the algorithm's raw kind (its trajectory or
@@ -64,3 +95,13 @@ class TrustBoundary:
         """How far outside its clean range an accepted entry of a report may lie: 0 for raw
         reports (they are checked exactly)."""
         return 0.0
+
+    def default_schedule(self, episodes: int) -> str | None:
+        """The release schedule a run takes when it names none (None: the algorithm's
+        preset's)."""
+        return None
+
+    def finish_calibration(self, calibration: Calibration, config: RunConfig) -> Calibration:
+        """The calibration `calibrate` computed, adjusted to what this boundary releases (its
+        noise's actual cost, its assumptions): unchanged by default."""
+        return calibration

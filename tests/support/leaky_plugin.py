@@ -10,8 +10,8 @@ introduces, and `privrl audit server` must find it.
 from __future__ import annotations
 
 from fastapi import Request
+from privrl.server.deps import run_table_of
 from privrl.server.routes import public
-from privrl.server.routes.common import run_table_of
 
 
 @public.router.get("/{run_id}/build", summary="Build information of a run")

@@ -23,7 +23,7 @@ from privrl.config import RunConfig
 from privrl.protocol import PolicyPayload, RunInfo, RunRequest, Ticket
 from privrl.run import user_episode
 from privrl.server.app import create_app
-from privrl.server.highwater import HighWater
+from privrl.server.ops.highwater import HighWater
 from privrl.server.settings import Settings
 from privrl.worlds.tabular import TabularMDP, riverswim
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ...config import RunConfig
     from ...privacy.calibration import Calibration
     from ...privacy.privatizers import Privatizer
+    from ...trust.base import TrustBoundary
 
 __all__ = ["FEATURES", "LSL", "LSW", "DPLSLAlgorithm", "DPLSWAlgorithm", "PolicyEvalKnobs",
            "PolicyEvaluation", "feature_matrix", "smoothing_constants"]
@@ -68,6 +69,12 @@ class PolicyEvaluation(Algorithm):
     default_mechanism = "gaussian"  # the smoothed-sensitivity release is Gaussian only
     raw_report_kind = "returns"  # first-visit returns, for a curator that sees raw data
     estimator_label: ClassVar[str] = ""
+
+    @classmethod
+    def refuses(cls, boundary: TrustBoundary) -> str | None:
+        """Cohorts (secure aggregation): its one-shot release and LDP estimator read single
+        users' reports, not cohort sums."""
+        return "its estimators read single reports, not cohort sums" if boundary.cohorts else None
 
     def __init__(self, config: RunConfig) -> None:
         """Bind the public task; refuse a budget or task the estimator cannot be calibrated for."""

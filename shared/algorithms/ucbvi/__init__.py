@@ -131,7 +131,7 @@ class DPUCBVIAlgorithm(Algorithm):
         Gaussian at delta = 2e-6), else Gaussian."""
         if boundary.local_noise and boundary.cohort_size == 1:
             return "laplace"
-        return cls.default_mechanism
+        return super().mechanism_for(boundary)
 
     def families(self) -> tuple[Family, ...]:
         """N(s,a,s'), N(s,a) unless derived, and reward sums; all share one sensitivity."""

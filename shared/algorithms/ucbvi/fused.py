@@ -4,16 +4,17 @@ of episodes (`privrl.accel.kernels.run_episodes`). Not part of the plug-in contr
 It gives the generic loop's numbers (`privrl.run.run_in_process`), from the same draws made with
 numpy's Generator before each block: each user's rollout uniforms and report noise from its own
 streams (rollout uniforms by episode, report noise by the user's nonce, here its episode
-index: `privrl.run.user_episode`), the tie-break draws from the learner's (`DPUCBVI.tie_keys`), the
-central noise from the privatizer (`Central.noise_ahead`); the ledger is charged through the
-privatizer's `record` for a whole block before its noise is drawn (admit, then draw), and regret
-is the evaluator's: the kernel reports each played policy's expected return with the evaluator's
-own kernel (`policy_values`, here redone only from the last step the policy changed at).
+index: `privrl.run.user_episode`) and the tie-break draws from the learner's
+(`DPUCBVI.tie_keys`); the ledger is charged through the privatizer's `record` for a whole block
+before its noise is drawn (admit, then draw), and regret is the evaluator's: the kernel
+reports each played policy's expected return with the evaluator's own kernel (`policy_values`,
+here redone only from the last step the policy changed at).
 
-Runs without noise, with float noise (simulation only) or with seeded integer noise whose
-families all live on the unit grid (counts, and rewards turned into Bernoulli counts by each
-user) in a tabular world; anything else (OpenDP's unseeded noise, rounded families) runs the
-generic loop.
+It serves the runs where it buys the most (3.5x at K = 20,000 for LDP, 6.4x non-private:
+docs/explanation/speed.md): non-private and LDP runs in a tabular world, without noise, with
+float noise (simulation only) or with seeded integer noise whose families all live on the unit
+grid (counts, and rewards turned into Bernoulli counts by each user). Anything else (JDP's
+central counters, OpenDP's unseeded noise, rounded families) runs the generic loop.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import accel
-from ...privacy.privatizers import Aggregator, Central, Identity
+from ...privacy.privatizers import Aggregator, Identity
 from ...seeding import LOCAL_NOISE, slot_generators, user_uniforms
 from ...ties import TIE_TOL
 from ...worlds.rollout import N_UNIFORMS
@@ -42,15 +43,14 @@ FAMILIES = ("sas", "sa", "r")
 
 def applies(run: Run, world: Any) -> bool:
     """Whether this loop runs `run` (else the generic loop does): a tabular world, a fresh run,
-    no noise, the float backend's or seeded integers on unit grids (exact in float64), trees
-    released every episode."""
+    no central privatizer, no noise, the float backend's or seeded integers on unit grids (exact
+    in float64)."""
     cal = run.calibration
     on_unit_grid = all(f.grid == 1.0 and not f.rounded for f in cal.families)
     return (isinstance(world, TabularMDP) and run.reported == 0
-            and isinstance(run.privatizer, Identity | Central | Aggregator)
+            and isinstance(run.privatizer, Identity | Aggregator)
             and (cal.mechanism is None or cal.noise == "float"
-                 or (cal.noise == "numpy" and on_unit_grid))
-            and (not isinstance(run.privatizer, Central) or run.privatizer.trees_every_episode))
+                 or (cal.noise == "numpy" and on_unit_grid)))
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -106,7 +106,7 @@ class FusedEpisodes:
             returns, changed = np.empty((b, n_rep)), np.empty((b, n_rep), np.bool_)
             for _ in range(b):  # admit the block's releases before drawing their noise
                 run.privatizer.record(run.ledger)
-            kernels.run_episodes(self.sums, self._release_noise(b), report_noise, uniforms,
+            kernels.run_episodes(self.sums, report_noise, uniforms,
                                  tie_keys, self.world_arrays, self.truth, schedule,
                                  planner.caps, self.flags, TIE_TOL, planner.q,
                                  (self.last, self.values, returns, changed))
@@ -138,11 +138,3 @@ class FusedEpisodes:
                 for name, shape, sampler in samplers:
                     noise[name][i, r] = sampler.sample(rng, shape)
         return uniforms, tuple(noise[name] for name in FAMILIES)
-
-    def _release_noise(self, b: int) -> tuple[np.ndarray, ...]:
-        """JDP: the central noise in the next b billboards per family (b, R, ...), as float64
-        (integers on the unit grid are exact); else none."""
-        priv, n_rep = self.run.privatizer, len(self.run.seeds)
-        ahead = priv.noise_ahead(b) if isinstance(priv, Central) else {}
-        return tuple(np.ascontiguousarray(ahead[name], dtype=np.float64) if name in ahead
-                     else np.zeros((0, n_rep, *self.shapes[name])) for name in FAMILIES)

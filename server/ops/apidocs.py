@@ -2,7 +2,7 @@
 
 The admin pastes the token into /docs: a script from a CDN would run with it. The scripts and
 style sheet are the npm releases swagger-ui-dist 5.35.0 and redoc 2.5.4 (their licences beside
-them in `server/apidocs/`), served from this server, and the pages carry a
+them in `server/ops/vendor/`), served from this server, and the pages carry a
 Content-Security-Policy that allows no other origin.
 """
 
@@ -17,7 +17,7 @@ from privrl.server.errors import Refusal
 
 router = APIRouter(include_in_schema=False)
 
-APIDOCS = Path(__file__).resolve().parents[1] / "apidocs"
+APIDOCS = Path(__file__).resolve().parent / "vendor"
 ASSETS = {
     "swagger-ui-bundle.js": "text/javascript",
     "swagger-ui.css": "text/css",
