@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from privrl import algorithms
+from privrl import algorithms, trust
 from privrl.client.api import check_url
 from privrl.client.cli_common import (
     CliError,
@@ -30,6 +30,7 @@ from privrl.seeding import generator, secret_seed
 from pydantic import ValidationError
 
 SERVER_ENV = "PRIVRL_SERVER"
+AUDIT_DELTA = 1e-5  # the declared delta of an audited Gaussian randomizer unless --delta says
 
 
 
@@ -103,11 +104,37 @@ def cmd_audit_server(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def audit_shape(args: argparse.Namespace) -> dict[str, object]:
+    """The audited model class: --states/--actions/--horizon for an algorithm whose own world
+    is a plain tabular MDP; else its own world's (S, A, H) and public model (linear mixtures,
+    policy-evaluation chains), at --horizon when one is given."""
+    from privrl.worlds import make
+    from privrl.worlds.model_spec import model_spec_of
+    from privrl.worlds.tabular import TabularMDP
+
+    default = algorithms.get(args.algo).default_world
+    world = make(default, None)
+    if isinstance(world, TabularMDP) and model_spec_of(world) is None:
+        return {"n_states": args.states or 2, "n_actions": args.actions or 2,
+                "horizon": args.horizon or 1}
+    if args.states or args.actions:
+        raise CliError(f"{args.algo} is audited on its own world ({default}): its S and A are"
+                       " the world's, leave --states and --actions out")
+    if args.horizon:
+        world = make(default, args.horizon)
+    return {"n_states": world.S, "n_actions": world.A, "horizon": world.H,
+            "model": model_spec_of(world)}
+
+
 def cmd_audit_randomizer(args: argparse.Namespace) -> int:
     """privrl audit randomizer: an empirical lower bound on the epsilon of the local randomizer
     (or, with --central, of the central release over a run of --episodes users), and the
     float-leak test of its outputs; exit 1 when the bound exceeds epsilon or anything leaks."""
-    from privrl.audit.lower_bound import audit_central_release, audit_local_randomizer
+    from privrl.audit.lower_bound import (
+        audit_central_release,
+        audit_local_randomizer,
+        local_boundary,
+    )
     from privrl.audit.matrix_counter import audit_matrix_counter
 
     if args.episodes is not None and not args.central:
@@ -116,14 +143,20 @@ def cmd_audit_randomizer(args: argparse.Namespace) -> int:
         raise CliError("--counter only applies to the central release: add --central")
     if args.bands is not None and args.counter != "matrix":
         raise CliError("--bands only applies to the matrix counter: add --counter matrix")
+    algo = algorithms.get(args.algo)
+    privacy = "jdp" if args.central else local_boundary()
+    if privacy is None or algo.refuses(trust.get(privacy)) is not None:
+        raise CliError(f"{args.algo} has no {'central' if args.central else 'local'} release to"
+                       f" audit: it runs across {', '.join(algo.boundaries())}")
+    mechanism = args.mechanism or algo.mechanism_for(trust.get(privacy))
     delta = args.delta if args.delta is not None else (
-        1e-5 if args.mechanism == "gaussian" else 0.0)
+        AUDIT_DELTA if mechanism == "gaussian" else 0.0)
+    shape = audit_shape(args)
     try:
-        config = RunConfig(algo=args.algo, n_states=args.states, n_actions=args.actions,
-                           horizon=args.horizon, episodes=args.episodes or 1,
-                           privacy="jdp" if args.central else "ldp",
-                           epsilon=args.epsilon, delta=delta, mechanism=args.mechanism,
-                           noise=args.noise, preset=args.preset, knobs=dict(args.knob) or None)
+        config = RunConfig(algo=args.algo, **shape, episodes=args.episodes or 1,
+                           privacy=privacy, epsilon=args.epsilon, delta=delta,
+                           mechanism=mechanism, noise=args.noise, preset=args.preset,
+                           knobs=dict(args.knob) or None)
     except ValidationError as exc:
         raise CliError("; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}"
                                  for e in exc.errors())) from None
@@ -250,16 +283,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="empirical lower bound on the epsilon of the local randomizer"
                              " (or, with --central, of the central release)")
     p.add_argument("--algo", default="dp-ucbvi", choices=algorithms.names(),
-                   help="the algorithm whose local randomizer is audited")
-    p.add_argument("--mechanism", default="laplace", choices=["laplace", "gaussian"],
-                   help="the randomizer's mechanism")
+                   help="the algorithm whose local randomizer is audited (any with a local"
+                   " trust boundary; `privrl algorithms` lists them)")
+    p.add_argument("--mechanism", default=None, choices=["laplace", "gaussian"],
+                   help="the randomizer's mechanism (default: the algorithm's)")
     p.add_argument("--epsilon", type=epsilon_value, default=1.0, help="declared epsilon")
     p.add_argument("--delta", type=float, default=None,
-                   help="declared delta (default 1e-5 with gaussian, else 0)")
-    p.add_argument("--states", type=positive_int, default=2, help="S (default 2)")
-    p.add_argument("--actions", type=positive_int, default=2, help="A (default 2)")
-    p.add_argument("--horizon", type=positive_int, default=1,
-                   help="H (default 1: the smallest world gives the tightest bound)")
+                   help=f"declared delta (default {AUDIT_DELTA:g} with gaussian, else 0)")
+    p.add_argument("--states", type=positive_int, default=None,
+                   help="S of a tabular algorithm (default 2; others: their own world's)")
+    p.add_argument("--actions", type=positive_int, default=None,
+                   help="A of a tabular algorithm (default 2; others: their own world's)")
+    p.add_argument("--horizon", type=positive_int, default=None,
+                   help="H (default 1 for a tabular algorithm: the smallest world gives the"
+                   " tightest bound; others: their own world's)")
     p.add_argument("--preset", default="practical", choices=["faithful", "practical"],
                    help="the algorithm's preset (it decides which families are released)")
     p.add_argument("--knob", action="append", default=[], type=knob_value, metavar="NAME=VALUE",

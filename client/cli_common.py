@@ -201,8 +201,8 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
         "--delta",
         type=float,
         default=None,
-        help="delta for the Gaussian mechanism (default 1e-5 with --mechanism gaussian, 0 with"
-        " laplace)",
+        help="delta for the Gaussian mechanism (default: the largest of 1e-n, 2e-n, 5e-n at"
+        " most 1/(10 K), e.g. 2e-6 for --episodes 50000; 0 with laplace)",
     )
     p.add_argument(
         "--mechanism",
@@ -253,10 +253,10 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
                    " (default 0.1)")
 
 
-def mechanisms_from_args(args: argparse.Namespace) -> list[str]:
-    """--mechanism as a list, or the algorithm's default mechanism."""
+def mechanisms_from_args(args: argparse.Namespace, privacy: str) -> list[str]:
+    """--mechanism as a list, or the algorithm's default mechanism across `privacy`."""
     if args.mechanism is None:
-        return [algorithms.get(args.algo).default_mechanism]
+        return [algorithms.get(args.algo).mechanism_for(trust.get(privacy))]
     return args.mechanism if isinstance(args.mechanism, list) else [args.mechanism]
 
 
@@ -330,9 +330,11 @@ def config_from_args(
     own = trust.get(privacy).mechanisms  # a boundary that releases with some mechanisms only
     if args.mechanism is None and own is not None and mechanism not in own:
         mechanism = own[0]
-    delta = args.delta
-    if delta is None:
-        delta = 1e-5 if mechanism == "gaussian" else 0.0
+    # no --delta: RunConfig's (the population rule's for Gaussian noise, 0 for Laplace)
+    if not trust.get(privacy).private:
+        delta: dict[str, float] = {"delta": 0.0}
+    else:
+        delta = {} if args.delta is None else {"delta": args.delta}
     knobs = dict(args.knob)
     try:
         config = RunConfig(
@@ -344,13 +346,13 @@ def config_from_args(
             episodes=args.episodes,
             privacy=privacy,
             epsilon=epsilon,
-            delta=delta if trust.get(privacy).private else 0.0,
             mechanism=mechanism,
             noise=args.noise,
             preset=args.preset,
             knobs=knobs or None,
             schedule=args.schedule,
             counter_bands=args.counter_bands,
+            **delta,
             dropout=getattr(args, "dropout", None),
             collusion=getattr(args, "collusion", None),
             # absent (not null) is the preset's counter

@@ -106,7 +106,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=positive_int, default=50_000, help="K (default: 50,000)")
     p.add_argument("--seeds", type=positive_int, default=5, help="seeds per run (default: 5)")
     p.add_argument("--seed", type=int, default=0, help="first seed (default: 0)")
-    p.add_argument("--delta", type=float, default=1e-5, help="δ (default: 1e-5)")
+    p.add_argument("--delta", type=float, default=None,
+                   help="δ of the Gaussian rows (default: the runs' default, the largest of"
+                   " 1e-n, 2e-n, 5e-n at most 1/(10 K): 2e-6 at K = 50,000)")
     p.add_argument("--no-ablation", action="store_true", help="skip the levers' ablation")
     p.add_argument("--workers", type=positive_int, default=2,
                    help="parallel processes (default: 2); with --executor ray, the CPUs of the"

@@ -28,6 +28,7 @@ from privrl.client.cli_common import (
 from privrl.client.load.cli import add_bench_http
 from privrl.config import RunConfig
 from privrl.lab.experiments import TAIL
+from privrl.protocol import LedgerView
 from privrl.worlds.tabular import TabularMDP
 
 RUN_OUTPUTS = ("summary.json", "regret.png", "frontier.png")  # what `privrl run` writes to --out
@@ -39,8 +40,8 @@ def sweep_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
     """The cartesian product privacy x epsilon x mechanism (non-private once)."""
     configs: list[RunConfig] = []
     seen = set()
-    mechanisms = mechanisms_from_args(args)
-    for privacy, eps, mech in itertools.product(args.privacy, args.epsilon, mechanisms):
+    for privacy, eps, mech in ((p, e, m) for p in args.privacy for e, m in itertools.product(
+            args.epsilon, mechanisms_from_args(args, p))):
         key = (privacy, None, None) if not trust.get(privacy).private else (privacy, eps, mech)
         if key in seen:
             continue
@@ -101,23 +102,31 @@ def print_table(results) -> None:
     """One line per configuration: regret and the ledger's spend."""
     print(
         f"{'configuration':<28} {'cum. regret':>14} {tail_header(results):>13} {'%random':>8} "
-        f"{'eps spent':>10} {'delta':>8} {'ms/ep':>7}"
+        f"{'eps spent':>10} {'delta':>8} {'eps@δ/10':>9} {'ms/ep':>7}"
     )
+    notes = []
     for r in results:
         reg, led = r["regret"], r["ledger"]
         pct = 100 * reg["tail_per_episode_mean"] / reg["random_policy_per_episode"]
         eps = led["epsilon"]
         eps_txt = eps if isinstance(eps, str) else f"{eps:.4g}"
+        small = led.get("epsilon_at_smaller_delta")
+        small_txt = "-" if small is None or not led.get("rho") else (
+            small if isinstance(small, str) else f"{small:.4g}")
+        if led.get("guarantee") == "budget":
+            view = LedgerView.model_validate({"run_id": "in-process", **led})
+            notes.append(f"{r['label']}: {view.guarantee_text()}")
         print(
             f"{r['label']:<28} {reg['final_cumulative_mean']:>9.1f}"
             f"±{reg['final_cumulative_std']:<5.0f}"
             f"{reg['tail_per_episode_mean']:>12.4f} {pct:>7.1f}% {eps_txt:>10} "
-            f"{led['delta']:>8.0e} {r['ms_per_episode']:>7.3f}"
+            f"{led['delta']:>8.0e} {small_txt:>9} {r['ms_per_episode']:>7.3f}"
         )
     tails = {r["regret"]["tail_episodes"] for r in results}
     print(RANDOM_NOTE + ("" if len(tails) == 1 else
                          f" (last-n/ep: each configuration's last min({TAIL}, K) episodes)"))
-    for note in policy_never_changed_notes(results):
+    print("eps@δ/10: the same charges at a tenth of the run's delta (zCDP parts only)")
+    for note in [*notes, *policy_never_changed_notes(results)]:
         print(note)
 
 
@@ -231,8 +240,12 @@ def cmd_algorithms(args: argparse.Namespace) -> int:
     for name in algorithms.names():
         algo = algorithms.get(name)
         knobs = ", ".join(sorted(algo.knobs_model.model_fields)) or "-"
+        private = [b for b in algo.boundaries() if trust.get(b).private]
+        other = {b: m for b in private
+                 if (m := algo.mechanism_for(trust.get(b))) != algo.default_mechanism}
+        mechanism = algo.default_mechanism + "".join(f" ({b}: {m})" for b, m in other.items())
         print(f"{name:<{width}} privacy: {', '.join(algo.boundaries()):<16} world: "
-              f"{algo.default_world:<12} mechanism: {algo.default_mechanism:<9} presets: "
+              f"{algo.default_world:<12} mechanism: {mechanism:<9} presets: "
               f"{', '.join(sorted(algo.presets))}")
         print(f"{'':<{width}} {algo.summary} (results: {algo.versioned_id()})")
         print(f"{'':<{width}} knobs: {knobs}")

@@ -103,7 +103,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_runs_create(args: argparse.Namespace) -> int:
     """privrl runs create: POST a RunConfig (the world options only give S and A)."""
     mdp = world_from_args(args).build()
-    mechanism = mechanisms_from_args(args)[0]
+    mechanism = mechanisms_from_args(args, args.privacy)[0]
     config = config_from_args(args, args.privacy, args.epsilon, mechanism, mdp)
     seed = _seed(args.seed, SERVER_SEED_ENV)
     with _api(args, admin=True) as api:
@@ -212,18 +212,6 @@ def budget_text(info: RunInfo) -> str:
     return f"{mode}, {c.mechanism}, budget eps = {c.epsilon:g}, delta = {c.delta:g} per user"
 
 
-def spent_text(led: LedgerView) -> str:
-    """What the ledger says is spent so far, in one line."""
-    eps, rho, pure = _number(led.epsilon), _number(led.rho), _number(led.epsilon_pure)
-    parts = []
-    if pure:
-        parts.append(f"pure eps {pure:.4g}")
-    if rho:
-        parts.append(f"zCDP rho {rho:.4g}")
-    how = f" ({' + '.join(parts)})" if parts else ""
-    return (f"eps = {eps:.4g}, delta = {led.delta:g}{how} in {len(led.charges)} charge(s)")
-
-
 def print_run(info: RunInfo, led: LedgerView, now: float) -> None:
     """A run's public configuration, progress and privacy spent, one fact per line."""
     c, st = info.config, info.status
@@ -232,7 +220,9 @@ def print_run(info: RunInfo, led: LedgerView, now: float) -> None:
     rows = [
         ("algorithm", f"{c.algo}, {c.preset} preset" + (f"; knobs {knobs}" if knobs else "")),
         ("privacy", budget_text(info)),
-        ("spent", "nothing (non-private run)" if not c.boundary.private else spent_text(led)),
+        ("spent", "nothing (non-private run)" if not c.boundary.private else led.spent_text()),
+        *([("guarantee", led.guarantee_text().removeprefix("guarantee: "))]
+          if c.boundary.private else []),
         ("model", f"S = {c.n_states} states, A = {c.n_actions} actions, H = {c.horizon} steps"),
         ("episodes", f"{st.reported} of K = {st.episodes} reported, {st.outstanding} claim(s)"
                      f" outstanding; {state}"),
@@ -281,7 +271,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         print("no charges: nothing has been released yet" if info.config.boundary.private
               else "no charges: a non-private run spends nothing")
         return 0
-    print(f"spent so far: {spent_text(led)}; noise drawn by {', '.join(led.noise) or '-'}")
+    print(f"spent so far: {led.spent_text()}; noise drawn by {', '.join(led.noise) or '-'}")
+    print(led.guarantee_text())
     print(f"{'#':>4} {'episode':>8} {'mechanism':<12} {'eps':>9} {'rho':>10} "
           f"{'eps so far':>10} {'sensitivity':>11} {'scale':>10}  note")
     for row in ledger_rows(led):

@@ -165,7 +165,7 @@ class LedgerRef:
     @cached_property
     def json(self) -> bytes:
         """The LedgerView answer."""
-        prefix = Ledger(self.ledger.entries[: self.charges])
+        prefix = self.ledger.prefix(self.charges)
         return LedgerView.of(self.run_id, prefix, self.delta).model_dump_json().encode()
 
 

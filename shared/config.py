@@ -10,6 +10,7 @@ it can recompute the noise and subtract it), so seeds travel separately (`privrl
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Annotated, Any, Literal
 
 from privrl import trust
@@ -39,7 +40,36 @@ PrivacyMode = Annotated[str, AfterValidator(_registered),
 MechanismName = Literal["laplace", "gaussian"]
 PresetName = Literal["faithful", "practical"]
 CounterName = Literal["tree", "smoothed", "matrix"]
-DEFAULT_ACCOUNTING_DELTA = 1e-5
+# delta's 1-2-5 grid: the default delta is its largest value <= 1 / (10 K)
+DELTA_GRID = (5, 2, 1)
+
+
+def population_delta(episodes: int) -> float:
+    """The default delta of a run of `episodes` users: the largest value of the 1-2-5 grid
+    (5e-n, 2e-n, 1e-n) that is at most 1 / (10 K), so that delta K <= 0.1 (K = 50,000: 2e-6).
+    Exact: compared in integers, so no rounding moves it off the grid or past 1 / (10 K)."""
+    if episodes < 1:
+        raise ValueError(f"a run has at least one user, got K = {episodes}")
+    n = 1
+    while True:
+        for c in DELTA_GRID:
+            if c * 10 * episodes <= 10**n:  # c 10^-n <= 1 / (10 K)
+                return float(f"{c}e-{n}")
+        n += 1
+
+
+class DeltaWarning(UserWarning):
+    """A run's delta is above 1 / K: the failure it allows is expected among its users."""
+
+
+def delta_warning(delta: float, episodes: int) -> str:
+    """A warning when `delta` is above 1 / K (each user's one-in-delta failure expected to hit
+    someone among K users), else ''."""
+    if delta * episodes <= 1.0:
+        return ""
+    return (f"delta = {delta:g} is above 1/K = {1 / episodes:.3g} for K = {episodes} users:"
+            f" delta K = {delta * episodes:.3g}; the default is {population_delta(episodes):g}"
+            " (<= 1/(10K))")
 
 
 # Numeric domains: beyond them float64 calibration overflows (a noise scale of 1e300, a radius of
@@ -68,7 +98,8 @@ _DELTA_RULES: dict[str, Any] = {
                 },
                 "required": ["mechanism"],
             },
-            "then": {"properties": {"delta": {"exclusiveMinimum": 0}}, "required": ["delta"]},
+            # absent: filled in by the population rule (`population_delta`)
+            "then": {"properties": {"delta": {"exclusiveMinimum": 0}}},
         },
         {
             "if": {
@@ -135,7 +166,11 @@ class RunConfig(BaseModel):
     epsilon: Epsilon = Field(
         1.0, ge=EPSILON_MIN, description='privacy budget per user ("Infinity" allowed)'
     )
-    delta: float = Field(0.0, ge=0, lt=1, description="needed (> 0) for the Gaussian mechanism")
+    delta: float = Field(
+        0.0, ge=0, lt=1,
+        description="> 0 for the Gaussian mechanism (absent: the largest of 1e-n, 2e-n, 5e-n"
+        " at most 1/(10 K), e.g. 2e-6 for K = 50,000), 0 for Laplace",
+    )
     mechanism: MechanismName = "laplace"
     noise: NoiseName = Field(
         "numpy",
@@ -194,6 +229,18 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _default_delta(cls, data: Any) -> Any:
+        """A Gaussian run given no delta gets the population rule's (`population_delta`)."""
+        if (not isinstance(data, dict) or "delta" in data
+                or data.get("mechanism") != "gaussian"):
+            return data
+        episodes = data.get("episodes")
+        if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+            return data  # the field's own check says what is wrong
+        return {**data, "delta": population_delta(episodes)}
+
+    @model_validator(mode="before")
+    @classmethod
     def _deprecated_smoothing(cls, data: Any) -> Any:
         """The counter the deprecated tree_smoothing names, when no counter is given (none: the
         preset's, filled in where an algorithm binds the configuration)."""
@@ -209,9 +256,12 @@ class RunConfig(BaseModel):
         private = self.boundary.private
         if private and self.mechanism == "gaussian" and not math.isinf(self.epsilon):
             if not 0 < self.delta < 1:
-                raise ValueError("the Gaussian mechanism needs 0 < delta < 1 (e.g. --delta 1e-5)")
+                raise ValueError("the Gaussian mechanism needs 0 < delta < 1 (leave it out for"
+                                 f" the default {population_delta(self.episodes):g})")
         if private and self.mechanism == "laplace" and self.delta != 0:
             raise ValueError("the Laplace mechanism is pure epsilon-DP: leave delta at 0")
+        if private and (why := delta_warning(self.delta, self.episodes)):
+            warnings.warn(why, DeltaWarning, stacklevel=2)
         self._check_counter()
         if not self.boundary.cohorts and (self.dropout, self.collusion) != (None, None):
             raise ValueError("dropout and collusion state a secure-aggregation run's"
@@ -229,8 +279,8 @@ class RunConfig(BaseModel):
     @property
     def accounting_delta(self) -> float:
         """The delta at which the ledger's (eps, delta) totals are stated (zCDP parts need one;
-        pure-epsilon ledgers ignore it)."""
-        return self.delta if self.delta > 0 else DEFAULT_ACCOUNTING_DELTA
+        pure-epsilon ledgers ignore it): the run's, else the population rule's."""
+        return self.delta if self.delta > 0 else population_delta(self.episodes)
 
     def _check_counter(self) -> None:
         """Counter, bands, schedule syntax and the deprecated tree_smoothing agree."""
@@ -258,7 +308,7 @@ class RunConfig(BaseModel):
                     f" {self.privacy!r} leave counter at its default")
         if self.mechanism != "gaussian":
             return ("counter='matrix' is calibrated in l2 (zCDP): use mechanism 'gaussian'"
-                    " (e.g. --mechanism gaussian --delta 1e-5)")
+                    " (e.g. --mechanism gaussian)")
         if self.noise != "numpy":
             return ("counter='matrix' needs noise='numpy' (seeded integer noise: its encoder is"
                     " exact and its noise is re-derived on a restart)")

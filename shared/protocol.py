@@ -376,6 +376,10 @@ class Billboard(Strict):
     )
 
 
+# the ledger's second delta is the run's divided by this
+SMALLER_DELTA_FACTOR = 10.0
+
+
 class LedgerView(Strict):
     """Privacy spent so far (per user, worst case) and the mechanisms behind it."""
 
@@ -398,16 +402,47 @@ class LedgerView(Strict):
         description="the total epsilon (at `delta`) after each charge, in the order of"
         " `charges`: what had been spent when the charge's episode (`at`) was reached",
     )
+    smaller_delta: float | None = Field(
+        None, description="a second, smaller delta: the run's accounting delta / 10"
+    )
+    epsilon_at_smaller_delta: float | str | None = Field(
+        None, description="the same charges' total epsilon at `smaller_delta` (same noise)"
+    )
+    budget_epsilon: float | str | None = Field(
+        None, description="the run's budget: its filter refuses any release past it (null:"
+        " no budget, nothing private is claimed)"
+    )
+    budget_delta: float | None = Field(None, description="the budget's delta")
+    data_dependent: bool = Field(
+        False,
+        description="whether how much the run spends depends on released data (e.g. switching"
+        " LSVI's release rounds, triggered by released Grams): then `epsilon` is the realized"
+        " odometer, not a guarantee, and the guarantee is the filter's budget",
+    )
+    guarantee: Literal["spent", "budget", "none"] = Field(
+        "spent",
+        description="which numbers are the users' guarantee: 'spent' (epsilon, delta: the"
+        " charges follow a public schedule), 'budget' (budget_epsilon, budget_delta: the spend"
+        " is data-dependent and only the filter bounds it) or 'none' (nothing is charged)",
+    )
 
     @classmethod
     def of(cls, run_id: str, ledger: Ledger, delta: float) -> LedgerView:
-        """The view of a ledger's charges, totals stated at `delta` (one home for the format)."""
+        """The view of a ledger's charges, totals stated at `delta` and at `delta` / 10, beside
+        its budget (one home for the format)."""
         totals = ledger.totals(delta)
+        smaller = delta / SMALLER_DELTA_FACTOR
         running, so_far = [], Ledger()
         for c in ledger.entries:
-            so_far.charge(c.mechanism, epsilon=c.epsilon, rho=c.rho, sensitivity=c.sensitivity,
-                          scale=c.scale, note=c.note, at=c.at, noise=c.noise)
+            so_far.charge_all([c])
             running.append(so_far.totals(delta).epsilon)
+        budget = ledger.budget
+        if ledger.data_dependent and budget is not None:
+            guarantee = "budget"
+        elif budget is None and not ledger.entries:
+            guarantee = "none"
+        else:
+            guarantee = "spent"
         return cls(
             run_id=run_id,
             epsilon=encode_number(totals.epsilon),
@@ -421,7 +456,39 @@ class LedgerView(Strict):
             charges=[c.to_dict() for c in ledger.entries],
             noise=ledger.noise_backends(),
             epsilon_after=[encode_number(e) for e in running],
+            smaller_delta=smaller,
+            epsilon_at_smaller_delta=encode_number(ledger.totals(smaller).epsilon),
+            budget_epsilon=None if budget is None else encode_number(budget.epsilon),
+            budget_delta=None if budget is None else budget.delta,
+            data_dependent=ledger.data_dependent,
+            guarantee=guarantee,
         )
+
+    def spent_text(self) -> str:
+        """What the charges total, in one line: at the run's delta and at the smaller one."""
+        eps, rho, pure = float(self.epsilon), float(self.rho), float(self.epsilon_pure)
+        parts = ([f"pure eps {pure:.4g}"] if pure else []) + ([f"zCDP rho {rho:.4g}"]
+                                                             if rho else [])
+        how = f" ({' + '.join(parts)})" if parts else ""
+        text = f"eps = {eps:.4g}, delta = {self.delta:g}{how} in {len(self.charges)} charge(s)"
+        if rho and self.smaller_delta is not None and self.epsilon_at_smaller_delta is not None:
+            text += (f"; at delta = {self.smaller_delta:g}: eps ="
+                     f" {float(self.epsilon_at_smaller_delta):.4g}")
+        return text
+
+    def guarantee_text(self) -> str:
+        """Which numbers are the users' guarantee, and what the others are, in one line."""
+        if self.guarantee == "budget":
+            return (f"guarantee: the budget eps = {float(self.budget_epsilon or 0):.4g}, delta ="
+                    f" {self.budget_delta or 0:g} (the filter refuses any release past it);"
+                    f" realized odometer: eps = {float(self.epsilon):.4g} (how much is spent"
+                    " depends on released data, so the odometer is not a guarantee)")
+        if self.guarantee == "none":
+            return "guarantee: none claimed (nothing is charged)"
+        budget = ("" if self.budget_epsilon is None else
+                  f", within the budget eps = {float(self.budget_epsilon):.4g}")
+        return (f"guarantee: the spend, eps = {float(self.epsilon):.4g}, delta = {self.delta:g}"
+                f" (every charge follows the public release schedule){budget}")
 
 
 class VersionServed(Strict):

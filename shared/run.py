@@ -68,7 +68,9 @@ class Run:
             self.calibration, self.seeds, config.episodes
         )
         refuse_overspending(config, self.privatizer.plan())
-        self.ledger = Ledger(budget=run_budget(config))  # a privacy filter: the budget is a limit
+        # a privacy filter: the budget is a limit (and the guarantee where spend is data-dependent)
+        self.ledger = Ledger(budget=run_budget(config),
+                             data_dependent=self.algorithm.spend_depends_on_data())
         self.learner: Learner = self.algorithm.learner(self.calibration, self.seeds)
         self._message: PolicyMessage | None = None
         self._release: tuple[int, Stats] | None = None  # (report count, billboard), once read

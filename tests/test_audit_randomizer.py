@@ -116,7 +116,8 @@ def test_the_bound_is_reproducible_from_the_auditors_seed() -> None:
 
 @pytest.mark.slow
 def test_cli_reports_the_bound_as_json() -> None:
-    done = run_cli("audit", "randomizer", "--samples", "50000", "--seed", "4", "--json")
+    done = run_cli("audit", "randomizer", "--mechanism", "laplace", "--samples", "50000",
+                   "--seed", "4", "--json")
     out = json.loads(done.stdout)
     assert done.returncode == (1 if out["leaks"] else 0), done.stderr  # leaks: test_float_leaks
     assert out["epsilon"] == 1.0 and 0.5 < out["lower_bound"] < 1.0 and not out["exceeded"]
@@ -125,11 +126,12 @@ def test_cli_reports_the_bound_as_json() -> None:
 
 @pytest.mark.slow
 def test_cli_text_and_usage_errors() -> None:
-    done = run_cli("audit", "randomizer", "--samples", "20000", "--seed", "4")
+    done = run_cli("audit", "randomizer", "--mechanism", "laplace", "--samples", "20000",
+                   "--seed", "4")
     assert done.returncode == (1 if "FOUND" in done.stdout else 0), done.stderr
     assert "float noise (numpy): " in done.stdout and "searching" in done.stderr
     assert "epsilon lower bound" in done.stdout and "vs declared 1: consistent" in done.stdout
-    bad = run_cli("audit", "randomizer", "--delta", "0.1")  # Laplace is pure epsilon
+    bad = run_cli("audit", "randomizer", "--mechanism", "laplace", "--delta", "0.1")  # pure eps
     assert bad.returncode == 2 and "leave delta at 0" in bad.stderr
     assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
     inf = run_cli("audit", "randomizer", "--epsilon", "inf")
@@ -196,13 +198,14 @@ def test_the_tree_audit_refuses_a_matrix_counter_it_would_not_audit() -> None:
 
 @pytest.mark.slow
 def test_cli_audits_the_central_release() -> None:
-    done = run_cli("audit", "randomizer", "--central", "--episodes", "2", "--samples", "100000",
-                   "--seed", "8", "--json")
+    done = run_cli("audit", "randomizer", "--central", "--mechanism", "laplace", "--episodes",
+                   "2", "--samples", "100000", "--seed", "8", "--json")
     out = json.loads(done.stdout)
     assert done.returncode == (1 if out["leaks"] else 0), done.stderr
     assert out["release"] == "central release over 2 episode(s)" and out["noisy_copies"] == 2
     assert 0.0 < out["lower_bound"] < 1.0 and not out["exceeded"]
-    text = run_cli("audit", "randomizer", "--central", "--samples", "20000", "--seed", "8")
+    text = run_cli("audit", "randomizer", "--central", "--mechanism", "laplace", "--samples",
+                   "20000", "--seed", "8")
     assert "central release over 1 episode(s)" in text.stdout, text.stderr
     lone = run_cli("audit", "randomizer", "--episodes", "4")
     assert lone.returncode == 2 and "add --central" in lone.stderr

@@ -60,7 +60,8 @@ def test_run_sweep_writes_summary_and_plots(tmp_path):
         assert per.shape == (2, 120)
         assert r["regret"]["final_cumulative_mean"] == pytest.approx(per.sum(1).mean(), rel=1e-5)
     jdp = results[1]["ledger"]
-    assert jdp["epsilon"] == pytest.approx(1.0, rel=1e-6) and jdp["delta"] == 1e-5
+    assert jdp["epsilon"] == pytest.approx(1.0, rel=1e-6)
+    assert jdp["delta"] == 5e-4  # no --delta: the largest 1-2-5 value <= 1/(10 K), K = 120
     assert results[0]["ledger"]["epsilon"] == 0
     assert (out / "regret.png").stat().st_size > 10_000
     assert (out / "frontier.png").stat().st_size > 10_000
@@ -99,7 +100,7 @@ def test_same_seed_same_numbers(tmp_path):
         (["run", "--episodes", "0"], "expected a number >= 1"),
         (["run", "--privacy", "maybe"], "invalid choice"),
         (["run", "--mechanism", "gaussian", "--delta", "0"], "needs 0 < delta < 1"),
-        (["run", "--delta", "1e-5"], "pure epsilon-DP"),
+        (["run", "--mechanism", "laplace", "--delta", "1e-5"], "pure epsilon-DP"),
         (["run", "--env", "nowhere.npz"], "nowhere.npz"),
         (["run", "--env", "mars"], "unknown world 'mars'"),
         (["plot", "/nonexistent/dir"], "no summary.json"),

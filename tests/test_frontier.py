@@ -174,14 +174,17 @@ def test_the_study_json_has_its_schema(tiny: tuple[fr.Study, dict, list]) -> Non
     assert invocation["executor"] == "LocalExecutor" and invocation["cores"] == 1
     assert invocation["done"] == invocation["runs"] > 0 and invocation["wall_seconds"] > 0
     assert saved["spec"]["episodes"] == 20 and saved["spec"]["seeds"] == [0, 1]
+    assert saved["spec"]["delta"] == 5e-3  # the runs' default at K = 20: 1 / (10 K)
     assert [(r["label"], r["epsilon"]) for r in saved["frontier"]] == [
         ("faithful", 1.0), ("faithful", 1000.0), ("practical", 1.0), ("practical", 1000.0)]
     for row in saved["frontier"]:
         run = saved["runs"][row["run"]]
         assert run["status"] == "done" and run["seeds"] == [0, 1]
         assert len(run["fractions"]) == 2 and run["seconds"] > 0
-        assert run["config"]["epsilon"] == row["epsilon"] and run["config"]["delta"] == 1e-5
+        assert run["config"]["epsilon"] == row["epsilon"] and run["config"]["delta"] == 5e-3
         assert run["ledger"]["epsilon"] <= row["epsilon"] * (1 + 1e-9)
+        assert run["ledger"]["smaller_delta"] == pytest.approx(5e-4)  # the second δ: δ / 10
+        assert run["ledger"]["epsilon_at_smaller_delta"] >= run["ledger"]["epsilon"]
     assert {t["preset"] for t in saved["thresholds"]} == {"faithful", "practical"}
     ghost = [r for r in saved["ablation"] if r["label"] == "ghost schedule"]
     assert ghost and ghost[0]["run"] == "" and "ghost_schedule" in ghost[0]["unavailable"]

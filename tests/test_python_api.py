@@ -26,7 +26,7 @@ def test_the_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     scope: dict = {}
     exec(compile(example(ROOT / "README.md", "## From Python"), "README.md", "exec"), scope)  # noqa: S102
     shape, spent = capsys.readouterr().out.splitlines()[:2]
-    assert shape == "(2, 300)" and spent == "eps 1, delta 1e-05"  # what its comments say it prints
+    assert shape == "(2, 300)" and spent == "eps 1, delta 0.0002"  # its comment; δ = 1/(10K)
     assert isinstance(scope["fig"], Figure)
 
 

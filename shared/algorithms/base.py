@@ -184,6 +184,16 @@ class Algorithm(ABC):
         return config.model_copy(update=update) if update else config
 
     @classmethod
+    def mechanism_for(cls, boundary: TrustBoundary) -> str:
+        """The mechanism a run across `boundary` gets when none is given: the frontier's rows
+        read it too, so a run without flags is the frontier's row. Default: `default_mechanism`,
+        or the boundary's first mechanism where it releases with others only."""
+        own = boundary.mechanisms
+        if own is not None and cls.default_mechanism not in own:
+            return own[0]
+        return cls.default_mechanism
+
+    @classmethod
     def refuses(cls, boundary: TrustBoundary) -> str | None:
         """Why this algorithm cannot run across `boundary` (None: it can), from what the
         boundary declares, never its name. Default: it runs across every boundary."""
@@ -271,6 +281,12 @@ class Algorithm(ABC):
     def calibration(self) -> Calibration:
         """The run's noise, calibrated from its budget and `families()`."""
         return calibrate(self.config, self.families())
+
+    def spend_depends_on_data(self) -> bool:
+        """Whether how much the run spends depends on released data (then its ledger's totals
+        are an odometer and the users' guarantee is the budget alone). Default: no, every
+        charge follows the public release schedule."""
+        return False
 
     def privatizer(self, calibration: Calibration, seeds: list[int], max_items: int
                    ) -> Privatizer:

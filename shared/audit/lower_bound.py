@@ -33,11 +33,13 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
-from privrl.algorithms.base import Algorithm
+from privrl import trust
+from privrl.algorithms import registry
+from privrl.algorithms.base import Algorithm, Played
 from privrl.algorithms.registry import bind
 from privrl.audit.float_leaks import LeakReport, count_candidates, float_leaks
 from privrl.config import RunConfig
@@ -47,7 +49,9 @@ from privrl.privacy.mechanisms import Gaussian
 from privrl.privacy.privatizers import Central, Privatizer, randomize_locally
 from privrl.privacy.profile import gaussian_epsilon
 from privrl.privacy.tree import levels_released
+from privrl.run import Run
 from privrl.stats import Stats
+from privrl.worlds import make
 from privrl.worlds.rollout import Trajectories
 
 LocalRandomizer = Callable[[Stats, Calibration, Sequence[np.random.Generator]], Stats]
@@ -146,8 +150,8 @@ def epsilon_from_rates(tpr: float, fpr: float, delta: float) -> float:
 class NeighbourPair:
     """Two trajectories (one user replaced by another) and their clean released statistics."""
 
-    x: Trajectories
-    y: Trajectories
+    x: Played
+    y: Played
     fx: np.ndarray  # the released families of x, flattened and concatenated (calibration order)
     fy: np.ndarray
     loss: float  # the declared mechanism's exact loss on this pair (pure eps, or mu for Gaussian)
@@ -160,18 +164,32 @@ def _trajectory(states: Sequence[int], actions: Sequence[int], rewards: Sequence
                         np.asarray([rewards], dtype=np.float64))
 
 
-def _message(traj: Trajectories, n_states: int, n_actions: int) -> dict[str, np.ndarray]:
-    """A deterministic policy that plays the trajectory's actions where it went (else 0)."""
-    horizon = traj.actions.shape[1]
-    actions = np.zeros((1, horizon, n_states), dtype=np.int64)
-    actions[0, np.arange(horizon), traj.states[0, :-1]] = traj.actions[0] % max(n_actions, 1)
-    return {"actions": actions}
+@lru_cache(maxsize=8)
+def _first_message(config_json: str) -> dict[str, np.ndarray]:
+    """The policy message a fresh run of this configuration serves its first user (one
+    replica): what every user's statistics are computed against before anything is released
+    (e.g. UCRL-VTR's optimistic value tables)."""
+    run = Run(RunConfig.model_validate_json(config_json), [0])
+    return {k: np.array(v[:1], copy=True) for k, v in run.message().items()}
 
 
-def _clean_stats(algorithm: Algorithm, traj: Trajectories) -> Stats:
-    """One user's clean statistics (a batch of one) under the algorithm."""
+def _message(algorithm: Algorithm, traj: Played) -> dict[str, np.ndarray]:
+    """The run's first message, with a deterministic policy that plays a tabular trajectory's
+    actions where it went (else 0) when the message carries actions."""
     cfg = algorithm.config
-    return algorithm.user_statistics(traj, _message(traj, cfg.n_states, cfg.n_actions))
+    message = dict(_first_message(cfg.model_dump_json()))
+    if "actions" in message and isinstance(traj, Trajectories):
+        horizon = traj.actions.shape[1]
+        actions = np.zeros((1, horizon, cfg.n_states), dtype=np.int64)
+        actions[0, np.arange(horizon), traj.states[0, :-1]] = traj.actions[0] % max(
+            cfg.n_actions, 1)
+        message["actions"] = actions
+    return message
+
+
+def _clean_stats(algorithm: Algorithm, traj: Played) -> Stats:
+    """One user's clean statistics (a batch of one) under the algorithm."""
+    return algorithm.user_statistics(traj, _message(algorithm, traj))
 
 
 def count_families(config: RunConfig, rng: np.random.Generator, trials: int = 8
@@ -193,7 +211,7 @@ def count_families(config: RunConfig, rng: np.random.Generator, trials: int = 8
     return tuple(n for n in calibration.released if n in whole)
 
 
-def released_vector(algorithm: Algorithm, calibration: Calibration, traj: Trajectories
+def released_vector(algorithm: Algorithm, calibration: Calibration, traj: Played
                     ) -> np.ndarray:
     """One user's clean released statistics, flattened in calibration order."""
     stats = _clean_stats(algorithm, traj)
@@ -201,34 +219,95 @@ def released_vector(algorithm: Algorithm, calibration: Calibration, traj: Trajec
                            for f in calibration.families])
 
 
+def _columns(calibration: Calibration) -> tuple[np.ndarray, np.ndarray]:
+    """Per flattened entry (calibration order): its family's noise scale, and whether its noise
+    is drawn independently (a symmetric family mirrors its upper triangle's noise: only the
+    upper triangle, diagonal included, counts)."""
+    scales, free = [], []
+    for f in calibration.families:
+        shape = tuple(f.shape)
+        scales.append(np.full(int(np.prod(shape)), float(f.scale)))
+        if getattr(f, "symmetric", False) and len(shape) >= 2:
+            upper = np.broadcast_to(np.triu(np.ones(shape[-2:], dtype=bool)), shape)
+            free.append(upper.ravel())
+        else:
+            free.append(np.ones(int(np.prod(shape)), dtype=bool))
+    return np.concatenate(scales), np.concatenate(free)
+
+
+def _differing(calibration: Calibration, fx: np.ndarray, fy: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The independently noised entries where the two clean inputs differ, and their scales."""
+    scales, free = _columns(calibration)
+    cols = np.flatnonzero((fx != fy) & free)
+    return cols, scales[cols]
+
+
 def pair_loss(calibration: Calibration, fx: np.ndarray, fy: np.ndarray) -> float:
-    """The declared mechanism's loss between two clean inputs: l1/b (Laplace) or l2/sigma."""
-    diff = fx - fy
+    """The declared mechanism's loss between two clean inputs: the l1 sum of |diff| / b
+    (Laplace) or the l2 norm of diff / sigma (Gaussian), over independently noised entries with
+    each family's own scale."""
+    cols, scales = _differing(calibration, fx, fy)
+    ratio = (fx[cols] - fy[cols]) / scales
     if isinstance(calibration.mechanism, Gaussian):
-        return float(np.linalg.norm(diff)) / calibration.noise_scale
-    return float(np.abs(diff).sum()) / calibration.noise_scale
+        return float(np.linalg.norm(ratio))
+    return float(np.abs(ratio).sum())
+
+
+def _audit_world(algorithm: Algorithm) -> Any | None:
+    """The algorithm's own world when the audited configuration is its shape (users drawn from
+    it are candidates for the worst-case pair), else None."""
+    try:
+        world = make(type(algorithm).default_world, algorithm.config.horizon)
+        algorithm.check_world(world)
+    except (ValueError, TypeError):
+        return None
+    return world
+
+
+def _candidates(algorithm: Algorithm, rng: np.random.Generator, random_pairs: int
+                ) -> list[tuple[Played, Played]]:
+    """Pairs of users to try: structured tabular trajectories (every step in a different cell,
+    or all steps in one cell, rewards 1 vs 1 or 0) and random ones where the algorithm takes raw
+    trajectories; and users played in the algorithm's own world (its message, its `play`)."""
+    config = algorithm.config
+    s, a, h = config.n_states, config.n_actions, config.horizon
+    base = _trajectory([0] * (h + 1), [0] * h, [1.0] * h)
+    out: list[tuple[Played, Played]] = []
+    try:
+        _clean_stats(algorithm, base)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        pass  # it takes another kind of user data: played users only
+    else:
+        moved = [_trajectory([1 % s] * (h + 1), [1 % a] * h, [r] * h) for r in (1.0, 0.0)]
+        walk = _trajectory([i % s for i in range(h + 1)], [i % a for i in range(h)], [1.0] * h)
+        walk2 = _trajectory([(i + 1) % s for i in range(h + 1)],
+                            [(i + 1) % a for i in range(h)], [1.0] * h)
+        out += [(base, m) for m in moved] + [(walk, walk2), (base, walk2)]
+        for _ in range(random_pairs):
+            x, y = (_trajectory(rng.integers(0, s, h + 1), rng.integers(0, a, h),
+                                rng.integers(0, 2, h).astype(float)) for _ in range(2))
+            out.append((x, y))
+    world = _audit_world(algorithm)
+    if world is not None:
+        message = _first_message(config.model_dump_json())
+        for _ in range(random_pairs):
+            x, y = (algorithm.play(world, message, [rng]) for _ in range(2))
+            out.append((x, y))
+    if not out:
+        raise ValueError(f"{config.algo}: no pair of users to audit (it takes no tabular"
+                         " trajectory, and its own world is not this configuration's shape)")
+    return out
 
 
 def worst_case_pair(config: RunConfig, rng: np.random.Generator, random_pairs: int = 64
                     ) -> NeighbourPair:
-    """The replace-one pair with the largest loss under the declared mechanism, among structured
-    candidates (every step in a different cell, or all steps in one cell, rewards 1 vs 1 or 0)
-    and `random_pairs` random trajectory pairs."""
+    """The replace-one pair with the largest loss under the declared mechanism, among
+    `_candidates`."""
     algorithm = bind(config)
     calibration = algorithm.calibration()
-    s, a, h = config.n_states, config.n_actions, config.horizon
-    base = _trajectory([0] * (h + 1), [0] * h, [1.0] * h)
-    moved = [_trajectory([1 % s] * (h + 1), [1 % a] * h, [r] * h) for r in (1.0, 0.0)]
-    walk = _trajectory([i % s for i in range(h + 1)], [i % a for i in range(h)], [1.0] * h)
-    walk2 = _trajectory([(i + 1) % s for i in range(h + 1)], [(i + 1) % a for i in range(h)],
-                        [1.0] * h)
-    candidates = [(base, m) for m in moved] + [(walk, walk2), (base, walk2)]
-    for _ in range(random_pairs):
-        pair = tuple(_trajectory(rng.integers(0, s, h + 1), rng.integers(0, a, h),
-                                 rng.integers(0, 2, h).astype(float)) for _ in range(2))
-        candidates.append(pair)  # type: ignore[arg-type]
     best: NeighbourPair | None = None
-    for x, y in candidates:
+    for x, y in _candidates(algorithm, rng, random_pairs):
         fx, fy = (released_vector(algorithm, calibration, t) for t in (x, y))
         loss = pair_loss(calibration, fx, fy)
         if best is None or loss > best.loss + 1e-12:
@@ -241,13 +320,13 @@ def worst_case_pair(config: RunConfig, rng: np.random.Generator, random_pairs: i
 
 
 def llr_statistic(calibration: Calibration, pair: NeighbourPair, out: np.ndarray) -> np.ndarray:
-    """ln p(out | x) - ln p(out | y) under the declared mechanism, per row of `out`."""
-    cols = np.flatnonzero(pair.fx != pair.fy)
+    """ln p(out | x) - ln p(out | y) under the declared mechanism, per row of `out` (over the
+    independently noised entries where the pair differs, each at its family's scale)."""
+    cols, scale = _differing(calibration, pair.fx, pair.fy)
     y, fx, fy = out[:, cols], pair.fx[cols], pair.fy[cols]
-    scale = calibration.noise_scale
     if isinstance(calibration.mechanism, Gaussian):
-        return ((y - fy) ** 2 - (y - fx) ** 2).sum(axis=1) / (2.0 * scale**2)
-    return (np.abs(y - fy) - np.abs(y - fx)).sum(axis=1) / scale
+        return (((y - fy) ** 2 - (y - fx) ** 2) / (2.0 * scale**2)).sum(axis=1)
+    return ((np.abs(y - fy) - np.abs(y - fx)) / scale).sum(axis=1)
 
 
 def _batched(calibration: Calibration, rows: int) -> Calibration:
@@ -482,6 +561,24 @@ def leak_test(config: RunConfig, clean: Stats, outputs: Stats, rows: int,
     return total, wrong
 
 
+def local_boundary() -> str | None:
+    """The registered trust boundary whose every user noises its own report alone (LDP), asked
+    of the registry by what it declares, not its name; None if there is none."""
+    for name in trust.names():
+        boundary = trust.get(name)
+        if boundary.private and boundary.local_noise and boundary.cohort_size == 1:
+            return name
+    return None
+
+
+def local_algorithms() -> tuple[str, ...]:
+    """The registered algorithms that run across the local boundary: those whose randomizer
+    `audit_local_randomizer` audits."""
+    privacy = local_boundary()
+    return tuple(n for n in registry.names()
+                 if privacy is not None and privacy in registry.get(n).boundaries())
+
+
 def audit_local_randomizer(
     config: RunConfig,
     rng: np.random.Generator,
@@ -497,7 +594,10 @@ def audit_local_randomizer(
     LDP); `rng` drives every draw (pair search, pilot, samples). `randomizer` defaults to the
     library's; pass another to audit it against the same declaration.
     """
-    config = config.model_copy(update={"privacy": "ldp"})
+    privacy = local_boundary()
+    if privacy is None:
+        raise ValueError("no registered trust boundary has users noise their own reports")
+    config = config.model_copy(update={"privacy": privacy})
     return _audit(config, rng, samples, confidence, pilot,
                   partial(sample_statistic, randomizer=randomizer), "local randomizer", 1,
                   partial(local_outputs, randomizer=randomizer), progress)

@@ -96,7 +96,7 @@ def simulate(
     privacy: str = "jdp",
     epsilon: float = 1.0,
     delta: float | None = None,
-    mechanism: str = "laplace",
+    mechanism: str | None = None,
     episodes: int = 10_000,
     seeds: int = 5,
     seed: int = 0,
@@ -108,7 +108,9 @@ def simulate(
 ) -> Results:
     """Run `algorithm` on `world` for `episodes` episodes and `seeds` seeds (seed, seed+1, ...).
 
-    `delta` defaults to 1e-5 for the Gaussian mechanism and 0 otherwise. `world_params` go to the
+    `mechanism` defaults to the algorithm's (`privrl algorithms` lists it); `delta` to the
+    population rule's for the Gaussian mechanism (the largest of 1e-n, 2e-n, 5e-n at most
+    1/(10 K): `privrl.config.population_delta`) and 0 otherwise. `world_params` go to the
     world (e.g. n_states for garnet, is_slippery for gymnasium:FrozenLake-v1); other keyword
     options go to the run configuration (e.g. tree_smoothing, noise, beta). `world` defaults to
     the algorithm's own world; a linear-mixture world's public model goes into the configuration.
@@ -117,12 +119,15 @@ def simulate(
         world = registry.get(algorithm).default_world
     spec = WorldSpec(world, horizon, dict(world_params or {}))
     mdp = spec.build()
-    if delta is None:
-        delta = 1e-5 if mechanism == "gaussian" and trust.get(privacy).private else 0.0
+    if mechanism is None:
+        mechanism = registry.get(algorithm).mechanism_for(trust.get(privacy))
+    given = {} if delta is None else {"delta": delta}
+    if not trust.get(privacy).private:
+        given = {"delta": 0.0}
     config = RunConfig(
         algo=algorithm, n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, model=model_spec_of(mdp),
-        episodes=episodes,
-        privacy=privacy, epsilon=epsilon, delta=delta, mechanism=mechanism, preset=preset,
+        episodes=episodes, privacy=privacy, epsilon=epsilon, mechanism=mechanism, preset=preset,
+        **given,
         knobs=dict(knobs) if knobs else None, **options,
     )
     world_spec = WorldSpec(world, mdp.H, spec.params)

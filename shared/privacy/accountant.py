@@ -363,10 +363,14 @@ class Ledger:
     `by_mechanism` cost O(1) (per mechanism name) however many charges a long run records.
     """
 
-    def __init__(self, entries: Iterable[Charge] = (), budget: Budget | None = None) -> None:
+    def __init__(self, entries: Iterable[Charge] = (), budget: Budget | None = None,
+                 data_dependent: bool = False) -> None:
         """Start a ledger, optionally from existing charges (e.g. when restoring a run) and with
-        a budget it refuses to exceed (existing entries are not checked)."""
+        a budget it refuses to exceed (existing entries are not checked). `data_dependent`: how
+        many charges the run makes depends on released data, so the totals are an odometer (what
+        was realized) and the users' guarantee is the budget alone."""
         self.budget = budget
+        self.data_dependent = bool(data_dependent)
         self._entries: list[Charge] = []
         self._epsilon = _ExactSum()
         self._rho = _ExactSum()
@@ -454,6 +458,11 @@ class Ledger:
         self.admit(charges)
         for c in charges:
             self._append(c)
+
+    def prefix(self, charges: int) -> Ledger:
+        """A new ledger of this one's first `charges` charges, with its budget and its
+        data-dependence (what the run's ledger said when it held that many)."""
+        return Ledger(self._entries[:charges], self.budget, self.data_dependent)
 
     @property
     def entries(self) -> tuple[Charge, ...]:

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, trust
 from ..algorithms import registry
 from ..budget import OverspendingPlan, check_budget
-from ..config import RunConfig
+from ..config import RunConfig, population_delta
 from ..lab.executors import Executor, LocalExecutor, Task, TaskResult, run_task
 from ..lab.experiments import WorldSpec
 from ..provenance import commit as checkout_commit
@@ -36,7 +36,6 @@ from .cases import ABLATIONS, CASES, Ablation, Case, Lever, case_named
 from .threshold import LEARNS_BELOW, Interval, final_fractions, smallest_learning_epsilon
 
 PRESETS = ("faithful", "practical")
-MECHANISM = "gaussian"
 SCHEMA = 1
 
 
@@ -46,20 +45,26 @@ class StudySpec:
 
     episodes: int = 50_000
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    delta: float = 1e-5
+    delta: float | None = None  # the Gaussian rows' δ (None: the population rule's at K)
     cases: tuple[str, ...] = tuple(c.name for c in CASES)
     presets: tuple[str, ...] = PRESETS
     grid_size: int = 8
     epsilons: tuple[float, ...] = ()  # an explicit grid for every case (empty: each case's own)
     ablation: bool = True
 
+    @property
+    def gaussian_delta(self) -> float:
+        """The δ of the Gaussian rows: the study's, else `population_delta(episodes)` (the
+        default every run gets: 2e-6 at K = 50,000)."""
+        return self.delta if self.delta is not None else population_delta(self.episodes)
+
     def grid(self, case: Case) -> list[float]:
         """The ε grid of `case`."""
         return sorted(self.epsilons) if self.epsilons else case.grid(self.grid_size)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form (tuples as lists)."""
-        return json.loads(json.dumps(asdict(self)))
+        """JSON form (tuples as lists; δ as the runs use it)."""
+        return json.loads(json.dumps({**asdict(self), "delta": self.gaussian_delta}))
 
 
 def run_key(config: RunConfig, knobs: dict[str, Any] | None = None) -> str:
@@ -130,7 +135,9 @@ class Planner:
         runs use it (the preset's schedule and counter filled in): what the run's key digests."""
         world, mdp = self.world(case.algo, world_params)
         knobs = {**case.knobs, **(lever_knobs or {})}
-        fields = {"mechanism": MECHANISM, "delta": self.spec.delta, **(lever_fields or {})}
+        fields = {"mechanism": default_mechanism(case), **(lever_fields or {})}
+        if fields["mechanism"] == "gaussian":
+            fields.setdefault("delta", self.spec.gaussian_delta)
         config = RunConfig(
             algo=case.algo, n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H,
             model=model_spec_of(mdp), episodes=self.spec.episodes, privacy=case.privacy,
@@ -187,6 +194,13 @@ class Planner:
         return rows
 
 
+def default_mechanism(case: Case) -> str:
+    """The mechanism of `case`'s rows: its algorithm's default across its boundary
+    (`Algorithm.mechanism_for`), the one a run without --mechanism gets, so that the default
+    run is the frontier's row."""
+    return registry.get(case.algo).mechanism_for(trust.get(case.privacy))
+
+
 def random_regret(mdp: Any) -> float:
     """The uniformly random policy's per-episode regret on `mdp` (the 100% of the fractions)."""
     return float(optimal_return(mdp) - uniform_random_return(mdp))
@@ -224,7 +238,8 @@ def record_of(job: Job, result: TaskResult | str, level: float, commit: str
     episodes = result.regret.shape[1]
     return {**base, "status": "done", "seeds": list(result.seeds),
             "fractions": final_fractions(result.regret, level), "random_regret": level,
-            "ledger": {k: led[k] for k in ("epsilon", "delta", "rho")},
+            "ledger": {k: led.get(k) for k in ("epsilon", "delta", "rho", "smaller_delta",
+                                                "epsilon_at_smaller_delta")},
             "seconds": result.seconds, "commit": commit,
             "ms_per_replica_episode": 1e3 * result.seconds / (episodes * len(result.seeds)),
             "policy_versions": result.policy_versions}
@@ -540,7 +555,7 @@ def timing_table(data: dict[str, Any], workers: int = 2) -> dict[str, Any]:
 def _threshold_note(data: dict[str, Any]) -> str:
     spec = data["spec"]
     return (f"K = {spec['episodes']:,}, {len(spec['seeds'])} seeds, δ = {spec['delta']:g},"
-            f" Gaussian mechanism, each algorithm's default world. A case learns at ε when the"
+            f" each algorithm's default mechanism and world. A case learns at ε when the"
             f" seeds' mean final fraction (last 10% of episodes, % of the uniformly random"
             f" policy's regret) is ≤ {data['learns_below_percent']:g}%; the smallest ε that"
             " learns is the smallest grid ε from which on it learns at every larger grid ε; the"

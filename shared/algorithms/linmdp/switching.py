@@ -111,6 +111,11 @@ class SwitchingLSVI(LSVIAlgorithm):
         self.max_rounds = rounds_cap(c.n_max)
         self.log_ratio = math.log(knobs.switch_ratio)
 
+    def spend_depends_on_data(self) -> bool:
+        """Yes, unless a round follows every leaf: a round (charged) happens when released
+        Grams grew, so how many of the planned rounds are spent depends on released data."""
+        return self.private and self.knobs.trigger != "always"
+
     def planned_leaves(self) -> int:
         """A leaf at each of the schedule's releases before episode K (every episode's Gram in
         the paper, line 22)."""
