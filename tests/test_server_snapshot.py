@@ -7,6 +7,7 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from privrl.protocol import PolicyLog
@@ -189,3 +190,22 @@ def test_public_reads_are_paced_per_address() -> None:
     assert waits == pytest.approx([0.02, 0.04, 0.06])
     assert slots._delay("b", 0.0) == 0.0
     assert slots._delay("a", 10.0) == 0.0  # refilled
+
+
+def test_a_busy_runs_reader_gets_the_newest_committed_board() -> None:
+    from privrl.server.snapshot import BoardArrays, Boards
+
+    def board(reported: int) -> BoardArrays:
+        return BoardArrays("r", reported, {"x": np.full((1, 2), float(reported))}, 0.0, 0.0)
+
+    live: list[BoardArrays | None] = [None]  # the run is busy: nothing built from it
+    boards = Boards(lambda: live[0])
+    boards.add(board(0))
+    boards.committed(0)
+    boards.add(board(5))  # the planner's, at 5 reports, not committed yet
+    assert boards.at(3).reported == 0  # a snapshot of 3 reports never sees the board of 5
+    boards.committed(5)
+    assert boards.at(5).reported == 5 and not boards.has(0)  # 0 is no longer needed
+    assert boards.at(4).reported == 5  # an old snapshot read late: a committed board
+    live[0] = board(7)  # quiet again: the reader builds the live one
+    assert boards.at(7).json == board(7).json

@@ -22,7 +22,7 @@ CATEGORIES = [
     ("report checks + canonical JSON", r"^accept \(shared|_accept_|digest_of|_canonical"),
     ("planning", r"HostedRun\._plan|Run\.message"),
     ("accountant", r"accountant\.py"),
-    ("claim / report bookkeeping", r"server/hosted\.py"),
+    ("claim / report bookkeeping", r"server/(hosted|views|service|cohorts)\.py"),
     ("request body", r"request_body_to_args|Request\.json|Request\.body|ModelField\.validate|"
                      r"TypeAdapter\.validate"),
     ("FastAPI params + dependencies", r"solve_dependencies|request_params_to_args|"
