@@ -86,6 +86,8 @@ def test_a_rerun_continues_and_the_summary_is_saved(ran: tuple[dict, list[str]],
     saved = json.loads((tmp_path / ss.SUMMARY).read_text())
     assert saved["summary"] == json.loads(json.dumps(summary["summary"]))
     assert {"command", "commit", "load_average", "columns", "rows", "note"} <= set(saved)
+    assert saved["run_commits"] == {"abc1234": 3 * 2}  # worlds x ε of dp-ucbvi only
+    assert "Runs done: 6 at abc1234." in saved["note"]
     notes: list[str] = []
     again = ss.run_suite(MINI, "evaluation", SPEC, tmp_path, "privrl frontier (test)",
                          workers=1, quiet=True, note=notes.append, commit="abc1234")

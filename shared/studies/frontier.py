@@ -442,7 +442,8 @@ def _target(name: str) -> float | None:
         return None
 
 
-def _eps_text(value: float | None, grid: Sequence[float]) -> str:
+def eps_text(value: float | None, grid: Sequence[float]) -> str:
+    """A threshold as text: '1', or '> 100' beyond the grid ('—' without a grid)."""
     if value is None:
         return f"> {max(grid):g}" if grid else "—"
     return f"{value:g}"
@@ -464,8 +465,8 @@ def threshold_table(data: dict[str, Any]) -> dict[str, Any]:
                  if at else None)
         rows.append([t["case"], t["preset"],
                      _grid_text(grid, t["not_run"]),
-                     _eps_text(t["epsilon"], grid),
-                     f"[{_eps_text(t['low'], grid)}, {_eps_text(t['high'], grid)}]",
+                     eps_text(t["epsilon"], grid),
+                     f"[{eps_text(t['low'], grid)}, {eps_text(t['high'], grid)}]",
                      [at.mean, at.high - at.mean] if at else None,
                      spent if isinstance(spent, float) else None,
                      [top.mean, top.high - top.mean] if top else None])

@@ -18,6 +18,7 @@ import math
 import os
 import re
 import statistics
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -28,7 +29,7 @@ from ..algorithms import registry
 from ..provenance import commit as checkout_commit
 from ..worlds.suites import Split, Suite, SuiteWorld
 from .cases import case_named
-from .frontier import Planner, Study, StudySpec, run_study, series
+from .frontier import Planner, Study, StudySpec, eps_text, run_study, series
 
 SUMMARY = "suite.json"
 
@@ -113,23 +114,27 @@ def table(summary: dict[str, Any]) -> dict[str, Any]:
     for s in summary["summary"]:
         for label, t in s["by_world"].items():
             grid = t["grid"]
-            rows.append([s["case"], s["preset"], label, _eps(t["epsilon"], grid),
-                         f"[{_eps(t['low'], grid)}, {_eps(t['high'], grid)}]",
-                         "; ".join(f"ε {e}: {p[0]:.1f}" for e, p in t["percent"].items())])
+            rows.append([s["case"], s["preset"], label, eps_text(t["epsilon"], grid),
+                         f"[{eps_text(t['low'], grid)}, {eps_text(t['high'], grid)}]",
+                         "; ".join(f"ε {e}: {p[0]:.1f} ± {p[2] - p[0]:.1f}"
+                                   for e, p in t["percent"].items())])
         grid = sorted({g for t in s["by_world"].values() for g in t["grid"]})
         per = "; ".join(f"ε {e}: {p['median']:.1f} / {p['worst']:.1f}"
                         for e, p in s["per_epsilon"].items())
+        both = f"{eps_text(s['median_epsilon'], grid)} / {eps_text(s['worst_epsilon'], grid)}"
         rows.append([s["case"], s["preset"], f"**median / worst of {s['worlds']} worlds**",
-                     f"{_eps(s['median_epsilon'], grid)} / {_eps(s['worst_epsilon'], grid)}",
-                     "", per])
+                     both, "", per])
     spec = summary["spec"]
     note = (f"Suite `{summary['suite']}`, its {summary['split']} worlds; K ="
             f" {spec['episodes']:,}, {len(spec['seeds'])} seeds, δ = {spec['delta']:g}, Gaussian"
             " mechanism. A world's smallest ε that learns and its interval are its study's"
             " (`privrl.studies.threshold`); the suite's median is the upper median over the"
             " worlds, its worst the largest, a world that does not learn on the grid counting"
-            " as beyond it. Per grid ε: each world's mean % of uniform (last 10% of episodes),"
-            " and for the suite the median / worst of those means.")
+            " as beyond it. Per grid ε: each world's mean % of uniform (last 10% of episodes) ±"
+            " the 95% t half-width over the seeds, and for the suite the median / worst of"
+            " those means.")
+    commits = ", ".join(f"{n} at {c}" for c, n in summary["run_commits"].items())
+    note += f" Runs done: {commits}." if commits else ""
     if summary["not_run"]:
         note += (f" Not run (so not in the median and worst): {', '.join(summary['not_run'])}"
                  f" of the suite's {summary['split']} worlds.")
@@ -140,12 +145,6 @@ def table(summary: dict[str, Any]) -> dict[str, Any]:
             "load_average": summary["load_average"],
             "columns": [{"title": t, "format": f} for t, f in columns], "rows": rows,
             "note": note}
-
-
-def _eps(value: float | None, grid: Sequence[float]) -> str:
-    if value is None:
-        return f"> {max(grid):g}" if grid else "—"
-    return f"{value:g}"
 
 
 def run_suite(suite: Suite, split: Split, spec: StudySpec, out: Path, command: str,
@@ -187,6 +186,9 @@ def run_suite(suite: Suite, split: Split, spec: StudySpec, out: Path, command: s
                "suite": suite.name, "split": split, "spec": spec.to_dict(), "worlds": worlds,
                "not_run": left_out}
     summary["summary"] = summarize(worlds, studies)
+    summary["run_commits"] = dict(Counter(
+        r.get("commit", "unknown") for data in studies.values() for r in data["runs"].values()
+        if r.get("status") == "done"))
     summary.update(table(summary))
     out.mkdir(parents=True, exist_ok=True)
     (out / SUMMARY).write_text(json.dumps(summary, indent=1, allow_nan=False) + "\n")
