@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,20 @@ def test_only_some_worlds_are_run_and_the_others_named(tmp_path: Path) -> None:
         summary["note"])
     with pytest.raises(ValueError, match="not evaluation worlds of suite 'mini': nope"):
         ss.run_suite(MINI, "evaluation", spec, tmp_path, "x", commit="abc1234", only=["nope"])
+
+
+def test_a_rerun_with_another_epsilon_grows_each_worlds_study(tmp_path: Path) -> None:
+    first = MINI.worlds[0].label
+    one = fr.StudySpec(episodes=20, seeds=(0, 1), cases=("dp-ucbvi-step-jdp",),
+                       presets=("practical",), epsilons=(1000.0,), ablation=False)
+    before = ss.run_suite(MINI, "evaluation", one, tmp_path, "x", quiet=True,
+                          note=lambda _: None, commit="abc1234", only=[first])
+    notes: list[str] = []
+    two = replace(one, epsilons=(1.0,))
+    after = ss.run_suite(MINI, "evaluation", two, tmp_path, "x", quiet=True,
+                         note=notes.append, commit="def5678", only=[first])
+    assert "1 runs already done or refused, 1 to run" in " ".join(notes)  # ε = 1000 kept
+    percent = after["summary"][0]["by_world"][first]["percent"]
+    assert set(percent) == {"1", "1000"}
+    assert percent["1000"] == before["summary"][0]["by_world"][first]["percent"]["1000"]
+    assert after["run_commits"] == {"abc1234": 1, "def5678": 1}

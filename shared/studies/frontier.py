@@ -255,11 +255,15 @@ class Study:
         data = json.loads(self.path.read_text())
         mine = self.spec.to_dict()
         saved = {"world": None, **(data.get("spec") or {})}  # a study from before `world`
-        if {**saved, "cases": None} != {**mine, "cases": None}:
+        grows = {"cases": None}  # other cases, or other ε of an explicit grid: the study grows
+        if saved["epsilons"] and mine["epsilons"]:
+            grows["epsilons"] = None
+        if {**saved, **grows} != {**mine, **grows}:
             raise ValueError(f"{self.path} holds a study of another spec ({saved}):"
                              " use another --out, or --force to start over")
         cases = [*saved["cases"], *(c for c in self.spec.cases if c not in saved["cases"])]
-        self.spec = replace(self.spec, cases=tuple(cases))  # other cases: the study grows
+        epsilons = sorted({*saved["epsilons"], *self.spec.epsilons})
+        self.spec = replace(self.spec, cases=tuple(cases), epsilons=tuple(epsilons))
         self.runs = {k: r for k, r in data["runs"].items() if r["status"] != "failed"}
         self.invocations = list(data.get("invocations", []))
         return len(self.runs)
