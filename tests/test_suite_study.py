@@ -13,7 +13,7 @@ from privrl.client.cli import main
 from privrl.studies import frontier as fr
 from privrl.studies import suite_study as ss
 from privrl.studies.threshold import smallest_learning_epsilon
-from privrl.worlds.suites import Suite, SuiteWorld
+from privrl.worlds.suites import SUITES, Suite, SuiteWorld
 
 MINI = Suite("mini", "three tiny worlds", (
     SuiteWorld("riverswim", {"n_states": 3}, 4, stratum="a"),
@@ -151,3 +151,11 @@ def test_a_rerun_with_another_epsilon_grows_each_worlds_study(tmp_path: Path) ->
     assert set(percent) == {"1", "1000"}
     assert percent["1000"] == before["summary"][0]["by_world"][first]["percent"]["1000"]
     assert after["run_commits"] == {"abc1234": 1, "def5678": 1}
+
+
+def test_each_world_has_its_own_folder() -> None:
+    assert ss.folder(SuiteWorld("gridworld", {"size": 4, "slip": 0.2})) == (
+        "gridworld_size_4_slip_0.2")
+    for suite in SUITES.values():
+        names = [ss.folder(w) for w in suite.worlds]
+        assert len(set(names)) == len(names)

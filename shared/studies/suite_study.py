@@ -40,8 +40,8 @@ def world_dict(world: SuiteWorld) -> dict[str, Any]:
 
 
 def folder(world: SuiteWorld) -> str:
-    """A file-system name for the world's study: 'gridworld_size-4_slip-0.2'."""
-    return re.sub(r"[^A-Za-z0-9.]+", "_", world.label.replace("=", "-")).strip("_")
+    """A file-system name for the world's study: 'gridworld_size_4_slip_0.2'."""
+    return re.sub(r"[^A-Za-z0-9.]+", "_", world.label).strip("_")
 
 
 def refusal(spec: StudySpec, case_name: str) -> str:
