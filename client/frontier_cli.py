@@ -126,7 +126,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         " find each case's smallest ε that learns (last 10% of episodes ≤ 25% of the uniform"
         " policy's regret) with an interval over the seeds; run the ablation of the levers;"
         " write --out/frontier.json and --out/frontier.png. A re-run with the same options"
-        " continues an interrupted study; with other --cases it adds them to the study.")
+        " continues an interrupted study; with other --cases (or, both grids explicit, other"
+        " --epsilon values) it adds them to the study.")
     p.add_argument("--cases", nargs="+", default=[c.name for c in CASES], metavar="CASE",
                    help="the cases to run (default: all; --list names them)")
     p.add_argument("--presets", nargs="+", choices=["faithful", "practical"],
