@@ -7,6 +7,7 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from privrl.client.cli_common import (
     CliError,
@@ -16,6 +17,9 @@ from privrl.client.cli_common import (
     positive_int,
 )
 from privrl.studies.cases import ABLATIONS, CASES
+
+if TYPE_CHECKING:
+    from privrl.studies.frontier import StudySpec
 
 OUTPUTS = ("frontier.json", "frontier.png")
 
@@ -39,6 +43,8 @@ def cmd_frontier(args: argparse.Namespace) -> int:
                      grid_size=args.grid_size, epsilons=tuple(args.epsilon or ()),
                      ablation=not args.no_ablation)
     out = Path(args.out)
+    if args.suite:
+        return run_suite_cli(args, spec, out)
     path = out / OUTPUTS[0]
     if args.force and path.exists():
         path.unlink()
@@ -55,6 +61,40 @@ def cmd_frontier(args: argparse.Namespace) -> int:
     print_thresholds(threshold_table(data))
     print(path)
     print(png)
+    return 0
+
+
+def run_suite_cli(args: argparse.Namespace, spec: StudySpec, out: Path) -> int:
+    """--suite: the cases on every world of the suite's split; print and write the summary."""
+    from privrl.studies.suite_study import SUMMARY, run_suite
+    from privrl.worlds.suites import suite_named
+    from privrl.worlds.tabular import WorldError
+
+    try:
+        suite = suite_named(args.suite)
+    except WorldError as exc:
+        raise CliError(str(exc)) from None
+    if args.force and out.exists():
+        for path in out.glob("*/frontier.json"):
+            path.unlink()
+    command = shlex.join(["privrl", *sys.argv[1:]])
+    try:
+        summary = run_suite(suite, args.split, spec, out, command, workers=args.workers,
+                            quiet=args.quiet, note=lambda text: print(text, file=sys.stderr),
+                            only=args.worlds or ())
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    for s in summary["summary"]:
+        for label, t in s["by_world"].items():
+            pct = ", ".join(f"ε {e}: {p[0]:.1f}%" for e, p in t["percent"].items())
+            eps = "beyond the grid" if t["epsilon"] is None else f"{t['epsilon']:g}"
+            print(f"{s['case']:<24} {s['preset']:<10} {label:<44} smallest learning ε {eps};"
+                  f" {pct}")
+        med, worst = s["median_epsilon"], s["worst_epsilon"]
+        print(f"{s['case']:<24} {s['preset']:<10} median / worst over {s['worlds']} worlds:"
+              f" {'beyond' if med is None else f'{med:g}'} /"
+              f" {'beyond' if worst is None else f'{worst:g}'}")
+    print(out / SUMMARY)
     return 0
 
 
@@ -93,7 +133,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         " find each case's smallest ε that learns (last 10% of episodes ≤ 25% of the uniform"
         " policy's regret) with an interval over the seeds; run the ablation of the levers;"
         " write --out/frontier.json and --out/frontier.png. A re-run with the same options"
-        " continues an interrupted study; with other --cases it adds them to the study.")
+        " continues an interrupted study; with other --cases (or, both grids explicit, other"
+        " --epsilon values) it adds them to the study.")
     p.add_argument("--cases", nargs="+", default=[c.name for c in CASES], metavar="CASE",
                    help="the cases to run (default: all; --list names them)")
     p.add_argument("--presets", nargs="+", choices=["faithful", "practical"],
@@ -119,6 +160,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="start over: discard the study already in --out")
     p.add_argument("--quiet", action="store_true", help="no per-run progress lines")
+    p.add_argument("--suite", default=None, metavar="SUITE",
+                   help="run the cases on every world of this suite's --split instead of each"
+                   " algorithm's default world, a study per world under --out, and report each"
+                   " world's threshold and the suite's median and worst (`privrl worlds"
+                   " --suite` lists the suites; default: none)")
+    p.add_argument("--split", choices=["evaluation", "tuning"], default="evaluation",
+                   help="the suite's worlds to run (default: evaluation)")
+    p.add_argument("--worlds", nargs="+", default=None, metavar="LABEL",
+                   help="with --suite: only these worlds of the split, by the label `privrl"
+                   " worlds --suite` prints (default: all; the summary names the others as not"
+                   " run)")
     p.add_argument("--list", action="store_true",
                    help="list the cases and the ablations' levers (available or not) and exit")
     p.set_defaults(handler=cmd_frontier)

@@ -29,6 +29,7 @@ from privrl.client.load.cli import add_bench_http
 from privrl.config import RunConfig
 from privrl.lab.experiments import TAIL
 from privrl.protocol import LedgerView
+from privrl.worlds.suites import SUITES, suite_named
 from privrl.worlds.tabular import TabularMDP
 
 RUN_OUTPUTS = ("summary.json", "regret.png", "frontier.png")  # what `privrl run` writes to --out
@@ -222,14 +223,31 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
 
 def cmd_worlds(args: argparse.Namespace) -> int:
-    """privrl worlds: every world with its parameters and default horizon."""
+    """privrl worlds: every world with its parameters and default horizon (--suite: a suite's
+    worlds with their split)."""
     from privrl.worlds.registry import list_worlds
 
+    if args.suite:
+        return list_suite(args.suite)
     for info in list_worlds():
         params = ", ".join(f"{k}={v!r}" for k, v in info.params.items()) or "-"
         horizon = "-" if info.default_horizon is None else str(info.default_horizon)
         print(f"{info.name:<34} H={horizon:<5} {params}")
         print(f"{'':<34} {info.description}")
+    return 0
+
+
+def list_suite(name: str) -> int:
+    """A suite's worlds: split, label, (S, A, H), (s, a, s') cells and the declared support's."""
+    suite = suite_named(name)
+    print(f"suite {suite.name}: {suite.description}")
+    split = suite.split()
+    for world in suite.worlds:
+        mdp = world.build()
+        support = "-" if mdp.support is None else f"{int(mdp.support.sum()):,}"
+        print(f"{split[world.label]:<10} {world.label:<44} S={mdp.S:<3} A={mdp.A:<3}"
+              f" H={mdp.H:<3} cells={mdp.S * mdp.A * mdp.S:<6,} support={support}"
+              + (f"  (tuning: {world.used})" if world.used else ""))
     return 0
 
 
@@ -311,6 +329,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_warmup)
 
     p = sub.add_parser("worlds", help="every world with its parameters and default horizon")
+    p.add_argument("--suite", choices=sorted(SUITES), default=None,
+                   help="list this suite's worlds with their split into tuning and evaluation"
+                   " worlds and their sizes instead (default: every world)")
     p.set_defaults(handler=cmd_worlds)
     p = sub.add_parser("algorithms", help="every registered algorithm and its privacy modes")
     p.set_defaults(handler=cmd_algorithms)

@@ -306,6 +306,32 @@ def frontier_timing(path: str = "frontier/frontier.json") -> str:
     return table_markdown(timing_table(load(path)))
 
 
+def suites_listing() -> str:
+    """Every suite's worlds with their split, (S, A, H), cells and declared support (from
+    `privrl.worlds.suites`, so the page shows the split the code uses)."""
+    from privrl.worlds.suites import SUITES
+
+    parts = []
+    for suite in SUITES.values():
+        split = suite.split()
+        lines = [f"**`{suite.name}`**: {suite.description}.\n",
+                 "| split | world | S | A | H | (s, a, s') cells | support cells | why tuning |",
+                 "|---|---|---|---|---|---|---|---|"]
+        for world in suite.worlds:
+            mdp = world.build()
+            support = "—" if mdp.support is None else f"{int(mdp.support.sum()):,}"
+            lines.append(f"| {split[world.label]} | `{world.label}` | {mdp.S} | {mdp.A} |"
+                         f" {mdp.H} | {mdp.S * mdp.A * mdp.S:,} | {support} |"
+                         f" {world.used or '—'} |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
+def suite_results(path: str) -> str:
+    """`privrl frontier --suite`'s summary (its suite.json under docs/results)."""
+    return table_markdown(load(path))
+
+
 RENDERERS: dict[str, Callable[..., str]] = {
     "table": results_table,
     "cli": cli_reference,
@@ -321,6 +347,8 @@ RENDERERS: dict[str, Callable[..., str]] = {
     "results-frontier": frontier_thresholds,
     "results-frontier-ablation": frontier_ablation,
     "results-frontier-timing": frontier_timing,
+    "suites": suites_listing,
+    "results-suite": suite_results,
 }
 
 

@@ -51,6 +51,9 @@ class StudySpec:
     grid_size: int = 8
     epsilons: tuple[float, ...] = ()  # an explicit grid for every case (empty: each case's own)
     ablation: bool = True
+    # one world for every case (WorldSpec.to_dict's form, e.g. a suite's world); None: each
+    # algorithm's default world
+    world: dict[str, Any] | None = None
 
     @property
     def gaussian_delta(self) -> float:
@@ -118,14 +121,19 @@ class Planner:
     mdps: dict[str, Any] = field(default_factory=dict)
 
     def world(self, algo: str, params: dict[str, Any] | None = None) -> tuple[WorldSpec, Any]:
-        """The algorithm's default world (with these parameters, e.g. another secret seed) and
-        its MDP; `mdps` keys the default world by its name."""
-        name = registry.get(algo).default_world
-        key = name if not params else f"{name} {json.dumps(params, sort_keys=True)}"
+        """The study's world (`spec.world`), else the algorithm's default world (with these
+        parameters, e.g. another secret seed), and its MDP; `mdps` keys the default world by
+        its name."""
+        if self.spec.world is not None and not params:
+            spec = WorldSpec(**self.spec.world)
+            key = json.dumps(spec.to_dict(), sort_keys=True)
+        else:
+            spec = WorldSpec(registry.get(algo).default_world, params=dict(params or {}))
+            key = spec.name if not params else f"{spec.name} {json.dumps(params, sort_keys=True)}"
         if key not in self.mdps:
-            self.mdps[key] = WorldSpec(name, params=dict(params or {})).build()
+            self.mdps[key] = spec.build()
         mdp = self.mdps[key]
-        return WorldSpec(name, mdp.H, dict(params or {})), mdp
+        return WorldSpec(spec.name, mdp.H, dict(spec.params)), mdp
 
     def config(self, case: Case, preset: str, epsilon: float,
                lever_fields: dict[str, Any] | None = None,
@@ -263,13 +271,17 @@ class Study:
         if not self.path.exists():
             return 0
         data = json.loads(self.path.read_text())
-        saved = data.get("spec") or {}
         mine = self.spec.to_dict()
-        if {**saved, "cases": None} != {**mine, "cases": None}:
+        saved = {"world": None, **(data.get("spec") or {})}  # a study from before `world`
+        grows = {"cases": None}  # other cases, or other ε of an explicit grid: the study grows
+        if saved["epsilons"] and mine["epsilons"]:
+            grows["epsilons"] = None
+        if {**saved, **grows} != {**mine, **grows}:
             raise ValueError(f"{self.path} holds a study of another spec ({saved}):"
                              " use another --out, or --force to start over")
         cases = [*saved["cases"], *(c for c in self.spec.cases if c not in saved["cases"])]
-        self.spec = replace(self.spec, cases=tuple(cases))  # other cases: the study grows
+        epsilons = sorted({*saved["epsilons"], *self.spec.epsilons})
+        self.spec = replace(self.spec, cases=tuple(cases), epsilons=tuple(epsilons))
         self.runs = {k: r for k, r in data["runs"].items() if r["status"] != "failed"}
         self.invocations = list(data.get("invocations", []))
         return len(self.runs)
@@ -390,13 +402,14 @@ def run_study(study: Study, workers: int = 2, quiet: bool = False,
                                   "wall_seconds": 0.0})
     study.save()
     progress = Progress(tasks, workers, quiet)
-    levels = {name: random_regret(mdp) for name, mdp in planner.mdps.items()}
+    levels = {algo: random_regret(planner.world(algo)[1])
+              for algo in {j.config.algo for j in jobs if j.config is not None}}
     by_key = {t.key: t for t in tasks}
     start = time.perf_counter()
     with executor:
         for key, result in executor.run(run_or_error, tasks, lambda k, n: None):
             job = jobs[key[0]]
-            study.runs[job.key] = record_of(job, result, levels[job.world.name], study.commit)
+            study.runs[job.key] = record_of(job, result, levels[job.config.algo], study.commit)
             study.invocations[-1].update(done=study.invocations[-1]["done"] + 1,
                                          wall_seconds=time.perf_counter() - start)
             study.save()
@@ -456,7 +469,8 @@ def _target(name: str) -> float | None:
         return None
 
 
-def _eps_text(value: float | None, grid: Sequence[float]) -> str:
+def eps_text(value: float | None, grid: Sequence[float]) -> str:
+    """A threshold as text: '1', or '> 100' beyond the grid ('—' without a grid)."""
     if value is None:
         return f"> {max(grid):g}" if grid else "—"
     return f"{value:g}"
@@ -479,8 +493,8 @@ def threshold_table(data: dict[str, Any]) -> dict[str, Any]:
                  if at else None)
         rows.append([t["case"], t["preset"],
                      _grid_text(grid, t["not_run"]),
-                     ("≤ " if t.get("on_floor") else "") + _eps_text(t["epsilon"], grid),
-                     f"[{_eps_text(t['low'], grid)}, {_eps_text(t['high'], grid)}]",
+                     ("≤ " if t.get("on_floor") else "") + eps_text(t["epsilon"], grid),
+                     f"[{eps_text(t['low'], grid)}, {eps_text(t['high'], grid)}]",
                      [at.mean, at.high - at.mean] if at else None,
                      spent if isinstance(spent, float) else None,
                      [top.mean, top.high - top.mean] if top else None])
@@ -552,10 +566,21 @@ def timing_table(data: dict[str, Any], workers: int = 2) -> dict[str, Any]:
     return _document(data, columns, rows, note)
 
 
+def _world_text(spec: dict[str, Any]) -> str:
+    """'each algorithm's default world', or the study's one world."""
+    world = spec.get("world")
+    if not world:
+        return "each algorithm's default world"
+    params = ", ".join(f"{k}={v}" for k, v in world["params"].items())
+    horizon = f", H={world['horizon']}" if world.get("horizon") is not None else ""
+    return f"the world {world['name']}({params}{horizon})"
+
+
 def _threshold_note(data: dict[str, Any]) -> str:
     spec = data["spec"]
     return (f"K = {spec['episodes']:,}, {len(spec['seeds'])} seeds, δ = {spec['delta']:g},"
-            f" each algorithm's default mechanism and world. A case learns at ε when the"
+            f" each algorithm's default mechanism, {_world_text(spec)}. A case learns at ε"
+            " when the"
             f" seeds' mean final fraction (last 10% of episodes, % of the uniformly random"
             f" policy's regret) is ≤ {data['learns_below_percent']:g}%; the smallest ε that"
             " learns is the smallest grid ε from which on it learns at every larger grid ε; the"

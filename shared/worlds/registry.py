@@ -1,6 +1,7 @@
 """Worlds by name: `make("riverswim")`, `make("garnet", seed=3)`, `make("gymnasium:Taxi-v4")`, ...
 
-Names: the built-in `riverswim`, `garnet` and `chain` (the policy-evaluation chain MRP of Balle
+Names: the built-in `riverswim`, `garnet`, `strens-chain`, `gridworld`, `frozen-lake`,
+`frozen-lake-8x8` (`privrl.worlds.classic`) and `chain` (the policy-evaluation chain MRP of Balle
 et al., `privrl.worlds.chain`; its users report first-visit returns), the linear-mixture worlds
 `lm-hard`, `lm-mix`, `zhou-mix` and `zhou-tabular` (see `privrl.worlds.linear_mixture`), the
 linear MDPs `lin-cube`, `lin-tab`, `river-chain` and `latent-levels` (`privrl.worlds.linear_mdp`),
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .chain import ChainMRP
+from .classic import frozen_lake, gridworld, strens_chain
 from .gym import (
     DEFAULT_HORIZONS,
     FAMILY_DESCRIPTIONS,
@@ -93,6 +95,16 @@ def _garnet(
     )
 
 
+def _frozen_lake(horizon: int, slippery: bool = True) -> TabularMDP:
+    """FrozenLake on gymnasium's 4x4 map."""
+    return frozen_lake(horizon, "4x4", slippery)
+
+
+def _frozen_lake_8x8(horizon: int, slippery: bool = True) -> TabularMDP:
+    """FrozenLake on gymnasium's 8x8 map."""
+    return frozen_lake(horizon, "8x8", slippery)
+
+
 def _chain(
     horizon: int,
     n_states: int = 40,
@@ -133,6 +145,24 @@ BUILTINS: dict[str, _Builtin] = {
         _garnet,
         "random Garnet MDP: `branching` random successors per (s, a), "
         "uniform mean rewards, drawn from `seed`",
+    ),
+    "strens-chain": _Builtin(
+        strens_chain,
+        "Strens's chain: 'forward' pays 1 in the last state, 'return' goes back to the start"
+        " and pays 0.2; the other action happens with probability `slip`",
+    ),
+    "gridworld": _Builtin(
+        gridworld,
+        "size x size grid, start and goal at opposite corners; entering the goal pays 1 and"
+        " absorbs; a move slips to either side with probability `slip`/2 each",
+    ),
+    "frozen-lake": _Builtin(
+        _frozen_lake,
+        "gymnasium's FrozenLake-v1 built from its public map (no gymnasium needed): holes and"
+        " goal absorb, the goal pays 1; slippery: each move goes sideways with probability 2/3",
+    ),
+    "frozen-lake-8x8": _Builtin(
+        _frozen_lake_8x8, "frozen-lake on gymnasium's 8x8 map", horizon=50,
     ),
     "lm-hard": _Builtin(
         lm_hard,

@@ -133,6 +133,9 @@ class TabularMDP:
     d1: np.ndarray  # (S,) initial-state distribution
     name: str = "tabular"
     reward_noise: RewardNoise = "deterministic"
+    # (S, A, S) bool: the next states the public model allows (a fact of the world's class,
+    # e.g. a grid's neighbours), or None when the world declares none (`check_support`)
+    support: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         """Validate full-shape arrays and store read-only float64 copies (so caches stay valid)."""
@@ -160,6 +163,8 @@ class TabularMDP:
         object.__setattr__(self, "P", _frozen(P))
         object.__setattr__(self, "R", _frozen(R))
         object.__setattr__(self, "d1", _frozen(d1))
+        if self.support is not None:
+            object.__setattr__(self, "support", check_support(self.support, P))
 
     @property
     def H(self) -> int:
@@ -209,6 +214,7 @@ class TabularMDP:
         horizon: int | None = None,
         name: str = "tabular",
         reward_noise: RewardNoise = "deterministic",
+        support: np.ndarray | None = None,
     ) -> TabularMDP:
         """Build an MDP from (S,A,S)/(H,S,A,S) P and (S,A)/(H,S,A) R, broadcasting stationary ones.
 
@@ -257,7 +263,8 @@ class TabularMDP:
         S, A = P_arr.shape[-3], P_arr.shape[-2]
         P_full = np.broadcast_to(P_arr, (horizon, S, A, S))
         R_full = np.broadcast_to(R_arr, (horizon, S, A))
-        return cls(P=P_full, R=R_full, d1=d1_arr, name=name, reward_noise=reward_noise)
+        return cls(P=P_full, R=R_full, d1=d1_arr, name=name, reward_noise=reward_noise,
+                   support=support)
 
 
 def _check_shapes(
@@ -280,6 +287,29 @@ def _check_shapes(
         raise WorldError(f"R must have at least one step, got shape {r_shape}")
     if tuple(d1_shape) != (S,):
         raise WorldError(f"d1 has shape {d1_shape} but P implies (S,) = ({S},)")
+
+
+def check_support(support: Any, P: np.ndarray) -> np.ndarray:
+    """A read-only bool (S, A, S) copy of a declared transition support, or WorldError when its
+    shape is wrong or some step's P puts mass outside it."""
+    arr = np.asarray(support)
+    if arr.dtype != bool:
+        raise WorldError(f"support must be a bool array, got dtype {arr.dtype}")
+    if arr.shape != P.shape[1:]:
+        raise WorldError(f"support has shape {arr.shape}, expected (S, A, S) = {P.shape[1:]}")
+    outside = (P > 0) & ~arr
+    if outside.any():
+        where, _ = _first_bad("P", _P_AXES, outside)
+        raise WorldError(f"{where} > 0 lies outside the declared support")
+    out = np.array(arr, dtype=bool, order="C", copy=True)
+    out.setflags(write=False)
+    return out
+
+
+def any_action_support(reach: np.ndarray) -> np.ndarray:
+    """(S, A, S) bool: every action of a state may reach what any of its actions may (so the
+    declared support says which states neighbour which, not which action goes where)."""
+    return np.broadcast_to(reach.any(axis=1, keepdims=True), reach.shape).copy()
 
 
 # --- concrete worlds ---
@@ -309,7 +339,8 @@ def riverswim(horizon: int = 20, n_states: int = 6) -> TabularMDP:
     R[S - 1, RIGHT] = 1.0
     d1 = np.zeros(S)
     d1[0] = 1.0
-    return TabularMDP.from_arrays(P, R, d1, horizon=horizon, name="riverswim")
+    return TabularMDP.from_arrays(P, R, d1, horizon=horizon, name="riverswim",
+                                  support=any_action_support(P > 0))
 
 
 def garnet(
