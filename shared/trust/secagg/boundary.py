@@ -87,7 +87,7 @@ class SecureAggregation(TrustBoundary):
 
     name = "secagg"
     label = "SecAgg"
-    colour = "#9467bd"
+    colour = "#ff7f0e"
     summary = "users add noise shares and mask; the server sees only cohort sums"
     local_noise = True
     cohorts = True
