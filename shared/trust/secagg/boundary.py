@@ -25,6 +25,7 @@ from privrl.privacy.accountant import Charge, Ledger
 from privrl.privacy.calibration import FALSE_REFUSAL, Calibration, FamilyCalibration
 from privrl.privacy.grid import exact_units, released_coordinates
 from privrl.privacy.mechanisms import Gaussian
+from privrl.privacy.noise import noise_label
 from privrl.privacy.privatizers import (
     NoServerNoise,
     Privatizer,
@@ -38,7 +39,13 @@ from privrl.trust import register
 from privrl.trust.base import TrustBoundary
 from privrl.trust.secagg import accounting
 from privrl.trust.secagg.protocol import CohortAborted, CohortSetup, CohortTrace, run_cohort
-from privrl.trust.secagg.spec import DEFAULT_COHORT, CohortSpec, default_cohort
+from privrl.trust.secagg.spec import (
+    DEFAULT_COHORT,
+    DEFAULT_COLLUSION,
+    DEFAULT_DROPOUT,
+    CohortSpec,
+    default_cohort,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +57,9 @@ def cohort_spec(config: RunConfig, schedule: Schedule) -> CohortSpec:
         raise ValueError("secure aggregation sums cohorts of a fixed size: give schedule"
                          " 'batch:B' (default: K / 50 within [100, 1000]), not"
                          f" {config.schedule!r}")
-    defaults = CohortSpec(size=max(schedule.size, 2))
     return CohortSpec(size=schedule.size,
-                      dropout=defaults.dropout if config.dropout is None else config.dropout,
-                      collusion=(defaults.collusion if config.collusion is None
+                      dropout=DEFAULT_DROPOUT if config.dropout is None else config.dropout,
+                      collusion=(DEFAULT_COLLUSION if config.collusion is None
                                  else config.collusion))
 
 
@@ -81,7 +87,7 @@ class SecureAggregation(TrustBoundary):
 
     name = "secagg"
     label = "SecAgg"
-    colour = "#9467bd"
+    colour = "#ff7f0e"
     summary = "users add noise shares and mask; the server sees only cohort sums"
     local_noise = True
     cohorts = True
@@ -250,13 +256,13 @@ class CohortPrivatizer(NoServerNoise):
                 self.records.append(CohortRecord(index, r, users, survivors, "refused"))
                 self._charge(ledger)  # the server saw it: its users' one release is spent
                 continue
+            self._charge(ledger)  # the filter admits first: a refused charge adds nothing
             released.append(r)
             self.records.append(CohortRecord(index, r, users, survivors, "released"))
             for name, part in parts.items():
                 self.sums[name][r] += part
-        if released:
-            self._charge(ledger)
-        ledger.charge_all([Charge("secagg:cohort", at=self.items, noise="numpy",
+        ledger.charge_all([Charge("secagg:cohort", at=self.items,
+                                  noise=noise_label(self.calibration.noise),
                                   note=f"cohort {index}: {users} users, released by"
                                   f" {len(released)} of {self.replicas} replicas (disjoint"
                                   " users: parallel composition, nothing more spent)")])
