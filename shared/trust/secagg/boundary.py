@@ -140,8 +140,9 @@ class SecureAggregation(TrustBoundary):
             low, high = (low, mid) if fits(mid) else (mid, high)
         fams = widened(high)
         smallest = min(f.scale for f in fams)
-        return replace(calibration, families=fams,
-                       mechanism=replace(calibration.mechanism, sigma=smallest))
+        mechanism = calibration.mechanism
+        assert isinstance(mechanism, Gaussian)  # secagg refuses Laplace at validation
+        return replace(calibration, families=fams, mechanism=replace(mechanism, sigma=smallest))
 
     def randomize(self, stats: Stats, calibration: Calibration,
                   noise: Sequence[np.random.Generator],
