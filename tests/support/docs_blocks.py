@@ -5,8 +5,11 @@ Conventions (CONTRIBUTING.md, "Docs commands are tests"):
 * ```` ```bash ````, ```` ```sh ```` and ```` ```python ```` blocks run as written, in page order,
   in one bash session (a Python block through `python -`, in the session's folder);
 * a ```` ```console ```` block holds commands after `$ ` (a line ending in `\\` continues on the
-  next) and, under each, what it prints on stdout: the test runs the command and compares;
-* `<!-- docs-test: skip REASON -->` on the line before a block keeps it from running.
+  next) and, under each, what it prints on stdout: the test runs the command and compares, ids
+  and numbers aside (a command given `--seed` prints the same numbers: only durations aside);
+* `<!-- docs-test: skip REASON -->` on the line before a block keeps it from running;
+  `<!-- docs-test: live REASON -->` before a console block of `privrl audit` output compares its
+  check lines by name only (ok or skip: a run that moves between readings), never a finding.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FENCE = re.compile(r"(?:^<!-- docs-test: skip (?P<skip>[^\n]+?) -->\n)?"
+FENCE = re.compile(r"(?:^<!-- docs-test: (?P<mark>skip|live) (?P<why>[^\n]+?) -->\n)?"
                    r"^```(?P<lang>[\w-]*)\n(?P<body>.*?)^```[ \t]*$", re.S | re.M)
 RUNS = {"bash", "sh", "console", "python"}
 DOCKER = re.compile(r"^\s*(?:\$ )?(?:[A-Z_]+=\S*\s+)*docker\b", re.M)
@@ -40,6 +43,7 @@ class Block:
     body: str
     span: tuple[int, int]  # the body's offsets in the page
     skip: str | None = None
+    live: str | None = None  # why its checks' status varies (an audit of a run that moves)
 
     @property
     def runs(self) -> bool:
@@ -74,25 +78,36 @@ def blocks(page: Path) -> list[Block]:
     """Every fenced block of the page, in order."""
     text = page.read_text()
     return [Block(page, text.count("\n", 0, m.start("lang")) + 1, m["lang"], m["body"],
-                  m.span("body"), m["skip"]) for m in FENCE.finditer(text)]
+                  m.span("body"), *((m["why"], None) if m["mark"] == "skip" else
+                                    (None, m["why"])))
+            for m in FENCE.finditer(text)]
 
 
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 HEX_ID = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b")
 
 
-def normalise(line: str) -> str:
-    """A line with what varies from run to run masked: ids, numbers, column padding."""
+DURATION = re.compile(r"\b\d+(?:\.\d+)?\s?(?:s|ms)\b")
+CHECK = re.compile(r"^(\s+)(?:ok|skip)\s+(\S+)\s.*$")  # an audit's check line, not a finding
+
+
+def normalise(line: str, seeded: bool = False, live: bool = False) -> str:
+    """A line with what varies from run to run masked: ids, numbers (a seeded command's: only
+    durations), column padding; in a live audit, whether a check passed or was skipped (a
+    finding still differs)."""
+    if live:
+        line = CHECK.sub(r"\1check \2", line)
     line = HEX_ID.sub("ID", line)
-    line = NUMBER.sub("N", line)
+    line = DURATION.sub("T", line) if seeded else NUMBER.sub("N", line)
     return " ".join(line.split())
 
 
-def matches(shown: list[str], actual: list[str]) -> bool:
+def matches(shown: list[str], actual: list[str], seeded: bool = False, live: bool = False
+            ) -> bool:
     """The shown lines equal the actual ones once normalised; a shown `...` line stands for any
     number of actual lines."""
-    shown = [normalise(s) for s in shown]
-    actual = [normalise(a) for a in actual]
+    shown = [normalise(s, seeded, live) for s in shown]
+    actual = [normalise(a, seeded, live) for a in actual]
     while shown and not shown[-1]:
         shown.pop()
     while actual and not actual[-1]:
