@@ -210,3 +210,7 @@ def test_shown_output_is_compared_without_what_varies() -> None:
     assert matches([check.format("ok")], ["  skip  seeds  the run kept moving"], live=True)
     assert not matches([check.format("ok")], ["  skip  seeds  the run kept moving"])
     assert not matches([check.format("ok")], ["  FOUND seeds  seed 42"], live=True)
+    assert matches(["  FOUND seed  seed 42 (also at /a) re-derives"],
+                   ["  FOUND seed  seed 42 (also at /metrics (text)) re-derives"], live=True)
+    assert not matches(["  FOUND seed  seed 42 (also at /a) re-derives"],
+                       ["  FOUND seed  seed 42 (also at /a) re-derives nothing"], live=True)

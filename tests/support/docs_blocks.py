@@ -9,7 +9,8 @@ Conventions (CONTRIBUTING.md, "Docs commands are tests"):
   and numbers aside (a command given `--seed` prints the same numbers: only durations aside);
 * `<!-- docs-test: skip REASON -->` on the line before a block keeps it from running;
   `<!-- docs-test: live REASON -->` before a console block of `privrl audit` output compares its
-  check lines by name only (ok or skip: a run that moves between readings), never a finding.
+  check lines by name only (ok or skip: a run that moves between readings), never a finding,
+  and masks what is in parentheses.
 """
 
 from __future__ import annotations
@@ -94,9 +95,11 @@ CHECK = re.compile(r"^(\s+)(?:ok|skip)\s+(\S+)\s.*$")  # an audit's check line, 
 def normalise(line: str, seeded: bool = False, live: bool = False) -> str:
     """A line with what varies from run to run masked: ids, numbers (a seeded command's: only
     durations), column padding; in a live audit, whether a check passed or was skipped (a
-    finding still differs)."""
+    finding still differs) and what is in parentheses (where else a value shows up)."""
     if live:
         line = CHECK.sub(r"\1check \2", line)
+        while (inner := re.sub(r"\([^()]*\)", "<>", line)) != line:  # nested ones too
+            line = inner
     line = HEX_ID.sub("ID", line)
     line = DURATION.sub("T", line) if seeded else NUMBER.sub("N", line)
     return " ".join(line.split())
