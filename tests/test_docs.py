@@ -28,7 +28,8 @@ ENV_VAR = re.compile(r"\$\{?[A-Za-z_]+\}?")
 
 def shell_lines(block: str, shell: bool) -> list[str]:
     """The block's command lines, continuations joined, comments removed, a loop's variable set
-    to its first value. In a block of output (no language) only prompted lines (`$ `) count."""
+    to its first value. In a block of output (no language, or `console`: commands and what they
+    print) only prompted lines (`$ `) count."""
     text = re.sub(r"\\\n\s*", " ", block)
     loops = dict(LOOP.findall(text))
     lines = []
@@ -68,7 +69,7 @@ def documented_commands() -> list[tuple[str, list[str]]]:
     found = []
     for page in PAGES:
         for language, block in BLOCK.findall(page.read_text()):
-            for line in shell_lines(block, shell=language != ""):
+            for line in shell_lines(block, shell=language not in ("", "console")):
                 if "..." in line or "…" in line:  # an elided example, not a command
                     continue
                 for argv in privrl_commands(line):
