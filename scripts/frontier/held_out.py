@@ -47,11 +47,11 @@ def main() -> None:
     seeds = tuple(range(args.seeds))
     planner = Planner(StudySpec(episodes=args.episodes, seeds=seeds))
     jobs, tasks = [], []
-    for case in CASES:
-        world = planner.world(case.algo)[0].name
-        if world not in SEEDED or (args.cases and case.name not in args.cases):
-            continue
-        for seed in args.world_seeds:
+    cases = [c for c in CASES if planner.world(c.algo)[0].name in SEEDED
+             and (not args.cases or c.name in args.cases)]
+    for seed in args.world_seeds:  # world by world: a stopped invocation keeps whole worlds
+        for case in cases:
+            world = planner.world(case.algo)[0].name
             for epsilon in args.epsilon or [case.target]:
                 params = dict.fromkeys(SEEDED[world], seed)
                 config, spec = planner.config(case, "practical", epsilon, world_params=params)
@@ -74,7 +74,7 @@ def main() -> None:
                         "seconds": result.seconds}
         print(f"{case.name} on {world} {params} at ε={epsilon:g}: {np.mean(fractions):.1f}"
               f" ± {np.std(fractions):.1f} in {result.seconds:.0f} s", flush=True)
-        ordered = [rows[i] for i in sorted(rows)]  # the cases' order, not the finishing one
+        ordered = [rows[i] for i in sorted(rows)]  # the planned order, not the finishing one
         about = {"seeds": list(seeds), "episodes": args.episodes, "planned": len(tasks)}
         save_measured(args.json, {**about, **table(ordered), "runs": ordered})
         if args.thresholds_json:
