@@ -1,7 +1,7 @@
 """Each seeded-world case at its target ε (or at given ε) on worlds the study never saw.
 
 `python scripts/frontier/held_out.py --world-seeds 101 102 103 --json OUT
-[--cases C ...] [--epsilon E ...] [--thresholds-json OUT2]`
+[--cases C ...] [--epsilon E ...]`, or `--from OUT --json OUT2` for its thresholds
 
 The frontier runs each algorithm's default world. A case whose world is drawn from a seed (the
 linear families: LM-Hard's secret signs, zhou-mix's features and kernels, lin-cube's signs) is
@@ -10,13 +10,14 @@ the same world drawn from other seeds (zhou-mix: its public features too), seeds
 K = 50,000, as `privrl frontier` runs a row. RiverSwim, DP-UCBVI's world, has no seed and is
 left out. The JSON is rewritten after every run, so a stopped invocation keeps what finished.
 Each row says whether the ledger is exact: the ε it spent is the budget (relative 1e-9), never
-more. `--thresholds-json`: per case and world, the smallest measured ε that learns and its
-interval (`privrl.studies.threshold`, the frontier's rule).
+more. `--from OUT`: no runs; the table of OUT's runs per case and world: the smallest measured
+ε that learns and its interval (`privrl.studies.threshold`, the frontier's rule).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
@@ -42,8 +43,13 @@ def main() -> None:
     parser.add_argument("--cases", nargs="*", help="only these cases")
     parser.add_argument("--epsilon", type=float, nargs="+", help="these ε (default: the target)")
     parser.add_argument("--json", required=True)
-    parser.add_argument("--thresholds-json", help="also the smallest learning ε per case, world")
+    parser.add_argument("--from", dest="runs", help="no runs: the thresholds of this file's runs")
     args = parser.parse_args()
+    if args.runs:
+        saved = json.loads(open(args.runs, encoding="utf-8").read())
+        save_measured(args.json, {"source": args.runs, "seeds": saved["seeds"],
+                                  "episodes": saved["episodes"], **threshold_table(saved["runs"])})
+        return
     seeds = tuple(range(args.seeds))
     planner = Planner(StudySpec(episodes=args.episodes, seeds=seeds))
     jobs, tasks = [], []
@@ -77,8 +83,6 @@ def main() -> None:
         ordered = [rows[i] for i in sorted(rows)]  # the planned order, not the finishing one
         about = {"seeds": list(seeds), "episodes": args.episodes, "planned": len(tasks)}
         save_measured(args.json, {**about, **table(ordered), "runs": ordered})
-        if args.thresholds_json:
-            save_measured(args.thresholds_json, {**about, **threshold_table(ordered)})
 
 
 def exact(spent: float, budget: float) -> bool:
