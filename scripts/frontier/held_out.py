@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,7 +47,7 @@ def main() -> None:
     parser.add_argument("--from", dest="runs", help="no runs: the thresholds of this file's runs")
     args = parser.parse_args()
     if args.runs:
-        saved = json.loads(open(args.runs, encoding="utf-8").read())
+        saved = json.loads(Path(args.runs).read_text(encoding="utf-8"))
         save_measured(args.json, {"source": args.runs, "seeds": saved["seeds"],
                                   "episodes": saved["episodes"], **threshold_table(saved["runs"])})
         return
