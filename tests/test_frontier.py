@@ -435,3 +435,42 @@ def test_the_list_names_each_cases_target_and_grid(capsys: pytest.CaptureFixture
     for case in CASES:
         [line] = [ln for ln in lines if ln.startswith(f"{case.name} ")]
         assert f"target ε {case.target:g}; ε grid {case.grid(8)}" in line
+
+
+@pytest.mark.parametrize("mode", ["jdp", "ldp"])
+def test_ucrl_vtr_plus_has_a_case_beside_ucrl_vtrs(mode: str) -> None:
+    """UCRL-VTR+'s case runs on UCRL-VTR's world over its ε range; its target is on its grid and
+    not below UCRL-VTR's (its four families share one budget: Luyo et al.'s remark)."""
+    plus, base = case_named(f"ucrl-vtr-plus-{mode}"), case_named(f"ucrl-vtr-{mode}")
+    assert (plus.algo, plus.privacy, dict(plus.knobs)) == ("ucrl-vtr-plus", mode, {})
+    assert plus.epsilon_range == base.epsilon_range and plus.target in plus.grid(8)
+    assert plus.target is not None and base.target is not None and plus.target >= base.target
+    planner = fr.Planner(fr.StudySpec())
+    assert planner.world(plus.algo)[0] == planner.world(base.algo)[0]  # LM-Hard, same H
+
+
+def test_ucrl_vtr_plus_cases_run_in_the_study_with_an_exact_ledger(tmp_path: Path) -> None:
+    """A real tiny study of both UCRL-VTR+ cases, both presets, at their targets and the top of
+    their ranges: the practical preset spends exactly its budget; the faithful one (the paper's
+    noise scales) never more, and at LDP's 10⁶ its plan would overspend: refused, not run."""
+    cases = ("ucrl-vtr-plus-jdp", "ucrl-vtr-plus-ldp")
+    spec = fr.StudySpec(episodes=30, seeds=(0, 1), cases=cases, ablation=False, grid_size=1)
+    data = fr.run_study(fr.Study(tmp_path / "f.json", spec, "x", "abc1234"), workers=1,
+                        quiet=True, note=lambda _: None)
+    rows = {(r["case"], r["label"], r["epsilon"]) for r in data["frontier"]}
+    assert rows == {(name, preset, eps) for name in cases for preset in fr.PRESETS
+                    for eps in (case_named(name).target, case_named(name).epsilon_range[1])}
+    for row in data["frontier"]:
+        run = data["runs"][row["run"]]
+        if (row["case"], row["label"], row["epsilon"]) == ("ucrl-vtr-plus-ldp", "faithful", 1e6):
+            assert run["status"] == "refused" and "would spend" in run["message"]
+            continue
+        assert run["status"] == "done", run.get("message")
+        assert run["algo"] == "ucrl-vtr-plus" and run["world"]["name"] == "lm-hard"
+        assert run["config"]["privacy"] == row["case"].rsplit("-", 1)[1]
+        assert run["ledger"]["epsilon"] <= row["epsilon"] * (1 + 1e-12)
+        if row["label"] == "practical":
+            assert run["ledger"]["epsilon"] == pytest.approx(row["epsilon"], rel=1e-9)
+        assert len(run["fractions"]) == 2 and all(math.isfinite(f) for f in run["fractions"])
+    assert {(t["case"], t["preset"]) for t in data["thresholds"]} == {
+        (name, preset) for name in cases for preset in fr.PRESETS}

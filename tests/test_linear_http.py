@@ -17,11 +17,11 @@ from privrl.client.evaluator import evaluate
 from privrl.client.users import run_users
 from privrl.config import RunConfig
 from privrl.protocol import PolicyLog, RunRequest
-from privrl.run import Run, run_in_process, user_episode
+from privrl.run import run_in_process
 from privrl.wire import pack_floats, unpack_floats
 from privrl.worlds import make
 from privrl.worlds.model_spec import model_spec_of
-from support.client import create_run, run_cli, start_server
+from support.client import create_run, reference_run, run_cli, start_server
 from support.server import (
     AUTH,
     assert_refused_unchanged,
@@ -50,24 +50,6 @@ def request_body(config: RunConfig, seed: int = 3) -> dict[str, Any]:
     return RunRequest(**config.model_dump(), seed=seed).model_dump(mode="json", exclude_none=True)
 
 
-def reference(config: RunConfig, server_seed: int, client_seed: int, mdp=HARD):
-    """The in-process protocol, one user at a time: messages, trajectories, raw and noisy stats."""
-    run = Run(config, [server_seed])
-    messages, raws, noisies = [], [], []
-    for k in range(config.episodes):
-        message = run.message()
-        messages.append({n: a[0].copy() for n, a in message.items()})
-        traj, noisy = user_episode(mdp, message, [client_seed], k, run.algorithm,
-                                   run.calibration, nonces=[k])
-        raws.append({n: a[0] for n, a in run.algorithm.user_statistics(traj, message).items()})
-        noisies.append(None if noisy is None else {n: a[0] for n, a in noisy.items()})
-        if noisy is None:
-            run.ingest_trajectories(traj, message)
-        else:
-            run.ingest_noisy(noisy)
-    return run, messages, raws, noisies
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     proc = start_server(tmp_path_factory.mktemp("linear-http"), sequential=True)
@@ -85,7 +67,8 @@ def test_sequential_http_run_matches_in_process(server, privacy: str) -> None:
     assert done.returncode == 0, done.stderr
     assert f"{K} episodes reported" in done.stdout
 
-    ref_run, messages, _, _ = reference(config, SEED, SEED)
+    ref = reference_run(config, SEED, SEED, HARD)
+    ref_run, messages = ref.run, ref.messages
     in_process = run_in_process(config, HARD, [SEED])
     ev = evaluate(server.url, run_id, HARD)
     with ServerAPI(server.url) as api:
@@ -119,7 +102,7 @@ def test_linopt_over_http_matches_in_process(server, algo: str, privacy: str) ->
     done = run_cli("users", "--server", server.url, "--run", run_id, "--concurrency", "1",
                    "--seed", str(SEED), "--env", "zhou-mix", "--quiet")
     assert done.returncode == 0, done.stderr
-    _, messages, _, _ = reference(config, SEED, SEED, e2)
+    messages = reference_run(config, SEED, SEED, e2).messages
     in_process = run_in_process(config, e2, [SEED])
     ev = evaluate(server.url, run_id, e2)
     with ServerAPI(server.url) as api:
@@ -246,7 +229,8 @@ def test_ldp_nothing_raw_leaves_a_user(tmp_path: Path) -> None:
         assert result.reported == 15
     finally:
         server.stop()
-    _, _, raws, noisies = reference(config, SEED, SEED)
+    ref = reference_run(config, SEED, SEED, HARD)
+    raws, noisies = ref.statistics, ref.noisy
     reports = [json.loads(b) for b in requests if b and b not in (b"{}",) and b"arrays" in b]
     assert len(reports) == 15
     sizes = {len(r) for r in (b for b in requests if b"arrays" in b)}

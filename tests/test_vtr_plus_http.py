@@ -9,10 +9,10 @@ import pytest
 from privrl.client.api import ServerAPI
 from privrl.client.evaluator import evaluate
 from privrl.config import RunConfig
-from privrl.run import Run, run_in_process, user_episode
+from privrl.run import run_in_process
 from privrl.worlds import make
 from privrl.worlds.model_spec import model_spec_of
-from support.client import create_run, run_cli, start_server
+from support.client import create_run, reference_run, run_cli, start_server
 
 pytestmark = pytest.mark.slow  # a server subprocess and a users subprocess
 
@@ -26,22 +26,6 @@ def config_of(privacy: str) -> RunConfig:
     return RunConfig(algo="ucrl-vtr-plus", n_states=HARD.S, n_actions=HARD.A, horizon=HARD.H,
                      model=model_spec_of(HARD), episodes=K, privacy=privacy, epsilon=50.0,
                      delta=1e-5, mechanism="gaussian")
-
-
-def reference(config: RunConfig, seed: int) -> tuple[Run, list[dict[str, np.ndarray]]]:
-    """The in-process protocol, one fresh user per episode at its own nonce."""
-    run = Run(config, [seed])
-    messages = []
-    for k in range(config.episodes):
-        message = run.message()
-        messages.append({n: a[0].copy() for n, a in message.items()})
-        traj, noisy = user_episode(HARD, message, [seed], k, run.algorithm, run.calibration,
-                                   nonces=[k])
-        if noisy is None:
-            run.ingest_trajectories(traj, message)
-        else:
-            run.ingest_noisy(noisy)
-    return run, messages
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +42,8 @@ def test_sequential_http_run_matches_in_process(server, privacy: str) -> None:
     done = run_cli("users", "--server", server.url, "--run", run_id, "--users", str(K),
                    "--concurrency", "1", "--seed", str(SEED), "--env", "lm-hard", "--quiet")
     assert done.returncode == 0, done.stderr
-    ref_run, messages = reference(config, SEED)
+    ref = reference_run(config, SEED, SEED, HARD)
+    ref_run, messages = ref.run, ref.messages
     in_process = run_in_process(config, HARD, [SEED])
     ev = evaluate(server.url, run_id, HARD)
     with ServerAPI(server.url) as api:

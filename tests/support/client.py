@@ -79,6 +79,8 @@ class Reference:
     trajectories: list[Trajectories]
     raw: list[Stats]  # each user's raw count arrays (one replica row)
     noisy: list[Stats | None]
+    messages: list[Stats]  # every array the server served each episode (one replica row)
+    statistics: list[Stats]  # each user's raw statistics, as its algorithm computes them
 
 
 def reference_run(
@@ -86,20 +88,22 @@ def reference_run(
 ) -> Reference:
     """Replay the protocol in process: policy, user episode, ingest — K times."""
     run = Run(config, [server_seed])
-    policies, trajs, raws, noisies = [], [], [], []
+    policies, trajs, raws, noisies, messages, stats = [], [], [], [], [], []
     for k in range(config.episodes):
         message = run.message()
         policies.append(message["actions"][0].copy())
+        messages.append({n: a[0].copy() for n, a in message.items()})
         traj, noisy = user_episode(mdp, message, [client_seed], k, run.algorithm, run.calibration,
                                    nonces=[k])  # a fresh user's counter, as over HTTP
         trajs.append(traj)
         raws.append({n: a[0] for n, a in tabular_counts(traj, mdp.S, mdp.A).items()})
+        stats.append({n: a[0] for n, a in run.algorithm.user_statistics(traj, message).items()})
         noisies.append(None if noisy is None else {n: a[0] for n, a in noisy.items()})
         if noisy is None:
             run.ingest_trajectories(traj, message)
         else:
             run.ingest_noisy(noisy)
-    return Reference(run, policies, trajs, raws, noisies)
+    return Reference(run, policies, trajs, raws, noisies, messages, stats)
 
 
 def sequence_texts(seq: list) -> list[str]:
