@@ -1,7 +1,7 @@
 """Each seeded-world case at its target ε (or at given ε) on worlds the study never saw.
 
 `python scripts/frontier/held_out.py --world-seeds 101 102 103 --json OUT
-[--cases C ...] [--epsilon E ...]`, or `--from OUT --json OUT2` for its thresholds
+[--cases C ...] [--epsilon E ...]`, or `--from OUT [OUT ...] --json OUT2` for their thresholds
 
 The frontier runs each algorithm's default world. A case whose world is drawn from a seed (the
 linear families: LM-Hard's secret signs, zhou-mix's features and kernels, lin-cube's signs) is
@@ -44,12 +44,16 @@ def main() -> None:
     parser.add_argument("--cases", nargs="*", help="only these cases")
     parser.add_argument("--epsilon", type=float, nargs="+", help="these ε (default: the target)")
     parser.add_argument("--json", required=True)
-    parser.add_argument("--from", dest="runs", help="no runs: the thresholds of this file's runs")
+    parser.add_argument("--from", dest="runs", nargs="+",
+                        help="no runs: the thresholds of these files' runs (same seeds and K)")
     args = parser.parse_args()
     if args.runs:
-        saved = json.loads(Path(args.runs).read_text(encoding="utf-8"))
-        save_measured(args.json, {"source": args.runs, "seeds": saved["seeds"],
-                                  "episodes": saved["episodes"], **threshold_table(saved["runs"])})
+        saved = [json.loads(Path(p).read_text(encoding="utf-8")) for p in args.runs]
+        if len({(json.dumps(d["seeds"]), d["episodes"]) for d in saved}) > 1:
+            sys.exit("--from: the files ran other seeds or K; their thresholds do not combine")
+        runs = [r for d in saved for r in d["runs"]]
+        save_measured(args.json, {"source": args.runs, "seeds": saved[0]["seeds"],
+                                  "episodes": saved[0]["episodes"], **threshold_table(runs)})
         return
     seeds = tuple(range(args.seeds))
     planner = Planner(StudySpec(episodes=args.episodes, seeds=seeds))
