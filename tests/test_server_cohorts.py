@@ -51,6 +51,7 @@ def test_a_replay_completes_a_cohort_where_the_stored_ack_says() -> None:
 @pytest.fixture
 def toy(monkeypatch: pytest.MonkeyPatch) -> None:
     """The toy cohort boundary, registered for this test only."""
+    trust.names()  # load the built-ins first: the copy restored after the test holds them
     monkeypatch.setattr(trust, "_registry", dict(trust._registry))
     monkeypatch.delitem(sys.modules, "support.toy_cohort", raising=False)
     importlib.import_module("support.toy_cohort")

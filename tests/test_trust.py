@@ -81,6 +81,7 @@ def toy(monkeypatch: pytest.MonkeyPatch) -> trust.TrustBoundary:
     """The toy boundary, offered through the entry-point group as a plug-in would be."""
     boundary = EntryPointToy()
     point = SimpleNamespace(name=boundary.name, load=lambda: boundary)
+    trust.names()  # load the built-ins first: the copy restored after the test holds them
     monkeypatch.setattr(trust, "_registry", dict(trust._registry))
     monkeypatch.setattr(trust, "_loaded", False)
     monkeypatch.setattr(trust, "entry_points",
@@ -103,6 +104,7 @@ def test_a_boundary_from_an_entry_point_runs_without_anything_naming_it(
 @pytest.fixture
 def plugin(monkeypatch: pytest.MonkeyPatch) -> None:
     """PRIVRL_PLUGINS names the toy boundary's module, registered afresh for this test only."""
+    trust.names()  # load the built-ins first: the copy restored after the test holds them
     monkeypatch.setattr(trust, "_registry", dict(trust._registry))
     monkeypatch.setenv("PRIVRL_PLUGINS", "support.toy_boundary")
     monkeypatch.delitem(sys.modules, "support.toy_boundary", raising=False)
