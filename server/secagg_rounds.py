@@ -3,9 +3,10 @@ protocol's server state machine (`privrl.trust.secagg.protocol.CohortAggregator`
 
 A member of cohort c is the holder of an open claim of episode e with e // B = c; it is user
 e % B of the cohort and authenticates every message with its claim ticket. A round closes when
-every user it waits for has sent its message, or `ROUND_TIMEOUT` seconds after it opened (the
-missing users count as dropped); too few messages abort the cohort (nothing of it is released,
-its claims are dropped unreported and nothing is charged). When the unmasking round closes, the
+every user it waits for has sent its message, or `ROUND_TIMEOUT` seconds after it opened
+(round 0: `JOIN_TIMEOUT` after the newest member joined; the missing users count as
+dropped); too few messages abort the cohort (nothing of it is released, its claims are
+dropped unreported and nothing is charged). When the unmasking round closes, the
 aggregator rebuilds the masks and the cohort's sum goes into the run under its lock
 (`CohortPrivatizer.release_sum`): its survivors' claims are reported in one write, each with
 its *masked* input (the server never holds a user's clean vector; the released sum is public).
@@ -48,6 +49,9 @@ from privrl.trust.secagg.wire import ROUNDS, cohort_setup, unb64
 log = logging.getLogger("privrl.server.secagg")
 
 ROUND_TIMEOUT = float(os.environ.get("PRIVRL_SECAGG_ROUND_TIMEOUT", "10"))
+# round 0 (members joining) waits this long after the newest member's keys: users claim and
+# play before they join, so the cohort fills at the pace of their episodes
+JOIN_TIMEOUT = float(os.environ.get("PRIVRL_SECAGG_JOIN_TIMEOUT", "60"))
 
 
 @dataclass
@@ -89,7 +93,7 @@ class CohortRounds:
         """Close the current round if everyone it waits for is in or its time is up."""
         while self.outcome is None and self.total is None:
             expected, got = self._waiting_for()
-            if got < expected and now - self.opened < ROUND_TIMEOUT:
+            if got < expected and now - self.opened < self.timeout:
                 return
             try:
                 self._close_round()
@@ -118,9 +122,15 @@ class CohortRounds:
         self.changed.set()
         self.changed = asyncio.Event()
 
+    @property
+    def timeout(self) -> float:
+        """How long the current round stays open (after it opened or, round 0, the newest
+        member joined)."""
+        return JOIN_TIMEOUT if self.round == 0 else ROUND_TIMEOUT
+
     def deadline(self, now: float) -> float:
         """Seconds until the current round closes at the latest."""
-        return max(self.opened + ROUND_TIMEOUT - now, 0.0)
+        return max(self.opened + self.timeout - now, 0.0)
 
 
 def _unb64(text: str) -> bytes:
@@ -200,6 +210,7 @@ class SecaggRounds:
         if rounds.outcome == "aborted":
             raise Refusal(410, "aborted", f"cohort {cohort} aborted: {rounds.why}")
         self._step(rounds, rounds.aggregator.advertise, ad)
+        rounds.opened = time.time()  # round 0 waits for the next member from now
         rounds.members[ticket] = index
         rounds.episodes[index] = claim.episode
         return index
@@ -262,6 +273,7 @@ class SecaggRounds:
             rounds.dropped = True
             for ticket in rounds.members:
                 self._drop(hosted, ticket)
+            hosted.publish(hosted.capture(time.time()))  # nothing to write: claims freed
             hosted.slot_freed.notify_all()
         log.warning("run %s: cohort %d aborted, nothing released or charged: %s", run_id,
                     rounds.index, rounds.why)
