@@ -12,6 +12,7 @@ bounded long poll.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -31,6 +32,7 @@ from privrl.trust.secagg.wire import b64, cohort_setup, unb64
 
 POLL = 5.0  # seconds of one long poll
 PATIENCE = 120.0  # seconds a user waits for one round before it gives up
+RETRY = 0.5  # seconds between polls while the server cannot be reached
 
 
 class CohortFailed(RuntimeError):
@@ -45,7 +47,10 @@ def cohort_vector(calibration: Calibration, noisy: Stats) -> np.ndarray:
 
 
 async def _send(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    resp = await http.post(path, json=body)
+    try:
+        resp = await http.post(path, json=body)
+    except httpx.HTTPError as exc:
+        raise CohortFailed(f"POST {path.rsplit('/', 1)[-1]}: {exc!r}") from None
     if resp.status_code != 200:
         raise CohortFailed(f"POST {path.rsplit('/', 1)[-1]}: {resp.status_code} {resp.text}")
     return resp.json()
@@ -57,7 +62,11 @@ async def _await(http: httpx.AsyncClient, path: str, ticket: str | None) -> dict
         params["ticket"] = ticket
     end = time.monotonic() + PATIENCE
     while time.monotonic() < end:
-        resp = await http.get(path, params=params)
+        try:
+            resp = await http.get(path, params=params)
+        except httpx.HTTPError:  # the server is away (restarting?): ask again, patiently
+            await asyncio.sleep(RETRY)
+            continue
         if resp.status_code == 200:
             return resp.json()
         if resp.status_code != 202:

@@ -12,17 +12,15 @@ aggregator rebuilds the masks and the cohort's sum goes into the run under its l
 its *masked* input (the server never holds a user's clean vector; the released sum is public).
 
 Restarts: the rounds live in memory. A restart aborts every cohort in flight (its users are
-answered 404 and their claims lapse; nothing of it was counted or charged). A run whose cohorts
-were released stores their masked inputs as reports of kind "masked", which a replay cannot
-unmask: such a run is not served after a restart (`privrl.server.runs` lists it as failed),
-which never releases a cohort twice nor forgets a charge, but does not resume the run.
+answered 404 and their claims lapse; nothing of it was counted or charged). A released cohort
+is in the store with its reports (`privrl.server.secagg_store`): a replay releases it again at
+the same report, once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import os
 import time
@@ -33,6 +31,7 @@ import numpy as np
 from privrl.protocol import Ack
 from privrl.server.errors import Refusal
 from privrl.server.hosted import HostedRun
+from privrl.server.secagg_store import KIND, masked_payload
 from privrl.server.service import Service, durable, fresh
 from privrl.server.snapshot import EXPIRED, REPORTED
 from privrl.server.store import ReportRow, Statement, Store
@@ -298,7 +297,7 @@ class SecaggRounds:
                 hosted.mark_stale()
                 rounds.abort(f"the run could not take the cohort: {exc}")
                 raise Refusal(503, "store", "the cohort could not be counted") from exc
-            rows = self._reported(hosted, rounds, survivors)
+            rows = self._reported(hosted, rounds, survivors, rounds.total)
             rounds.total = None
             rounds.outcome = outcome
             now = time.time()
@@ -310,21 +309,22 @@ class SecaggRounds:
         rounds._wake()
         await durable(barrier)
 
-    def _reported(self, hosted: HostedRun, rounds: CohortRounds, survivors: list[int]
-                  ) -> list[Statement]:
+    def _reported(self, hosted: HostedRun, rounds: CohortRounds, survivors: list[int],
+                  total: np.ndarray) -> list[Statement]:
         """The rows of the survivors' reports (their masked inputs) and the memory changes."""
         tickets = {i: t for t, i in rounds.members.items()}
+        release = {"sum": total.tolist(), "members": len(rounds.members),
+                   "survivors": len(survivors)}
         rows: list[Statement] = []
-        for i in survivors:
+        for n, i in enumerate(survivors):
             ticket, episode = tickets[i], rounds.episodes[i]
             claim = hosted.open.pop(ticket, None)
-            payload = json.dumps({"cohort": rounds.index,
-                                  "masked": rounds.aggregator.inputs[i].tolist()},
-                                 separators=(",", ":"))
+            payload = masked_payload(rounds.index, rounds.aggregator.inputs[i],
+                                     None if n else release)
             ack = Ack(run_id=hosted.id, episode=episode, reported=hosted.run.reported)
             hosted.stored_reports += 1
             rows += Store.report_statements(ReportRow(
-                hosted.id, hosted.stored_reports, ticket, episode, "masked", payload,
+                hosted.id, hosted.stored_reports, ticket, episode, KIND, payload,
                 hashlib.sha256(payload.encode()).hexdigest(), ack.model_dump_json()))
             if claim is not None:
                 hosted._count(claim.policy_version, REPORTED)

@@ -208,3 +208,36 @@ def _stored_integer_lists(db: Path) -> list[np.ndarray]:
         rows = conn.execute("SELECT payload FROM reports").fetchall()
     return [a for (payload,) in rows for a in _integer_lists(payload)]
 
+
+
+def test_a_restart_keeps_released_cohorts_and_aborts_the_one_in_flight(
+        server: ServerProcess) -> None:
+    run_id = create_run(server, config(episodes=8, size=4), seed=SEED)
+    assert users(server.url, run_id, 4, 4).returncode == 0  # cohort 0 released
+    with ServerAPI(server.url) as api:
+        board, ledger = api.billboard(run_id), api.ledger(run_id)
+    lost = [faulty(server.url, run_id, "die") for _ in range(2)]
+    honest = subprocess.Popen(
+        module_cmd("privrl.client", "users", "--server", server.url, "--run", run_id,
+                   "--users", "2", "--concurrency", "2", "--seed", str(SEED + 1), "--quiet"),
+        env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for proc in lost:
+            _wait_for(proc, "SHARED")
+        assert server.proc is not None
+        server.proc.kill()  # SIGKILL mid-cohort: cohort 1 waits for its masked inputs
+        server.proc.wait()
+        server.start(timeout=60.0)
+        out, err = honest.communicate(timeout=180)
+    finally:
+        for proc in [*lost, honest]:
+            proc.kill()
+            proc.wait()
+    # both refused: the cohort was lost in flight (a 404 "not in flight" after the restart, or
+    # the connection while the server was down, depending on the round they were in)
+    assert "2 refused" in out, (out, err)
+    with ServerAPI(server.url) as api:
+        info, after, spent = api.get_run(run_id), api.billboard(run_id), api.ledger(run_id)
+    assert info.status.reported == 4  # cohort 0 once, cohort 1 not at all
+    assert after.arrays == board.arrays
+    assert spent.charges == ledger.charges  # nothing of cohort 1 charged
