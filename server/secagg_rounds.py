@@ -8,8 +8,10 @@ every user it waits for has sent its message, or `ROUND_TIMEOUT` seconds after i
 dropped); too few messages abort the cohort (nothing of it is released, its claims are
 dropped unreported and nothing is charged). When the unmasking round closes, the
 aggregator rebuilds the masks and the cohort's sum goes into the run under its lock
-(`CohortPrivatizer.release_sum`): its survivors' claims are reported in one write, each with
-its *masked* input (the server never holds a user's clean vector; the released sum is public).
+(`CohortPrivatizer.release_sum`; it counts every member's episode, as a cohort closed in
+process does): its survivors' claims are reported in one write, each with its *masked* input
+(the server never holds a user's clean vector; the released sum is public), the others' claims
+end unreported.
 
 Restarts: the rounds live in memory. A restart aborts every cohort in flight (its users are
 answered 404 and their claims lapse; nothing of it was counted or charged). A released cohort
@@ -47,7 +49,7 @@ from privrl.trust.secagg.wire import ROUNDS, cohort_setup, unb64
 
 log = logging.getLogger("privrl.server.secagg")
 
-ROUND_TIMEOUT = float(os.environ.get("PRIVRL_SECAGG_ROUND_TIMEOUT", "10"))
+ROUND_TIMEOUT = float(os.environ.get("PRIVRL_SECAGG_ROUND_TIMEOUT", "30"))
 # round 0 (members joining) waits this long after the newest member's keys: users claim and
 # play before they join, so the cohort fills at the pace of their episodes
 JOIN_TIMEOUT = float(os.environ.get("PRIVRL_SECAGG_JOIN_TIMEOUT", "60"))
@@ -94,6 +96,8 @@ class CohortRounds:
             expected, got = self._waiting_for()
             if got < expected and now - self.opened < self.timeout:
                 return
+            log.debug("%s: round %s closes with %d of %d", self.setup.cohort.decode(),
+                      ROUNDS[self.round], len(got), len(expected))
             try:
                 self._close_round()
             except CohortAborted as why:

@@ -105,7 +105,9 @@ def test_a_member_killed_after_key_agreement_leaves_its_cohort_to_the_others(
     assert "3 episodes reported" in out
     with ServerAPI(server.url) as api:
         info, ledger = api.get_run(run_id), api.ledger(run_id)
-    assert info.status.reported == 3  # the three survivors, one release
+    # one release of the three survivors' sum, counting the cohort's four episodes (as in
+    # process): the run has finished
+    assert info.status.reported == 4 and info.status.finished
     assert [c["mechanism"] for c in ledger.charges].count("secagg:cohort") == 1
     assert "cohort 0 released (3 of 4 users" in server.log_path.read_text()
 
@@ -144,7 +146,7 @@ def test_a_malformed_masked_input_is_refused_alone(server: ServerProcess) -> Non
     assert done.returncode == 0, done.stderr
     assert "3 episodes reported" in done.stdout  # its cohort completed without it
     with ServerAPI(server.url) as api:
-        assert api.get_run(run_id).status.reported == 3
+        assert api.get_run(run_id).status.reported == 4  # its member counts, its input does not
 
 
 def test_masked_bodies_look_uniform_and_no_clean_vector_is_stored(
@@ -190,7 +192,8 @@ def test_masked_bodies_look_uniform_and_no_clean_vector_is_stored(
     log = server.log_path.read_text()
     files = b"".join(p.read_bytes() for p in server.db.parent.glob(server.db.name + "*"))
     stored = _stored_integer_lists(server.db) + _integer_lists(log)
-    assert len(_stored_integer_lists(server.db)) == 16  # the masked inputs, and nothing else
+    # the 16 masked inputs and the 4 released cohort sums, nothing else
+    assert len(_stored_integer_lists(server.db)) == 16 + 4
     for user in clean:
         assert not any(len(s) == user.size and np.array_equal(s, user) for s in stored)
         text = ",".join(str(int(x)) for x in user)

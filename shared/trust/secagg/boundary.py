@@ -276,13 +276,14 @@ class CohortPrivatizer(NoServerNoise):
     def release_sum(self, total: np.ndarray, users: int, survivors: int,
                     ledger: Ledger) -> str:
         """A cohort whose rounds ran elsewhere (a server's, over HTTP; one replica): its
-        unmasked sum of `survivors` inputs out of `users` members counts `survivors` reports
-        and is released if feasible; "released" or "refused"."""
+        unmasked sum of `survivors` inputs out of `users` members counts the `users` episodes
+        (as in process, where a cohort closes after its B reports whoever drops) and is
+        released if feasible; "released" or "refused"."""
         if self.replicas != 1:
             raise ValueError("a cohort sum from outside is one replica's")
         index = self.closed
         self.closed += 1
-        self.items += survivors
+        self.items += users
         released = self._admit(index, 0, users, survivors, np.asarray(total), ledger)
         self._closed(index, users, int(released), ledger)
         return "released" if released else "refused"
