@@ -8,6 +8,8 @@ import numpy as np
 from privrl.server import secagg_rounds
 from privrl.server.secagg_rounds import CohortRounds
 from privrl.trust.secagg.protocol import CohortSetup, UserSession
+from privrl.trust.secagg.wire import b64
+from support.server import Apps, claim, create, spec
 
 SETUP = CohortSetup(b"test cohort", size=4, min_survivors=3, length=5, bits=32, degree=3)
 T = secagg_rounds.ROUND_TIMEOUT
@@ -65,3 +67,33 @@ def test_joining_waits_for_the_newest_member() -> None:
     assert rounds.round == 0 and rounds.outcome is None
     rounds.tick(secagg_rounds.JOIN_TIMEOUT)  # one member after the join timeout: too few
     assert rounds.outcome == "aborted"
+
+
+def test_the_routes_refuse_strangers_and_malformed_messages(apps: Apps) -> None:
+    client = apps()
+    config = spec("secagg", episodes=8, epsilon=1.0, mechanism="gaussian", delta=1e-5,
+                  schedule="batch:4", dropout=0.25)
+    run_id = create(client, config)
+    ticket = claim(client, run_id)
+    base = f"/v1/runs/{run_id}/cohorts/0"
+    keys = UserSession(SETUP, 0, np.zeros(5)).advertise()
+    good = {"cipher_key": b64(keys.cipher_key), "mask_key": b64(keys.mask_key)}
+    stranger = client.post(f"{base}/keys", json={"ticket": "x" * 32, **good})
+    assert stranger.status_code == 403 and stranger.json()["code"] == "not_member"
+    elsewhere = client.post(f"/v1/runs/{run_id}/cohorts/1/keys",
+                            json={"ticket": ticket["ticket"], **good})
+    assert elsewhere.status_code == 403  # episode 0 is in cohort 0
+    garbled = client.post(f"{base}/keys", json={"ticket": ticket["ticket"],
+                                                "cipher_key": "%%%", "mask_key": "%%%"})
+    assert garbled.status_code == 422
+    short = client.post(f"{base}/keys", json={"ticket": ticket["ticket"], "cipher_key": "AAAA",
+                                              "mask_key": "AAAA"})
+    assert short.status_code == 422  # keys are 32 bytes
+    joined = client.post(f"{base}/keys", json={"ticket": ticket["ticket"], **good})
+    assert joined.status_code == 200 and joined.json() == {"index": ticket["episode"] % 4}
+    waiting = client.get(f"{base}/roster", params={"ticket": ticket["ticket"], "wait": 0})
+    assert waiting.status_code == 202  # three members have not joined
+    early = client.post(f"{base}/masked", json={"ticket": ticket["ticket"], "masked": [1]})
+    assert early.status_code == 422  # the cohort is in round 0
+    unknown = client.get(f"/v1/runs/{run_id}/cohorts/5", params={"wait": 0})
+    assert unknown.status_code == 404
