@@ -541,6 +541,11 @@ async def run_users(
     async with httpx.AsyncClient(base_url=server, timeout=timeout, limits=limits,
                                  event_hooks=event_hooks or {}, transport=transport) as http:
         ctx, info = await fetch_context(http, run_id, mdp)
+        cohort = ctx.calibration.cohort
+        if cohort is not None and concurrency < cohort.size:
+            print(f"users {info.id}: secure aggregation sums cohorts of {cohort.size} users in"
+                  f" flight together; --concurrency {concurrency} fills one only with other"
+                  " users' help (else it aborts after its join timeout)", file=sys.stderr)
         mine = credentials_of(info.id, credentials)
         if info.credentials and not mine:
             raise UserError(f"run {info.id} requires user credentials and none of this run was"
