@@ -34,6 +34,7 @@ from privrl.client.api import (
     retry_after,
     run_path,
 )
+from privrl.client.cohort import CohortFailed, cohort_rounds, cohort_vector
 from privrl.client.user_state import UserState
 from privrl.config import RunConfig
 from privrl.privacy.calibration import Calibration
@@ -220,13 +221,14 @@ ENCODERS = {"trajectory": encode_trajectory, "returns": encode_returns}  # raw k
 
 
 def play(ctx: UserContext, ticket: Ticket, state: UserState
-         ) -> tuple[Trajectories | FirstVisits, bytes]:
+         ) -> tuple[Trajectories | FirstVisits, Any]:
     """Roll out the ticket's policy with the user's own stream and build the report body.
 
     Exactly `privrl.run.user_episode` with one replica: the rollout comes from
     `user_generator(state.seed, ticket.episode)`, an LDP report's noise from
     `noise_generator(state.seed, state.take_nonce())`; an episode `state` has played already
-    is refused (`ReplayedEpisode`). The trajectory stays with the caller.
+    is refused (`ReplayedEpisode`). The trajectory stays with the caller. A
+    secure-aggregation user gets its integer vector instead of a body (`cohort_vector`).
     """
     cfg = ctx.config
     policy = ticket.policy.to_array()
@@ -258,6 +260,9 @@ def play(ctx: UserContext, ticket: Ticket, state: UserState
     nonces = [state.take_nonce()] if ctx.calibration.boundary.local_noise else None
     traj, noisy = user_episode(ctx.mdp, message, [state.seed], ticket.episode, ctx.algorithm,
                                ctx.calibration, nonces=nonces)
+    if ctx.calibration.cohort is not None:  # secure aggregation: masked in the cohort's rounds
+        assert noisy is not None
+        return traj, cohort_vector(ctx.calibration, noisy)
     if noisy is None:
         kind = ctx.algorithm.report_kind(cfg.privacy)
         return traj, ENCODERS[kind](ticket.ticket, traj)  # type: ignore[operator]
@@ -387,9 +392,20 @@ class User:
         return ack, seconds, retries
 
     async def episode(self) -> Outcome:
-        """One user = one episode: claim, roll out privately, (randomize,) report."""
+        """One user = one episode: claim, roll out privately, (randomize,) report; in a
+        secure-aggregation run the report is its cohort's rounds (`privrl.client.cohort`)."""
         ticket, claim_s, claim_retries = await self.claim()
         traj, body = play(self.ctx, ticket, self.state)
+        if self.ctx.calibration.cohort is not None:
+            started = time.perf_counter()
+            try:
+                await cohort_rounds(self.http, self.base, self.ctx.run_id, self.ctx.calibration,
+                                    self.ctx.config.episodes, ticket, body)
+            except CohortFailed as exc:
+                raise ReportRefused(f"episode {ticket.episode}: {exc}") from None
+            return Outcome(ticket.episode, claim_s, time.perf_counter() - started,
+                           8 * len(body), False, traj if self.keep_trajectory else None,
+                           claim_retries)
         ack, report_s, report_retries = await self.report(body)
         return Outcome(ticket.episode, claim_s, report_s, len(body), ack.duplicate,
                        traj if self.keep_trajectory else None, claim_retries + report_retries)
@@ -525,6 +541,11 @@ async def run_users(
     async with httpx.AsyncClient(base_url=server, timeout=timeout, limits=limits,
                                  event_hooks=event_hooks or {}, transport=transport) as http:
         ctx, info = await fetch_context(http, run_id, mdp)
+        cohort = ctx.calibration.cohort
+        if cohort is not None and concurrency < cohort.size:
+            print(f"users {info.id}: secure aggregation sums cohorts of {cohort.size} users in"
+                  f" flight together; --concurrency {concurrency} fills one only with other"
+                  " users' help (else it aborts after its join timeout)", file=sys.stderr)
         mine = credentials_of(info.id, credentials)
         if info.credentials and not mine:
             raise UserError(f"run {info.id} requires user credentials and none of this run was"

@@ -24,7 +24,7 @@ from privrl.server.openapi import install_openapi
 from privrl.server.ops import apidocs
 from privrl.server.ops.gc_pauses import GcPauses
 from privrl.server.ops.highwater import HighWater
-from privrl.server.routes import dashboard, episodes, ops, public, regret, runs, trust
+from privrl.server.routes import cohorts, dashboard, episodes, ops, public, regret, runs, trust
 from privrl.server.runs import RunTable
 from privrl.server.service import Service
 from privrl.server.settings import Settings
@@ -149,7 +149,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = metrics
     app.state.read_slots = ReadSlots(settings.max_reads_per_address,
                                      settings.max_reads_per_second)
-    for module in (runs, episodes, public, regret, trust):  # v1: unknown query refused
+    for module in (runs, episodes, public, regret, trust, cohorts):  # v1: unknown query refused
         app.include_router(module.router)
     app.include_router(ops.router)  # probes and scrapers: lenient
     app.include_router(dashboard.router)  # the page at / (public routes only)

@@ -17,6 +17,7 @@ from privrl.privacy.tree import NodeNoise
 from privrl.protocol import Ack
 from privrl.reports import ReportRejected, restore
 from privrl.run import Run
+from privrl.server import secagg_store
 from privrl.server.ops import noise_epochs
 from privrl.server.snapshot import CLAIMED, REPORTED, VersionEntry
 from privrl.server.store import ClaimRow, PolicyRow, Store
@@ -85,14 +86,18 @@ class Replay:
         for rep in self.store.reports(self.id):
             version = version_of[rep.ticket]
             served = messages[version]
-            try:
-                accepted = restore(rep.kind, rep.payload, self.run, served, version)
-            except ReportRejected as exc:
-                raise RebuildError(f"run {self.id}: stored report {rep.seq}: {exc}") from exc
             stored_ack = Ack.model_validate_json(rep.ack)
             self.stored_reports = rep.seq
-            self._take(accepted, rep.episode, served, time.time(),
-                       replayed=stored_ack.reported > self.run.reported)
+            if rep.kind == secagg_store.KIND:  # a secure-aggregation cohort's report
+                secagg_store.replay_masked(self.run, rep.payload)
+            else:
+                try:
+                    accepted = restore(rep.kind, rep.payload, self.run, served, version)
+                except ReportRejected as exc:
+                    raise RebuildError(f"run {self.id}: stored report {rep.seq}: {exc}"
+                                       ) from exc
+                self._take(accepted, rep.episode, served, time.time(),
+                           replayed=stored_ack.reported > self.run.reported)
             if stored_ack.reported != self.run.reported:
                 raise RebuildError(f"run {self.id}: report {rep.seq} replays out of order")
             if self.run.reported in plan_points:

@@ -250,24 +250,51 @@ class CohortPrivatizer(NoServerNoise):
                 log.warning("cohort %d (replica %d) aborted: %s", index, r, why)
                 self.records.append(CohortRecord(index, r, users, survivors, "aborted"))
                 continue
-            parts = self._split(total)
-            if not self._feasible(parts, survivors):
-                log.warning("cohort %d (replica %d): its sum lies outside the feasible range"
-                            " of %d users: refused, nothing released", index, r, survivors)
-                self.records.append(CohortRecord(index, r, users, survivors, "refused"))
-                self._charge(ledger)  # the server saw it: its users' one release is spent
-                continue
-            self._charge(ledger)  # the filter admits first: a refused charge adds nothing
-            released.append(r)
-            self.records.append(CohortRecord(index, r, users, survivors, "released"))
-            for name, part in parts.items():
-                self.sums[name][r] += part
+            if self._admit(index, r, users, survivors, total, ledger):
+                released.append(r)
+        self._closed(index, users, len(released), ledger)
+        self.pending = []
+
+    def _admit(self, index: int, r: int, users: int, survivors: int, total: np.ndarray,
+               ledger: Ledger) -> bool:
+        """Replica r's unmasked cohort sum `total`: added to the billboard if feasible, else
+        refused (logged; its users' one release is spent all the same)."""
+        # the server saw the sum, feasible or not: its users' one release is spent, and charged
+        # before anything of it enters the billboard (a charge the filter refuses adds nothing)
+        self._charge(ledger)
+        parts = self._split(total)
+        if not self._feasible(parts, survivors):
+            log.warning("cohort %d (replica %d): its sum lies outside the feasible range"
+                        " of %d users: refused, nothing released", index, r, survivors)
+            self.records.append(CohortRecord(index, r, users, survivors, "refused"))
+            return False
+        self.records.append(CohortRecord(index, r, users, survivors, "released"))
+        for name, part in parts.items():
+            self.sums[name][r] += part
+        return True
+
+    def _closed(self, index: int, users: int, released: int, ledger: Ledger) -> None:
+        """The ledger's record of cohort `index` closing (its users charged at its release)."""
         ledger.charge_all([Charge("secagg:cohort", at=self.items,
                                   noise=noise_label(self.calibration.noise),
                                   note=f"cohort {index}: {users} users, released by"
-                                  f" {len(released)} of {self.replicas} replicas (disjoint"
+                                  f" {released} of {self.replicas} replicas (disjoint"
                                   " users: parallel composition, nothing more spent)")])
-        self.pending = []
+
+    def release_sum(self, total: np.ndarray, users: int, survivors: int,
+                    ledger: Ledger) -> str:
+        """A cohort whose rounds ran elsewhere (a server's, over HTTP; one replica): its
+        unmasked sum of `survivors` inputs out of `users` members counts the `users` episodes
+        (as in process, where a cohort closes after its B reports whoever drops) and is
+        released if feasible; "released" or "refused"."""
+        if self.replicas != 1:
+            raise ValueError("a cohort sum from outside is one replica's")
+        index = self.closed
+        self.closed += 1
+        self.items += users
+        released = self._admit(index, 0, users, survivors, np.asarray(total), ledger)
+        self._closed(index, users, int(released), ledger)
+        return "released" if released else "refused"
 
     def _charge(self, ledger: Ledger) -> None:
         if not self._charged:

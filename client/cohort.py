@@ -1,0 +1,109 @@
+"""A user's side of a secure-aggregation cohort over HTTP (`privrl.server.routes.cohorts`).
+
+After its episode the user holds its vector: its statistics on the grid plus its noise share,
+drawn from its own noise stream (`privrl.client.users.play`). It computes the cohort's public
+parameters itself from the run's configuration and its episode
+(`privrl.trust.secagg.wire.cohort_setup`: nothing the server sends sets them) and runs a
+`UserSession` (keys and self-mask seed from the OS CSPRNG) through the four rounds: post keys,
+wait for the roster; post encrypted shares, wait for its inbox; post its masked input, wait
+for the survivors; post its unmasking shares, wait for the cohort's outcome. Every wait is a
+bounded long poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import numpy as np
+from privrl.privacy.calibration import Calibration
+from privrl.privacy.grid import exact_units
+from privrl.protocol import Ticket
+from privrl.stats import Stats
+from privrl.trust.secagg.protocol import (
+    Advertisement,
+    CohortAborted,
+    MalformedInput,
+    UserSession,
+)
+from privrl.trust.secagg.wire import b64, cohort_setup, unb64
+
+POLL = 5.0  # seconds of one long poll
+PATIENCE = 120.0  # seconds a user waits for one round before it gives up
+RETRY = 0.5  # seconds between polls while the server cannot be reached
+
+
+class CohortFailed(RuntimeError):
+    """The cohort aborted, or refused this user's message: nothing of it was counted."""
+
+
+def cohort_vector(calibration: Calibration, noisy: Stats) -> np.ndarray:
+    """A user's integers (one replica): each family's report in grid units, concatenated in
+    the calibration's order (what the in-process cohort privatizer sums)."""
+    return np.concatenate([exact_units(np.asarray(noisy[f.name][0]), f.grid).reshape(-1)
+                           for f in calibration.families])
+
+
+async def _send(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    try:
+        resp = await http.post(path, json=body)
+    except httpx.HTTPError as exc:
+        raise CohortFailed(f"POST {path.rsplit('/', 1)[-1]}: {exc!r}") from None
+    if resp.status_code != 200:
+        raise CohortFailed(f"POST {path.rsplit('/', 1)[-1]}: {resp.status_code} {resp.text}")
+    return resp.json()
+
+
+async def _await(http: httpx.AsyncClient, path: str, ticket: str | None) -> dict[str, Any]:
+    params: dict[str, Any] = {"wait": POLL}
+    if ticket is not None:
+        params["ticket"] = ticket
+    end = time.monotonic() + PATIENCE
+    while time.monotonic() < end:
+        try:
+            resp = await http.get(path, params=params)
+        except httpx.HTTPError:  # the server is away (restarting?): ask again, patiently
+            await asyncio.sleep(RETRY)
+            continue
+        if resp.status_code == 200:
+            return resp.json()
+        if resp.status_code != 202:
+            raise CohortFailed(f"GET {path.rsplit('/', 1)[-1]}: {resp.status_code} {resp.text}")
+    raise CohortFailed(f"GET {path}: the round stayed open for {PATIENCE:g} s")
+
+
+async def cohort_rounds(http: httpx.AsyncClient, base: str, run_id: str,
+                        calibration: Calibration, episodes: int, ticket: Ticket,
+                        vector: np.ndarray) -> dict[str, Any]:
+    """Run this user's cohort rounds for `ticket`'s episode with `vector`; the cohort's outcome
+    (CohortFailed when it aborted or refused this user)."""
+    spec = calibration.cohort
+    assert spec is not None
+    cohort = ticket.episode // spec.size
+    setup = cohort_setup(run_id, spec, episodes, cohort, int(vector.size))
+    if setup is None:
+        raise CohortFailed(f"cohort {cohort} is too small to release: not taking part")
+    user = UserSession(setup, ticket.episode % spec.size, vector)
+    path = f"{base}/cohorts/{cohort}"
+    me = ticket.ticket
+    ad = user.advertise()
+    await _send(http, f"{path}/keys", {"ticket": me, "cipher_key": b64(ad.cipher_key),
+                                       "mask_key": b64(ad.mask_key)})
+    keys = (await _await(http, f"{path}/roster", me))["keys"]
+    roster = {int(i): Advertisement(int(i), unb64(c), unb64(m)) for i, (c, m) in keys.items()}
+    try:
+        sealed = user.share_keys(roster)
+        await _send(http, f"{path}/shares",
+                    {"ticket": me, "shares": {str(v): b64(s) for v, s in sealed.items()}})
+        inbox = (await _await(http, f"{path}/inbox", me))["shares"]
+        masked = user.masked_input({int(u): unb64(s) for u, s in inbox.items()})
+        await _send(http, f"{path}/masked", {"ticket": me, "masked": masked.tolist()})
+        survivors = (await _await(http, f"{path}/survivors", me))["survivors"]
+        reveal = user.unmask(survivors)
+    except (CohortAborted, MalformedInput) as exc:
+        raise CohortFailed(str(exc)) from None
+    await _send(http, f"{path}/unmask",
+                {"ticket": me, "shares": {str(u): b64(s) for u, s in reveal.items()}})
+    return await _await(http, path, None)

@@ -1,0 +1,116 @@
+"""The rounds of a secure-aggregation cohort over HTTP (`privrl.server.secagg_rounds`): a
+member posts its message of each round with its claim ticket, then long-polls (`?wait=`,
+bounded) for the round to close and fetches what the next one needs. 202: not closed yet."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Query, Request
+from fastapi.responses import JSONResponse
+from privrl.server.routes.common import v1_router
+from privrl.server.secagg_rounds import SecaggRounds
+from privrl.trust.secagg.wire import b64
+from pydantic import BaseModel, ConfigDict, Field
+
+router = v1_router(["cohorts"])
+
+WAIT_LIMIT = 30.0  # the longest long poll
+
+
+async def _rounds(request: Request) -> SecaggRounds:
+    state = request.app.state
+    if getattr(state, "secagg", None) is None:
+        state.secagg = SecaggRounds(state.service)
+    return state.secagg
+
+
+Rounds = Annotated[SecaggRounds, Depends(_rounds)]
+Wait = Annotated[float, Query(ge=0, le=WAIT_LIMIT, description="seconds to wait (long poll)")]
+TicketQ = Annotated[str, Query(max_length=64, description="the member's claim ticket")]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Keys(Strict):
+    ticket: str = Field(max_length=64)
+    cipher_key: str = Field(max_length=64, description="X25519 public key, base64")
+    mask_key: str = Field(max_length=64, description="X25519 public key, base64")
+
+
+class Sealed(Strict):
+    ticket: str = Field(max_length=64)
+    shares: dict[str, str] = Field(description="user index -> base64 message")
+
+
+class Masked(Strict):
+    ticket: str = Field(max_length=64)
+    masked: list[int] = Field(description="the masked vector: residues mod 2^bits")
+
+
+def _pending() -> JSONResponse:
+    return JSONResponse({"pending": True}, status_code=202)
+
+
+BASE = "/{run_id}/cohorts/{cohort}"
+
+
+@router.post(BASE + "/keys", summary="Round 0: a member's public keys")
+async def post_keys(run_id: str, cohort: int, body: Keys, rounds: Rounds) -> dict:
+    index = rounds.advertise(run_id, cohort, body.ticket, body.cipher_key, body.mask_key)
+    return {"index": index}
+
+
+@router.get(BASE + "/roster", summary="Closes round 0: every member's public keys")
+async def get_roster(run_id: str, cohort: int, ticket: TicketQ, rounds: Rounds,
+                     wait: Wait = 0.0) -> object:
+    got = await rounds.await_round(run_id, cohort, ticket, 0, wait)
+    if got is None:
+        return _pending()
+    return {"keys": {str(i): [b64(a.cipher_key), b64(a.mask_key)]
+                     for i, a in got.aggregator.adverts.items()}}
+
+
+@router.post(BASE + "/shares", summary="Round 1: encrypted shares, one per neighbour")
+async def post_shares(run_id: str, cohort: int, body: Sealed, rounds: Rounds) -> dict:
+    rounds.share(run_id, cohort, body.ticket, body.shares)
+    return {"accepted": True}
+
+
+@router.get(BASE + "/inbox", summary="Closes round 1: the shares addressed to this member")
+async def get_inbox(run_id: str, cohort: int, ticket: TicketQ, rounds: Rounds,
+                    wait: Wait = 0.0) -> object:
+    got = await rounds.await_round(run_id, cohort, ticket, 1, wait)
+    if got is None:
+        return _pending()
+    me = got.members[ticket]
+    return {"shares": {str(u): b64(s[me]) for u, s in got.aggregator.shares.items() if me in s}}
+
+
+@router.post(BASE + "/masked", summary="Round 2: the member's masked input (its report)")
+async def post_masked(run_id: str, cohort: int, body: Masked, rounds: Rounds) -> dict:
+    rounds.submit(run_id, cohort, body.ticket, body.masked)
+    return {"accepted": True}
+
+
+@router.get(BASE + "/survivors", summary="Closes round 2: the members whose inputs arrived")
+async def get_survivors(run_id: str, cohort: int, ticket: TicketQ, rounds: Rounds,
+                        wait: Wait = 0.0) -> object:
+    got = await rounds.await_round(run_id, cohort, ticket, 2, wait)
+    if got is None:
+        return _pending()
+    return {"survivors": sorted(got.aggregator.survivors)}
+
+
+@router.post(BASE + "/unmask", summary="Round 3: the member's shares of its neighbours' secrets")
+async def post_unmask(run_id: str, cohort: int, body: Sealed, rounds: Rounds) -> dict:
+    rounds.reveal(run_id, cohort, body.ticket, body.shares)
+    return {"accepted": True}
+
+
+@router.get(BASE, summary="A cohort's outcome once it ended: released, refused or aborted")
+async def get_cohort(run_id: str, cohort: int, rounds: Rounds, wait: Wait = 0.0) -> object:
+    got = await rounds.status(run_id, cohort, wait)
+    return _pending() if got is None else got

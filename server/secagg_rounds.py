@@ -1,0 +1,351 @@
+"""Secure aggregation over HTTP: the rounds of each cohort of a `secagg` run, driven by the
+protocol's server state machine (`privrl.trust.secagg.protocol.CohortAggregator`).
+
+A member of cohort c is the holder of an open claim of episode e with e // B = c; it is user
+e % B of the cohort and authenticates every message with its claim ticket. A round closes when
+every user it waits for has sent its message, or `ROUND_TIMEOUT` seconds after it opened
+(round 0: `JOIN_TIMEOUT` after the newest member joined; the missing users count as
+dropped); too few messages abort the cohort (nothing of it is released, its claims are
+dropped unreported and nothing is charged). When the unmasking round closes, the
+aggregator rebuilds the masks and the cohort's sum goes into the run under its lock
+(`CohortPrivatizer.release_sum`; it counts every member's episode, as a cohort closed in
+process does): its survivors' claims are reported in one write, each with its *masked* input
+(the server never holds a user's clean vector; the released sum is public), the others' claims
+end unreported.
+
+Restarts: the rounds live in memory. A restart aborts every cohort in flight (its users are
+answered 404 and their claims lapse; nothing of it was counted or charged). A released cohort
+is in the store with its reports (`privrl.server.secagg_store`): a replay releases it again at
+the same report, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+from privrl.protocol import Ack
+from privrl.server.errors import Refusal
+from privrl.server.hosted import HostedRun
+from privrl.server.secagg_store import KIND, masked_payload
+from privrl.server.service import Service, durable, fresh
+from privrl.server.snapshot import EXPIRED, REPORTED
+from privrl.server.store import ReportRow, Statement, Store
+from privrl.trust.secagg.protocol import (
+    Advertisement,
+    CohortAborted,
+    CohortAggregator,
+    CohortSetup,
+    MalformedInput,
+)
+from privrl.trust.secagg.spec import CohortSpec
+from privrl.trust.secagg.wire import ROUNDS, cohort_setup, unb64
+
+log = logging.getLogger("privrl.server.secagg")
+
+ROUND_TIMEOUT = float(os.environ.get("PRIVRL_SECAGG_ROUND_TIMEOUT", "30"))
+# round 0 (members joining) waits this long after the newest member's keys: users claim and
+# play before they join, so the cohort fills at the pace of their episodes
+JOIN_TIMEOUT = float(os.environ.get("PRIVRL_SECAGG_JOIN_TIMEOUT", "60"))
+
+
+@dataclass
+class CohortRounds:
+    """One cohort's rounds on the server: its aggregator, members and deadlines."""
+
+    index: int
+    setup: CohortSetup
+    opened: float  # when the current round opened
+    aggregator: CohortAggregator = field(init=False)
+    members: dict[str, int] = field(default_factory=dict)  # ticket -> user index
+    episodes: dict[int, int] = field(default_factory=dict)  # user index -> episode
+    outcome: str | None = None  # "released", "refused" or "aborted" once it ended
+    why: str = ""
+    dropped: bool = False  # an aborted cohort's claims were dropped
+    total: np.ndarray | None = None  # the unmasked sum, until the run took it
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.aggregator = CohortAggregator(self.setup)
+
+    @property
+    def round(self) -> int:
+        """The round open now (0 .. 3; 4 once the sum was rebuilt)."""
+        return self.aggregator.round
+
+    def _waiting_for(self) -> tuple[set[int], set[int]]:
+        """(users the current round waits for, those whose message arrived)."""
+        agg, r = self.aggregator, self.aggregator.round
+        if r == 0:
+            return set(range(self.setup.size)), set(agg.adverts)
+        if r == 1:
+            return set(agg.adverts), set(agg.shares)
+        if r == 2:
+            return set(agg.shares), set(agg.inputs)
+        return set(agg.survivors), set(agg.reveals)
+
+    def tick(self, now: float) -> None:
+        """Close the current round if everyone it waits for is in or its time is up."""
+        while self.outcome is None and self.total is None:
+            expected, got = self._waiting_for()
+            if got < expected and now - self.opened < self.timeout:
+                return
+            log.debug("%s: round %s closes with %d of %d", self.setup.cohort.decode(),
+                      ROUNDS[self.round], len(got), len(expected))
+            try:
+                self._close_round()
+            except CohortAborted as why:
+                self.abort(str(why))
+            self.opened = now
+            self._wake()
+
+    def _close_round(self) -> None:
+        agg = self.aggregator
+        if agg.round == 0:
+            agg.roster()
+        elif agg.round == 1:
+            agg.inbox(-1)  # closes round 1 (no user -1: nothing is addressed to it)
+        elif agg.round == 2:
+            agg.unmask_request()
+        else:
+            self.total = agg.result()
+
+    def abort(self, why: str) -> None:
+        """The cohort ends with nothing released."""
+        self.outcome, self.why = "aborted", why
+        self._wake()
+
+    def _wake(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    @property
+    def timeout(self) -> float:
+        """How long the current round stays open (after it opened or, round 0, the newest
+        member joined)."""
+        return JOIN_TIMEOUT if self.round == 0 else ROUND_TIMEOUT
+
+    def deadline(self, now: float) -> float:
+        """Seconds until the current round closes at the latest."""
+        return max(self.opened + self.timeout - now, 0.0)
+
+
+def _unb64(text: str) -> bytes:
+    try:
+        return unb64(text)
+    except ValueError as exc:
+        raise Refusal(422, "invalid", "a key, share or ciphertext is not base64") from exc
+
+
+def _keyed(items: Mapping[str, str]) -> dict[int, bytes]:
+    try:
+        return {int(k): _unb64(v) for k, v in items.items()}
+    except ValueError as exc:
+        raise Refusal(422, "invalid", "messages are keyed by user index") from exc
+
+
+class SecaggRounds:
+    """The cohorts in flight of every secagg run of one server (on the event loop)."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.cohorts: dict[tuple[str, int], CohortRounds] = {}
+
+    def _hosted(self, run_id: str) -> tuple[HostedRun, CohortSpec]:
+        hosted = self.service.table.get(run_id)
+        spec = hosted.run.calibration.cohort
+        if spec is None:
+            raise Refusal(404, "no_cohorts", f"run {run_id} is no secure-aggregation run")
+        return hosted, spec
+
+    def _cohort(self, run_id: str, cohort: int, create: bool = False) -> CohortRounds:
+        hosted, spec = self._hosted(run_id)
+        rounds = self.cohorts.get((run_id, cohort))
+        if rounds is None:
+            if not create:
+                raise Refusal(404, "unknown_cohort", f"cohort {cohort} of run {run_id} is not"
+                              " in flight (never opened, or lost in a server restart)")
+            cal = hosted.run.calibration
+            length = sum(int(np.prod(f.shape)) for f in cal.families)
+            setup = cohort_setup(run_id, spec, hosted.config.episodes, cohort, length)
+            if setup is None:
+                raise Refusal(409, "aborted", f"cohort {cohort} is too small to release")
+            rounds = self.cohorts[(run_id, cohort)] = CohortRounds(cohort, setup, time.time())
+        rounds.tick(time.time())
+        return rounds
+
+    def _member(self, rounds: CohortRounds, ticket: str) -> int:
+        index = rounds.members.get(ticket)
+        if index is None:
+            raise Refusal(403, "not_member", "this ticket is no member of the cohort")
+        if rounds.outcome == "aborted":
+            raise Refusal(410, "aborted", f"cohort {rounds.index} aborted: {rounds.why}")
+        return index
+
+    def _step(self, rounds: CohortRounds, fn: object, *args: object) -> None:
+        try:
+            fn(*args)  # type: ignore[operator]
+        except MalformedInput as exc:
+            raise Refusal(422, "invalid", str(exc)) from None
+        rounds.tick(time.time())
+
+    # -- round 0 --------------------------------------------------------------------------------
+
+    def advertise(self, run_id: str, cohort: int, ticket: str, cipher_key: str, mask_key: str
+                  ) -> int:
+        """A member's public keys; its user index in the cohort."""
+        hosted, spec = self._hosted(run_id)
+        claim = hosted.open.get(ticket)
+        if claim is None or claim.expires_at <= time.time():
+            raise Refusal(403, "not_member", "no open claim has this ticket")
+        if claim.episode // spec.size != cohort:
+            raise Refusal(403, "not_member", f"episode {claim.episode} is in cohort"
+                          f" {claim.episode // spec.size}, not {cohort}")
+        rounds = self._cohort(run_id, cohort, create=True)
+        index = claim.episode % spec.size
+        ad = Advertisement(index, _unb64(cipher_key), _unb64(mask_key))
+        if rounds.outcome == "aborted":
+            raise Refusal(410, "aborted", f"cohort {cohort} aborted: {rounds.why}")
+        self._step(rounds, rounds.aggregator.advertise, ad)
+        rounds.opened = time.time()  # round 0 waits for the next member from now
+        rounds.members[ticket] = index
+        rounds.episodes[index] = claim.episode
+        return index
+
+    # -- the rounds' messages -------------------------------------------------------------------
+
+    def share(self, run_id: str, cohort: int, ticket: str, sealed: Mapping[str, str]) -> None:
+        rounds = self._cohort(run_id, cohort)
+        index = self._member(rounds, ticket)
+        self._step(rounds, rounds.aggregator.share, index, _keyed(sealed))
+
+    def submit(self, run_id: str, cohort: int, ticket: str, masked: list[int]) -> None:
+        rounds = self._cohort(run_id, cohort)
+        index = self._member(rounds, ticket)
+        try:  # a negative or too large integer does not fit
+            arr = np.asarray(masked, dtype=np.uint64)
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise Refusal(422, "invalid", "a masked input is a list of residues") from exc
+        self._step(rounds, rounds.aggregator.submit, index, arr)
+
+    def reveal(self, run_id: str, cohort: int, ticket: str, shares: Mapping[str, str]) -> None:
+        rounds = self._cohort(run_id, cohort)
+        index = self._member(rounds, ticket)
+        self._step(rounds, rounds.aggregator.reveal, index, _keyed(shares))
+
+    # -- long polls -----------------------------------------------------------------------------
+
+    async def await_round(self, run_id: str, cohort: int, ticket: str | None, after: int,
+                          wait: float) -> CohortRounds | None:
+        """The cohort once round `after` has closed or it ended, waiting up to `wait` s
+        (None: still open then). A member asking of an aborted cohort is answered 410."""
+        end = time.monotonic() + wait
+        while True:
+            rounds = self._cohort(run_id, cohort)
+            if rounds.total is not None and rounds.outcome is None:
+                await self._release(run_id, rounds)
+            if rounds.outcome == "aborted" and not rounds.dropped:
+                await self._drop_all(run_id, rounds)
+            if ticket is not None:
+                self._member(rounds, ticket)
+            if rounds.outcome is not None or rounds.round > after:
+                return rounds
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                await asyncio.wait_for(rounds.changed.wait(),
+                                       min(left, rounds.deadline(time.time()) + 0.01))
+            except TimeoutError:
+                pass
+
+    async def _drop_all(self, run_id: str, rounds: CohortRounds) -> None:
+        """An aborted cohort's claims end unreported, nothing counted or charged."""
+        hosted, _ = self._hosted(run_id)
+        async with hosted.slot_freed:
+            if rounds.dropped:
+                return
+            rounds.dropped = True
+            for ticket in rounds.members:
+                self._drop(hosted, ticket)
+            hosted.publish(hosted.capture(time.time()))  # nothing to write: claims freed
+            hosted.slot_freed.notify_all()
+        log.warning("run %s: cohort %d aborted, nothing released or charged: %s", run_id,
+                    rounds.index, rounds.why)
+
+    # -- the release ----------------------------------------------------------------------------
+
+    async def _release(self, run_id: str, rounds: CohortRounds) -> None:
+        """Under the run's lock: the cohort's sum into the run, its survivors' claims reported
+        (their masked inputs stored) in one write; the others' claims dropped."""
+        hosted, _ = self._hosted(run_id)
+        async with hosted.slot_freed:
+            if rounds.outcome is not None:  # another waiter released it meanwhile
+                return
+            await fresh(hosted)
+            assert rounds.total is not None
+            agg = rounds.aggregator
+            survivors = sorted(agg.survivors)
+            try:
+                outcome = hosted.run.privatizer.release_sum(  # type: ignore[attr-defined]
+                    rounds.total, len(rounds.members), len(survivors), hosted.run.ledger)
+            except Exception as exc:
+                hosted.mark_stale()
+                rounds.abort(f"the run could not take the cohort: {exc}")
+                raise Refusal(503, "store", "the cohort could not be counted") from exc
+            rows = self._reported(hosted, rounds, survivors, rounds.total)
+            rounds.total = None
+            rounds.outcome = outcome
+            now = time.time()
+            barrier = self.service.record(hosted, rows, hosted.capture(now))
+            hosted.slot_freed.notify_all()
+            log.info("run %s: cohort %d %s (%d of %d users; %d reported)", run_id,
+                     rounds.index, outcome, len(survivors), len(rounds.members),
+                     hosted.run.reported)
+        rounds._wake()
+        await durable(barrier)
+
+    def _reported(self, hosted: HostedRun, rounds: CohortRounds, survivors: list[int],
+                  total: np.ndarray) -> list[Statement]:
+        """The rows of the survivors' reports (their masked inputs) and the memory changes."""
+        tickets = {i: t for t, i in rounds.members.items()}
+        release = {"sum": total.tolist(), "members": len(rounds.members),
+                   "survivors": len(survivors)}
+        rows: list[Statement] = []
+        for n, i in enumerate(survivors):
+            ticket, episode = tickets[i], rounds.episodes[i]
+            claim = hosted.open.pop(ticket, None)
+            payload = masked_payload(rounds.index, rounds.aggregator.inputs[i],
+                                     None if n else release)
+            ack = Ack(run_id=hosted.id, episode=episode, reported=hosted.run.reported)
+            hosted.stored_reports += 1
+            rows += Store.report_statements(ReportRow(
+                hosted.id, hosted.stored_reports, ticket, episode, KIND, payload,
+                hashlib.sha256(payload.encode()).hexdigest(), ack.model_dump_json()))
+            if claim is not None:
+                hosted._count(claim.policy_version, REPORTED)
+        for ticket, i in rounds.members.items():
+            if i not in survivors:
+                self._drop(hosted, ticket)
+        return rows
+
+    def _drop(self, hosted: HostedRun, ticket: str) -> None:
+        """A member's claim ends unreported (its slot is free again)."""
+        claim = hosted.open.pop(ticket, None)
+        if claim is not None:
+            hosted._count(claim.policy_version, EXPIRED)
+
+    async def status(self, run_id: str, cohort: int, wait: float) -> dict[str, object] | None:
+        """A cohort's public state once it ended (None: still in flight after `wait` s)."""
+        rounds = await self.await_round(run_id, cohort, None, len(ROUNDS) - 1, wait)
+        if rounds is None:
+            return None
+        return {"cohort": cohort, "round": rounds.round, "members": len(rounds.members),
+                "survivors": len(rounds.aggregator.survivors), "outcome": rounds.outcome,
+                "why": rounds.why}

@@ -1,0 +1,33 @@
+"""The stored form of a secure-aggregation cohort's reports (one home for writing and
+replaying it): each survivor's report row, kind "masked", holds its masked input only; the
+first row of a released cohort also holds the cohort's unmasked sum (public: it is what the
+billboard added) and its member and survivor counts, so a replay releases the cohort again,
+once, at the same report, without any user's unmasked vector."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from privrl.run import Run
+
+KIND = "masked"
+
+
+def masked_payload(cohort: int, masked: np.ndarray, release: dict[str, Any] | None) -> str:
+    """A survivor's stored report: its cohort, its masked input, and (the cohort's first row)
+    the release: {"sum": [...], "members": n, "survivors": m}."""
+    doc: dict[str, Any] = {"cohort": cohort, "masked": np.asarray(masked).tolist()}
+    if release is not None:
+        doc["release"] = release
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def replay_masked(run: Run, payload: str) -> None:
+    """During a replay: a stored masked report; the cohort's release at its first row."""
+    release = json.loads(payload).get("release")
+    if release is not None:
+        run.privatizer.release_sum(  # type: ignore[attr-defined]
+            np.asarray(release["sum"], dtype=np.int64), int(release["members"]),
+            int(release["survivors"]), run.ledger)

@@ -1,0 +1,38 @@
+"""What a secure-aggregation cohort's server and users agree on over HTTP without asking each
+other: the cohort's public parameters, from the run's configuration (`cohort_setup`), and the
+encoding of keys, shares and ciphertexts (base64)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from privrl.trust.secagg.protocol import CohortSetup
+from privrl.trust.secagg.spec import CohortSpec
+
+ROUNDS = ("keys", "shares", "masked", "unmask")
+
+
+def cohort_setup(run_id: str, spec: CohortSpec, episodes: int, cohort: int, length: int
+                 ) -> CohortSetup | None:
+    """Cohort `cohort`'s public parameters, the same on the server and at each user: B users
+    (the run's last cohort: the episodes left), the spec's survivors, the degree a cohort of
+    that size takes in process; None when it is too small to ever release."""
+    size = min(spec.size, max(episodes - cohort * spec.size, 0)) or spec.size
+    if size < spec.min_survivors:
+        return None
+    return CohortSetup(f"run {run_id} cohort {cohort}".encode(), size, spec.min_survivors,
+                       length, spec.bits, max(2, min(spec.degree, size - 1)))
+
+
+def b64(data: bytes) -> str:
+    """Bytes as base64 text."""
+    return base64.b64encode(data).decode()
+
+
+def unb64(text: str) -> bytes:
+    """The bytes of base64 text (ValueError when it is not)."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error as exc:
+        raise ValueError("not base64") from exc
