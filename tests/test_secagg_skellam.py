@@ -117,7 +117,7 @@ def test_tail_bounds_the_maximum() -> None:
 def test_calibration_charges_one_skellam_mechanism() -> None:
     """By default every family is charged one Skellam mechanism of the cohort variance, the
     costs add up to the Gaussian budget, a share has variance sigma^2 / n_min, and the ledger
-    names the shares."""
+    names the shares; the run spends at most its epsilon."""
     cal = bind(config()).calibration()
     spec = cal.cohort
     assert spec is not None and spec.noise == "skellam" and spec.honest_shares == 16
@@ -133,6 +133,12 @@ def test_calibration_charges_one_skellam_mechanism() -> None:
     priv = CohortPrivatizer(cal, 1, 60)
     notes = " ".join(c.note for c in priv.plan())
     assert "16 honest skellam noise shares" in notes
+    for noise in ("skellam", "ddg"):  # the widening never overspends, not even by rounding
+        for eps in (1.0, 3.0, 10.0):
+            cfg = config(epsilon=eps, secagg_noise=noise, knobs={"pooled": False})
+            ledger = Ledger()
+            ledger.charge_all(CohortPrivatizer(bind(cfg).calibration(), 1, 60).plan())
+            assert ledger.totals(1e-5).epsilon <= eps
 
 
 def test_skellam_beats_the_discrete_gaussian_where_coordinates_are_many() -> None:

@@ -141,7 +141,7 @@ class SecureAggregation(TrustBoundary):
                          for f in calibration.families)
 
         def fits(w: float) -> bool:
-            return math.fsum(f.cost for f in widened(w)) <= budget * (1.0 + 1e-12)
+            return math.fsum(f.cost for f in widened(w)) <= budget
 
         low, high = 1.0, 1.0
         while not fits(high):  # tau decays like exp(-pi^2 s^2): a few doublings at most
