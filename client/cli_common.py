@@ -251,6 +251,9 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
     p.add_argument("--collusion", type=float, default=None,
                    help="secagg: the fraction of a cohort that may collude with the server"
                    " (default 0.1)")
+    p.add_argument("--secagg-noise", choices=("skellam", "ddg"), default=None,
+                   help="secagg: the users' noise shares, Skellam or the distributed discrete"
+                   " Gaussian (default skellam)")
 
 
 def mechanisms_from_args(args: argparse.Namespace, privacy: str) -> list[str]:
@@ -355,6 +358,7 @@ def config_from_args(
             **delta,
             dropout=getattr(args, "dropout", None),
             collusion=getattr(args, "collusion", None),
+            secagg_noise=getattr(args, "secagg_noise", None),
             # absent (not null) is the preset's counter
             **({} if args.counter is None else {"counter": args.counter}),
         )

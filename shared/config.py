@@ -221,6 +221,11 @@ class RunConfig(BaseModel):
         description="secure aggregation: the fraction of a cohort that may collude with the"
         " server (their noise shares are not counted; default null: 0.1)",
     )
+    secagg_noise: Literal["skellam", "ddg"] | None = Field(
+        None,
+        description="secure aggregation: the users' noise shares, Skellam (a sum of Skellams"
+        " is Skellam) or the distributed discrete Gaussian (default null: skellam)",
+    )
     tree_smoothing: bool | None = Field(
         None,
         description="deprecated: counter='smoothed' (true) or 'tree' (false); kept so older"
@@ -263,8 +268,9 @@ class RunConfig(BaseModel):
         if private and (why := delta_warning(self.delta, self.episodes)):
             warnings.warn(why, DeltaWarning, stacklevel=2)
         self._check_counter()
-        if not self.boundary.cohorts and (self.dropout, self.collusion) != (None, None):
-            raise ValueError("dropout and collusion state a secure-aggregation run's"
+        if not self.boundary.cohorts and (self.dropout, self.collusion,
+                                          self.secagg_noise) != (None, None, None):
+            raise ValueError("dropout, collusion and secagg_noise state a secure-aggregation run's"
                              f" assumptions: with privacy {self.privacy!r} leave them out")
         # Whether the algorithm exists and has this privacy mode, knobs and schedule is the
         # registry's to say, where a run is made (`privrl.algorithms.registry.bind`, and

@@ -62,9 +62,9 @@ def test_spec_worst_case() -> None:
 
 
 def test_calibration_spends_the_budget_on_n_min_shares() -> None:
-    """The families' distributed-discrete-Gaussian costs add up to the Gaussian budget; a
-    user's share has variance sigma^2 / n_min."""
-    cal = bind(config()).calibration()
+    """With discrete Gaussian shares, the families' distributed-discrete-Gaussian costs add
+    up to the Gaussian budget; a user's share has variance sigma^2 / n_min."""
+    cal = bind(config(secagg_noise="ddg")).calibration()
     spec = cal.cohort
     assert spec is not None and (spec.size, spec.honest_shares) == (20, 16)
     gaussian = bind(config(privacy="ldp", schedule=None, knobs={"pooled": True})).calibration()
@@ -242,10 +242,11 @@ def test_every_family_with_an_ldp_mode_runs(algo: str) -> None:
 
 def test_cli_run_with_secagg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`privrl run --privacy secagg` picks the Gaussian mechanism and states its assumptions
-    on the run and in the ledger."""
+    (and its noise shares) on the run and in the ledger."""
     out = tmp_path / "r"
     assert cli_main(["run", "--privacy", "secagg", "--episodes", "40", "--seeds", "1",
-                     "--schedule", "batch:20", "--dropout", "0.2", "--quiet",
+                     "--schedule", "batch:20", "--dropout", "0.2", "--secagg-noise", "ddg",
+                     "--quiet",
                      "--out", str(out)]) == 0
     assert "cohorts of 20, dropout <= 0.2, collusion <= 0.1" in capsys.readouterr().err
     result = json.loads((out / "summary.json").read_text())["results"][0]
@@ -253,3 +254,4 @@ def test_cli_run_with_secagg(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert result["config"]["dropout"] == 0.2
     notes = " ".join(c["note"] for c in result["ledger"]["charges"])
     assert "dropout <= 0.2" in notes and ">= 16 inputs to release" in notes
+    assert result["config"]["secagg_noise"] == "ddg" and "14 honest ddg noise shares" in notes

@@ -23,7 +23,7 @@ times the public grid step.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -32,7 +32,7 @@ from privrl.privacy.calibration import Calibration, FamilyCalibration
 from privrl.privacy.continual import CounterPlan
 from privrl.privacy.grid import EpisodeRounding, exact_units
 from privrl.privacy.matrix_counter import MatrixCounter
-from privrl.privacy.noise import add_rows, noise_label, sample_rows
+from privrl.privacy.noise import RowSampler, add_rows, noise_label, sample_rows
 from privrl.privacy.schedules import EveryEpisode
 from privrl.privacy.tree import NodeNoise, StoredNoiseError, TreeCounter, levels_released
 from privrl.stats import Stats
@@ -376,6 +376,7 @@ class Privatizer(Protocol):
 def randomize_locally(
     stats: Stats, calibration: Calibration, rngs: Sequence[np.random.Generator],
     rounding: Sequence[np.random.Generator] | None = None,
+    samplers: Callable[[FamilyCalibration], RowSampler] | None = None,
 ) -> Stats:
     """The local randomizer: noise on every entry of every released family (zeros included;
     symmetric families get mirrored upper-triangle noise, so the report stays symmetric).
@@ -385,13 +386,14 @@ def randomize_locally(
     integer noise each row is first put on its family's grid (randomized rounding from
     `rounding[r]`, default `rngs[r]`), then noised in integer arithmetic. Families that are not
     released are not sent at all. The generators serve family after family (its rounding
-    uniforms, then its noise); the arithmetic runs on all rows at once.
+    uniforms, then its noise); the arithmetic runs on all rows at once. `samplers` replaces
+    the calibration's sampler of a family (secure aggregation's Skellam shares).
     """
     if calibration.mechanism is None:  # nothing is released
         return {}
     out = {}
     for f in calibration.families:
-        sampler = calibration.sampler(f.name)
+        sampler = calibration.sampler(f.name) if samplers is None else samplers(f)
         if calibration.integer:  # a row broadcasts to the family's shape (an audit's batch)
             units = f.rows_to_units(_rows(stats[f.name], len(rngs), f.shape),
                                     rngs if rounding is None else rounding)

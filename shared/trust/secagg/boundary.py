@@ -7,9 +7,11 @@ of users, each user's data in exactly one cohort sum, so a user's cost is one co
 (parallel composition; the billboard's prefix sums are post-processing). The noise of a cohort
 sum is calibrated as a central Gaussian release of the run's budget, then spread over the
 `CohortSpec.honest_shares` = n_min honest shares the worst case declares (dropouts, colluders):
-each user draws N_Z(0, sigma^2 / n_min) from its own noise stream (`privrl.seeding`'s
-`noise_generator`, keyed by its own nonce), and the ledger charges the distributed discrete
-Gaussian's cost (`privrl.trust.secagg.accounting`) of n_min shares.
+each user draws its share from its own noise stream (`privrl.seeding`'s `noise_generator`, keyed
+by its own nonce): Skellam Sk(sigma^2 / n_min) by default, whose n_min shares sum to exactly
+Sk(sigma^2) and cost one Skellam mechanism (`privrl.trust.secagg.skellam`), or N_Z(0, sigma^2 /
+n_min), charged the distributed discrete Gaussian's cost of n_min shares
+(`privrl.trust.secagg.accounting`). The run's `secagg_noise` chooses; the ledger names it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from privrl.privacy.accountant import Charge, Ledger
 from privrl.privacy.calibration import FALSE_REFUSAL, Calibration, FamilyCalibration
 from privrl.privacy.grid import exact_units, released_coordinates
 from privrl.privacy.mechanisms import Gaussian
-from privrl.privacy.noise import noise_label
+from privrl.privacy.noise import RowSampler, noise_label
 from privrl.privacy.privatizers import (
     NoServerNoise,
     Privatizer,
@@ -33,16 +35,18 @@ from privrl.privacy.privatizers import (
     from_units,
     randomize_locally,
 )
+from privrl.privacy.psd import SymmetricNoise
 from privrl.privacy.schedules import Batches, Schedule
 from privrl.stats import Stats
 from privrl.trust import register
 from privrl.trust.base import TrustBoundary
-from privrl.trust.secagg import accounting
+from privrl.trust.secagg import accounting, skellam
 from privrl.trust.secagg.protocol import CohortAborted, CohortSetup, CohortTrace, run_cohort
 from privrl.trust.secagg.spec import (
     DEFAULT_COHORT,
     DEFAULT_COLLUSION,
     DEFAULT_DROPOUT,
+    DEFAULT_SHARE_NOISE,
     CohortSpec,
     default_cohort,
 )
@@ -60,7 +64,9 @@ def cohort_spec(config: RunConfig, schedule: Schedule) -> CohortSpec:
     return CohortSpec(size=schedule.size,
                       dropout=DEFAULT_DROPOUT if config.dropout is None else config.dropout,
                       collusion=(DEFAULT_COLLUSION if config.collusion is None
-                                 else config.collusion))
+                                 else config.collusion),
+                      noise=(DEFAULT_SHARE_NOISE if config.secagg_noise is None
+                             else config.secagg_noise))
 
 
 def share_calibration(calibration: Calibration) -> Calibration:
@@ -101,13 +107,14 @@ class SecureAggregation(TrustBoundary):
         return f"batch:{default_cohort(episodes)}"
 
     def finish_calibration(self, calibration: Calibration, config: RunConfig) -> Calibration:
-        """Attach the cohort assumptions; make every user's share at least the accounting's
-        minimum; charge each family the distributed discrete Gaussian's cost of n_min shares,
-        widening the noise until the total stays within the budget the Gaussian calibration
-        spent (its tau term is negligible unless shares are tiny)."""
+        """Attach the cohort assumptions; charge each family the cost of its cohort noise (one
+        Skellam mechanism, or the distributed discrete Gaussian's cost of n_min shares, each at
+        least the accounting's minimum), widening the noise until the total stays within the
+        budget the Gaussian calibration spent (the corrections are small unless the cohort
+        noise is a few grid units)."""
         if calibration.mechanism is not None and not isinstance(calibration.mechanism, Gaussian):
-            raise ValueError("secure aggregation releases distributed discrete Gaussian noise"
-                             " (zCDP): use --mechanism gaussian with a delta")
+            raise ValueError("secure aggregation releases distributed noise (Skellam or discrete"
+                             " Gaussian, zCDP): use --mechanism gaussian with a delta")
         if calibration.mechanism is not None and not calibration.mechanism.backend.integer:
             raise ValueError("secure aggregation masks integers: use integer noise"
                              " ('numpy' or 'opendp'), not 'float'")
@@ -115,19 +122,26 @@ class SecureAggregation(TrustBoundary):
         calibration = replace(calibration, cohort=spec)
         if calibration.mechanism is None or not calibration.families:
             return calibration
+        if spec.noise == "skellam" and calibration.mechanism.backend.name != "numpy":
+            raise ValueError("Skellam shares are drawn from the user's seeded numpy stream: use"
+                             " noise 'numpy', or secagg_noise 'ddg'")
         if math.isinf(config.epsilon):
             raise ValueError("secure aggregation masks integer statistics with their noise"
                              " shares: at epsilon = inf there are none (use privacy 'none')")
         budget = math.fsum(f.cost for f in calibration.families)
         n = spec.honest_shares
-        floor = accounting.MIN_SHARE_SIGMA * math.sqrt(n)  # cohort sigma, grid units
+        ddg = spec.noise == "ddg"
+        floor = accounting.MIN_SHARE_SIGMA * math.sqrt(n) if ddg else 0.0  # cohort sigma
 
         def widened(w: float) -> tuple[FamilyCalibration, ...]:
+            if not ddg:
+                return tuple(_skellam_family(f, f.scale / f.grid * w)
+                             for f in calibration.families)
             return tuple(_ddg_family(f, n, max(f.scale / f.grid * w, floor))
                          for f in calibration.families)
 
         def fits(w: float) -> bool:
-            return math.fsum(f.cost for f in widened(w)) <= budget * (1.0 + 1e-12)
+            return math.fsum(f.cost for f in widened(w)) <= budget
 
         low, high = 1.0, 1.0
         while not fits(high):  # tau decays like exp(-pi^2 s^2): a few doublings at most
@@ -150,7 +164,11 @@ class SecureAggregation(TrustBoundary):
         """A user's report before masking: its statistics on the grid plus its noise share."""
         if calibration.mechanism is None:
             return {}
-        return randomize_locally(stats, share_calibration(calibration), noise, rounding)
+        spec = calibration.cohort
+        if spec is None or spec.noise == "ddg":
+            return randomize_locally(stats, share_calibration(calibration), noise, rounding)
+        return randomize_locally(stats, calibration, noise, rounding,
+                                 lambda f: share_sampler(f, spec))
 
     def privatizer(self, calibration: Calibration, seeds: Sequence[int],
                    max_items: int) -> Privatizer:
@@ -168,6 +186,20 @@ class SecureAggregation(TrustBoundary):
 
     def max_variance_factor(self, calibration: Calibration, items: int) -> float:
         return self.variance_factor(calibration, items)
+
+
+def share_sampler(fam: FamilyCalibration, spec: CohortSpec) -> RowSampler:
+    """What draws a user's Skellam share of `fam` (grid units): Sk(sigma^2 / n_min) on every
+    released coordinate (mirrored for symmetric families)."""
+    share = skellam.Skellam((fam.scale / fam.grid) ** 2 / spec.honest_shares)
+    return SymmetricNoise(share) if fam.symmetric else share
+
+
+def _skellam_family(fam: FamilyCalibration, sigma_units: float) -> FamilyCalibration:
+    """`fam` at cohort standard deviation `sigma_units` (grid units), charged one Skellam
+    mechanism of variance sigma_units^2 (sensitivities in grid units)."""
+    cost = skellam.rho(fam.l1 / fam.grid, fam.l2 / fam.grid, sigma_units**2)
+    return replace(fam, scale=sigma_units * fam.grid, cost=cost)
 
 
 def _ddg_family(fam: FamilyCalibration, shares: int, sigma_units: float) -> FamilyCalibration:
@@ -316,7 +348,10 @@ class CohortPrivatizer(NoServerNoise):
         entries = cal.report_entries()
         for f in cal.families:
             sigma = f.scale / f.grid * math.sqrt(self.spec.variance_factor())
-            tail = Gaussian(sigma).max_abs_bound(2 * entries, FALSE_REFUSAL) + users
+            if self.spec.noise == "skellam":
+                tail = skellam.tail(sigma**2, 2 * entries, FALSE_REFUSAL) + users
+            else:
+                tail = Gaussian(sigma).max_abs_bound(2 * entries, FALSE_REFUSAL) + users
             lo = users * f.clean_min / f.grid - tail
             hi = users * f.clean_max / f.grid + tail
             if parts[f.name].min(initial=0) < lo or parts[f.name].max(initial=0) > hi:

@@ -28,19 +28,29 @@ def default_cohort(episodes: int) -> int:
 DEFAULT_DROPOUT = 0.1
 DEFAULT_COLLUSION = 0.1
 DEFAULT_BITS = 32  # masked vectors live mod 2^32 (Flower's default modulus range)
+# the users' noise shares: Skellam (a sum of Skellams is Skellam: one mechanism's cost) or the
+# distributed discrete Gaussian (a correction growing with the released coordinates); Skellam
+# by measurement (docs/explanation/secure-aggregation.md, "Skellam or discrete Gaussian")
+SHARE_NOISES = ("skellam", "ddg")
+DEFAULT_SHARE_NOISE = "skellam"
 
 
 @dataclass(frozen=True)
 class CohortSpec:
     """Cohorts of `size` users (the schedule's batch), up to a `dropout` fraction of them
-    dropping and a `collusion` fraction colluding with the server; vectors mod 2^`bits`."""
+    dropping and a `collusion` fraction colluding with the server; vectors mod 2^`bits`; the
+    users' `noise` shares ('skellam' or 'ddg')."""
 
     size: int = DEFAULT_COHORT
     dropout: float = DEFAULT_DROPOUT
     collusion: float = DEFAULT_COLLUSION
     bits: int = DEFAULT_BITS
+    noise: str = DEFAULT_SHARE_NOISE  # one of SHARE_NOISES
 
     def __post_init__(self) -> None:
+        if self.noise not in SHARE_NOISES:
+            raise ValueError(f"secure aggregation's noise shares are one of {SHARE_NOISES},"
+                             f" not {self.noise!r}")
         if self.size < 2:
             raise ValueError("a secure-aggregation cohort needs at least 2 users")
         if not (0.0 <= self.dropout < 1.0 and 0.0 <= self.collusion < 1.0):
@@ -81,5 +91,5 @@ class CohortSpec:
         """One line for the run's banner and ledger."""
         return (f"cohorts of {self.size}, dropout <= {self.dropout:g}, collusion <="
                 f" {self.collusion:g} ({self.colluders} users): >= {self.min_survivors}"
-                f" inputs to release, >= {self.honest_shares} honest noise shares,"
-                f" mod 2^{self.bits}")
+                f" inputs to release, >= {self.honest_shares} honest {self.noise} noise"
+                f" shares, mod 2^{self.bits}")

@@ -1,0 +1,93 @@
+"""Skellam noise shares (Agarwal, Kairouz & Liu, NeurIPS 2021, "The Skellam mechanism for
+differentially private federated learning").
+
+Sk(v) = Poisson(v / 2) - Poisson(v / 2) has variance v, and a sum of independent Skellams is
+Skellam: n_min honest shares Sk(v / n_min) sum to exactly Sk(v) (more shares: Sk(> v), whose
+extra noise is post-processing). A cohort sum therefore costs one Skellam mechanism of variance
+v, whatever n_min is: no per-share correction, no term growing with the released coordinates.
+
+Their multi-dimensional bound (stated for Sk(mu, mu) = Poisson(mu) - Poisson(mu), variance
+2 mu; written here with v = 2 mu), for integer shifts of l1 norm D1 and l2 norm D2:
+
+    D_alpha <= alpha D2^2 / (2 v) + min( ((2 alpha - 1) D2^2 + 6 D1) / (4 v^2),  3 D1 / (2 v) ).
+
+Its first branch divided by alpha is largest as alpha -> 1 (or as alpha -> inf when 6 D1 <
+D2^2), so the mechanism is rho-zCDP with
+
+    rho = D2^2 / (2 v) + max(D2^2 + 6 D1, 2 D2^2) / (4 v^2),
+
+the central Gaussian's D2^2 / (2 v) plus a term of order 1 / v^2, which the ledger composes
+and converts like every other rho (`privrl.privacy.accountant.rho_to_epsilon`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from privrl.privacy.noise import noise_backend
+
+Shape = int | tuple[int, ...]
+
+
+def rdp(alpha: float, l1: float, l2: float, variance: float) -> float:
+    """The paper's bound on the Renyi divergence of order `alpha` > 1 between Sk(variance)^d
+    and its shift by an integer vector of l1 norm `l1` and l2 norm `l2` (grid units)."""
+    if alpha <= 1.0:
+        raise ValueError("Renyi orders are > 1")
+    v = variance
+    return alpha * l2**2 / (2.0 * v) + min(((2.0 * alpha - 1.0) * l2**2 + 6.0 * l1) / (4.0 * v**2),
+                                           3.0 * l1 / (2.0 * v))
+
+
+def rho(l1: float, l2: float, variance: float) -> float:
+    """The zCDP rho of adding Sk(`variance`) to every released coordinate of a query of
+    sensitivities `l1`, `l2` (grid units): sup over alpha > 1 of `rdp` / alpha."""
+    if l2 == 0.0:
+        return 0.0
+    if variance <= 0.0:
+        raise ValueError("a Skellam mechanism needs a positive variance")
+    return l2**2 / (2.0 * variance) + max(l2**2 + 6.0 * l1, 2.0 * l2**2) / (4.0 * variance**2)
+
+
+def tail(variance: float, draws: int, probability: float) -> float:
+    """An x with P(max of `draws` |Sk(variance)| draws > x) <= `probability` (Chernoff: the
+    Skellam's moment generating function is exp(variance (cosh t - 1)))."""
+    target = math.log(2.0 * draws / probability)
+
+    def rate(x: float) -> float:  # sup_t t x - v (cosh t - 1)
+        return x * math.asinh(x / variance) - math.hypot(x, variance) + variance
+
+    low, high = 0.0, 1.0
+    while rate(high) < target:
+        low, high = high, 2.0 * high
+    for _ in range(100):
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if rate(mid) < target else (low, mid)
+    return high
+
+
+@dataclass(frozen=True)
+class Skellam:
+    """A noise sampler (`privrl.privacy.noise.RowSampler`) of Sk(`variance`) integers, drawn
+    from the generator it is given (a user's own noise stream)."""
+
+    variance: float
+    backend = noise_backend("numpy")  # integer draws, reproducible from the generator
+    reproducible = True
+
+    def sample(self, rng: np.random.Generator | None, shape: Shape) -> np.ndarray:
+        """Poisson(variance / 2) - Poisson(variance / 2) of `shape` (int64)."""
+        if rng is None:
+            raise ValueError("Skellam shares are drawn from the user's own seeded generator")
+        lam = self.variance / 2.0
+        return rng.poisson(lam, shape).astype(np.int64) - rng.poisson(lam, shape).astype(np.int64)
+
+    def add(self, rng: np.random.Generator | None, values: np.ndarray) -> np.ndarray:
+        """`values` plus noise of their shape."""
+        return values + self.sample(rng, values.shape)
+
+    def std(self) -> float:
+        """Standard deviation of one draw (grid units)."""
+        return math.sqrt(self.variance)
