@@ -110,6 +110,7 @@ _DELTA_RULES: dict[str, Any] = {
             },
             "then": {"properties": {"delta": {"const": 0}}},
         },
+
         # _check_counter's rules
         {
             "if": {"properties": {"counter_bands": {"type": "integer"}},
@@ -268,10 +269,6 @@ class RunConfig(BaseModel):
         if private and (why := delta_warning(self.delta, self.episodes)):
             warnings.warn(why, DeltaWarning, stacklevel=2)
         self._check_counter()
-        if not self.boundary.cohorts and (self.dropout, self.collusion,
-                                          self.secagg_noise) != (None, None, None):
-            raise ValueError("dropout, collusion and secagg_noise state a secure-aggregation run's"
-                             f" assumptions: with privacy {self.privacy!r} leave them out")
         # Whether the algorithm exists and has this privacy mode, knobs and schedule is the
         # registry's to say, where a run is made (`privrl.algorithms.registry.bind`, and
         # `check` on a server): a configuration is plain data and imports no algorithm.

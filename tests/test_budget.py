@@ -176,7 +176,10 @@ def test_run_in_process_refuses_an_overspending_preset() -> None:
 # the sweep (K = 10,000); every other pair never does
 OVERSPENDING = {("ucrl-vtr", "ldp"), ("ucrl-vtr-plus", "ldp"), ("linopt-vi", "jdp"),
                 ("linopt-vi", "ldp"), ("linopt-po", "jdp"), ("linopt-po", "ldp"),
-                ("lsvi-ucb-switching", "jdp")}
+                ("lsvi-ucb-switching", "jdp"),
+                # secure aggregation's faithful presets take their paper's LDP noise scale
+                ("ucrl-vtr", "secagg"), ("ucrl-vtr-plus", "secagg"), ("linopt-vi", "secagg"),
+                ("linopt-po", "secagg")}
 
 
 def _check_plans(outcomes: list[Outcome]) -> None:

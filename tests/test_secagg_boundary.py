@@ -84,8 +84,9 @@ def test_configuration_refusals() -> None:
         bind(config(epsilon=math.inf)).calibration()
     with pytest.raises(ValueError, match="batch:B"):
         bind(config(schedule="geometric:2")).calibration()
-    with pytest.raises(ValueError, match="secure-aggregation"):
-        RunConfig(**{**config(privacy="ldp", schedule=None).model_dump(), "dropout": 0.2})
+    with pytest.raises(ValueError, match="secure-aggregation"):  # at binding (registry.bind)
+        Run(RunConfig(**{**config(privacy="ldp", schedule=None).model_dump(), "dropout": 0.2}),
+            [0])
 
 
 @pytest.mark.parametrize(("n", "sigma"), [(2, 0.5), (5, 0.5), (10, 0.6), (4, 1.0), (3, 2.0)])
@@ -255,3 +256,16 @@ def test_cli_run_with_secagg(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     notes = " ".join(c["note"] for c in result["ledger"]["charges"])
     assert "dropout <= 0.2" in notes and ">= 16 inputs to release" in notes
     assert result["config"]["secagg_noise"] == "ddg" and "14 honest ddg noise shares" in notes
+
+
+def test_cohort_assumptions_on_a_boundary_without_cohorts_are_refused_at_binding() -> None:
+    """dropout, collusion and secagg_noise belong to secure aggregation: an LDP run that states
+    them is refused where a run is made (a server answers 422 invalid_run), naming why."""
+    import pytest
+    from privrl.algorithms import registry
+    from privrl.config import RunConfig
+
+    config = RunConfig(algo="dp-ucbvi", n_states=6, n_actions=2, horizon=20, episodes=100,
+                       privacy="ldp", epsilon=1.0, mechanism="laplace", dropout=0.2)
+    with pytest.raises(ValueError, match="with privacy 'ldp' leave them out"):
+        registry.bind(config)

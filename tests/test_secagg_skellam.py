@@ -181,8 +181,25 @@ def test_users_shares_come_from_their_own_streams() -> None:
 def test_refusals() -> None:
     with pytest.raises(ValueError, match="seeded numpy stream"):
         bind(config(noise="opendp")).calibration()
-    with pytest.raises(ValueError, match="secure-aggregation"):
-        RunConfig(**{**config(privacy="ldp", schedule=None).model_dump(),
-                     "secagg_noise": "ddg"})
+    with pytest.raises(ValueError, match="secure-aggregation"):  # at binding
+        bind(RunConfig(**{**config(privacy="ldp", schedule=None).model_dump(),
+                          "secagg_noise": "ddg"}))
     with pytest.raises(ValueError):
         config(secagg_noise="laplace")
+
+
+def test_a_share_beyond_exact_integer_sampling_is_refused_at_creation() -> None:
+    """UCRL-VTR+'s faithful preset at epsilon = 0.1 would ask each user for a Skellam share of
+    variance ~1e21, beyond numpy's Poisson sampler: refused before the run, with the reason."""
+    import pytest
+    from privrl.config import RunConfig
+    from privrl.lab.experiments import WorldSpec
+    from privrl.run import Run
+    from privrl.worlds.model_spec import model_spec_of
+
+    mdp = WorldSpec("lm-hard", None, {}).build()
+    config = RunConfig(algo="ucrl-vtr-plus", n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H,
+                       model=model_spec_of(mdp), episodes=6, privacy="secagg", epsilon=0.1,
+                       delta=1e-5, mechanism="gaussian", preset="faithful")
+    with pytest.raises(ValueError, match="beyond exact integer sampling"):
+        Run(config, [0])

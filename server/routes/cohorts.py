@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import Depends, Query, Request
 from fastapi.responses import JSONResponse
+from privrl.server.errors import error_responses
 from privrl.server.routes.common import v1_router
 from privrl.server.secagg_rounds import SecaggRounds
 from privrl.trust.secagg.wire import b64
@@ -55,15 +56,20 @@ def _pending() -> JSONResponse:
 
 
 BASE = "/{run_id}/cohorts/{cohort}"
+# what a round answers besides its result: the refusals, and 202 while the round is open
+ROUND = {**error_responses(400, 403, 404, 408, 409, 410, 413, 422),
+         202: {"description": "the round is still open: poll again (`?wait=`)"}}
 
 
-@router.post(BASE + "/keys", summary="Round 0: a member's public keys")
+@router.post(BASE + "/keys", responses=ROUND,
+             summary="Round 0: a member's public keys")
 async def post_keys(run_id: str, cohort: int, body: Keys, rounds: Rounds) -> dict:
     index = rounds.advertise(run_id, cohort, body.ticket, body.cipher_key, body.mask_key)
     return {"index": index}
 
 
-@router.get(BASE + "/roster", summary="Closes round 0: every member's public keys")
+@router.get(BASE + "/roster", responses=ROUND,
+             summary="Closes round 0: every member's public keys")
 async def get_roster(run_id: str, cohort: int, ticket: TicketQ, rounds: Rounds,
                      wait: Wait = 0.0) -> object:
     got = await rounds.await_round(run_id, cohort, ticket, 0, wait)
@@ -73,13 +79,15 @@ async def get_roster(run_id: str, cohort: int, ticket: TicketQ, rounds: Rounds,
                      for i, a in got.aggregator.adverts.items()}}
 
 
-@router.post(BASE + "/shares", summary="Round 1: encrypted shares, one per neighbour")
+@router.post(BASE + "/shares", responses=ROUND,
+             summary="Round 1: encrypted shares, one per neighbour")
 async def post_shares(run_id: str, cohort: int, body: Sealed, rounds: Rounds) -> dict:
     rounds.share(run_id, cohort, body.ticket, body.shares)
     return {"accepted": True}
 
 
-@router.get(BASE + "/inbox", summary="Closes round 1: the shares addressed to this member")
+@router.get(BASE + "/inbox", responses=ROUND,
+             summary="Closes round 1: the shares addressed to this member")
 async def get_inbox(run_id: str, cohort: int, ticket: TicketQ, rounds: Rounds,
                     wait: Wait = 0.0) -> object:
     got = await rounds.await_round(run_id, cohort, ticket, 1, wait)
@@ -89,13 +97,15 @@ async def get_inbox(run_id: str, cohort: int, ticket: TicketQ, rounds: Rounds,
     return {"shares": {str(u): b64(s[me]) for u, s in got.aggregator.shares.items() if me in s}}
 
 
-@router.post(BASE + "/masked", summary="Round 2: the member's masked input (its report)")
+@router.post(BASE + "/masked", responses=ROUND,
+             summary="Round 2: the member's masked input (its report)")
 async def post_masked(run_id: str, cohort: int, body: Masked, rounds: Rounds) -> dict:
     rounds.submit(run_id, cohort, body.ticket, body.masked)
     return {"accepted": True}
 
 
-@router.get(BASE + "/survivors", summary="Closes round 2: the members whose inputs arrived")
+@router.get(BASE + "/survivors", responses=ROUND,
+             summary="Closes round 2: the members whose inputs arrived")
 async def get_survivors(run_id: str, cohort: int, ticket: TicketQ, rounds: Rounds,
                         wait: Wait = 0.0) -> object:
     got = await rounds.await_round(run_id, cohort, ticket, 2, wait)
@@ -104,13 +114,15 @@ async def get_survivors(run_id: str, cohort: int, ticket: TicketQ, rounds: Round
     return {"survivors": sorted(got.aggregator.survivors)}
 
 
-@router.post(BASE + "/unmask", summary="Round 3: the member's shares of its neighbours' secrets")
+@router.post(BASE + "/unmask", responses=ROUND,
+             summary="Round 3: the member's shares of its neighbours' secrets")
 async def post_unmask(run_id: str, cohort: int, body: Sealed, rounds: Rounds) -> dict:
     rounds.reveal(run_id, cohort, body.ticket, body.shares)
     return {"accepted": True}
 
 
-@router.get(BASE, summary="A cohort's outcome once it ended: released, refused or aborted")
+@router.get(BASE, responses=ROUND,
+             summary="A cohort's outcome once it ended: released, refused or aborted")
 async def get_cohort(run_id: str, cohort: int, rounds: Rounds, wait: Wait = 0.0) -> object:
     got = await rounds.status(run_id, cohort, wait)
     return _pending() if got is None else got

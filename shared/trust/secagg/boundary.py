@@ -153,6 +153,11 @@ class SecureAggregation(TrustBoundary):
             mid = 0.5 * (low + high)
             low, high = (low, mid) if fits(mid) else (mid, high)
         fams = widened(high)
+        largest = max((f.scale / f.grid) ** 2 / n for f in fams)  # one share's variance
+        if not ddg and largest / 2.0 > skellam.POISSON_LAM_MAX:
+            raise ValueError(f"a Skellam noise share of variance {largest:.3g} grid units is"
+                             " beyond exact integer sampling: choose a larger epsilon, the"
+                             " practical preset or secagg_noise 'ddg'")
         smallest = min(f.scale for f in fams)
         mechanism = calibration.mechanism
         assert isinstance(mechanism, Gaussian)  # secagg refuses Laplace at validation

@@ -68,6 +68,11 @@ def tail(variance: float, draws: int, probability: float) -> float:
     return high
 
 
+# the largest Poisson mean drawn (numpy refuses about 9.2e18, and its sampler's variance is off by
+# 3% at 1e15 and 40% at 1e16): a share beyond twice this is refused at calibration (`boundary.py`)
+POISSON_LAM_MAX = 1e13
+
+
 @dataclass(frozen=True)
 class Skellam:
     """A noise sampler (`privrl.privacy.noise.RowSampler`) of Sk(`variance`) integers, drawn

@@ -16,8 +16,8 @@ ROUNDS = ("keys", "shares", "masked", "unmask")
 def cohort_setup(run_id: str, spec: CohortSpec, episodes: int, cohort: int, length: int
                  ) -> CohortSetup | None:
     """Cohort `cohort`'s public parameters, the same on the server and at each user: B users
-    (the run's last cohort: the episodes left), the spec's survivors, the degree a cohort of
-    that size takes in process; None when it is too small to ever release."""
+    (the run's last cohort: the episodes left), the CohortSpec's minimum of survivors, the
+    degree a cohort of that size takes in process; None when it is too small to ever release."""
     size = min(spec.size, max(episodes - cohort * spec.size, 0)) or spec.size
     if size < spec.min_survivors:
         return None
