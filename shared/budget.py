@@ -64,7 +64,10 @@ def largest_fitting_epsilon(config: RunConfig, iterations: int = 40) -> float | 
     below `config.epsilon` whose plan fits its own budget; None when even SEARCH_RANGE[0]
     overspends. Assumes one crossing (spend / epsilon growing with epsilon)."""
     def at(eps: float) -> bool:
-        return fits(config.model_copy(update={"epsilon": eps}))
+        try:
+            return fits(config.model_copy(update={"epsilon": eps}))
+        except ValueError:  # no calibration exists there (e.g. noise beyond integer sampling)
+            return False
 
     lo, hi = SEARCH_RANGE[0], min(float(config.epsilon), SEARCH_RANGE[1])
     if hi <= lo or not at(lo):

@@ -96,6 +96,7 @@ def cases(episodes: int, epsilons: tuple[float, ...] = EPSILONS,
                             algorithm = registry.bind(config)
                             resolved = algorithm.knobs
                             algorithm.calibration()  # e.g. a schedule releasing nothing in K
+                            release_plan(config)  # e.g. noise shares beyond integer sampling
                         except (ValidationError, ValueError):
                             continue
                         key = f"{resolved!r}{config.counter}{config.counter_bands}"
