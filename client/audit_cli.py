@@ -133,6 +133,7 @@ def cmd_audit_randomizer(args: argparse.Namespace) -> int:
     from privrl.audit.lower_bound import (
         audit_central_release,
         audit_local_randomizer,
+        central_boundary,
         local_boundary,
     )
     from privrl.audit.matrix_counter import audit_matrix_counter
@@ -144,7 +145,7 @@ def cmd_audit_randomizer(args: argparse.Namespace) -> int:
     if args.bands is not None and args.counter != "matrix":
         raise CliError("--bands only applies to the matrix counter: add --counter matrix")
     algo = algorithms.get(args.algo)
-    privacy = "jdp" if args.central else local_boundary()
+    privacy = central_boundary() if args.central else local_boundary()
     if privacy is None or algo.refuses(trust.get(privacy)) is not None:
         raise CliError(f"{args.algo} has no {'central' if args.central else 'local'} release to"
                        f" audit: it runs across {', '.join(algo.boundaries())}")

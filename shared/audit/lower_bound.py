@@ -571,6 +571,13 @@ def local_boundary() -> str | None:
     return None
 
 
+def central_boundary() -> str:
+    """The registered trust boundary whose server noises sums through its central counters
+    (JDP), asked of the registry by what it declares, not its name."""
+    return next(name for name in trust.names()
+                if trust.get(name).private and trust.get(name).counters)
+
+
 def local_algorithms() -> tuple[str, ...]:
     """The registered algorithms that run across the local boundary: those whose randomizer
     `audit_local_randomizer` audits."""
@@ -624,7 +631,8 @@ def audit_central_release(
     if config.counter == "matrix":
         raise ValueError("the matrix counter has its own audit: `privrl audit randomizer"
                          " --central --counter matrix` (audit_matrix_counter)")
-    config = config.model_copy(update={"privacy": "jdp", "counter": "tree", "schedule": "every",
+    config = config.model_copy(update={"privacy": central_boundary(), "counter": "tree",
+                                       "schedule": "every",
                                        "tree_smoothing": None})
     name = f"central release over {config.episodes} episode(s)"
     return _audit(config, rng, samples, confidence, pilot,

@@ -21,6 +21,7 @@ from privrl.audit.lower_bound import (
     LEAK_ROWS,
     Progress,
     RandomizerAudit,
+    central_boundary,
     check_sizes,
     threshold_test,
 )
@@ -85,7 +86,8 @@ def audit_matrix_counter(
     start = time.perf_counter()
     episodes, delta = config.episodes, config.delta
     counter_config = config.model_copy(update={
-        "privacy": "jdp", "counter": "matrix", "counter_bands": bands, "schedule": "every"})
+        "privacy": central_boundary(), "counter": "matrix", "counter_bands": bands,
+        "schedule": "every"})
     calibration = calibrate(counter_config, [Family("count", (1,), 1.0, 1.0)])
     noise = calibration.counter_sampler("count")
     if not isinstance(noise, Gaussian) or not noise.sigma:
