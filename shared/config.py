@@ -172,7 +172,12 @@ class RunConfig(BaseModel):
         description="> 0 for the Gaussian mechanism (absent: the largest of 1e-n, 2e-n, 5e-n"
         " at most 1/(10 K), e.g. 2e-6 for K = 50,000), 0 for Laplace",
     )
-    mechanism: MechanismName = "laplace"
+    mechanism: MechanismName = Field(
+        "laplace",
+        description="the noise: 'laplace' (pure epsilon) or 'gaussian' (zCDP). Absent from POST"
+        " /v1/runs, `privrl run` and `privrl.simulate`: the algorithm's own across the run's"
+        " boundary (`privrl algorithms` lists it: the frontier's row); a bare RunConfig: laplace",
+    )
     noise: NoiseName = Field(
         "numpy",
         description="who draws the noise: 'numpy' (discrete Laplace/Gaussian integers on public"

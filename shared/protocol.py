@@ -76,9 +76,11 @@ class RunRequest(RunConfig):
         " the OS CSPRNG",
     )
 
-    def public(self) -> RunConfig:
-        """The public part: everything but the seed."""
-        return RunConfig.model_validate(self.model_dump(exclude={"seed"}))
+    def public(self) -> dict[str, Any]:
+        """The public fields given: everything but the seed, defaults left out (so that
+        `privrl.algorithms.registry.configure` gives a run without a mechanism the algorithm's).
+        """
+        return self.model_dump(exclude={"seed"}, exclude_unset=True)
 
 
 class RunStatus(Strict):

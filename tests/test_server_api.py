@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from jsonschema import Draft202012Validator
-from privrl.algorithms import bind, effective
-from privrl.config import RunConfig
+from privrl import trust
+from privrl.algorithms import bind, effective, get
+from privrl.config import RunConfig, population_delta
 from privrl.protocol import Ack, PolicyLog, RunInfo, RunList
 from privrl.run import Run, user_episode
 from privrl.server.limits import max_report_bytes
@@ -109,6 +110,22 @@ def test_create_list_show_delete(client: TestClient) -> None:
     assert [r["id"] for r in client.get("/v1/runs").json()["runs"]] == [other]
     resp = client.get("/v1/runs/no-such-run/billboard")
     assert resp.status_code == 404 and "no run with id" in resp.json()["detail"]
+
+
+def test_a_run_created_without_a_mechanism_gets_the_algorithms(client: TestClient) -> None:
+    """No mechanism in the body: the algorithm's across the boundary (the frontier's row), its
+    delta then the population rule's; a delta of 0 given alone is refused, not made Laplace."""
+    bare = {"n_states": 4, "n_actions": 2, "horizon": 5, "episodes": 50_000, "privacy": "jdp"}
+    resp = client.post("/v1/runs", json=bare, headers=AUTH)
+    assert resp.status_code == 201, resp.text
+    info = RunInfo.model_validate_json(resp.content)
+    expected = get("dp-ucbvi").mechanism_for(trust.get("jdp"))
+    assert expected == "gaussian" and info.config.mechanism == expected
+    assert info.config.delta == population_delta(50_000)
+    resp = client.post("/v1/runs", json={**bare, "delta": 0.0}, headers=AUTH)
+    assert resp.status_code == 422 and "delta" in resp.json()["detail"], resp.text
+    laplace = client.post("/v1/runs", json={**bare, "mechanism": "laplace"}, headers=AUTH)
+    assert RunInfo.model_validate_json(laplace.content).config.mechanism == "laplace"
 
 
 def test_infinite_epsilon_round_trips(client: TestClient) -> None:

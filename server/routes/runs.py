@@ -6,6 +6,8 @@ import sqlite3
 import time
 
 from fastapi import Depends, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from privrl.algorithms import configure
 from privrl.protocol import CredentialList, Recovery, RunInfo, RunList, RunRequest
 from privrl.server.auth import require_admin
 from privrl.server.deps import AppSettings, Runs, Table
@@ -13,6 +15,7 @@ from privrl.server.errors import UNKNOWN_QUERY, Refusal, error_responses
 from privrl.server.ops.credentials import MAX_ISSUED, credential_key, issue
 from privrl.server.routes.common import read_slot, snapshot_of, v1_router
 from privrl.server.service import in_thread
+from pydantic import ValidationError
 
 router = v1_router(["runs"])
 
@@ -63,7 +66,11 @@ async def create_run(
     The answer holds the public config only: the seed, given or drawn, is never returned.
     """
     seq = settings.sequential if sequential is None else sequential
-    hosted = await in_thread(table.create, body.public(), seq, body.seed, credentials)
+    try:  # no mechanism given: the algorithm's (the frontier's row), then its delta
+        config = configure(body.public())
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors(include_url=False)) from None
+    hosted = await in_thread(table.create, config, seq, body.seed, credentials)
     return hosted.info(time.time())
 
 

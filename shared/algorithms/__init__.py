@@ -11,7 +11,7 @@ from . import (  # noqa: F401  (importing a module registers its algorithms)
     ucbvi,  # dp-ucbvi
 )
 from .base import Algorithm, Family, Learner, NoKnobs, PolicyMessage
-from .registry import bind, check, effective, get, load_plugins, names, register
+from .registry import bind, check, configure, effective, get, load_plugins, names, register
 
 __all__ = [
     "Algorithm",
@@ -21,6 +21,7 @@ __all__ = [
     "PolicyMessage",
     "bind",
     "check",
+    "configure",
     "effective",
     "get",
     "load_plugins",

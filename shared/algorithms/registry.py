@@ -10,8 +10,11 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+from collections.abc import Mapping
 from importlib.metadata import entry_points
+from typing import Any
 
+from .. import trust
 from ..config import RunConfig
 from .base import Algorithm
 
@@ -90,6 +93,22 @@ def bind(config: RunConfig) -> Algorithm:
     mode or knobs it does not have, or a configuration its own rules across fields refuse.
     Its `config` is `effective(config)`."""
     return get(config.algo)(config)
+
+
+def configure(fields: Mapping[str, Any]) -> RunConfig:
+    """A RunConfig from `fields`, given no mechanism the algorithm's across the run's boundary
+    (`Algorithm.mechanism_for`, its delta then the population rule's): a run created without
+    one is the frontier's row. An unknown algorithm or boundary is left for `check` to refuse.
+    """
+    if "mechanism" not in fields:
+        default = RunConfig.model_fields
+        algo, privacy = (fields.get(k, default[k].default) for k in ("algo", "privacy"))
+        try:
+            mechanism = get(algo).mechanism_for(trust.get(privacy))
+        except (ValueError, TypeError):
+            return RunConfig.model_validate(fields)
+        fields = {**fields, "mechanism": mechanism}
+    return RunConfig.model_validate(fields)
 
 
 def names() -> list[str]:

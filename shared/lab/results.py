@@ -119,17 +119,16 @@ def simulate(
         world = registry.get(algorithm).default_world
     spec = WorldSpec(world, horizon, dict(world_params or {}))
     mdp = spec.build()
-    if mechanism is None:
-        mechanism = registry.get(algorithm).mechanism_for(trust.get(privacy))
-    given = {} if delta is None else {"delta": delta}
+    given: dict[str, Any] = {} if mechanism is None else {"mechanism": mechanism}
+    if delta is not None:
+        given["delta"] = delta
     if not trust.get(privacy).private:
-        given = {"delta": 0.0}
-    config = RunConfig(
+        given["delta"] = 0.0
+    config = registry.configure(dict(
         algo=algorithm, n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, model=model_spec_of(mdp),
-        episodes=episodes, privacy=privacy, epsilon=epsilon, mechanism=mechanism, preset=preset,
-        **given,
+        episodes=episodes, privacy=privacy, epsilon=epsilon, preset=preset, **given,
         knobs=dict(knobs) if knobs else None, **options,
-    )
+    ))
     world_spec = WorldSpec(world, mdp.H, spec.params)
     record, regret = run_exact(config, world_spec, list(range(seed, seed + seeds)))
     return Results(json.loads(json.dumps(record)), regret)

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import numpy as np
 from fastapi.testclient import TestClient
-from privrl.algorithms import bind, effective
+from privrl.algorithms import bind, configure, effective
 from privrl.client.procs import free_port
 from privrl.config import RunConfig
 from privrl.protocol import PolicyPayload, RunInfo, RunRequest, Ticket
@@ -50,7 +50,7 @@ def spec(privacy: str = "jdp", **overrides: Any) -> dict[str, Any]:
 def public(config: dict[str, Any]) -> RunConfig:
     """The public part of a run spec as runs use it (the preset's schedule filled in): what
     GET /v1/runs/{id} shows."""
-    return effective(RunRequest.model_validate(config).public())
+    return effective(configure(RunRequest.model_validate(config).public()))
 
 
 def world(config: dict[str, Any]) -> TabularMDP:
