@@ -477,3 +477,23 @@ def test_ucrl_vtr_plus_cases_run_in_the_study_with_an_exact_ledger(tmp_path: Pat
         assert len(run["fractions"]) == 2 and all(math.isfinite(f) for f in run["fractions"])
     assert {(t["case"], t["preset"]) for t in data["thresholds"]} == {
         (name, preset) for name in cases for preset in fr.PRESETS}
+
+
+@pytest.mark.parametrize("noise", ["numpy", "float"])
+def test_a_runs_ledger_restated_at_another_delta_is_the_ledgers_own(noise: str) -> None:
+    """`epsilon_at` (the thresholds' column at the runs' default δ) equals what the ledger
+    itself states at that δ, for a zCDP ledger with a pure part, and leaves a pure one alone."""
+    from privrl.privacy.accountant import Ledger
+
+    ledger = Ledger()
+    ledger.charge("gaussian", rho=0.02, sensitivity=1.0, scale=5.0, noise=noise)
+    ledger.charge("laplace", epsilon=0.3, sensitivity=1.0, scale=3.0)
+    at = ledger.totals(1e-5)
+    run = {"config": {"noise": noise},
+           "ledger": {"epsilon": at.epsilon, "delta": at.delta, "rho": at.rho}}
+    for delta in (1e-5, 2e-6, 1e-9):
+        assert fr.epsilon_at(run, delta) == pytest.approx(ledger.totals(delta).epsilon,
+                                                          rel=1e-12)
+    assert fr.epsilon_at(run, 2e-6) > at.epsilon  # a smaller δ states more ε for the noise
+    pure = {"config": {"noise": noise}, "ledger": {"epsilon": 0.7, "delta": 0.0, "rho": 0.0}}
+    assert fr.epsilon_at(pure, 2e-6) == 0.7

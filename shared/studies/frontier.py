@@ -29,6 +29,7 @@ from ..budget import OverspendingPlan, check_budget
 from ..config import RunConfig, population_delta
 from ..lab.executors import Executor, LocalExecutor, Task, TaskResult, run_task
 from ..lab.experiments import WorldSpec
+from ..privacy.accountant import continuous_gaussian, rho_to_epsilon
 from ..provenance import commit as checkout_commit
 from ..worlds import optimal_return, uniform_random_return
 from ..worlds.model_spec import model_spec_of
@@ -481,6 +482,8 @@ def threshold_table(data: dict[str, Any]) -> dict[str, Any]:
     columns = [("case", ""), ("preset", ""), ("ε grid", ""), ("smallest ε that learns", ""),
                ("95% interval (its upper end: decided)", ""), ("% of uniform at it", ".1f"),
                ("ledger ε at it", ".4g"),
+               (f"its ledger at the runs' δ ({population_delta(data['spec']['episodes']):g})",
+                ".4g"),
                ("% of uniform at the largest ε", ".1f"), ("target ε", "g"),
                ("% of uniform at the target", ".1f")]
     rows = []
@@ -489,19 +492,34 @@ def threshold_table(data: dict[str, Any]) -> dict[str, Any]:
         points = dict(series(data, t["case"], t["preset"]))
         at = points.get(t["epsilon"]) if t["epsilon"] is not None else None
         top = points.get(max(grid)) if grid else None
-        spent = (_run_at(data, t["case"], t["preset"], t["epsilon"])["ledger"]["epsilon"]
-                 if at else None)
+        run = _run_at(data, t["case"], t["preset"], t["epsilon"]) if at else None
+        spent = run["ledger"]["epsilon"] if run else None
+        restated = epsilon_at(run, population_delta(data["spec"]["episodes"])) if run else None
         rows.append([t["case"], t["preset"],
                      _grid_text(grid, t["not_run"]),
                      ("≤ " if t.get("on_floor") else "") + eps_text(t["epsilon"], grid),
                      f"[{eps_text(t['low'], grid)}, {eps_text(t['high'], grid)}]",
                      [at.mean, at.high - at.mean] if at else None,
                      spent if isinstance(spent, float) else None,
+                     restated if isinstance(spent, float) else None,
                      [top.mean, top.high - top.mean] if top else None])
         target = t.get("target")
         hit = points.get(target) if target is not None else None
         rows[-1] += [target, [hit.mean, hit.high - hit.mean] if hit else None]
     return _document(data, columns, rows, _threshold_note(data))
+
+
+def epsilon_at(run: dict[str, Any], delta: float) -> float:
+    """A run's ledger ε restated at `delta`: the same noise, so the same ρ, converted at `delta`
+    (its pure and approximate parts kept). How a study run at one δ reads at the runs' default.
+    """
+    ledger = run["ledger"]
+    rho = float(ledger.get("rho") or 0.0)
+    if rho == 0.0:
+        return float(ledger["epsilon"])
+    continuous = continuous_gaussian(run["config"]["noise"])
+    rest = ledger["epsilon"] - rho_to_epsilon(rho, ledger["delta"], continuous=continuous)
+    return rest + rho_to_epsilon(rho, delta, continuous=continuous)
 
 
 def _grid_text(grid: Sequence[float], refused: Sequence[float]) -> str:
