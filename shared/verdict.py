@@ -69,10 +69,11 @@ def judge(regret: Sequence[float] | np.ndarray, random: float) -> Verdict:
                    windows=[round(float(p), 3) for p in pcts], learned=steady(pcts), rule=RULE)
 
 
-def interval(values: Sequence[float] | np.ndarray, level: float = LEVEL
-             ) -> tuple[float, float, float]:
+def interval(values: Sequence[float] | np.ndarray, level: float = LEVEL,
+             floor: float = -math.inf) -> tuple[float, float, float]:
     """(mean, low, high): the Student-t interval of the mean of independent seeds' values
-    (low = high = NaN with one seed)."""
+    (low = high = NaN with one seed), cut at `floor`, a bound the mean is known to respect (an
+    exact regret is never below 0%), so that it never states an impossible value."""
     from scipy import stats
 
     x = np.asarray(values, dtype=np.float64)
@@ -80,7 +81,7 @@ def interval(values: Sequence[float] | np.ndarray, level: float = LEVEL
     if x.size < 2:
         return mean, math.nan, math.nan
     half = float(stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    return mean, mean - half, mean + half
+    return mean, max(mean - half, floor), mean + half
 
 
 def compare(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,

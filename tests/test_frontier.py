@@ -16,11 +16,9 @@ from privrl.lab.plots import PRIVACY_COLORS, frontier_panels_figure
 from privrl.studies import frontier as fr
 from privrl.studies.cases import ABLATIONS, CASES, LEVER_KINDS, Lever, case_named
 from privrl.studies.threshold import (
-    T975,
     Interval,
     final_fractions,
     smallest_learning_epsilon,
-    t_quantile,
     tail_episodes,
 )
 from support.docs_hooks import load_hooks
@@ -33,22 +31,15 @@ def seeds_around(means: list[float]) -> dict[float, list[float]]:
     return {e: [m + o for o in SPREAD] for e, m in zip(GRID, means, strict=True)}
 
 
-def test_the_t_table_is_student_t() -> None:
-    stats = pytest.importorskip("scipy.stats")
-    for df in range(1, len(T975) + 1):
-        assert t_quantile(df) == pytest.approx(stats.t.ppf(0.975, df), abs=1e-3)
-    assert t_quantile(100) == pytest.approx(stats.norm.ppf(0.975), abs=1e-3)
-    with pytest.raises(ValueError):
-        t_quantile(0)
-
-
 def test_the_interval_is_mean_plus_minus_t_s_over_root_n() -> None:
-    ci = Interval.of([1.0, 2.0, 3.0])
-    assert (ci.mean, ci.n) == (2.0, 3)
-    assert ci.high - ci.mean == pytest.approx(4.303 / math.sqrt(3))
+    ci = Interval.of([11.0, 12.0, 13.0])
+    assert (ci.mean, ci.n) == (12.0, 3)
+    assert ci.high - ci.mean == pytest.approx(4.303 / math.sqrt(3), rel=1e-4)  # t_{0.975,2}
     assert ci.mean - ci.low == pytest.approx(ci.high - ci.mean)
     one = Interval.of([7.0])
     assert one.low == one.mean == one.high == 7.0
+    near_zero = Interval.of([0.1, 3.0, 0.2])  # mean 1.1, t s/√n ≈ 4.1: cut at 0%
+    assert near_zero.low == 0.0 and near_zero.high > 5.0
 
 
 def test_threshold_and_its_interval_on_known_data() -> None:

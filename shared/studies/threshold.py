@@ -4,7 +4,8 @@ A case (algorithm, mode, preset) run at grid values ε₁ < … < ε_m, n seeds 
 the *final fraction* f: the mean regret of the last 10% of episodes as a percentage of the
 uniformly random policy's per-episode regret (0% optimal, 100% random). Per ε:
 
-* the mean f̄ and a two-sided 95% Student t interval f̄ ± t₀.₉₇₅,ₙ₋₁ · s/√n over the seeds;
+* the mean f̄ and a two-sided 95% Student t interval f̄ ± t₀.₉₇₅,ₙ₋₁ · s/√n over the seeds,
+  cut at 0% (an exact regret is never negative);
 * the case *learns at ε* when f̄ ≤ 25% (`LEARNS_BELOW`).
 
 The smallest ε that learns, ε*, is the smallest grid ε from which on the case learns at every
@@ -20,20 +21,15 @@ lower, and the study extends the grid below it (`privrl.studies.frontier`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..verdict import interval
+
 LEARNS_BELOW = 25.0  # percent of the uniform policy's regret
 TAIL_FRACTION = 0.1  # the final fraction is measured on the last 10% of episodes
-CONFIDENCE = 0.95
-# Student t quantiles t_{0.975, df} for df = 1..30 (the table every statistics text prints;
-# tests check it against scipy.stats.t); beyond 30 degrees of freedom the normal 1.96.
-T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 
 def tail_episodes(episodes: int) -> int:
@@ -47,13 +43,6 @@ def final_fractions(regret: np.ndarray, random_regret: float) -> list[float]:
     return [float(100.0 * x / random_regret) for x in regret[:, -tail:].mean(axis=1)]
 
 
-def t_quantile(df: int) -> float:
-    """t_{0.975, df}: the two-sided 95% Student t quantile."""
-    if df < 1:
-        raise ValueError("a t interval needs at least two seeds")
-    return T975[df - 1] if df <= len(T975) else 1.96
-
-
 @dataclass(frozen=True)
 class Interval:
     """The mean of the seeds' fractions and its 95% t interval (the mean itself for one seed)."""
@@ -65,15 +54,14 @@ class Interval:
 
     @classmethod
     def of(cls, values: Sequence[float]) -> Interval:
-        """Mean ± t · s/√n of `values`."""
-        x = np.asarray(values, dtype=np.float64)
-        if x.size == 0:
+        """Mean ± t · s/√n of `values` (`privrl.verdict.interval`), cut at 0%: a fraction of
+        exact regret is never negative."""
+        if len(values) == 0:
             raise ValueError("no seeds")
-        mean = float(x.mean())
-        if x.size == 1:
-            return cls(mean, mean, mean, 1)
-        half = t_quantile(x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
-        return cls(mean, mean - half, mean + half, int(x.size))
+        if len(values) == 1:
+            return cls(float(values[0]), float(values[0]), float(values[0]), 1)
+        mean, low, high = interval(values, floor=0.0)
+        return cls(mean, low, high, len(values))
 
 
 @dataclass(frozen=True)
