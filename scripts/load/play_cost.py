@@ -17,6 +17,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 from privrl.client.load.bench import bench_config
+from privrl.client.user_state import UserState
 from privrl.client.users import UserContext, play
 from privrl.protocol import RunInfo, RunRequest, Ticket
 from privrl.server.app import create_app
@@ -48,6 +49,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         app = create_app(Settings(db=Path(tmp) / "play.db", admin_token=ADMIN))
         with TestClient(app) as client:
+            while client.get("/readyz").status_code != 200:  # the store's runs rebuilt
+                time.sleep(0.05)
             for privacy in ("jdp", "ldp"):
                 ctx, content = ticket_bytes(client, privacy)
                 best, seed = float("inf"), 0
@@ -55,7 +58,8 @@ def main() -> None:
                     start = time.perf_counter()
                     for _ in range(args.calls):
                         seed += 1
-                        _, body = play(ctx, Ticket.model_validate_json(content), seed)
+                        state = UserState(seed, None)  # in memory: a seed of its own
+                        _, body = play(ctx, Ticket.model_validate_json(content), state)
                     best = min(best, (time.perf_counter() - start) / args.calls)
                 print(f"{privacy}: {1e6 * best:.0f} us per episode (parse, play, encode),"
                       f" report body {len(body)} bytes")
