@@ -488,3 +488,43 @@ def test_a_runs_ledger_restated_at_another_delta_is_the_ledgers_own(noise: str) 
     assert fr.epsilon_at(run, 2e-6) > at.epsilon  # a smaller δ states more ε for the noise
     pure = {"config": {"noise": noise}, "ledger": {"epsilon": 0.7, "delta": 0.0, "rho": 0.0}}
     assert fr.epsilon_at(pure, 2e-6) == 0.7
+
+
+def _fake_runs(monkeypatch: pytest.MonkeyPatch, learns_from: float) -> list[float]:
+    """Runs that learn (5% of uniform) from `learns_from` on, else stay at 90%; the ε run."""
+    ran: list[float] = []
+
+    def fake(task: fr.Task, progress: object = None) -> fr.TaskResult:
+        ran.append(task.config.epsilon)
+        level = fr.random_regret(task.world.build())
+        share = 0.05 if task.config.epsilon >= learns_from else 0.9
+        regret = np.full((len(task.seeds), task.config.episodes), share * level)
+        return fr.TaskResult(task.seeds, regret, {"epsilon": task.config.epsilon,
+                                                  "delta": 0.0, "rho": 0.0}, 1, 0.01)
+
+    monkeypatch.setattr(fr, "run_or_error", fake)
+    return ran
+
+
+@pytest.mark.parametrize("learns_from", [0.003, 0.0])
+def test_a_case_that_learns_on_its_floor_is_run_lower(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, learns_from: float) -> None:
+    """A grid step lower at a time while the case learns at its smallest ε, at most
+    EXTEND_BELOW steps; the threshold then comes off the floor (or stays on it, marked)."""
+    ran = _fake_runs(monkeypatch, learns_from)
+    spec = fr.StudySpec(episodes=20, seeds=(0, 1), cases=("lsvi-ucb-batched-jdp",),
+                        presets=("practical",), grid_size=4, ablation=False)
+    grid = spec.grid(case_named("lsvi-ucb-batched-jdp"))
+    data = fr.run_study(fr.Study(tmp_path / "f.json", spec, "test", "abc1234"), workers=1,
+                        quiet=True, note=lambda _: None)
+    lo, hi = case_named("lsvi-ucb-batched-jdp").epsilon_range
+    lower = [min(grid)]
+    while len(lower) <= fr.EXTEND_BELOW and lower[-1] >= learns_from:
+        lower.append(float(f"{lower[-1] / (hi / lo) ** (1 / 3):.2g}"))
+    lower = lower[1:]  # learns_from 0.003: 0.022 learns, 0.00047 does not; 0: three that learn
+    assert len(lower) == (2 if learns_from else fr.EXTEND_BELOW)
+    assert sorted(ran) == sorted([*grid, *lower])  # each run once, the lower ones in turn
+    assert sorted(r["epsilon"] for r in data["frontier"]) == sorted([*grid, *lower])
+    (found,) = data["thresholds"]
+    assert found["on_floor"] is (not learns_from)
+    assert found["epsilon"] == (min(lower) if not learns_from else lower[0])

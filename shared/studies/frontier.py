@@ -26,7 +26,7 @@ import numpy as np
 from .. import __version__, trust
 from ..algorithms import registry
 from ..budget import OverspendingPlan, check_budget
-from ..config import RunConfig, population_delta
+from ..config import EPSILON_MIN, RunConfig, population_delta
 from ..lab.executors import Executor, LocalExecutor, Task, TaskResult, run_task
 from ..lab.experiments import WorldSpec
 from ..privacy.accountant import continuous_gaussian, rho_to_epsilon
@@ -38,6 +38,8 @@ from .threshold import LEARNS_BELOW, Interval, final_fractions, smallest_learnin
 
 PRESETS = ("faithful", "practical")
 SCHEMA = 1
+# a case that learns at its grid's smallest ε is run up to this many grid steps lower
+EXTEND_BELOW = 3
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,40 @@ class Planner:
             for ablation in ABLATIONS:
                 if ablation.case in self.spec.cases:
                     out += self.ablation_jobs(ablation)
+        return out
+
+    def below_floor(self, runs: dict[str, dict[str, Any]]) -> list[Job]:
+        """Frontier jobs below the grid of each case and preset that learns at its smallest ε
+        (its threshold on the floor), from the finished `runs`: one grid step lower at a time
+        (the next job once the last has run), at most EXTEND_BELOW steps. A case's own grid
+        only: an explicit --epsilon grid is the caller's."""
+        if self.spec.epsilons:
+            return []
+        out = []
+        for name in self.spec.cases:
+            case = case_named(name)
+            lo, hi = case.epsilon_range
+            size = self.spec.grid_size
+            step = (hi / lo) ** (1 / (size - 1)) if size > 1 else 10.0
+            for preset in self.spec.presets:
+                grid = self.spec.grid(case)
+                for _ in range(EXTEND_BELOW):
+                    jobs = [Job("frontier", name, preset, e, *self.config(case, preset, e))
+                            for e in grid]
+                    records = [runs.get(j.key) or {} for j in jobs]
+                    if any(r.get("status") not in ("done", "refused") for r in records):
+                        break  # not all known yet: nothing to extend from
+                    fractions = {j.epsilon: r["fractions"] for j, r in zip(jobs, records,
+                                                                          strict=True)
+                                 if r["status"] == "done"}
+                    if not fractions or not smallest_learning_epsilon(fractions).on_floor:
+                        break
+                    below = float(f"{min(grid) / step:.2g}")
+                    if below < EPSILON_MIN:
+                        break
+                    out.append(Job("frontier", name, preset, below,
+                                   *self.config(case, preset, below)))
+                    grid = [below, *grid]
         return out
 
     def ablation_jobs(self, ablation: Ablation) -> list[Job]:
@@ -367,18 +403,60 @@ def run_study(study: Study, workers: int = 2, quiet: bool = False,
               note: Callable[[str], None] | None = None,
               executor: Executor | None = None) -> dict[str, Any]:
     """Run every job of the study not yet in its file, on `executor` (default: `workers` local
-    processes); the file after each run, with the invocation's wall time and cores; its data."""
+    processes), then the jobs below the floors these runs found (`Planner.below_floor`), round
+    after round; the file after each run, with the invocation's wall time and cores; its data."""
     say = note or (lambda text: print(text, file=sys.stderr, flush=True))
     executor = executor if executor is not None else LocalExecutor(workers)
     planner = Planner(study.spec)
-    study.rows = planner.jobs()
-    todo: dict[str, Job] = {}
-    for job in study.rows:
+    rows = planner.jobs()
+    for job in rows:
         if job.unavailable:
             say(f"lever {job.label!r} ({job.lever}) is not available for family {job.case}:"
                 f" {job.unavailable}")
-            continue
-        if job.key in study.runs or job.key in todo:
+    start, invocation = time.perf_counter(), None
+    with executor:
+        while True:
+            study.rows = [*rows, *planner.below_floor(study.runs)]
+            jobs = _to_run(study, say)
+            tasks = [Task((i, 0), j.config, j.world, tuple(study.spec.seeds))
+                     for i, j in enumerate(jobs) if j.config is not None]
+            say(f"{len(study.rows)} rows, {len(study.runs)} runs already done or refused,"
+                f" {len(tasks)} to run ({study.spec.episodes} episodes x"
+                f" {len(study.spec.seeds)} seeds each) on {workers} worker(s)")
+            if tasks and invocation is None:
+                invocation = {"command": study.command, "commit": study.commit,
+                              "workers": workers, "executor": type(executor).__name__,
+                              "cores": executor.cores(), "runs": 0, "done": 0,
+                              "wall_seconds": 0.0}
+                study.invocations.append(invocation)
+            study.save()
+            if not tasks:
+                break
+            assert invocation is not None
+            invocation["runs"] += len(tasks)
+            progress = Progress(tasks, workers, quiet)
+            levels = {algo: random_regret(planner.world(algo)[1])
+                      for algo in {j.config.algo for j in jobs if j.config is not None}}
+            by_key = {t.key: t for t in tasks}
+            for key, result in executor.run(run_or_error, tasks, lambda k, n: None):
+                job = jobs[key[0]]
+                study.runs[job.key] = record_of(job, result, levels[job.config.algo],
+                                                study.commit)
+                invocation.update(done=invocation["done"] + 1,
+                                  wall_seconds=time.perf_counter() - start)
+                study.save()
+                ok = not isinstance(result, str)
+                progress.finished(by_key[key], result.seconds if ok else None, describe(job))
+                if not ok:
+                    say(f"  {result}")
+    return study.data()
+
+
+def _to_run(study: Study, say: Callable[[str], None]) -> list[Job]:
+    """The study's jobs without a record yet; a job its plan refuses is recorded as refused."""
+    todo: dict[str, Job] = {}
+    for job in study.rows:
+        if job.unavailable or job.key in study.runs or job.key in todo:
             continue
         assert job.config is not None
         reason = precheck(job.config)
@@ -390,35 +468,7 @@ def run_study(study: Study, workers: int = 2, quiet: bool = False,
                                    "message": reason}
             continue
         todo[job.key] = job
-    jobs = list(todo.values())
-    tasks = [Task((i, 0), j.config, j.world, tuple(study.spec.seeds))
-             for i, j in enumerate(jobs) if j.config is not None]
-    say(f"{len(study.rows)} rows, {len(study.runs)} runs already done or refused,"
-        f" {len(tasks)} to run ({study.spec.episodes} episodes x {len(study.spec.seeds)} seeds"
-        f" each) on {workers} worker(s)")
-    if tasks:
-        study.invocations.append({"command": study.command, "commit": study.commit,
-                                  "workers": workers, "executor": type(executor).__name__,
-                                  "cores": executor.cores(), "runs": len(tasks), "done": 0,
-                                  "wall_seconds": 0.0})
-    study.save()
-    progress = Progress(tasks, workers, quiet)
-    levels = {algo: random_regret(planner.world(algo)[1])
-              for algo in {j.config.algo for j in jobs if j.config is not None}}
-    by_key = {t.key: t for t in tasks}
-    start = time.perf_counter()
-    with executor:
-        for key, result in executor.run(run_or_error, tasks, lambda k, n: None):
-            job = jobs[key[0]]
-            study.runs[job.key] = record_of(job, result, levels[job.config.algo], study.commit)
-            study.invocations[-1].update(done=study.invocations[-1]["done"] + 1,
-                                         wall_seconds=time.perf_counter() - start)
-            study.save()
-            ok = not isinstance(result, str)
-            progress.finished(by_key[key], result.seconds if ok else None, describe(job))
-            if not ok:
-                say(f"  {result}")
-    return study.data()
+    return list(todo.values())
 
 
 # ---------------------------------------------------------------- derived: thresholds, tables
