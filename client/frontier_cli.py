@@ -145,7 +145,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grid-size", type=positive_int, default=8,
                    help="ε values per case over its own range (default: 8)")
     p.add_argument("--episodes", type=positive_int, default=50_000, help="K (default: 50,000)")
-    p.add_argument("--seeds", type=positive_int, default=5, help="seeds per run (default: 5)")
+    p.add_argument("--seeds", type=positive_int, default=10,
+                   help="seeds per run (default: 10; a threshold is decided by its interval)")
     p.add_argument("--seed", type=int, default=0, help="first seed (default: 0)")
     p.add_argument("--delta", type=float, default=None,
                    help="δ of the Gaussian rows (default: the runs' default, the largest of"

@@ -47,7 +47,7 @@ class StudySpec:
     """What a study measures: its size and which cases, presets, grid and ablations."""
 
     episodes: int = 50_000
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    seeds: tuple[int, ...] = tuple(range(10))
     delta: float | None = None  # the Gaussian rows' δ (None: the population rule's at K)
     cases: tuple[str, ...] = tuple(c.name for c in CASES)
     presets: tuple[str, ...] = PRESETS
