@@ -65,15 +65,6 @@ def check_model_sizes(config: RunConfig, have: tuple[int, int, int]) -> None:
                          f" configured for {want}")
 
 
-def check_cohort_assumptions(config: RunConfig) -> None:
-    """Refuse (ValueError) a cohort's assumptions (dropout, collusion, secagg_noise) on a run
-    whose trust boundary has no cohorts."""
-    if not config.boundary.cohorts and (config.dropout, config.collusion,
-                                        config.secagg_noise) != (None, None, None):
-        raise ValueError("dropout, collusion and secagg_noise state a secure-aggregation run's"
-                         f" assumptions: with privacy {config.privacy!r} leave them out")
-
-
 class NoKnobs(BaseModel):
     """The knobs of an algorithm that has none."""
 
@@ -134,7 +125,7 @@ class Algorithm(ABC):
         algorithm lacks. `self.config` is the configuration runs use: the preset's schedule
         filled in."""
         self.check_mode(config.privacy)
-        check_cohort_assumptions(config)
+        config.boundary.check_config(config)
         self.check_schedule(config)
         self.check_counter(config)
         self.config = self.effective_config(config)

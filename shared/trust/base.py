@@ -101,6 +101,17 @@ class TrustBoundary:
         preset's)."""
         return None
 
+    def check_config(self, config: RunConfig) -> None:
+        """Refuse (ValueError) what `config` states that this boundary cannot run, where a run
+        is made (kept out of the JSON schema, which states single fields and a few plain rules).
+        Default: a cohort's assumptions (dropout, collusion, secagg_noise) on a boundary
+        without cohorts."""
+        if not self.cohorts and (config.dropout, config.collusion,
+                                 config.secagg_noise) != (None, None, None):
+            raise ValueError("dropout, collusion and secagg_noise state a secure-aggregation"
+                             f" run's assumptions: with privacy {config.privacy!r} leave them"
+                             " out")
+
     def finish_calibration(self, calibration: Calibration, config: RunConfig) -> Calibration:
         """The calibration `calibrate` computed, adjusted to what this boundary releases (its
         noise's actual cost, its assumptions): unchanged by default."""
