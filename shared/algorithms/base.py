@@ -300,6 +300,11 @@ class Algorithm(ABC):
         replica (users refuse a ticket that does not match); default: none."""
         return {}
 
+    def raw_report_numbers(self) -> int:
+        """How many numbers one raw report carries at most (a server's body limit): a
+        trajectory's H+1 states, H actions and H rewards."""
+        return 3 * self.config.horizon + 1
+
     def report_kind(self, privacy: str) -> str:
         """The report kind users send (`privrl.reports.KINDS`) across boundary `privacy`: the
         boundary's, from this algorithm's `raw_report_kind`."""

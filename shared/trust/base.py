@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from privrl.algorithms.base import Algorithm
     from privrl.config import RunConfig
     from privrl.privacy.calibration import Calibration
     from privrl.privacy.privatizers import Privatizer
@@ -58,6 +60,14 @@ class TrustBoundary:
     def exchange(self) -> CohortExchange | None:
         """The per-cohort exchange stage of a boundary with cohorts (None: size 1, none)."""
         return CohortExchange() if self.cohort_size > 1 else None
+
+    def report_numbers(self, algorithm: Algorithm) -> int:
+        """How many numbers one user's report carries at most (a server's body limit): every
+        released array where users noise their statistics before they leave, else the
+        algorithm's raw report."""
+        if self.local_noise:
+            return sum(math.prod(family.shape) for family in algorithm.families())
+        return algorithm.raw_report_numbers()
 
     def report_kind(self, raw_kind: str) -> str:
         """The report kind users send, given the algorithm's raw kind (its trajectory or
