@@ -133,8 +133,6 @@ def cmd_audit_randomizer(args: argparse.Namespace) -> int:
     from privrl.audit.lower_bound import (
         audit_central_release,
         audit_local_randomizer,
-        central_boundary,
-        local_boundary,
     )
     from privrl.audit.matrix_counter import audit_matrix_counter
 
@@ -145,11 +143,12 @@ def cmd_audit_randomizer(args: argparse.Namespace) -> int:
     if args.bands is not None and args.counter != "matrix":
         raise CliError("--bands only applies to the matrix counter: add --counter matrix")
     algo = algorithms.get(args.algo)
-    privacy = central_boundary() if args.central else local_boundary()
-    if privacy is None or algo.refuses(trust.get(privacy)) is not None:
+    boundary = trust.central_boundary() if args.central else trust.local_boundary()
+    if boundary is None or algo.refuses(boundary) is not None:
         raise CliError(f"{args.algo} has no {'central' if args.central else 'local'} release to"
                        f" audit: it runs across {', '.join(algo.boundaries())}")
-    mechanism = args.mechanism or algo.mechanism_for(trust.get(privacy))
+    privacy = boundary.name
+    mechanism = args.mechanism or algo.mechanism_for(boundary)
     delta = args.delta if args.delta is not None else (
         AUDIT_DELTA if mechanism == "gaussian" else 0.0)
     shape = audit_shape(args)

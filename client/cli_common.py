@@ -185,7 +185,7 @@ def add_learning_options(p: argparse.ArgumentParser, many: bool) -> None:
     p.add_argument("--algo", default="dp-ucbvi", choices=algorithms.names(),
                    help="a registered algorithm (`privrl algorithms` lists them)")
     p.add_argument(
-        "--privacy", nargs=nargs, default=["jdp"] if many else "jdp",
+        "--privacy", nargs=nargs, default=[trust.DEFAULT] if many else trust.DEFAULT,
         choices=trust.names(),
         help="the trust boundary: " + ", ".join(
             f"{name} ({trust.get(name).summary})" for name in trust.names()) + several,

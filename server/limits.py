@@ -20,7 +20,6 @@ disconnects mid-body is dropped without calling the app.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Callable
 
 from privrl.algorithms import bind
@@ -39,16 +38,10 @@ Limit = tuple[int, str]
 
 
 def report_numbers(config: RunConfig) -> int:
-    """How many numbers one report of a run carries at most (its public config alone): a raw
-    trajectory's 3H+1, a policy evaluation's S (state, return) pairs, an LDP report's every
-    released array."""
-    algorithm = bind(config)
-    kind = algorithm.report_kind(config.privacy)
-    if kind == "trajectory":
-        return 3 * config.horizon + 1
-    if kind == "returns":
-        return 2 * config.n_states
-    return sum(math.prod(family.shape) for family in algorithm.families())
+    """How many numbers one report of a run carries at most (its public config alone): its
+    trust boundary's answer (`TrustBoundary.report_numbers`), e.g. a raw trajectory's 3H+1, a
+    policy evaluation's S (state, return) pairs, an LDP report's every released array."""
+    return config.boundary.report_numbers(bind(config))
 
 
 def max_report_bytes(config: RunConfig) -> int:

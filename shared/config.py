@@ -86,13 +86,22 @@ Epsilon = Annotated[
     ),
 ]
 
-# The cross-field rules of RunConfig._check, stated in the JSON schema (absent = the default).
-_DELTA_RULES: dict[str, Any] = {
-    "allOf": [
+def _privacy_is(names: list[str]) -> dict[str, Any]:
+    """The JSON-schema test "privacy is one of `names`" (a const for one name)."""
+    return {"const": names[0]} if len(names) == 1 else {"enum": names}
+
+
+def _cross_field_rules(schema: dict[str, Any]) -> None:
+    """The cross-field rules of RunConfig._check, stated in the JSON schema (absent = the
+    default). Which built-in boundaries a rule concerns is asked of them (what they declare),
+    when a schema is made: the boundaries import the privacy layer, which imports this module."""
+    public = [n for n in trust.BUILTIN if not trust.get(n).private]
+    counters = [n for n in trust.BUILTIN if trust.get(n).counters]
+    schema["allOf"] = [
         {
             "if": {
                 "properties": {
-                    "privacy": {"not": {"const": "none"}},
+                    "privacy": {"not": _privacy_is(public)},
                     "mechanism": {"const": "gaussian"},
                     "epsilon": {"type": "number"},
                 },
@@ -104,7 +113,7 @@ _DELTA_RULES: dict[str, Any] = {
         {
             "if": {
                 "properties": {
-                    "privacy": {"not": {"const": "none"}},
+                    "privacy": {"not": _privacy_is(public)},
                     "mechanism": {"const": "laplace"},
                 },
             },
@@ -118,7 +127,8 @@ _DELTA_RULES: dict[str, Any] = {
             "then": {"properties": {"counter": {"const": "matrix"}}, "required": ["counter"]},
         },
         {
-            "if": {"properties": {"privacy": {"const": "jdp"}, "counter": {"const": "matrix"}},
+            "if": {"properties": {"privacy": _privacy_is(counters),
+                                  "counter": {"const": "matrix"}},
                    "required": ["counter"]},
             "then": {"properties": {"mechanism": {"const": "gaussian"},
                                     "noise": {"const": "numpy"}},
@@ -135,7 +145,6 @@ _DELTA_RULES: dict[str, Any] = {
             "then": {"properties": {"counter": {"const": "tree"}}},
         },
     ]
-}
 
 
 class RunConfig(BaseModel):
@@ -147,7 +156,7 @@ class RunConfig(BaseModel):
         extra="forbid",
         strict=True,
         ser_json_inf_nan="strings",
-        json_schema_extra=_DELTA_RULES,
+        json_schema_extra=_cross_field_rules,
     )
 
     algo: str = Field(
@@ -163,7 +172,7 @@ class RunConfig(BaseModel):
         " lm-hard, lm-mix, zhou-mix) with its public parameters, or 'inline' arrays; the true"
         " parameters stay with the users' world. Needed by linear-mixture algorithms",
     )
-    privacy: PrivacyMode = "jdp"
+    privacy: PrivacyMode = trust.DEFAULT
     epsilon: Epsilon = Field(
         1.0, ge=EPSILON_MIN, description='privacy budget per user ("Infinity" allowed)'
     )

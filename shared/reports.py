@@ -278,7 +278,9 @@ def accept(report: AnyReport, run: Run, served: PolicyMessage, version: int) -> 
     """Check `report` once against `run` and the message served with its ticket."""
     want = run.algorithm.report_kind(run.config.privacy)
     if report.kind != want:
-        extra = " a raw trajectory must never be sent to it" if want == "noisy" else ""
+        # a boundary that turns raw reports into another kind must never see a raw one
+        raw = run.algorithm.raw_report_kind
+        extra = " a raw report must never be sent to it" if want != raw else ""
         raise ReportRejected(
             "wrong_kind",
             f"this is a {run.config.privacy!r} run of {run.config.algo!r}: it accepts only"

@@ -8,16 +8,15 @@ import json
 
 import pytest
 from privrl import algorithms, trust
-from privrl.audit.lower_bound import local_algorithms, local_boundary
+from privrl.audit.lower_bound import local_algorithms
 from privrl.client.cli import main
 
 SAMPLES = 2_000
 
 
 def test_the_local_boundary_and_its_algorithms_come_from_the_registries() -> None:
-    name = local_boundary()
-    assert name is not None
-    boundary = trust.get(name)
+    boundary = trust.local_boundary()
+    assert boundary is not None
     assert boundary.local_noise and boundary.private and boundary.cohort_size == 1
     every = set(algorithms.names())
     assert set(local_algorithms()) == {n for n in every
@@ -33,7 +32,7 @@ def test_every_local_randomizer_is_audited_within_its_declaration(
     out = json.loads(capsys.readouterr().out)
     assert code == 0, out
     assert out["algo"] == algo and out["release"] == "local randomizer"
-    assert out["mechanism"] == algorithms.get(algo).mechanism_for(trust.get(local_boundary()))
+    assert out["mechanism"] == algorithms.get(algo).mechanism_for(trust.local_boundary())
     assert out["differing_entries"] > 0
     # the worst pair found is within what the calibration declares, and so is the bound
     assert 0.0 < out["pair_epsilon"] <= 1.0 + 1e-9
@@ -43,7 +42,9 @@ def test_every_local_randomizer_is_audited_within_its_declaration(
 
 def test_an_algorithm_without_a_local_boundary_is_refused_in_one_line(
         capsys: pytest.CaptureFixture[str]) -> None:
-    local = local_boundary()
+    boundary = trust.local_boundary()
+    assert boundary is not None
+    local = boundary.name
     others = [n for n in algorithms.names() if n not in local_algorithms()]
     assert others
     code = main(["audit", "randomizer", "--algo", others[0], "--samples", "100"])

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from privrl.client.cli import main
-from privrl.lab.bench import VARIANTS, Row, paired_ratio
+from privrl.lab.bench import Row, paired_ratio, variants
 
 
 def test_bench_reports_single_and_batched_replicas(tmp_path, capsys) -> None:
@@ -23,7 +23,7 @@ def test_bench_reports_single_and_batched_replicas(tmp_path, capsys) -> None:
     assert result["episodes"] == 6 and result["rounds"] == 2
     rows = result["rows"]
     assert [(r["variant"], r["replicas"]) for r in rows] == [
-        (name, n) for n in (1, 3) for name, *_ in VARIANTS]
+        (name, n) for n in (1, 3) for name, *_ in variants()]
     for row in rows:
         assert len(row["samples_ms"]) == 2 and all(x > 0 for x in row["samples_ms"])
         per_replica = row["ms_per_replica_episode"] * row["replicas"]

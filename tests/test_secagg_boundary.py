@@ -269,3 +269,26 @@ def test_cohort_assumptions_on_a_boundary_without_cohorts_are_refused_at_binding
                        privacy="ldp", epsilon=1.0, mechanism="laplace", dropout=0.2)
     with pytest.raises(ValueError, match="with privacy 'ldp' leave them out"):
         registry.bind(config)
+
+
+def test_each_boundary_checks_its_own_configuration() -> None:
+    """`TrustBoundary.check_config`, asked where a run is bound: by default a boundary without
+    cohorts refuses their assumptions; secure aggregation refuses, at binding and before any
+    calibration, a schedule that is not batch:B and cohorts that leave no honest noise share."""
+    local = trust.local_boundary()
+    assert local is not None
+    ldp = RunConfig(**{**config(privacy=local.name, schedule=None).model_dump(),
+                       "collusion": 0.2})
+    with pytest.raises(ValueError, match=f"with privacy {local.name!r} leave them out"):
+        local.check_config(ldp)
+    local.check_config(ldp.model_copy(update={"collusion": None}))  # nothing to refuse
+    secagg = trust.get("secagg")
+    secagg.check_config(config(dropout=0.2, collusion=0.1))
+    secagg.check_config(config(schedule=None))  # its default cohorts
+    hopeless = config(schedule="batch:4", dropout=0.5, collusion=0.5)
+    with pytest.raises(ValueError, match="no honest noise share"):
+        secagg.check_config(hopeless)
+    with pytest.raises(ValueError, match="no honest noise share"):
+        bind(hopeless)  # refused at binding: a server answers 422 when the run is created
+    with pytest.raises(ValueError, match="batch:B"):
+        bind(config(schedule="every"))

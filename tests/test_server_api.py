@@ -534,8 +534,10 @@ def test_a_report_without_kind_is_refused_with_a_clear_message(client: TestClien
     resp = client.post(f"/v1/runs/{run_id}/reports", json=body)
     assert resp.status_code == 422
     assert resp.json() == {
-        "detail": "invalid request: body.kind: field required: the report kind, 'trajectory'"
-        " (JDP / non-private runs) or 'noisy' (LDP runs)",
+        "detail": "invalid request: body.kind: field required: the report kind the run's trust"
+        " boundary takes, one of 'trajectory' (raw trajectories (states, actions, rewards)),"
+        " 'noisy' (locally randomized arrays), 'returns' (first-visit returns"
+        " [[state, return], ...])",
         "code": "schema",
     }
     assert state(client, run_id) == before

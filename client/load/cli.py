@@ -134,7 +134,9 @@ def add_bench_http(modes: argparse._SubParsersAction) -> None:
                    help="repetitions of every phase, interleaved; the JSON keeps each phase's"
                    " median repetition and every repetition's rates")
     p.add_argument("--privacy", nargs="+", choices=trust.names(),
-                   default=["jdp", "ldp"], help="the runs' trust boundaries")
+                   default=[b.name for b in (trust.central_boundary(), trust.local_boundary())
+                            if b is not None],
+                   help="the runs' trust boundaries (default: the central and the local one)")
     p.add_argument("--epsilon", type=positive_float, default=10.0,
                    help="budget per user of the private runs (Gaussian, delta 1e-5, pooled)")
     p.add_argument("--generator", choices=["locust", "swarm"], default="locust",

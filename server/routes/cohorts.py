@@ -21,9 +21,9 @@ WAIT_LIMIT = 30.0  # the longest long poll
 
 async def _rounds(request: Request) -> SecaggRounds:
     state = request.app.state
-    if getattr(state, "secagg", None) is None:
-        state.secagg = SecaggRounds(state.service)
-    return state.secagg
+    if getattr(state, "cohort_rounds", None) is None:
+        state.cohort_rounds = SecaggRounds(state.service)
+    return state.cohort_rounds
 
 
 Rounds = Annotated[SecaggRounds, Depends(_rounds)]

@@ -65,15 +65,6 @@ def check_model_sizes(config: RunConfig, have: tuple[int, int, int]) -> None:
                          f" configured for {want}")
 
 
-def check_cohort_assumptions(config: RunConfig) -> None:
-    """Refuse (ValueError) a cohort's assumptions (dropout, collusion, secagg_noise) on a run
-    whose trust boundary has no cohorts."""
-    if not config.boundary.cohorts and (config.dropout, config.collusion,
-                                        config.secagg_noise) != (None, None, None):
-        raise ValueError("dropout, collusion and secagg_noise state a secure-aggregation run's"
-                         f" assumptions: with privacy {config.privacy!r} leave them out")
-
-
 class NoKnobs(BaseModel):
     """The knobs of an algorithm that has none."""
 
@@ -134,7 +125,7 @@ class Algorithm(ABC):
         algorithm lacks. `self.config` is the configuration runs use: the preset's schedule
         filled in."""
         self.check_mode(config.privacy)
-        check_cohort_assumptions(config)
+        config.boundary.check_config(config)
         self.check_schedule(config)
         self.check_counter(config)
         self.config = self.effective_config(config)
@@ -308,6 +299,11 @@ class Algorithm(ABC):
         """The arrays the policy message carries besides "actions", with their shapes for one
         replica (users refuse a ticket that does not match); default: none."""
         return {}
+
+    def raw_report_numbers(self) -> int:
+        """How many numbers one raw report carries at most (a server's body limit): a
+        trajectory's H+1 states, H actions and H rewards."""
+        return 3 * self.config.horizon + 1
 
     def report_kind(self, privacy: str) -> str:
         """The report kind users send (`privrl.reports.KINDS`) across boundary `privacy`: the

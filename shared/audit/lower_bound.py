@@ -561,29 +561,12 @@ def leak_test(config: RunConfig, clean: Stats, outputs: Stats, rows: int,
     return total, wrong
 
 
-def local_boundary() -> str | None:
-    """The registered trust boundary whose every user noises its own report alone (LDP), asked
-    of the registry by what it declares, not its name; None if there is none."""
-    for name in trust.names():
-        boundary = trust.get(name)
-        if boundary.private and boundary.local_noise and boundary.cohort_size == 1:
-            return name
-    return None
-
-
-def central_boundary() -> str:
-    """The registered trust boundary whose server noises sums through its central counters
-    (JDP), asked of the registry by what it declares, not its name."""
-    return next(name for name in trust.names()
-                if trust.get(name).private and trust.get(name).counters)
-
-
 def local_algorithms() -> tuple[str, ...]:
     """The registered algorithms that run across the local boundary: those whose randomizer
     `audit_local_randomizer` audits."""
-    privacy = local_boundary()
+    local = trust.local_boundary()
     return tuple(n for n in registry.names()
-                 if privacy is not None and privacy in registry.get(n).boundaries())
+                 if local is not None and registry.get(n).refuses(local) is None)
 
 
 def audit_local_randomizer(
@@ -601,10 +584,10 @@ def audit_local_randomizer(
     LDP); `rng` drives every draw (pair search, pilot, samples). `randomizer` defaults to the
     library's; pass another to audit it against the same declaration.
     """
-    privacy = local_boundary()
-    if privacy is None:
+    local = trust.local_boundary()
+    if local is None:
         raise ValueError("no registered trust boundary has users noise their own reports")
-    config = config.model_copy(update={"privacy": privacy})
+    config = config.model_copy(update={"privacy": local.name})
     return _audit(config, rng, samples, confidence, pilot,
                   partial(sample_statistic, randomizer=randomizer), "local randomizer", 1,
                   partial(local_outputs, randomizer=randomizer), progress)
@@ -631,7 +614,8 @@ def audit_central_release(
     if config.counter == "matrix":
         raise ValueError("the matrix counter has its own audit: `privrl audit randomizer"
                          " --central --counter matrix` (audit_matrix_counter)")
-    config = config.model_copy(update={"privacy": central_boundary(), "counter": "tree",
+    config = config.model_copy(update={"privacy": trust.central_boundary().name,
+                                       "counter": "tree",
                                        "schedule": "every",
                                        "tree_smoothing": None})
     name = f"central release over {config.episodes} episode(s)"

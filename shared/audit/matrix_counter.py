@@ -16,12 +16,12 @@ import math
 import time
 
 import numpy as np
+from privrl import trust
 from privrl.algorithms.base import Family
 from privrl.audit.lower_bound import (
     LEAK_ROWS,
     Progress,
     RandomizerAudit,
-    central_boundary,
     check_sizes,
     threshold_test,
 )
@@ -86,7 +86,7 @@ def audit_matrix_counter(
     start = time.perf_counter()
     episodes, delta = config.episodes, config.delta
     counter_config = config.model_copy(update={
-        "privacy": central_boundary(), "counter": "matrix", "counter_bands": bands,
+        "privacy": trust.central_boundary().name, "counter": "matrix", "counter_bands": bands,
         "schedule": "every"})
     calibration = calibrate(counter_config, [Family("count", (1,), 1.0, 1.0)])
     noise = calibration.counter_sampler("count")

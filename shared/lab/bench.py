@@ -36,18 +36,35 @@ from ..run import run_in_process
 from ..seeding import generator
 from ..worlds.tabular import TabularMDP, garnet, riverswim
 
-VARIANTS = (  # (name, privacy, mechanism, delta, noise backend)
-    ("non-private UCBVI", "none", "laplace", 0.0, "numpy"),
-    ("JDP laplace eps=1", "jdp", "laplace", 0.0, "numpy"),
-    ("JDP laplace eps=1 float", "jdp", "laplace", 0.0, "float"),
-    ("JDP gaussian eps=1", "jdp", "gaussian", 1e-5, "numpy"),
-    ("JDP gaussian eps=1 float", "jdp", "gaussian", 1e-5, "float"),
-    ("LDP laplace eps=1", "ldp", "laplace", 0.0, "numpy"),
-    ("LDP laplace eps=1 float", "ldp", "laplace", 0.0, "float"),
-)
 FLOAT_SUFFIX = " float"
 RLBERRY = "rlberry-scool UCBVIAgent"
-TARGETS = {"none": 100.0, "jdp": 10.0, "ldp": 10.0}  # issue 29: x faster than rlberry (float noise)
+# issue 29: x faster than rlberry (float noise), without privacy and with it
+TARGET_PUBLIC, TARGET_PRIVATE = 100.0, 10.0
+Variant = tuple[str, str, str, float, str]  # (name, privacy, mechanism, delta, noise backend)
+
+
+def variants() -> tuple[Variant, ...]:
+    """Every timed variant, from what the built-in boundaries declare: those whose users report
+    one at a time (a cohort's protocol is not the learner's cost); the non-private one once;
+    each private one with Laplace noise, and where it has central counters also Gaussian (an
+    l2 tree, another release path), at integer noise and at float noise."""
+    out: list[Variant] = []
+    for boundary in map(trust.get, trust.BUILTIN):
+        if boundary.cohorts:
+            continue
+        if not boundary.private:
+            out.append((f"{boundary.label} UCBVI", boundary.name, "laplace", 0.0, "numpy"))
+            continue
+        mechanisms = [("laplace", 0.0)] + ([("gaussian", 1e-5)] if boundary.counters else [])
+        out += [(f"{boundary.label} {mech} eps=1{suffix}", boundary.name, mech, delta, noise)
+                for mech, delta in mechanisms
+                for suffix, noise in (("", "numpy"), (FLOAT_SUFFIX, "float"))]
+    return tuple(out)
+
+
+def target(privacy: str) -> float:
+    """How many times faster than rlberry a variant across `privacy` should be (issue 29)."""
+    return TARGET_PRIVATE if trust.get(privacy).private else TARGET_PUBLIC
 
 
 @dataclass
@@ -167,14 +184,17 @@ def measure(mdp: TabularMDP, episodes: int, replicas: list[int], rounds: int,
     rlberry's row (None when not asked or not installed) and the warm-up seconds (the first
     call of each variant: loading the kernels from numba's cache, or compiling them)."""
     start = time.perf_counter()
-    for _, privacy, mech, delta, noise in VARIANTS:  # warm-up: load kernels, build caches
+    every = variants()
+    for _, privacy, mech, delta, noise in every:  # warm-up: load kernels, build caches
         time_privrl(mdp, privacy, mech, delta, noise, 2, 1)
     warmup = time.perf_counter() - start
-    rows = [Row(name, privacy, r) for r in replicas for name, privacy, *_ in VARIANTS]
-    settings = {(name, r): rest for r in replicas for name, *rest in VARIANTS}
-    peer = Row(RLBERRY, "none", 1) if rlberry and rlberry_agent(mdp.H) is not None else None
+    rows = [Row(name, privacy, r) for r in replicas for name, privacy, *_ in every]
+    settings = {(name, r): rest for r in replicas for name, *rest in every}
+    # rlberry's UCBVI is the non-private learner
+    peer = (Row(RLBERRY, trust.baseline().name, 1)
+            if rlberry and rlberry_agent(mdp.H) is not None else None)
     draws = {name: noise_draws(bench_config(mdp, privacy, mech, delta, episodes, noise))
-             for name, privacy, mech, delta, noise in VARIANTS}
+             for name, privacy, mech, delta, noise in every}
     for row in rows:
         row.noise_draws = draws[row.variant][1]
     for _ in range(rounds):
@@ -212,7 +232,7 @@ def report(mdp: TabularMDP, episodes: int, rounds: int, rows: list[Row], peer: R
                  "noise_ms_per_replica_episode": row.noise_ms}
         if peer is not None:
             entry["x_faster_than_rlberry"] = paired_ratio(peer, row)
-            entry["target"] = TARGETS[row.privacy]
+            entry["target"] = target(row.privacy)
             if row.noise_ms:  # the ratio the variant would have if it only drew its noise
                 entry["x_rlberry_noise_bound"] = peer.ms_per_episode / row.noise_ms
         out["rows"].append(entry)

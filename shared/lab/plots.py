@@ -59,7 +59,8 @@ def legend_label(res: dict[str, Any]) -> str:
     cfg, led = res.get("config", {}), res.get("ledger") or {}
     head = setting(res)
     text = f"{head}: {res['label']}" if head else res["label"]
-    if not trust.get(cfg.get("privacy", "none")).private or "epsilon" not in led:
+    privacy = cfg.get("privacy")  # none stated: nothing spent to show
+    if privacy is None or not trust.get(privacy).private or "epsilon" not in led:
         return text
     eps = led["epsilon"]
     eps_txt = eps if isinstance(eps, str) else f"{eps:.3g}"

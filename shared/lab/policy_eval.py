@@ -63,14 +63,27 @@ PANEL2_LAMBDAS = (1.5, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
 PANEL2_AT = (10**4, 10**6)
 
 
+def estimator_boundary(estimator: str) -> trust.TrustBoundary:
+    """The trust boundary an estimator's name states, asked of the registry by what it
+    declares: dp-lsw is the paper's release by a trusted curator (the central boundary), lsw the
+    same without privacy (the non-private one), ldp-lsw its users' local randomizers (the local
+    one)."""
+    if estimator.startswith("dp-"):
+        return trust.central_boundary()
+    if estimator.startswith("ldp-"):
+        local = trust.local_boundary()
+        assert local is not None, "the built-in local boundary is always registered"
+        return local
+    return trust.baseline()
+
+
 def estimator_run(estimator: str) -> tuple[str, str]:
     """(registered algorithm, privacy mode) of an estimator name: lsw = dp-lsw without privacy,
     ldp-lsw = dp-lsw with local randomizers."""
     if estimator not in ALL_ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}: use {', '.join(ALL_ESTIMATORS)}")
-    privacy = ("jdp" if estimator.startswith("dp-") else
-               "ldp" if estimator.startswith("ldp-") else "none")
-    return ("dp-lsw" if estimator.endswith("lsw") else "dp-lsl"), privacy
+    algo = "dp-lsw" if estimator.endswith("lsw") else "dp-lsl"
+    return algo, estimator_boundary(estimator).name
 
 
 def round_config(

@@ -93,7 +93,7 @@ def simulate(
     algorithm: str = "dp-ucbvi",
     world: str | None = None,
     *,
-    privacy: str = "jdp",
+    privacy: str = trust.DEFAULT,
     epsilon: float = 1.0,
     delta: float | None = None,
     mechanism: str | None = None,

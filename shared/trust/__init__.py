@@ -21,13 +21,17 @@ from importlib.metadata import entry_points
 
 from privrl.trust.base import TrustBoundary
 
-__all__ = ["BUILTIN", "TrustBoundary", "get", "names", "register"]
+__all__ = ["BUILTIN", "DEFAULT", "TrustBoundary", "baseline", "central_boundary", "default",
+           "find", "get", "local_boundary", "names", "register"]
 
 # the built-in boundaries and the modules that define them, imported on first use (they sit
 # above the privacy layer, which reads the registry: a module-level import would be a cycle)
 BUILTIN = {"none": "privrl.trust.none", "jdp": "privrl.trust.central",
            "ldp": "privrl.trust.local", "secagg": "privrl.trust.secagg.boundary"}
 ENTRY_POINTS = "privrl.trust"
+# the boundary a run takes when it names none: the papers' joint DP (a trusted server); a name,
+# so that the configuration's schema can state it before any boundary is imported
+DEFAULT = "jdp"
 
 _registry: dict[str, TrustBoundary] = {}
 _loaded = False
@@ -70,3 +74,39 @@ def names() -> tuple[str, ...]:
     """Every registered boundary's name, the built-ins first."""
     _load()
     return tuple(_registry)
+
+
+def default() -> TrustBoundary:
+    """The boundary a run takes when it names none (`DEFAULT`)."""
+    return get(DEFAULT)
+
+
+def find(**declared: object) -> TrustBoundary | None:
+    """The first registered boundary (the built-ins first) whose attributes have the
+    `declared` values, e.g. `find(private=False)`; None if there is none. Code that needs
+    "the local boundary" asks for what it declares, never for its name."""
+    _load()
+    for boundary in _registry.values():
+        if all(getattr(boundary, key) == value for key, value in declared.items()):
+            return boundary
+    return None
+
+
+def baseline() -> TrustBoundary:
+    """The non-private boundary: users send raw reports, nothing is spent."""
+    found = find(private=False)
+    assert found is not None, "the built-in non-private boundary is always registered"
+    return found
+
+
+def central_boundary() -> TrustBoundary:
+    """The boundary whose trusted server noises sums through its central counters (JDP)."""
+    found = find(private=True, counters=True)
+    assert found is not None, "the built-in central boundary is always registered"
+    return found
+
+
+def local_boundary() -> TrustBoundary | None:
+    """The boundary whose every user noises its own report alone (LDP): local noise, no
+    cohort; None if there is none."""
+    return find(private=True, local_noise=True, cohort_size=1)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from privrl.algorithms.base import Algorithm
     from privrl.config import RunConfig
     from privrl.privacy.calibration import Calibration
     from privrl.privacy.privatizers import Privatizer
@@ -59,6 +61,14 @@ class TrustBoundary:
         """The per-cohort exchange stage of a boundary with cohorts (None: size 1, none)."""
         return CohortExchange() if self.cohort_size > 1 else None
 
+    def report_numbers(self, algorithm: Algorithm) -> int:
+        """How many numbers one user's report carries at most (a server's body limit): every
+        released array where users noise their statistics before they leave, else the
+        algorithm's raw report."""
+        if self.local_noise:
+            return sum(math.prod(family.shape) for family in algorithm.families())
+        return algorithm.raw_report_numbers()
+
     def report_kind(self, raw_kind: str) -> str:
         """The report kind users send, given the algorithm's raw kind (its trajectory or
         returns, for a curator that sees raw data): raw by default."""
@@ -100,6 +110,17 @@ class TrustBoundary:
         """The release schedule a run takes when it names none (None: the algorithm's
         preset's)."""
         return None
+
+    def check_config(self, config: RunConfig) -> None:
+        """Refuse (ValueError) what `config` states that this boundary cannot run, where a run
+        is made (kept out of the JSON schema, which states single fields and a few plain rules).
+        Default: a cohort's assumptions (dropout, collusion, secagg_noise) on a boundary
+        without cohorts."""
+        if not self.cohorts and (config.dropout, config.collusion,
+                                 config.secagg_noise) != (None, None, None):
+            raise ValueError("dropout, collusion and secagg_noise state a secure-aggregation"
+                             f" run's assumptions: with privacy {config.privacy!r} leave them"
+                             " out")
 
     def finish_calibration(self, calibration: Calibration, config: RunConfig) -> Calibration:
         """The calibration `calibrate` computed, adjusted to what this boundary releases (its

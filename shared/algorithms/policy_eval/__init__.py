@@ -70,6 +70,10 @@ class PolicyEvaluation(Algorithm):
     raw_report_kind = "returns"  # first-visit returns, for a curator that sees raw data
     estimator_label: ClassVar[str] = ""
 
+    def raw_report_numbers(self) -> int:
+        """S (state, return) pairs at most: one first-visit return per state."""
+        return 2 * self.config.n_states
+
     @classmethod
     def refuses(cls, boundary: TrustBoundary) -> str | None:
         """Cohorts (secure aggregation): its one-shot release and LDP estimator read single

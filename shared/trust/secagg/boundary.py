@@ -36,7 +36,7 @@ from privrl.privacy.privatizers import (
     randomize_locally,
 )
 from privrl.privacy.psd import SymmetricNoise
-from privrl.privacy.schedules import Batches, Schedule
+from privrl.privacy.schedules import Batches, Schedule, parse_schedule
 from privrl.stats import Stats
 from privrl.trust import register
 from privrl.trust.base import TrustBoundary
@@ -105,6 +105,14 @@ class SecureAggregation(TrustBoundary):
 
     def default_schedule(self, episodes: int) -> str | None:
         return f"batch:{default_cohort(episodes)}"
+
+    def check_config(self, config: RunConfig) -> None:
+        """Refuse cohort assumptions that cannot run where a run is made: a schedule that is
+        not `batch:B`, or cohorts, dropout and collusion that leave no honest noise share."""
+        super().check_config(config)
+        schedule = config.schedule or self.default_schedule(config.episodes)
+        assert schedule is not None
+        cohort_spec(config, parse_schedule(schedule))
 
     def finish_calibration(self, calibration: Calibration, config: RunConfig) -> Calibration:
         """Attach the cohort assumptions; charge each family the cost of its cohort noise (one
