@@ -686,7 +686,7 @@ def test_a_claim_wait_above_the_servers_bound_is_capped_not_refused(
     started = time.monotonic()
     resp = client.post(f"/v1/runs/{run_id}/claims", params={"wait": 30})
     assert resp.status_code == 409 and resp.json()["code"] == "busy"
-    assert 0.15 < time.monotonic() - started < 3.0
+    assert 0.15 < time.monotonic() - started < 10.0  # capped at 0.2 s, far from 30 (a busy CI)
     resp = client.post(f"/v1/runs/{run_id}/claims", params={"wait": 601})  # the schema's maximum
     assert resp.status_code == 422
 
