@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -47,6 +48,16 @@ class DPUCBVI:
         self.caps = (
             (h - np.arange(h, dtype=float)) if self.knobs.clip_remaining else np.full(h, float(h))
         )
+        self.support = np.empty((0, 0, 0), dtype=bool)  # empty: no support declared
+        self.factor = np.empty((0, 0))  # empty: one threshold for every (s, a)
+
+    def restrict(self, support: np.ndarray | None, factor: np.ndarray | None) -> None:
+        """Public arrays the planner uses from now on: the transition support (S, A, S) P~ is
+        restricted to, and each (s, a)'s factor (S, A) of the threshold (None: none)."""
+        if support is not None:
+            self.support = np.require(support, np.bool_, ["C", "W"])
+        if factor is not None:
+            self.factor = dense(factor)
 
     def flags(self, private: bool) -> np.ndarray:
         """The kernels' flags [private, clip_previous, variance_terms]."""
@@ -72,12 +83,17 @@ class DPUCBVI:
         sums = (dense(release["sas"]), dense(release["sa"]), dense(release["r"]))
         kernels.plan_replicas(sums, float(radius), float(self.knobs.unknown_below * count_std),
                               self.constants(radius), self.caps, self.flags(private), self.q,
-                              q_new, actions, tied, kernels.new_model(*release["sa"].shape),
+                              q_new, actions, tied, self.model(kernels, release["sa"].shape),
                               TIE_TOL)
         self.q = q_new
         for i in np.flatnonzero(tied):
             kernels.break_ties(self.q[i], self.tie_keys(i, episode, 1)[0], TIE_TOL, actions[i])
         return actions
+
+    def model(self, kernels: Any, shape: tuple[int, ...]) -> tuple:
+        """A fresh kernel model for a release of N(s,a) shape (R, Hs, S, A), with the public
+        support and threshold factors."""
+        return (*kernels.new_model(*shape)[:6], self.support, self.factor)
 
     def tie_keys(self, replica: int, first: int, count: int,
                  out: np.ndarray | None = None) -> np.ndarray:
