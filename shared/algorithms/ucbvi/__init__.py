@@ -26,6 +26,7 @@ from .support import SupportCells
 SUPPORT_FAMILY = "sas_support"  # N(s,a,s') on a support's cells only (s, a, s' flattened)
 
 if TYPE_CHECKING:
+    from ...config import RunConfig
     from ...privacy.calibration import Calibration
     from ...trust.base import TrustBoundary
 
@@ -159,6 +160,11 @@ class DPUCBVIAlgorithm(Algorithm):
         if boundary.local_noise and boundary.cohort_size == 1:
             return "laplace"
         return super().mechanism_for(boundary)
+
+    def __init__(self, config: RunConfig) -> None:
+        """Bind (`Algorithm.__init__`) and refuse a malformed `support` knob at once."""
+        super().__init__(config)
+        _ = self.support
 
     @functools.cached_property
     def support(self) -> SupportCells | None:
