@@ -140,3 +140,21 @@ def test_a_study_resolves_the_support_of_each_world():
     off = Planner(StudySpec(episodes=100, world=garnet))
     none = Planner(StudySpec(episodes=100, world=garnet, knobs=(("support", WORLD),)))
     assert none.config(case, "practical", 1.0)[0] == off.config(case, "practical", 1.0)[0]
+
+
+def test_the_union_threshold_covers_every_pair_and_release():
+    """unknown_union: P(N(0,1) > z) = beta / (H S A x releases), never below unknown_below."""
+    from statistics import NormalDist
+
+    from privrl.algorithms.ucbvi.learner import union_threshold
+    from privrl.privacy.schedules import parse_schedule
+
+    c = config(GRID, False, unknown_union=True)
+    run = Run(c, [0])
+    releases = parse_schedule(run.config.schedule).releases(c.episodes)
+    tail = 1.0 - NormalDist().cdf(run.learner.planner.unknown_below)
+    assert tail * GRID.H * GRID.S * GRID.A * releases == pytest.approx(c.beta, rel=1e-6)
+    assert union_threshold(run.config, pooled=True) < run.learner.planner.unknown_below
+    huge = config(GRID, False, unknown_union=True, unknown_below=50.0)
+    assert Run(huge, [0]).learner.planner.unknown_below == 50.0
+    assert Run(config(GRID, False), [0]).learner.planner.unknown_below == 2.0

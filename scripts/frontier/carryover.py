@@ -38,7 +38,16 @@ LEVERS: dict[str, dict[str, Any]] = {
     "off": {},
     "support": {"support": WORLD},
     "support+pair": {"support": WORLD, "threshold_per_pair": True},
+    "support+union": {"support": WORLD, "unknown_union": True},
+    "union": {"unknown_union": True},
 }
+
+
+def fallback(lever: str) -> str:
+    """The setting whose run a world without a declared support shows for `lever`: the same
+    knobs without the support (threshold_per_pair does nothing without one: "off")."""
+    rest = {k: v for k, v in LEVERS[lever].items() if k not in ("support", "threshold_per_pair")}
+    return next(name for name, knobs in LEVERS.items() if knobs == rest)
 
 
 def case_epsilon(text: str) -> tuple[str, float]:
@@ -91,14 +100,16 @@ def main() -> None:
     for case, eps in args.cases:
         per_lever: dict[str, dict[str, list[float] | None]] = {}
         for lever in args.levers:
-            worlds = [w for w in args.worlds if lever == "off" or supported[w]]
+            needs = "support" in LEVERS[lever]
+            worlds = [w for w in args.worlds if not needs or supported[w]]
             out = args.out / case / lever
             if not args.table_only and worlds:
                 spec = StudySpec(episodes=args.episodes, seeds=tuple(args.seeds), cases=(case,),
                                  presets=("practical",), epsilons=(eps,), ablation=False,
                                  knobs=tuple(LEVERS[lever].items()))
                 run_suite(SUITE, args.split, spec, out, command, only=worlds)
-            per_lever[lever] = {w: fractions(out if w in worlds else args.out / case / "off", w)
+            per_lever[lever] = {w: fractions(out if w in worlds
+                                             else args.out / case / fallback(lever), w)
                                 for w in args.worlds}
         for w in args.worlds:
             rows.append([case, f"{eps:g}", w, *(cell(per_lever[lv][w]) for lv in args.levers)])
@@ -116,8 +127,8 @@ def main() -> None:
             " uniform policy's (last 10% of episodes) and its 95% t interval"
             " (`privrl.verdict.interval`). support: the world's public transition support is the"
             " `support` knob (only its cells released, P~ restricted to it); support+pair: also"
-            " `threshold_per_pair`. A world without a declared support (Garnet) is the same run"
-            " with the lever on or off.")
+            " `threshold_per_pair`; union: `unknown_union`. A world without a declared support"
+            " (Garnet) runs the same configuration without the support: its cell is that run's.")
     save_table(args.json, columns, rows, note=note, levers={k: LEVERS[k] for k in args.levers},
                results=summary)
     print(json.dumps(rows, indent=1))

@@ -57,6 +57,13 @@ class UCBVIKnobs(BaseModel):
         " (sqrt of its support's size x the cell std when derived) instead of the largest",
     )
 
+    unknown_union: bool = Field(
+        False,
+        description="raise unknown_below to the Gaussian z of a union bound over every (h,s,a)"
+        " and release of the run (public: the world's size, K and the schedule), so that a"
+        " cell nobody visited passes for visited with probability about beta over the whole run",
+    )
+
     @field_validator("support", mode="before")
     @classmethod
     def _frozen_support(cls, value: Any) -> Any:
