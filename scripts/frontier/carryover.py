@@ -115,9 +115,9 @@ def main() -> None:
             rows.append([case, f"{eps:g}", w, *(cell(per_lever[lv][w]) for lv in args.levers)])
         means = {lv: [interval(v)[0] for v in per_lever[lv].values() if v]
                  for lv in args.levers}
-        rows.append([case, f"{eps:g}", f"**median / worst of {len(args.worlds)} worlds**",
-                     *(f"{statistics.median_high(m):.1f} / {max(m):.1f}" if m else "—"
-                       for m in means.values())])
+        rows.append([case, f"{eps:g}", "**median / worst over the worlds run**",
+                     *(f"{statistics.median_high(m):.1f} / {max(m):.1f} ({len(m)} worlds)"
+                       if m else "—" for m in means.values())])
         summary.append({"case": case, "epsilon": eps, "by_world": per_lever})
     columns = [("case", ""), ("ε", ""), ("world", ""),
                *((f"{lv}: % of uniform", "") for lv in args.levers)]
