@@ -98,19 +98,19 @@ def main() -> None:
     supported = {label: members[label].build().support is not None for label in args.worlds}
     rows, summary = [], []
     for case, eps in args.cases:
-        per_lever: dict[str, dict[str, list[float] | None]] = {}
-        for lever in args.levers:
-            needs = "support" in LEVERS[lever]
-            worlds = [w for w in args.worlds if not needs or supported[w]]
-            out = args.out / case / lever
-            if not args.table_only and worlds:
+        def runs_in(lever: str, world: str) -> str:
+            """The setting whose run a world shows for `lever` (`fallback` without a support)."""
+            return lever if "support" not in LEVERS[lever] or supported[world] else fallback(lever)
+
+        for lever in [] if args.table_only else args.levers:
+            worlds = [w for w in args.worlds if runs_in(lever, w) == lever]
+            if worlds:
                 spec = StudySpec(episodes=args.episodes, seeds=tuple(args.seeds), cases=(case,),
                                  presets=("practical",), epsilons=(eps,), ablation=False,
                                  knobs=tuple(LEVERS[lever].items()))
-                run_suite(SUITE, args.split, spec, out, command, only=worlds)
-            per_lever[lever] = {w: fractions(out if w in worlds
-                                             else args.out / case / fallback(lever), w)
-                                for w in args.worlds}
+                run_suite(SUITE, args.split, spec, args.out / case / lever, command, only=worlds)
+        per_lever = {lever: {w: fractions(args.out / case / runs_in(lever, w), w)
+                             for w in args.worlds} for lever in args.levers}
         for w in args.worlds:
             rows.append([case, f"{eps:g}", w, *(cell(per_lever[lv][w]) for lv in args.levers)])
         means = {lv: [interval(v)[0] for v in per_lever[lv].values() if v]
