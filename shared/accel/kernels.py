@@ -32,9 +32,11 @@ def _arr(dtype: types.Type, ndim: int, readonly: bool = False) -> types.Array:
 
 
 RELEASE = types.Tuple((_arr(F8, 5), _arr(F8, 4), _arr(F8, 4)))  # sums of sas, sa, r
-# a model (R, Hs, S, A[, S]): P~, N~, r~, (r~ + bonus, variance coefficient), g, stale
+# a model (R, Hs, S, A[, S]): P~, N~, r~, (r~ + bonus, variance coefficient), g, stale, then
+# two public arrays that are empty unless the learner declares them: the transition support
+# (S, A, S) (P~ restricted to it) and each (s, a)'s threshold factor (S, A)
 MODEL = types.Tuple((_arr(F8, 5), _arr(F8, 4), _arr(F8, 4), _arr(F8, 5), _arr(F8, 3),
-                     _arr(B1, 4)))
+                     _arr(B1, 4), _arr(B1, 3), _arr(F8, 2)))
 NOISE = types.Tuple((_arr(F8, 6), _arr(F8, 5), _arr(F8, 5)))  # (B, R, Hs, S, A[, S])
 # a world's read-only cum d1, cum P and mean rewards
 WORLD = types.Tuple((_arr(F8, 1, True), _arr(F8, 4, True), _arr(F8, 3, True)))
@@ -166,11 +168,14 @@ def project_cell(sas: np.ndarray, s: int, a: int, n_sa: float, e: float, out: np
 @numba.njit(**OPTIONS)
 def _model_steps(release: tuple, rep: int, first: int, last: int, radius: float, private: bool,
                  threshold: float, p: np.ndarray, n_eff: np.ndarray, r_hat: np.ndarray,
-                 scratch: np.ndarray, stale: np.ndarray) -> None:
+                 scratch: np.ndarray, stale: np.ndarray, support: np.ndarray,
+                 factor: np.ndarray) -> None:
     """Model of replica rep's steps first..last-1, at its cells marked stale: P~, thresholded
-    N~ and r~ into p, n_eff, r_hat [j]."""
+    N~ and r~ into p, n_eff, r_hat [j]. A non-empty `support` (S, A, S) restricts P~ to it
+    (N~ is the projected count on it); a non-empty `factor` (S, A) scales the threshold."""
     sas, sa, r_sum = release
     n_states, n_actions = sa.shape[2], sa.shape[3]
+    restricted, scaled = support.shape[0] > 0, factor.shape[0] > 0
     for c in range(first, last):
         noisy, projected = sas[rep, c], p[c]  # one view per step: a view per cell costs more
         for s in range(n_states):
@@ -183,15 +188,25 @@ def _model_steps(release: tuple, rep: int, first: int, last: int, radius: float,
                     n = sa[rep, c, s, a]
                     for t in range(n_states):
                         p[c, s, a, t] = sas[rep, c, s, a, t]
+                width = n_states
+                if restricted:  # only the possible next states keep mass
+                    n, width = 0.0, 0
+                    for t in range(n_states):
+                        if support[s, a, t]:
+                            n += p[c, s, a, t]
+                            width += 1
+                        else:
+                            p[c, s, a, t] = 0.0
                 if n > 0:
                     for t in range(n_states):
                         p[c, s, a, t] = p[c, s, a, t] / n
                     r_hat[c, s, a] = min(max(r_sum[rep, c, s, a] / n, 0.0), 1.0)
                 else:
                     for t in range(n_states):
-                        p[c, s, a, t] = 1.0 / n_states
+                        p[c, s, a, t] = 1.0 / width if not restricted or support[s, a, t] else 0.0
                     r_hat[c, s, a] = 0.0
-                n_eff[c, s, a] = n if (threshold <= 0 or n >= threshold) else 0.0
+                bar = threshold * factor[s, a] if scaled else threshold
+                n_eff[c, s, a] = n if (bar <= 0 or n >= bar) else 0.0
 
 
 @numba.njit(**OPTIONS)
@@ -221,7 +236,8 @@ def new_model(n_rep: int, hs: int, n_states: int, n_actions: int) -> tuple:
     """An empty model for `plan_replicas`, every cell stale."""
     shape = (n_rep, hs, n_states, n_actions)
     return (np.empty((*shape, n_states)), np.empty(shape), np.empty(shape),
-            np.empty((*shape, 2)), np.empty(shape[:3]), np.ones(shape, np.bool_))
+            np.empty((*shape, 2)), np.empty(shape[:3]), np.ones(shape, np.bool_),
+            np.empty((0, 0, 0), np.bool_), np.empty((0, 0)))
 
 
 @numba.njit(**OPTIONS)
@@ -230,7 +246,7 @@ def _plan(release: tuple, radius: float, threshold: float, consts: np.ndarray, c
           tied: np.ndarray, model: tuple, tie_tol: float) -> None:
     """`plan_replicas`' body (a callee of the episode loop as well)."""
     sas = release[0]
-    model_p, model_n, model_r, model_bonus, model_g, stale = model
+    model_p, model_n, model_r, model_bonus, model_g, stale, support, factor = model
     io, bs, ps, c3, c1, c23, cb = (consts[0], consts[1], consts[2], consts[3], consts[4],
                                    consts[5], consts[6])
     private, clip_previous = flags[PRIVATE], flags[CLIP_PREVIOUS]
@@ -254,7 +270,7 @@ def _plan(release: tuple, radius: float, threshold: float, consts: np.ndarray, c
             v[t] = 0.0
             v2[t] = 0.0
         _model_steps(release, rep, 0, hs, radius, private, threshold, p, n_eff, r_hat, scratch,
-                     stale)
+                     stale, support, factor)
         if weighted:
             for j in range(0 if pooled else 1, hs):
                 fresh_at[j] = _next_weights(n_eff, c1, c23, h2, model_g, rep, j, stale)

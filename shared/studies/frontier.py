@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import __version__, trust
 from ..algorithms import registry
+from ..algorithms.ucbvi.support import WORLD, support_knob
 from ..budget import OverspendingPlan, check_budget
 from ..config import EPSILON_MIN, RunConfig, population_delta
 from ..lab.executors import Executor, LocalExecutor, Task, TaskResult, run_task
@@ -57,6 +58,9 @@ class StudySpec:
     # one world for every case (WorldSpec.to_dict's form, e.g. a suite's world); None: each
     # algorithm's default world
     world: dict[str, Any] | None = None
+    # public knob overrides for every case's runs, e.g. (("support", "world"),): the value
+    # "world" of `support` is the study world's own (`support_knob`; none: the knob is left out)
+    knobs: tuple[tuple[str, Any], ...] = ()
 
     @property
     def gaussian_delta(self) -> float:
@@ -70,7 +74,8 @@ class StudySpec:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (tuples as lists; δ as the runs use it)."""
-        return json.loads(json.dumps({**asdict(self), "delta": self.gaussian_delta}))
+        return json.loads(json.dumps({**asdict(self), "delta": self.gaussian_delta,
+                                      "knobs": dict(self.knobs)}))
 
 
 def run_key(config: RunConfig, knobs: dict[str, Any] | None = None) -> str:
@@ -145,7 +150,7 @@ class Planner:
         """The case's RunConfig at `epsilon` under `preset`, with a lever's overrides, as its
         runs use it (the preset's schedule and counter filled in): what the run's key digests."""
         world, mdp = self.world(case.algo, world_params)
-        knobs = {**case.knobs, **(lever_knobs or {})}
+        knobs = world_knobs({**case.knobs, **dict(self.spec.knobs), **(lever_knobs or {})}, mdp)
         fields = {"mechanism": default_mechanism(case), **(lever_fields or {})}
         if fields["mechanism"] == "gaussian":
             fields.setdefault("delta", self.spec.gaussian_delta)
@@ -239,6 +244,16 @@ class Planner:
         return rows
 
 
+def world_knobs(knobs: dict[str, Any], mdp: Any) -> dict[str, Any]:
+    """`knobs` with a `support` of "world" replaced by the world's public support (left out
+    where the world declares none, so the run is the one without it)."""
+    if knobs.get("support") != WORLD:
+        return knobs
+    out = {k: v for k, v in knobs.items() if k != "support"}
+    support = support_knob(mdp)
+    return out if support is None else {**out, "support": support}
+
+
 def default_mechanism(case: Case) -> str:
     """The mechanism of `case`'s rows: its algorithm's default across its boundary
     (`Algorithm.mechanism_for`), the one a run without --mechanism gets, so that the default
@@ -309,7 +324,8 @@ class Study:
             return 0
         data = json.loads(self.path.read_text())
         mine = self.spec.to_dict()
-        saved = {"world": None, **(data.get("spec") or {})}  # a study from before `world`
+        # a study from before `world` or `knobs`
+        saved = {"world": None, "knobs": {}, **(data.get("spec") or {})}
         grows = {"cases": None}  # other cases, or other ε of an explicit grid: the study grows
         if saved["epsilons"] and mine["epsilons"]:
             grows["epsilons"] = None

@@ -10,6 +10,8 @@ import functools
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ...privacy.mechanisms import Gaussian
 from ...stats import Stats
 from ...worlds.rollout import Trajectories
@@ -19,8 +21,12 @@ from .counts import family_shapes, tabular_counts
 from .fused import FusedEpisodes, applies
 from .knobs import PRESETS, UCBVIKnobs
 from .learner import DPUCBVI
+from .support import SupportCells
+
+SUPPORT_FAMILY = "sas_support"  # N(s,a,s') on a support's cells only (s, a, s' flattened)
 
 if TYPE_CHECKING:
+    from ...config import RunConfig
     from ...privacy.calibration import Calibration
     from ...trust.base import TrustBoundary
 
@@ -41,7 +47,8 @@ def union_radius(calibration: Calibration, algorithm: DPUCBVIAlgorithm) -> float
     if mech is None or not calibration.noise_scale:
         return 0.0
     s, a = cfg.n_states, cfg.n_actions
-    counters = cfg.episodes * cfg.horizon * s * a * (s + 2)
+    cells = s * a * s if algorithm.support is None else algorithm.support.cells
+    counters = cfg.episodes * cfg.horizon * (cells + 2 * s * a)
     plan = calibration.plan
     if plan is not None and plan.kind == "matrix":  # one Gaussian of the largest release std
         worst = Gaussian(calibration.release_std_bound(cfg.episodes), mech.backend)
@@ -58,6 +65,27 @@ class UCBVILearner(Learner):
         self.knobs: UCBVIKnobs = algorithm.knobs
         self.planner = DPUCBVI(algorithm.config, self.knobs, seeds)
         self.union = union_radius(calibration, algorithm)
+        self.planner.restrict(*self._public_arrays())
+
+    def _public_arrays(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The planner's support mask and per-(s,a) threshold factors (None: none)."""
+        cells = self.algorithm.support
+        if cells is None:
+            return None, None
+        if not self.knobs.threshold_per_pair:
+            return cells.mask, None
+        per_pair = (np.sqrt(cells.widths) if self.knobs.pair_counts == "derived"
+                    else np.ones(cells.widths.shape))
+        return cells.mask, per_pair / self._pair_factor()
+
+    def _pair_factor(self) -> float:
+        """pair_std / release std: sqrt of the most next states summed into N(s,a) when it is
+        derived (S, or the largest support), else 1."""
+        if self.knobs.pair_counts != "derived":
+            return 1.0
+        cells = self.algorithm.support
+        return math.sqrt(self.algorithm.config.n_states if cells is None
+                         else int(cells.widths.max()))
 
     def plans_at(self, reported: int, last_planned: int) -> bool:
         """Only when the billboard changed: at every release of the run's schedule (every
@@ -70,7 +98,9 @@ class UCBVILearner(Learner):
         return self._radius_of(self.calibration.release_std(reported))
 
     def pair_std(self, reported: int) -> float:
-        """Std of the N(s,a) release error: sqrt(S) x larger when summed from N(s,a,s')."""
+        """Std of the N(s,a) release error: sqrt(S) x larger when summed from N(s,a,s') (the
+        largest support's size instead of S with a support; `threshold_per_pair` scales it down
+        per (s,a) in the planner)."""
         return self._pair_std_of(self.calibration.release_std(reported))
 
     def radii(self, first: int, count: int) -> tuple[list[float], list[float]]:
@@ -91,9 +121,7 @@ class UCBVILearner(Learner):
 
     def _pair_std_of(self, release_std: float) -> float:
         """pair_std given the release std after the same reports."""
-        if self.knobs.pair_counts == "derived":
-            return release_std * math.sqrt(self.algorithm.config.n_states)
-        return release_std
+        return release_std * self._pair_factor()
 
     def plan(self, billboard: Stats, reported: int) -> PolicyMessage:
         """The greedy optimistic policy of every replica."""
@@ -133,11 +161,28 @@ class DPUCBVIAlgorithm(Algorithm):
             return "laplace"
         return super().mechanism_for(boundary)
 
+    def __init__(self, config: RunConfig) -> None:
+        """Bind (`Algorithm.__init__`) and refuse a malformed `support` knob at once."""
+        super().__init__(config)
+        _ = self.support
+
+    @functools.cached_property
+    def support(self) -> SupportCells | None:
+        """The released (s, a, s') cells of the `support` knob (None: every cell)."""
+        if self.knobs.support is None:
+            return None
+        return SupportCells(self.knobs.support, self.config.n_states, self.config.n_actions)
+
     def families(self) -> tuple[Family, ...]:
-        """N(s,a,s'), N(s,a) unless derived, and reward sums; all share one sensitivity."""
+        """N(s,a,s') (only its support's cells, as "sas_support", with a support), N(s,a)
+        unless derived, and reward sums; all share one sensitivity: a replaced user moves one
+        unit per step whichever cells are released."""
         cfg, knobs = self.config, self.knobs
         shapes = family_shapes(cfg.n_states, cfg.n_actions, cfg.horizon, knobs.pooled)
-        names = ["sas", "r"] if knobs.pair_counts == "derived" else ["sas", "sa", "r"]
+        if self.support is not None:
+            shapes[SUPPORT_FAMILY] = (shapes["sas"][0], self.support.cells)
+        first = "sas" if self.support is None else SUPPORT_FAMILY
+        names = [first, "r"] if knobs.pair_counts == "derived" else [first, "sa", "r"]
         l1, l2 = sensitivities(cfg.horizon, knobs.pooled)
         clean_max = float(cfg.horizon) if knobs.pooled else 1.0
         return tuple(Family(n, shapes[n], l1, l2, clean_max) for n in names)
@@ -151,7 +196,16 @@ class DPUCBVIAlgorithm(Algorithm):
         """One-hot counts of each trajectory (only the released families)."""
         cfg = self.config
         counts = tabular_counts(trajectories, cfg.n_states, cfg.n_actions, self.knobs.pooled)
+        if self.support is not None:  # a transition outside the support counts nowhere
+            counts[SUPPORT_FAMILY] = self.support.pack(counts["sas"])
         return {name: counts[name] for name in self._released}
+
+    def check_world(self, world: Any) -> None:
+        """The default check, and refuse a world that moves outside the `support` knob."""
+        super().check_world(world)
+        if self.support is not None and self.support.outside(world):
+            raise ValueError("the users' world moves to next states outside the knob support:"
+                             " pass the world's own (`support_knob`)")
 
     def learner(self, calibration: Calibration, seeds: list[int]) -> UCBVILearner:
         """DP-UCBVI's planner over the billboard."""
@@ -160,10 +214,18 @@ class DPUCBVIAlgorithm(Algorithm):
     def simulator(self, run: Any, world: Any) -> FusedEpisodes | None:
         """DP-UCBVI's own in-process episode loop for `run` in `world` when it applies
         (`fused.applies`), else None; outside the plug-in contract (`privrl.run.Simulates`)."""
+        if self.support is not None:  # the fused loop sums every cell
+            return None
         return FusedEpisodes(run, world) if applies(run, world) else None
 
     def postprocess(self, release: Stats) -> Stats:
-        """N(s,a) = sum_s' N(s,a,s') when it is not released itself."""
+        """N(s,a,s') in full (zero outside a support), and N(s,a) = sum_s' N(s,a,s') when it is
+        not released itself."""
+        if SUPPORT_FAMILY in release:
+            assert self.support is not None
+            packed = release[SUPPORT_FAMILY]
+            release = {k: v for k, v in release.items() if k != SUPPORT_FAMILY}
+            release["sas"] = self.support.unpack(packed)
         if "sa" not in release:
             release = {**release, "sa": release["sas"].sum(axis=-1)}
         return release

@@ -6,11 +6,12 @@ statistics are released (and so how the budget is split), never the calibration 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ...config import RADIUS_SCALE_MAX
+from .support import Support, as_support
 
 
 class UCBVIKnobs(BaseModel):
@@ -43,6 +44,33 @@ class UCBVIKnobs(BaseModel):
     pooled: bool = Field(
         False, description="pool statistics over h (time-homogeneous worlds only; an extension)"
     )
+    support: Support | None = Field(
+        None,
+        description="the world's public transition support: the possible next states of each"
+        " (s, a), in order s * A + a (`privrl.algorithms.ucbvi.support.support_knob`); only"
+        " those N(s,a,s') cells are released (same sensitivity and noise per cell) and P~ is"
+        " restricted to them. None: every cell",
+    )
+    threshold_per_pair: bool = Field(
+        False,
+        description="with a support: unknown_below scales each (s,a)'s own release std of N(s,a)"
+        " (sqrt of its support's size x the cell std when derived) instead of the largest",
+    )
+
+    unknown_union: bool = Field(
+        False,
+        description="raise unknown_below to the Gaussian z of a union bound over every (h,s,a)"
+        " and release of the run (public: the world's size, K and the schedule), so that a"
+        " cell nobody visited passes for visited with probability about beta over the whole run",
+    )
+
+    @field_validator("support", mode="before")
+    @classmethod
+    def _frozen_support(cls, value: Any) -> Any:
+        """Lists (JSON, --knob) become the knob's tuples."""
+        if isinstance(value, list | tuple):
+            return as_support(value)
+        return value
 
 
 PRESETS: dict[str, UCBVIKnobs] = {

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
 from ... import accel
 from ...config import RunConfig
+from ...privacy.schedules import parse_schedule
 from ...seeding import episode_rows
 from ...stats import Stats
 from ...ties import TIE_TOL
@@ -27,6 +30,14 @@ def iota(config: RunConfig) -> float:
     """iota = log(30 H S A T / beta), T = H K."""
     h, s, a = config.horizon, config.n_states, config.n_actions
     return math.log(30.0 * h * s * a * h * config.episodes / config.beta)
+
+
+def union_threshold(config: RunConfig, pooled: bool) -> float:
+    """The z with P(N(0,1) > z) = beta / (pairs x releases): every (h,s,a) the planner checks
+    at every release of the run's schedule (all public)."""
+    pairs = (1 if pooled else config.horizon) * config.n_states * config.n_actions
+    releases = max(parse_schedule(config.schedule or "every").releases(config.episodes), 1)
+    return NormalDist().inv_cdf(1.0 - config.beta / (pairs * releases))
 
 
 def dense(array: np.ndarray) -> np.ndarray:
@@ -42,11 +53,24 @@ class DPUCBVI:
         self.knobs = knobs
         self.seeds = [int(s) for s in seeds]
         self.iota = iota(config)
+        self.unknown_below = knobs.unknown_below  # x the count std: the unvisited threshold
+        if knobs.unknown_union:
+            self.unknown_below = max(self.unknown_below, union_threshold(config, knobs.pooled))
         h, s, a = config.horizon, config.n_states, config.n_actions
         self.q = np.full((len(self.seeds), h, s, a), float(h))
         self.caps = (
             (h - np.arange(h, dtype=float)) if self.knobs.clip_remaining else np.full(h, float(h))
         )
+        self.support = np.empty((0, 0, 0), dtype=bool)  # empty: no support declared
+        self.factor = np.empty((0, 0))  # empty: one threshold for every (s, a)
+
+    def restrict(self, support: np.ndarray | None, factor: np.ndarray | None) -> None:
+        """Public arrays the planner uses from now on: the transition support (S, A, S) P~ is
+        restricted to, and each (s, a)'s factor (S, A) of the threshold (None: none)."""
+        if support is not None:
+            self.support = np.require(support, np.bool_, ["C", "W"])
+        if factor is not None:
+            self.factor = dense(factor)
 
     def flags(self, private: bool) -> np.ndarray:
         """The kernels' flags [private, clip_previous, variance_terms]."""
@@ -70,14 +94,19 @@ class DPUCBVI:
         actions = np.empty(self.q.shape[:3], dtype=np.int64)
         tied = np.empty(self.q.shape[0], dtype=np.bool_)
         sums = (dense(release["sas"]), dense(release["sa"]), dense(release["r"]))
-        kernels.plan_replicas(sums, float(radius), float(self.knobs.unknown_below * count_std),
+        kernels.plan_replicas(sums, float(radius), float(self.unknown_below * count_std),
                               self.constants(radius), self.caps, self.flags(private), self.q,
-                              q_new, actions, tied, kernels.new_model(*release["sa"].shape),
+                              q_new, actions, tied, self.model(kernels, release["sa"].shape),
                               TIE_TOL)
         self.q = q_new
         for i in np.flatnonzero(tied):
             kernels.break_ties(self.q[i], self.tie_keys(i, episode, 1)[0], TIE_TOL, actions[i])
         return actions
+
+    def model(self, kernels: Any, shape: tuple[int, ...]) -> tuple:
+        """A fresh kernel model for a release of N(s,a) shape (R, Hs, S, A), with the public
+        support and threshold factors."""
+        return (*kernels.new_model(*shape)[:6], self.support, self.factor)
 
     def tie_keys(self, replica: int, first: int, count: int,
                  out: np.ndarray | None = None) -> np.ndarray:
@@ -91,7 +120,7 @@ class DPUCBVI:
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The planner's inputs over a block of episodes: each one's radius, threshold (B,) and
         constants (B, 7), as `plan` derives them from the radius and the count std."""
-        threshold = self.knobs.unknown_below * np.asarray(count_stds, dtype=float)
+        threshold = self.unknown_below * np.asarray(count_stds, dtype=float)
         return np.asarray(radii, dtype=float), threshold, self.constants_block(radii)
 
     def constants(self, radius: float) -> np.ndarray:
