@@ -99,6 +99,20 @@ def test_ten_percent_dropouts_complete_with_the_survivors_sum(stage: str) -> Non
     assert np.array_equal(out, expected)
 
 
+def test_a_block_of_neighbouring_indices_dropping_leaves_the_cohort_whole() -> None:
+    """10% of a cohort of 100 with consecutive indices (claimed together, say by one process
+    that died) drop after key agreement: the circle of the neighbour graph scatters them, so
+    every survivor keeps a majority of its neighbours and the cohort completes (on the
+    circle of plain index order, user 10 would lose 7 of its 14 neighbours)."""
+    setup = _setup(100, 90, degree=14)
+    vectors = _vectors(100)
+    dropped = set(range(10))
+    most = max(len(set(setup.neighbours(u, range(100))) & dropped) for u in range(10, 100))
+    assert most < 7
+    out = run_cohort(setup, vectors, drop_after_keys=dropped)
+    assert np.array_equal(out, sum(v for i, v in vectors.items() if i not in dropped))
+
+
 def test_too_many_dropouts_abort() -> None:
     """60% drop after key agreement: the cohort aborts before anything is unmasked."""
     with pytest.raises(CohortAborted):
