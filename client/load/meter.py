@@ -4,6 +4,9 @@ At most `slots` claims and `slots` other requests are in flight at once, so http
 (2 * `slots` keep-alive connections) never queues: its per-request scan stays O(slots) however
 many users share the process. Claims and reports have separate slots because a claim may be held
 by the server (`?wait=`) until a report frees an episode: reports must never wait behind claims.
+A secure-aggregation cohort's long polls (`?wait=` on its rounds) have a lane of their own, over
+a pool of their own, with a slot for each user (each holds at most one): a poll waits for the
+other members' messages, which must never wait behind it.
 """
 
 from __future__ import annotations
@@ -68,27 +71,35 @@ class Meter:
 
 
 class BoundedTransport(httpx.AsyncBaseTransport):
-    """httpx's transport behind two semaphores (claims, the rest), timing every request."""
+    """httpx's transport behind three semaphores (claims, long polls, the rest), timing every
+    request."""
 
     def __init__(self, slots: int, meter: Meter | None = None,
-                 inner: httpx.AsyncBaseTransport | None = None) -> None:
-        """`slots` requests of each kind in flight at most, over 2 * `slots` connections
-        (`inner`: the transport to send through, httpx's own pool of that size by default)."""
-        if slots < 1:
+                 inner: httpx.AsyncBaseTransport | None = None, polls: int | None = None
+                 ) -> None:
+        """`slots` claims and `slots` other requests in flight at most, over 2 * `slots`
+        connections, and `polls` long polls (default `slots`; the users of the process) over
+        as many connections of their own (`inner`: the transport to send all through, by
+        default httpx's own pools of those sizes)."""
+        polls = slots if polls is None else polls
+        if slots < 1 or polls < 1:
             raise ValueError("a bounded transport needs at least one slot")
         self.meter = meter or Meter()
         self.claims, self.others = asyncio.Semaphore(slots), asyncio.Semaphore(slots)
-        limits = httpx.Limits(max_connections=2 * slots, max_keepalive_connections=2 * slots,
-                              keepalive_expiry=CLIENT_KEEPALIVE_SECONDS)
-        self.inner = inner or httpx.AsyncHTTPTransport(limits=limits)
+        self.polls = asyncio.Semaphore(polls)
+        self.inner = inner or httpx.AsyncHTTPTransport(limits=_limits(2 * slots))
+        self.poll_inner = inner or httpx.AsyncHTTPTransport(limits=_limits(polls))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Wait for a slot, send, read the whole body (the connection is free again), record."""
         endpoint = endpoint_of(request.url.path)
-        async with self.claims if endpoint == "claim" else self.others:
+        poll = endpoint != "claim" and "wait" in request.url.params
+        lane = self.polls if poll else self.claims if endpoint == "claim" else self.others
+        async with lane:
             t0 = time.perf_counter()
             try:
-                response = await self.inner.handle_async_request(request)
+                inner = self.poll_inner if poll else self.inner
+                response = await inner.handle_async_request(request)
                 await response.aread()
             except httpx.HTTPError as exc:
                 self.meter.record(endpoint, 0, time.perf_counter() - t0, type(exc).__name__)
@@ -97,5 +108,12 @@ class BoundedTransport(httpx.AsyncBaseTransport):
         return response
 
     async def aclose(self) -> None:
-        """Close the pool."""
+        """Close the pools."""
         await self.inner.aclose()
+        if self.poll_inner is not self.inner:
+            await self.poll_inner.aclose()
+
+
+def _limits(connections: int) -> httpx.Limits:
+    return httpx.Limits(max_connections=connections, max_keepalive_connections=connections,
+                        keepalive_expiry=CLIENT_KEEPALIVE_SECONDS)
