@@ -31,7 +31,7 @@ from privrl.trust.secagg.protocol import (
 from privrl.trust.secagg.wire import b64, cohort_setup, unb64
 
 POLL = 5.0  # seconds of one long poll
-PATIENCE = 120.0  # seconds a user waits for one round before it gives up
+PATIENCE = 120.0  # seconds a user keeps asking a server it cannot reach before it gives up
 RETRY = 0.5  # seconds between polls while the server cannot be reached
 
 
@@ -57,34 +57,36 @@ async def _send(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> dic
 
 
 async def _await(http: httpx.AsyncClient, path: str, ticket: str | None) -> dict[str, Any]:
+    """The round's answer, long-polling for as long as the server says it is open (202: the
+    server bounds every round by its deadlines, and holds this member's claim meanwhile);
+    CohortFailed once the server stayed unreachable for PATIENCE seconds."""
     params: dict[str, Any] = {"wait": POLL}
     if ticket is not None:
         params["ticket"] = ticket
-    end = time.monotonic() + PATIENCE
-    while time.monotonic() < end:
+    reached = time.monotonic()
+    while time.monotonic() - reached < PATIENCE:
         try:
             resp = await http.get(path, params=params)
         except httpx.HTTPError:  # the server is away (restarting?): ask again, patiently
             await asyncio.sleep(RETRY)
             continue
+        reached = time.monotonic()
         if resp.status_code == 200:
             return resp.json()
         if resp.status_code != 202:
             raise CohortFailed(f"GET {path.rsplit('/', 1)[-1]}: {resp.status_code} {resp.text}")
-    raise CohortFailed(f"GET {path}: the round stayed open for {PATIENCE:g} s")
+    raise CohortFailed(f"GET {path}: the server stayed unreachable for {PATIENCE:g} s")
 
 
 async def cohort_rounds(http: httpx.AsyncClient, base: str, run_id: str,
-                        calibration: Calibration, episodes: int, ticket: Ticket,
+                        calibration: Calibration, ticket: Ticket,
                         vector: np.ndarray) -> dict[str, Any]:
     """Run this user's cohort rounds for `ticket`'s episode with `vector`; the cohort's outcome
     (CohortFailed when it aborted or refused this user)."""
     spec = calibration.cohort
     assert spec is not None
     cohort = ticket.episode // spec.size
-    setup = cohort_setup(run_id, spec, episodes, cohort, int(vector.size))
-    if setup is None:
-        raise CohortFailed(f"cohort {cohort} is too small to release: not taking part")
+    setup = cohort_setup(run_id, spec, cohort, int(vector.size))
     user = UserSession(setup, ticket.episode % spec.size, vector)
     path = f"{base}/cohorts/{cohort}"
     me = ticket.ticket

@@ -64,7 +64,8 @@ ROUND = {**error_responses(400, 403, 404, 408, 409, 410, 413, 422),
 @router.post(BASE + "/keys", responses=ROUND,
              summary="Round 0: a member's public keys")
 async def post_keys(run_id: str, cohort: int, body: Keys, rounds: Rounds) -> dict:
-    index = rounds.advertise(run_id, cohort, body.ticket, body.cipher_key, body.mask_key)
+    index = await rounds.advertise(run_id, cohort, body.ticket, body.cipher_key,
+                                   body.mask_key)
     return {"index": index}
 
 
@@ -93,8 +94,8 @@ async def get_inbox(run_id: str, cohort: int, ticket: TicketQ, rounds: Rounds,
     got = await rounds.await_round(run_id, cohort, ticket, 1, wait)
     if got is None:
         return _pending()
-    me = got.members[ticket]
-    return {"shares": {str(u): b64(s[me]) for u, s in got.aggregator.shares.items() if me in s}}
+    inbox = got.aggregator.inbox(got.members[ticket])
+    return {"shares": {str(u): b64(s) for u, s in inbox.items()}}
 
 
 @router.post(BASE + "/masked", responses=ROUND,

@@ -37,8 +37,7 @@ def main(url: str, run_id: str, mode: str) -> None:
         episode, me = ticket["episode"], ticket["ticket"]
         length = sum(int(np.prod(f.shape)) for f in calibration.families)
         cohort = episode // spec.size
-        setup = cohort_setup(run_id, spec, info.config.episodes, cohort, length)
-        assert setup is not None
+        setup = cohort_setup(run_id, spec, cohort, length)
         user = UserSession(setup, episode % spec.size, np.zeros(length, dtype=np.int64))
         path = f"/v1/runs/{run_id}/cohorts/{cohort}"
         ad = user.advertise()

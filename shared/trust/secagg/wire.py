@@ -13,16 +13,14 @@ from privrl.trust.secagg.spec import CohortSpec
 ROUNDS = ("keys", "shares", "masked", "unmask")
 
 
-def cohort_setup(run_id: str, spec: CohortSpec, episodes: int, cohort: int, length: int
-                 ) -> CohortSetup | None:
-    """Cohort `cohort`'s public parameters, the same on the server and at each user: B users
-    (the run's last cohort: the episodes left), the CohortSpec's minimum of survivors, the
-    degree a cohort of that size takes in process; None when it is too small to ever release."""
-    size = min(spec.size, max(episodes - cohort * spec.size, 0)) or spec.size
-    if size < spec.min_survivors:
-        return None
-    return CohortSetup(f"run {run_id} cohort {cohort}".encode(), size, spec.min_survivors,
-                       length, spec.bits, max(2, min(spec.degree, size - 1)))
+def cohort_setup(run_id: str, spec: CohortSpec, cohort: int, length: int) -> CohortSetup:
+    """Cohort `cohort`'s public parameters, the same on the server and at each user: up to B
+    users (user e % B of cohort e // B), the CohortSpec's minimum of survivors, the degree
+    its B users take in process. A cohort that ends with fewer members (the run's last, or
+    one whose membership the server closed early) lays its neighbour graph over the members
+    it has (`CohortSetup.neighbours`)."""
+    return CohortSetup(f"run {run_id} cohort {cohort}".encode(), spec.size, spec.min_survivors,
+                       length, spec.bits, spec.degree)
 
 
 def b64(data: bytes) -> str:
