@@ -4,9 +4,10 @@ At most `slots` claims and `slots` other requests are in flight at once, so http
 (2 * `slots` keep-alive connections) never queues: its per-request scan stays O(slots) however
 many users share the process. Claims and reports have separate slots because a claim may be held
 by the server (`?wait=`) until a report frees an episode: reports must never wait behind claims.
-A secure-aggregation cohort's long polls (`?wait=` on its rounds) have a lane of their own, over
-a pool of their own, with a slot for each user (each holds at most one): a poll waits for the
-other members' messages, which must never wait behind it.
+A secure-aggregation cohort's long polls (`?wait=` on its rounds) have a lane of their own, a slot
+for each user (each holds at most one): a poll waits for the other members' messages, which must
+never wait behind it. That lane's connections are split over pools of POLL_SHARD each, so that
+no pool's scan grows with the users either.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 from privrl.protocol import CLIENT_KEEPALIVE_SECONDS
 
 ENDPOINTS = ("claim", "report", "healthz", "other")
+POLL_SHARD = 16  # long-poll connections per pool
 ACKS, REQUESTS, ERRORS = 0, 1, 2  # slots of one process's live counters
 COUNTERS = 3
 FLOW = {409: "claim_waits_409", 410: "claims_after_finish_410"}  # a claim's answers that are
@@ -86,19 +88,26 @@ class BoundedTransport(httpx.AsyncBaseTransport):
             raise ValueError("a bounded transport needs at least one slot")
         self.meter = meter or Meter()
         self.claims, self.others = asyncio.Semaphore(slots), asyncio.Semaphore(slots)
-        self.polls = asyncio.Semaphore(polls)
         self.inner = inner or httpx.AsyncHTTPTransport(limits=_limits(2 * slots))
-        self.poll_inner = inner or httpx.AsyncHTTPTransport(limits=_limits(polls))
+        sizes = [min(POLL_SHARD, polls - k) for k in range(0, polls, POLL_SHARD)]
+        self.polls = [(asyncio.Semaphore(n), inner or httpx.AsyncHTTPTransport(limits=_limits(n)))
+                      for n in sizes]
+
+    def _lane(self, request: httpx.Request, endpoint: str
+              ) -> tuple[asyncio.Semaphore, httpx.AsyncBaseTransport]:
+        """A request's semaphore and the pool it goes through: a long poll takes a shard with
+        a free slot (the first one when all are busy)."""
+        if endpoint != "claim" and "wait" in request.url.params:
+            return next((p for p in self.polls if not p[0].locked()), self.polls[0])
+        return (self.claims if endpoint == "claim" else self.others), self.inner
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Wait for a slot, send, read the whole body (the connection is free again), record."""
         endpoint = endpoint_of(request.url.path)
-        poll = endpoint != "claim" and "wait" in request.url.params
-        lane = self.polls if poll else self.claims if endpoint == "claim" else self.others
+        lane, inner = self._lane(request, endpoint)
         async with lane:
             t0 = time.perf_counter()
             try:
-                inner = self.poll_inner if poll else self.inner
                 response = await inner.handle_async_request(request)
                 await response.aread()
             except httpx.HTTPError as exc:
@@ -110,8 +119,9 @@ class BoundedTransport(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         """Close the pools."""
         await self.inner.aclose()
-        if self.poll_inner is not self.inner:
-            await self.poll_inner.aclose()
+        for _, pool in self.polls:
+            if pool is not self.inner:
+                await pool.aclose()
 
 
 def _limits(connections: int) -> httpx.Limits:
