@@ -6,8 +6,9 @@ parameters itself from the run's configuration and its episode
 (`privrl.trust.secagg.wire.cohort_setup`: nothing the server sends sets them) and runs a
 `UserSession` (keys and self-mask seed from the OS CSPRNG) through the four rounds: post keys,
 wait for the roster; post encrypted shares, wait for its inbox; post its masked input, wait
-for the survivors; post its unmasking shares, wait for the cohort's outcome. Every wait is a
-bounded long poll.
+for the survivors; post its unmasking shares, wait for the cohort's outcome. Each post waits
+for its round to close (`?wait=`) and answers with what the next round needs, so a round
+costs one request; a round still open then is long-polled (bounded polls).
 """
 
 from __future__ import annotations
@@ -90,22 +91,29 @@ async def cohort_rounds(http: httpx.AsyncClient, base: str, run_id: str,
     user = UserSession(setup, ticket.episode % spec.size, vector)
     path = f"{base}/cohorts/{cohort}"
     me = ticket.ticket
+
+    async def step(what: str, body: dict[str, Any], then: str, key: str) -> Any:
+        """Post this round's message, waiting for the round to close (one request); poll for
+        what the next round needs when it was still open at the post's answer."""
+        got = await _send(http, f"{path}/{what}?wait={POLL:g}", {"ticket": me, **body})
+        if key not in got:
+            got = await _await(http, f"{path}/{then}" if then else path,
+                               me if then else None)
+            return got if key == "outcome" else got[key]
+        return got[key]
+
     ad = user.advertise()
-    await _send(http, f"{path}/keys", {"ticket": me, "cipher_key": b64(ad.cipher_key),
-                                       "mask_key": b64(ad.mask_key)})
-    keys = (await _await(http, f"{path}/roster", me))["keys"]
+    keys = await step("keys", {"cipher_key": b64(ad.cipher_key), "mask_key": b64(ad.mask_key)},
+                      "roster", "keys")
     roster = {int(i): Advertisement(int(i), unb64(c), unb64(m)) for i, (c, m) in keys.items()}
     try:
         sealed = user.share_keys(roster)
-        await _send(http, f"{path}/shares",
-                    {"ticket": me, "shares": {str(v): b64(s) for v, s in sealed.items()}})
-        inbox = (await _await(http, f"{path}/inbox", me))["shares"]
+        inbox = await step("shares", {"shares": {str(v): b64(s) for v, s in sealed.items()}},
+                           "inbox", "shares")
         masked = user.masked_input({int(u): unb64(s) for u, s in inbox.items()})
-        await _send(http, f"{path}/masked", {"ticket": me, "masked": masked.tolist()})
-        survivors = (await _await(http, f"{path}/survivors", me))["survivors"]
+        survivors = await step("masked", {"masked": masked.tolist()}, "survivors", "survivors")
         reveal = user.unmask(survivors)
     except (CohortAborted, MalformedInput) as exc:
         raise CohortFailed(str(exc)) from None
-    await _send(http, f"{path}/unmask",
-                {"ticket": me, "shares": {str(u): b64(s) for u, s in reveal.items()}})
-    return await _await(http, path, None)
+    return await step("unmask", {"shares": {str(u): b64(s) for u, s in reveal.items()}}, "",
+                      "outcome")
