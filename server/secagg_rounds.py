@@ -2,11 +2,14 @@
 protocol's server state machine (`privrl.trust.secagg.protocol.CohortAggregator`).
 
 A member of cohort c is the holder of an open claim of episode e with e // B = c; it is user
-e % B of the cohort and authenticates every message with its claim ticket. A round closes when
-every user it waits for has sent its message, or `ROUND_TIMEOUT` seconds after it opened
-(round 0: `JOIN_TIMEOUT` after the newest member joined; the missing users count as
-dropped); too few messages abort the cohort (nothing of it is released, its claims are
-dropped unreported and nothing is charged). When the unmasking round closes, the
+e % B of the cohort and authenticates every message with its claim ticket; from its keys on,
+the cohort holds its claim (it does not lapse while the cohort runs). A round closes when
+every user it waits for has sent its message, or once it has heard nothing for
+`ROUND_TIMEOUT` seconds (round 0: `JOIN_TIMEOUT` after the newest member joined, or at once
+when no more members can join; the missing users count as dropped): a round that a loaded
+server or large cohort makes slow, but that still hears from its members, is not cut. Too
+few messages abort the cohort (nothing of it is released, its claims are dropped unreported
+and nothing is charged, and its episodes are handed out again). When the unmasking round closes, the
 aggregator rebuilds the masks and the cohort's sum goes into the run under its lock
 (`CohortPrivatizer.release_sum`; it counts every member's episode, as a cohort closed in
 process does): its survivors' claims are reported in one write, each with its *masked* input
@@ -62,7 +65,7 @@ class CohortRounds:
 
     index: int
     setup: CohortSetup
-    opened: float  # when the current round opened
+    opened: float  # when the current round opened or last heard from a member
     aggregator: CohortAggregator = field(init=False)
     created: float = field(init=False)  # when its first member joined
     keyed: float | None = None  # when round 0 closed (its members known)
@@ -142,8 +145,8 @@ class CohortRounds:
 
     @property
     def timeout(self) -> float:
-        """How long the current round stays open (after it opened or, round 0, the newest
-        member joined)."""
+        """How long the current round stays open after it opened or last heard from a
+        member."""
         return JOIN_TIMEOUT if self.round == 0 else ROUND_TIMEOUT
 
     def deadline(self, now: float) -> float:
@@ -202,11 +205,15 @@ class SecaggRounds:
         return index
 
     def _step(self, rounds: CohortRounds, fn: object, *args: object) -> None:
+        """One member's message into the round (422 when malformed); the round waits from
+        now for the others."""
         try:
             fn(*args)  # type: ignore[operator]
         except MalformedInput as exc:
             raise Refusal(422, "invalid", str(exc)) from None
-        rounds.tick(time.time())
+        now = time.time()
+        rounds.opened = now
+        rounds.tick(now)
 
     # -- round 0 --------------------------------------------------------------------------------
 
@@ -236,7 +243,6 @@ class SecaggRounds:
             index = claim.episode % spec.size
             self._step(rounds, rounds.aggregator.advertise, Advertisement(index, *keys))
             hosted.joined[ticket] = hosted.open.pop(ticket)
-            rounds.opened = now  # round 0 waits for the next member from now
             rounds.members[ticket] = index
             rounds.episodes[index] = claim.episode
             self._close_if_full(hosted, rounds, now)

@@ -234,3 +234,23 @@ def test_an_aborted_cohort_hands_its_episodes_out_again(apps: Apps,
     assert outcome(client, run_id, 1)["outcome"] == "released"
     status = state(client, run_id)["status"]
     assert status["reported"] == 4 and status["finished"]
+
+
+def test_a_slow_round_that_still_hears_from_its_members_is_not_cut(
+        apps: Apps, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(secagg_rounds, "ROUND_TIMEOUT", 0.6)
+    client = apps()
+    run_id = secagg_run(client, episodes=4)
+    members = [Member(client, run_id, claim(client, run_id)) for _ in range(4)]
+    for m in members:
+        m.join()
+    for m in members:  # 1.2 s in all, twice the round timeout, never 0.6 s without a message
+        time.sleep(0.3)
+        m.share()
+    for m in members:
+        assert len(m.get("inbox").json()["shares"]) == 3  # every member's shares are in
+    for step in (Member.mask, Member.unmask):
+        for m in members:
+            step(m)
+    ended = outcome(client, run_id, 0)
+    assert ended["outcome"] == "released" and ended["survivors"] == 4
