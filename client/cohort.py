@@ -34,6 +34,9 @@ from privrl.trust.secagg.wire import b64, cohort_setup, unb64
 POLL = 5.0  # seconds of one long poll
 PATIENCE = 120.0  # seconds a user keeps asking a server it cannot reach before it gives up
 RETRY = 0.5  # seconds between polls while the server cannot be reached
+# a round's request may be held POLL seconds, then queue behind a cohort's others on a loaded
+# server: its answer is awaited this long before the member gives up (and drops out)
+TIMEOUT = httpx.Timeout(POLL + 60.0, connect=30.0)
 
 
 class CohortFailed(RuntimeError):
@@ -49,7 +52,7 @@ def cohort_vector(calibration: Calibration, noisy: Stats) -> np.ndarray:
 
 async def _send(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
     try:
-        resp = await http.post(path, json=body)
+        resp = await http.post(path, json=body, timeout=TIMEOUT)
     except httpx.HTTPError as exc:
         raise CohortFailed(f"POST {path.rsplit('/', 1)[-1]}: {exc!r}") from None
     if resp.status_code != 200:
@@ -67,7 +70,7 @@ async def _await(http: httpx.AsyncClient, path: str, ticket: str | None) -> dict
     reached = time.monotonic()
     while time.monotonic() - reached < PATIENCE:
         try:
-            resp = await http.get(path, params=params)
+            resp = await http.get(path, params=params, timeout=TIMEOUT)
         except httpx.HTTPError:  # the server is away (restarting?): ask again, patiently
             await asyncio.sleep(RETRY)
             continue
