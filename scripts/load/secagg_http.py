@@ -105,11 +105,12 @@ def play(server: ServerProcess, api: ServerAPI, cfg: RunConfig, concurrency: int
     }
 
 
-def table_row(run: dict[str, Any], ldp_rate: float) -> list[Any]:
+def table_row(run: dict[str, Any], ldp_rate: float | None) -> list[Any]:
     b = int(run["cohort"].split(":")[1]) if run["cohort"] else None
     secagg = run["privacy"] == "secagg"
     return [run["privacy"], b, run["episodes"], f"{run['concurrency']} ({run['processes']})",
-            run["episodes_per_second"], run["episodes_per_second"] / ldp_rate,
+            run["episodes_per_second"],
+            run["episodes_per_second"] / ldp_rate if ldp_rate else None,
             run["reported"], run["finished"],
             run["counted_in_cohorts"] if secagg else None,
             run["cohorts_released"] if secagg else None,
@@ -159,7 +160,7 @@ def main() -> None:
         finally:
             server.stop()
     ldp = [r for r in runs if r["privacy"] == "ldp"]
-    rate = ldp[0]["episodes_per_second"] if ldp else float("nan")
+    rate = ldp[0]["episodes_per_second"] if ldp else None
     save_table(args.json, COLUMNS, [table_row(r, rate) for r in runs], runs=runs,
                claim_timeout=args.claim_timeout,
                machine={"cpus": os.cpu_count(), "load_average_at_start": load,
