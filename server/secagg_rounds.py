@@ -57,6 +57,7 @@ ROUND_TIMEOUT = float(os.environ.get("PRIVRL_SECAGG_ROUND_TIMEOUT", "30"))
 # round 0 (members joining) waits this long after the newest member's keys: users claim and
 # play before they join, so the cohort fills at the pace of their episodes
 JOIN_TIMEOUT = float(os.environ.get("PRIVRL_SECAGG_JOIN_TIMEOUT", "60"))
+LOOK = 0.5  # seconds between a round 0's looks at whether more members can join
 
 
 @dataclass
@@ -250,14 +251,15 @@ class SecaggRounds:
 
     def _close_if_full(self, hosted: HostedRun, rounds: CohortRounds, now: float) -> None:
         """Under the run's lock, in round 0: when no more members can join, close the round
-        with the members it has (at most twice a second per cohort: it scans the open claims).
+        with the members it has (at most every LOOK seconds per cohort: it scans the open
+        claims).
         No more can join once every episode index of the cohort was handed out, or the run
         hands out no more claims (its K episodes are all reported, claimed or held), and no
         open claim of the cohort is left (its user still playing). A cohort closed short of
         B takes no later claim: the next one opens the next cohort."""
         if rounds.round != 0 or rounds.closing or rounds.outcome is not None:
             return
-        if now - rounds.looked < 0.5 and len(rounds.members) < rounds.setup.size:
+        if now - rounds.looked < LOOK and len(rounds.members) < rounds.setup.size:
             return
         rounds.looked = now
         first, end = rounds.index * rounds.setup.size, (rounds.index + 1) * rounds.setup.size
@@ -301,7 +303,8 @@ class SecaggRounds:
         end = time.monotonic() + wait
         while True:
             rounds = self._cohort(run_id, cohort)
-            if rounds.round == 0 and not rounds.closing and rounds.outcome is None:
+            if (rounds.round == 0 and not rounds.closing and rounds.outcome is None
+                    and time.time() - rounds.looked >= LOOK):  # the lock only when it may look
                 hosted, _ = self._hosted(run_id)
                 async with hosted.slot_freed:
                     self._close_if_full(hosted, rounds, time.time())
