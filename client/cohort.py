@@ -24,12 +24,11 @@ from privrl.privacy.grid import exact_units
 from privrl.protocol import Ticket
 from privrl.stats import Stats
 from privrl.trust.secagg.protocol import (
-    Advertisement,
     CohortAborted,
     MalformedInput,
     UserSession,
 )
-from privrl.trust.secagg.wire import b64, cohort_setup, unb64
+from privrl.trust.secagg.wire import b64, cohort_setup, roster_of, unb64
 
 POLL = 5.0  # seconds of one long poll
 PATIENCE = 120.0  # seconds a user keeps asking a server it cannot reach before it gives up
@@ -108,7 +107,7 @@ async def cohort_rounds(http: httpx.AsyncClient, base: str, run_id: str,
     ad = user.advertise()
     keys = await step("keys", {"cipher_key": b64(ad.cipher_key), "mask_key": b64(ad.mask_key)},
                       "roster", "keys")
-    roster = {int(i): Advertisement(int(i), unb64(c), unb64(m)) for i, (c, m) in keys.items()}
+    roster = roster_of(keys)
     try:
         sealed = user.share_keys(roster)
         inbox = await step("shares", {"shares": {str(v): b64(s) for v, s in sealed.items()}},

@@ -95,17 +95,17 @@ class CohortRounds:
         """The round open now (0 .. 3; 4 once the sum was rebuilt)."""
         return self.aggregator.round
 
-    def _waiting_for(self) -> tuple[set[int], set[int]]:
-        """(users the current round waits for, those whose message arrived)."""
+    def _waiting_for(self) -> tuple[int, int]:
+        """(how many users the current round waits for, how many of their messages arrived):
+        O(1) (the aggregator takes a message only from a user the round waits for)."""
         agg, r = self.aggregator, self.aggregator.round
         if r == 0:
-            return set(agg.adverts) if self.closing else set(range(self.setup.size)), set(
-                agg.adverts)
+            return len(agg.adverts) if self.closing else self.setup.size, len(agg.adverts)
         if r == 1:
-            return set(agg.adverts), set(agg.shares)
+            return len(agg.adverts), len(agg.shares)
         if r == 2:
-            return set(agg.shares), set(agg.inputs)
-        return set(agg.survivors), set(agg.reveals)
+            return len(agg.shares), len(agg.inputs)
+        return len(agg.survivors), len(agg.reveals)
 
     def tick(self, now: float) -> None:
         """Close the current round if everyone it waits for is in or its time is up."""
@@ -114,7 +114,7 @@ class CohortRounds:
             if got < expected and now - self.opened < self.timeout:
                 return
             log.debug("%s: round %s closes with %d of %d", self.setup.cohort.decode(),
-                      ROUNDS[self.round], len(got), len(expected))
+                      ROUNDS[self.round], got, expected)
             try:
                 self._close_round()
             except CohortAborted as why:

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 from cryptography.exceptions import InvalidTag
-from privrl.trust.secagg import crypto, shamir
+from privrl.trust.secagg import crypto, shamir, wire
 from privrl.trust.secagg.protocol import (
     CohortAborted,
     CohortAggregator,
@@ -207,3 +207,26 @@ def test_masked_vectors_are_uniform_mod_2_to_the_bits() -> None:
 def test_to_signed_centres_the_ring() -> None:
     assert list(to_signed(np.array([0, 1, 2**32 - 1, 2**31], np.uint64), 32)) == [
         0, 1, -1, -(2**31)]
+
+
+def test_a_member_gets_only_its_neighbours_keys_and_the_cohort_still_sums() -> None:
+    """The roster a member receives over HTTP (`wire.roster_body`) names every member but holds
+    the keys of its neighbours and itself only; built back (`wire.roster_of`), it serves every
+    round, and the sum is exact."""
+    setup = _setup(40, 36, degree=6)
+    vectors = _vectors(40)
+    users = {i: UserSession(setup, i, v) for i, v in vectors.items()}
+    server = CohortAggregator(setup)
+    for user in users.values():
+        server.advertise(user.advertise())
+    adverts = server.roster()
+    for i, user in users.items():
+        body = wire.roster_body(adverts, (i, *setup.neighbours(i, adverts)))
+        assert len(body) == 40 and sum(k is not None for k in body.values()) == 7
+        server.share(i, user.share_keys(wire.roster_of(body)))
+    for i, user in users.items():
+        server.submit(i, user.masked_input(server.inbox(i)))
+    survivors = server.unmask_request()
+    for i in sorted(survivors):
+        server.reveal(i, users[i].unmask(survivors))
+    assert np.array_equal(server.result(), sum(vectors.values()))

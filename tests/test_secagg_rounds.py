@@ -15,8 +15,8 @@ from privrl.algorithms import bind
 from privrl.protocol import RunInfo
 from privrl.server import secagg_rounds
 from privrl.server.secagg_rounds import CohortRounds
-from privrl.trust.secagg.protocol import Advertisement, CohortSetup, UserSession
-from privrl.trust.secagg.wire import b64, cohort_setup, unb64
+from privrl.trust.secagg.protocol import CohortSetup, UserSession
+from privrl.trust.secagg.wire import b64, cohort_setup, roster_of, unb64
 from support.server import Apps, claim, create, spec, state
 
 SETUP = CohortSetup(b"test cohort", size=4, min_survivors=3, length=5, bits=32, degree=3)
@@ -134,8 +134,7 @@ class Member:
 
     def share(self) -> None:
         keys = self.get("roster").json()["keys"]
-        roster = {int(i): Advertisement(int(i), unb64(c), unb64(m))
-                  for i, (c, m) in keys.items()}
+        roster = roster_of(keys)
         sealed = self.user.share_keys(roster)
         assert self.post("shares", {"shares": {str(v): b64(s) for v, s in sealed.items()}}
                          ).status_code == 200

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from privrl.server.errors import error_responses
 from privrl.server.routes.common import v1_router
 from privrl.server.secagg_rounds import CohortRounds, SecaggRounds
-from privrl.trust.secagg.wire import b64
+from privrl.trust.secagg.wire import b64, roster_body
 from pydantic import BaseModel, ConfigDict, Field
 
 router = v1_router(["cohorts"])
@@ -65,8 +65,8 @@ ROUND = {**error_responses(400, 403, 404, 408, 409, 410, 413, 422),
 
 
 def _roster(got: CohortRounds, ticket: str) -> dict:
-    return {"keys": {str(i): [b64(a.cipher_key), b64(a.mask_key)]
-                     for i, a in got.aggregator.adverts.items()}}
+    adverts, me = got.aggregator.adverts, got.members[ticket]
+    return {"keys": roster_body(adverts, (me, *got.setup.neighbours(me, adverts)))}
 
 
 def _inbox(got: CohortRounds, ticket: str) -> dict:

@@ -17,8 +17,8 @@ import httpx
 import numpy as np
 from privrl.algorithms import bind
 from privrl.protocol import RunInfo
-from privrl.trust.secagg.protocol import Advertisement, UserSession
-from privrl.trust.secagg.wire import b64, cohort_setup, unb64
+from privrl.trust.secagg.protocol import UserSession
+from privrl.trust.secagg.wire import b64, cohort_setup, roster_of
 
 
 def _await(http: httpx.Client, path: str, ticket: str) -> dict:
@@ -51,8 +51,7 @@ class Member:
 
     def share(self, http: httpx.Client) -> None:
         keys = _await(http, f"{self.path}/roster", self.me)["keys"]
-        roster = {int(i): Advertisement(int(i), unb64(c), unb64(m))
-                  for i, (c, m) in keys.items()}
+        roster = roster_of(keys)
         sealed = self.user.share_keys(roster)
         http.post(f"{self.path}/shares", json={"ticket": self.me, "shares": {
             str(v): b64(s) for v, s in sealed.items()}}).raise_for_status()

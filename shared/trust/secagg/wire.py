@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Iterable, Mapping
 
-from privrl.trust.secagg.protocol import CohortSetup
+from privrl.trust.secagg.protocol import Advertisement, CohortSetup
 from privrl.trust.secagg.spec import CohortSpec
 
 ROUNDS = ("keys", "shares", "masked", "unmask")
@@ -21,6 +22,23 @@ def cohort_setup(run_id: str, spec: CohortSpec, cohort: int, length: int) -> Coh
     it has (`CohortSetup.neighbours`)."""
     return CohortSetup(f"run {run_id} cohort {cohort}".encode(), spec.size, spec.min_survivors,
                        length, spec.bits, spec.degree)
+
+
+def roster_body(adverts: Mapping[int, Advertisement], keys_for: Iterable[int]
+                ) -> dict[str, list[str] | None]:
+    """A roster as one member receives it: every member's index, with the public keys of
+    those in `keys_for` (its neighbours and itself; the only keys it uses), O(B) small
+    entries rather than B pairs of keys."""
+    wanted = set(keys_for)
+    return {str(i): [b64(a.cipher_key), b64(a.mask_key)] if i in wanted else None
+            for i, a in adverts.items()}
+
+
+def roster_of(body: Mapping[str, list[str] | None]) -> dict[int, Advertisement]:
+    """The roster a member builds from `roster_body`: a member sent without keys is an index
+    only (empty keys: it is no neighbour, and a protocol step that used its keys would fail)."""
+    return {int(i): Advertisement(int(i), unb64(k[0]), unb64(k[1])) if k is not None
+            else Advertisement(int(i), b"", b"") for i, k in body.items()}
 
 
 def b64(data: bytes) -> str:
