@@ -255,8 +255,10 @@ class SecaggRounds:
         claims).
         No more can join once every episode index of the cohort was handed out, or the run
         hands out no more claims (its K episodes are all reported, claimed or held), and no
-        open claim of the cohort is left (its user still playing). A cohort closed short of
-        B takes no later claim: the next one opens the next cohort."""
+        open claim of the cohort is left (its user still playing); but a cohort too small to
+        release waits while other cohorts hold episodes (it closes, and ends the run, once it
+        holds all the run has left). A cohort closed short of B takes no later claim: the
+        next one opens the next cohort."""
         if rounds.round != 0 or rounds.closing or rounds.outcome is not None:
             return
         if now - rounds.looked < LOOK and len(rounds.members) < rounds.setup.size:
@@ -269,6 +271,11 @@ class SecaggRounds:
             return
         if any(first <= claim.episode < end for claim in hosted.open.values()):
             return
+        members = len(rounds.members)
+        if (members < rounds.setup.min_survivors
+                and hosted.run.reported + members < hosted.config.episodes):
+            return  # too few to release, and other cohorts still hold episodes: wait for
+            # them (if they abort, their episodes come here), or for the join timeout
         rounds.closing = True
         hosted.claimed = max(hosted.claimed, end)
         rounds.tick(now)

@@ -253,3 +253,22 @@ def test_a_slow_round_that_still_hears_from_its_members_is_not_cut(
             step(m)
     ended = outcome(client, run_id, 0)
     assert ended["outcome"] == "released" and ended["survivors"] == 4
+
+
+def test_a_cohort_too_small_waits_for_the_others_before_it_ends_the_run(apps: Apps) -> None:
+    client = apps()
+    run_id = secagg_run(client, episodes=5)  # cohorts of 4, releasing from 3 inputs
+    first = [Member(client, run_id, claim(client, run_id)) for _ in range(4)]
+    late = Member(client, run_id, claim(client, run_id))
+    assert late.cohort == 1 and late.join().status_code == 200
+    # the run is full, cohort 1 holds one episode and cohort 0 the others: cohort 1 waits
+    # (it would release nothing), rather than abort and hand its episode out again
+    assert late.get("roster").status_code == 202
+    for step in (Member.join, Member.share, Member.mask, Member.unmask):
+        for m in first:
+            step(m)
+    assert outcome(client, run_id, 0)["outcome"] == "released"
+    ended = outcome(client, run_id, 1)  # now it holds all the run has left: it ends the run
+    assert ended["outcome"] == "aborted" and ended["members"] == 1
+    status = state(client, run_id)["status"]
+    assert status["reported"] == 5 and status["finished"]
