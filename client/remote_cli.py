@@ -379,7 +379,8 @@ def cmd_users(args: argparse.Namespace) -> int:
             run_users(server, run_id, args.users, args.concurrency, run_seed, mdp,
                       backoff=backoff, progress=not args.quiet and len(run_ids) == 1,
                       progress_every=args.progress_every, credentials=credentials,
-                      transport=BoundedTransport(min(args.connections, args.concurrency)))
+                      transport=BoundedTransport(min(args.connections, args.concurrency),
+                                                 polls=args.concurrency))
             for run_id, run_seed, mdp in zip(run_ids, seeds, mdps, strict=True))))
 
     try:

@@ -400,7 +400,7 @@ class User:
             started = time.perf_counter()
             try:
                 await cohort_rounds(self.http, self.base, self.ctx.run_id, self.ctx.calibration,
-                                    self.ctx.config.episodes, ticket, body)
+                                    ticket, body)
             except CohortFailed as exc:
                 raise ReportRefused(f"episode {ticket.episode}: {exc}") from None
             return Outcome(ticket.episode, claim_s, time.perf_counter() - started,

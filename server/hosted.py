@@ -148,6 +148,7 @@ class HostedRun(Replay, PublicViews):
         self.claimed = 0
         self.stored_reports = 0  # report rows (a held cohort member's too): the next one's seq
         self.open: OrderedDict[str, OpenClaim] = OrderedDict()  # issue order = expiry order
+        self.joined: dict[str, OpenClaim] = {}  # claims a secagg cohort holds: they never lapse
         self.version = 0
         self.planned_at = 0  # reports counted when the learner was last consulted
         self.planned_time = -math.inf
@@ -335,13 +336,12 @@ class HostedRun(Replay, PublicViews):
         pending = self.n_outstanding(now)
         if source is not None:
             self.sources.check(source, now)
-        if not pending:
+        if not pending and not self.held:
             return
-        lapse = self.next_expiry(now)
-        assert lapse is not None
-        retry = {"Retry-After": str(max(1, math.ceil(lapse)))}
+        lapse = self.next_expiry(now)  # None: only held claims (they end with their cohort)
+        retry = {"Retry-After": str(max(1, math.ceil(lapse if lapse is not None else 1.0)))}
         wait = retry["Retry-After"]
-        if self.sequential:
+        if self.sequential and pending:
             episode = next(iter(self.open.values())).episode
             raise Refusal(
                 409,
@@ -480,8 +480,9 @@ class HostedRun(Replay, PublicViews):
 
     @property
     def held(self) -> int:
-        """Reports held in cohorts not complete yet (neither counted nor outstanding)."""
-        return 0 if self.cohorts is None else self.cohorts.held
+        """Reports held in cohorts not complete yet (neither counted nor outstanding), and
+        claims a secure-aggregation cohort's rounds hold (`privrl.server.secagg_rounds`)."""
+        return (0 if self.cohorts is None else self.cohorts.held) + len(self.joined)
 
     def _take(self, accepted: Accepted, episode: int, served: PolicyMessage, now: float,
               replayed: bool | None = None) -> None:

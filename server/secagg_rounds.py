@@ -2,11 +2,14 @@
 protocol's server state machine (`privrl.trust.secagg.protocol.CohortAggregator`).
 
 A member of cohort c is the holder of an open claim of episode e with e // B = c; it is user
-e % B of the cohort and authenticates every message with its claim ticket. A round closes when
-every user it waits for has sent its message, or `ROUND_TIMEOUT` seconds after it opened
-(round 0: `JOIN_TIMEOUT` after the newest member joined; the missing users count as
-dropped); too few messages abort the cohort (nothing of it is released, its claims are
-dropped unreported and nothing is charged). When the unmasking round closes, the
+e % B of the cohort and authenticates every message with its claim ticket; from its keys on,
+the cohort holds its claim (it does not lapse while the cohort runs). A round closes when
+every user it waits for has sent its message, or once it has heard nothing for
+`ROUND_TIMEOUT` seconds (round 0: `JOIN_TIMEOUT` after the newest member joined, or at once
+when no more members can join; the missing users count as dropped): a round that a loaded
+server or large cohort makes slow, but that still hears from its members, is not cut. Too
+few messages abort the cohort (nothing of it is released, its claims are dropped unreported
+and nothing is charged, and its episodes are handed out again). When the unmasking round closes, the
 aggregator rebuilds the masks and the cohort's sum goes into the run under its lock
 (`CohortPrivatizer.release_sum`; it counts every member's episode, as a cohort closed in
 process does): its survivors' claims are reported in one write, each with its *masked* input
@@ -24,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -53,6 +57,7 @@ ROUND_TIMEOUT = float(os.environ.get("PRIVRL_SECAGG_ROUND_TIMEOUT", "30"))
 # round 0 (members joining) waits this long after the newest member's keys: users claim and
 # play before they join, so the cohort fills at the pace of their episodes
 JOIN_TIMEOUT = float(os.environ.get("PRIVRL_SECAGG_JOIN_TIMEOUT", "60"))
+LOOK = 0.5  # seconds between a round 0's looks at whether more members can join
 
 
 @dataclass
@@ -61,34 +66,46 @@ class CohortRounds:
 
     index: int
     setup: CohortSetup
-    opened: float  # when the current round opened
+    opened: float  # when the current round opened or last heard from a member
     aggregator: CohortAggregator = field(init=False)
+    created: float = field(init=False)  # when its first member joined
+    keyed: float | None = None  # when round 0 closed (its members known)
     members: dict[str, int] = field(default_factory=dict)  # ticket -> user index
     episodes: dict[int, int] = field(default_factory=dict)  # user index -> episode
     outcome: str | None = None  # "released", "refused" or "aborted" once it ended
     why: str = ""
-    dropped: bool = False  # an aborted cohort's claims were dropped
+    dropped: bool = False  # an aborted cohort's claims were ended
+    closing: bool = False  # no more members can join: round 0 closes with those it has
+    looked: float = 0.0  # when the server last asked whether more members can join
     total: np.ndarray | None = None  # the unmasked sum, until the run took it
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
         self.aggregator = CohortAggregator(self.setup)
+        self.created = self.opened
+
+    def timing(self, now: float) -> str:
+        """'in 12.3 s (rounds 1.2 s)': since its first member joined, and since round 0
+        closed."""
+        rounds = "" if self.keyed is None else f" (rounds {now - self.keyed:.2f} s)"
+        return f"in {now - self.created:.2f} s{rounds}"
 
     @property
     def round(self) -> int:
         """The round open now (0 .. 3; 4 once the sum was rebuilt)."""
         return self.aggregator.round
 
-    def _waiting_for(self) -> tuple[set[int], set[int]]:
-        """(users the current round waits for, those whose message arrived)."""
+    def _waiting_for(self) -> tuple[int, int]:
+        """(how many users the current round waits for, how many of their messages arrived):
+        O(1) (the aggregator takes a message only from a user the round waits for)."""
         agg, r = self.aggregator, self.aggregator.round
         if r == 0:
-            return set(range(self.setup.size)), set(agg.adverts)
+            return len(agg.adverts) if self.closing else self.setup.size, len(agg.adverts)
         if r == 1:
-            return set(agg.adverts), set(agg.shares)
+            return len(agg.adverts), len(agg.shares)
         if r == 2:
-            return set(agg.shares), set(agg.inputs)
-        return set(agg.survivors), set(agg.reveals)
+            return len(agg.shares), len(agg.inputs)
+        return len(agg.survivors), len(agg.reveals)
 
     def tick(self, now: float) -> None:
         """Close the current round if everyone it waits for is in or its time is up."""
@@ -97,11 +114,13 @@ class CohortRounds:
             if got < expected and now - self.opened < self.timeout:
                 return
             log.debug("%s: round %s closes with %d of %d", self.setup.cohort.decode(),
-                      ROUNDS[self.round], len(got), len(expected))
+                      ROUNDS[self.round], got, expected)
             try:
                 self._close_round()
             except CohortAborted as why:
                 self.abort(str(why))
+            if self.keyed is None:
+                self.keyed = now
             self.opened = now
             self._wake()
 
@@ -127,8 +146,8 @@ class CohortRounds:
 
     @property
     def timeout(self) -> float:
-        """How long the current round stays open (after it opened or, round 0, the newest
-        member joined)."""
+        """How long the current round stays open after it opened or last heard from a
+        member."""
         return JOIN_TIMEOUT if self.round == 0 else ROUND_TIMEOUT
 
     def deadline(self, now: float) -> float:
@@ -173,9 +192,7 @@ class SecaggRounds:
                               " in flight (never opened, or lost in a server restart)")
             cal = hosted.run.calibration
             length = sum(int(np.prod(f.shape)) for f in cal.families)
-            setup = cohort_setup(run_id, spec, hosted.config.episodes, cohort, length)
-            if setup is None:
-                raise Refusal(409, "aborted", f"cohort {cohort} is too small to release")
+            setup = cohort_setup(run_id, spec, cohort, length)
             rounds = self.cohorts[(run_id, cohort)] = CohortRounds(cohort, setup, time.time())
         rounds.tick(time.time())
         return rounds
@@ -189,34 +206,79 @@ class SecaggRounds:
         return index
 
     def _step(self, rounds: CohortRounds, fn: object, *args: object) -> None:
+        """One member's message into the round (422 when malformed); the round waits from
+        now for the others."""
         try:
             fn(*args)  # type: ignore[operator]
         except MalformedInput as exc:
             raise Refusal(422, "invalid", str(exc)) from None
-        rounds.tick(time.time())
+        now = time.time()
+        rounds.opened = now
+        rounds.tick(now)
 
     # -- round 0 --------------------------------------------------------------------------------
 
-    def advertise(self, run_id: str, cohort: int, ticket: str, cipher_key: str, mask_key: str
-                  ) -> int:
-        """A member's public keys; its user index in the cohort."""
+    async def advertise(self, run_id: str, cohort: int, ticket: str, cipher_key: str,
+                        mask_key: str) -> int:
+        """A member's public keys; its user index in the cohort. From now on the cohort holds
+        the member's claim (`HostedRun.joined`): it never lapses, and it ends with the cohort,
+        however long its rounds take. A claim of a cohort that takes no more members ends at
+        once (410), so that its episode is handed out again."""
         hosted, spec = self._hosted(run_id)
-        claim = hosted.open.get(ticket)
-        if claim is None or claim.expires_at <= time.time():
-            raise Refusal(403, "not_member", "no open claim has this ticket")
-        if claim.episode // spec.size != cohort:
-            raise Refusal(403, "not_member", f"episode {claim.episode} is in cohort"
-                          f" {claim.episode // spec.size}, not {cohort}")
-        rounds = self._cohort(run_id, cohort, create=True)
-        index = claim.episode % spec.size
-        ad = Advertisement(index, _unb64(cipher_key), _unb64(mask_key))
-        if rounds.outcome == "aborted":
-            raise Refusal(410, "aborted", f"cohort {cohort} aborted: {rounds.why}")
-        self._step(rounds, rounds.aggregator.advertise, ad)
-        rounds.opened = time.time()  # round 0 waits for the next member from now
-        rounds.members[ticket] = index
-        rounds.episodes[index] = claim.episode
+        keys = _unb64(cipher_key), _unb64(mask_key)
+        async with hosted.slot_freed:
+            now = time.time()
+            claim = hosted.open.get(ticket)
+            if claim is None or claim.expires_at <= now:
+                raise Refusal(403, "not_member", "no open claim has this ticket")
+            if claim.episode // spec.size != cohort:
+                raise Refusal(403, "not_member", f"episode {claim.episode} is in cohort"
+                              f" {claim.episode // spec.size}, not {cohort}")
+            rounds = self._cohort(run_id, cohort, create=True)
+            if rounds.outcome is not None or rounds.round > 0:
+                self._drop(hosted, ticket)
+                hosted.slot_freed.notify_all()
+                raise Refusal(410, "closed", f"cohort {cohort} takes no more members"
+                              f" ({rounds.outcome or 'its rounds have begun'}): nothing of"
+                              " this episode was counted, claim another")
+            index = claim.episode % spec.size
+            self._step(rounds, rounds.aggregator.advertise, Advertisement(index, *keys))
+            hosted.joined[ticket] = hosted.open.pop(ticket)
+            rounds.members[ticket] = index
+            rounds.episodes[index] = claim.episode
+            self._close_if_full(hosted, rounds, now)
         return index
+
+    def _close_if_full(self, hosted: HostedRun, rounds: CohortRounds, now: float) -> None:
+        """Under the run's lock, in round 0: when no more members can join, close the round
+        with the members it has (at most every LOOK seconds per cohort: it scans the open
+        claims).
+        No more can join once every episode index of the cohort was handed out, or the run
+        hands out no more claims (its K episodes are all reported, claimed or held), and no
+        open claim of the cohort is left (its user still playing); but a cohort too small to
+        release waits while other cohorts hold episodes (it closes, and ends the run, once it
+        holds all the run has left). A cohort closed short of B takes no later claim: the
+        next one opens the next cohort."""
+        if rounds.round != 0 or rounds.closing or rounds.outcome is not None:
+            return
+        if now - rounds.looked < LOOK and len(rounds.members) < rounds.setup.size:
+            return
+        rounds.looked = now
+        first, end = rounds.index * rounds.setup.size, (rounds.index + 1) * rounds.setup.size
+        pending = hosted.n_outstanding(now)  # lapsed claims swept first
+        if hosted.claimed < end and (hosted.run.reported + pending + hosted.held
+                                     < hosted.config.episodes):
+            return
+        if any(first <= claim.episode < end for claim in hosted.open.values()):
+            return
+        members = len(rounds.members)
+        if (members < rounds.setup.min_survivors
+                and hosted.run.reported + members < hosted.config.episodes):
+            return  # too few to release, and other cohorts still hold episodes: wait for
+            # them (if they abort, their episodes come here), or for the join timeout
+        rounds.closing = True
+        hosted.claimed = max(hosted.claimed, end)
+        rounds.tick(now)
 
     # -- the rounds' messages -------------------------------------------------------------------
 
@@ -248,10 +310,15 @@ class SecaggRounds:
         end = time.monotonic() + wait
         while True:
             rounds = self._cohort(run_id, cohort)
+            if (rounds.round == 0 and not rounds.closing and rounds.outcome is None
+                    and time.time() - rounds.looked >= LOOK):  # the lock only when it may look
+                hosted, _ = self._hosted(run_id)
+                async with hosted.slot_freed:
+                    self._close_if_full(hosted, rounds, time.time())
             if rounds.total is not None and rounds.outcome is None:
                 await self._release(run_id, rounds)
             if rounds.outcome == "aborted" and not rounds.dropped:
-                await self._drop_all(run_id, rounds)
+                await self._end_aborted(run_id, rounds)
             if ticket is not None:
                 self._member(rounds, ticket)
             if rounds.outcome is not None or rounds.round > after:
@@ -259,25 +326,48 @@ class SecaggRounds:
             left = end - time.monotonic()
             if left <= 0:
                 return None
+            # round 0 also looks again every second whether more members can join
+            look = 1.0 if rounds.round == 0 else math.inf
             try:
                 await asyncio.wait_for(rounds.changed.wait(),
-                                       min(left, rounds.deadline(time.time()) + 0.01))
+                                       min(left, look, rounds.deadline(time.time()) + 0.01))
             except TimeoutError:
                 pass
 
-    async def _drop_all(self, run_id: str, rounds: CohortRounds) -> None:
-        """An aborted cohort's claims end unreported, nothing counted or charged."""
-        hosted, _ = self._hosted(run_id)
+    async def _end_aborted(self, run_id: str, rounds: CohortRounds) -> None:
+        """An aborted cohort's claims end unreported, nothing counted or charged, and its
+        episodes are handed out again; unless it holds every episode the run has left and too
+        few to ever release: then they count as a cohort closed with nothing released (as
+        the last cohort of a run in process that is too small), and the run reaches K."""
+        hosted, spec = self._hosted(run_id)
+        barrier = None
         async with hosted.slot_freed:
             if rounds.dropped:
                 return
             rounds.dropped = True
-            for ticket in rounds.members:
-                self._drop(hosted, ticket)
-            hosted.publish(hosted.capture(time.time()))  # nothing to write: claims freed
+            members = len(rounds.members)
+            last = (members < spec.min_survivors
+                    and hosted.run.reported + members >= hosted.config.episodes)
+            if last:
+                await fresh(hosted)
+                hosted.run.privatizer.close_unreleased(  # type: ignore[attr-defined]
+                    members, hosted.run.ledger)
+                rows = self._reported(hosted, rounds, sorted(rounds.members.values()), None)
+                barrier = self.service.record(hosted, rows, hosted.capture(time.time()))
+            else:
+                for ticket in rounds.members:
+                    self._drop(hosted, ticket)
+                hosted.publish(hosted.capture(time.time()))  # nothing to write: claims freed
             hosted.slot_freed.notify_all()
-        log.warning("run %s: cohort %d aborted, nothing released or charged: %s", run_id,
-                    rounds.index, rounds.why)
+        if last:
+            log.warning("run %s: cohort %d, the run's last %d episodes, too few to release:"
+                        " counted, nothing released or charged: %s (%s)", run_id,
+                        rounds.index, members, rounds.why, rounds.timing(time.time()))
+        else:
+            log.warning("run %s: cohort %d aborted, nothing released or charged: %s (%s)",
+                        run_id, rounds.index, rounds.why, rounds.timing(time.time()))
+        if barrier is not None:
+            await durable(barrier)
 
     # -- the release ----------------------------------------------------------------------------
 
@@ -305,23 +395,26 @@ class SecaggRounds:
             now = time.time()
             barrier = self.service.record(hosted, rows, hosted.capture(now))
             hosted.slot_freed.notify_all()
-            log.info("run %s: cohort %d %s (%d of %d users; %d reported)", run_id,
+            log.info("run %s: cohort %d %s (%d of %d users; %d reported) %s", run_id,
                      rounds.index, outcome, len(survivors), len(rounds.members),
-                     hosted.run.reported)
+                     hosted.run.reported, rounds.timing(now))
         rounds._wake()
         await durable(barrier)
 
-    def _reported(self, hosted: HostedRun, rounds: CohortRounds, survivors: list[int],
-                  total: np.ndarray) -> list[Statement]:
-        """The rows of the survivors' reports (their masked inputs) and the memory changes."""
+    def _reported(self, hosted: HostedRun, rounds: CohortRounds, counted: list[int],
+                  total: np.ndarray | None) -> list[Statement]:
+        """The rows of the `counted` members' reports (their masked inputs; the first row also
+        the cohort's sum, None when nothing was released) and the memory changes; the other
+        members' claims end unreported."""
         tickets = {i: t for t, i in rounds.members.items()}
-        release = {"sum": total.tolist(), "members": len(rounds.members),
-                   "survivors": len(survivors)}
+        release = {"sum": None if total is None else total.tolist(),
+                   "members": len(rounds.members), "survivors": len(rounds.aggregator.survivors)}
         rows: list[Statement] = []
-        for n, i in enumerate(survivors):
+        now = time.time()
+        for n, i in enumerate(counted):
             ticket, episode = tickets[i], rounds.episodes[i]
-            claim = hosted.open.pop(ticket, None)
-            payload = masked_payload(rounds.index, rounds.aggregator.inputs[i],
+            claim = hosted.joined.pop(ticket, None)
+            payload = masked_payload(rounds.index, rounds.aggregator.inputs.get(i),
                                      None if n else release)
             ack = Ack(run_id=hosted.id, episode=episode, reported=hosted.run.reported)
             hosted.stored_reports += 1
@@ -330,16 +423,22 @@ class SecaggRounds:
                 hashlib.sha256(payload.encode()).hexdigest(), ack.model_dump_json()))
             if claim is not None:
                 hosted._count(claim.policy_version, REPORTED)
+                if claim.source is not None:
+                    hosted.sources.reported(claim.source, ticket,
+                                            now - (claim.expires_at - hosted.claim_timeout))
         for ticket, i in rounds.members.items():
-            if i not in survivors:
+            if i not in counted:
                 self._drop(hosted, ticket)
         return rows
 
     def _drop(self, hosted: HostedRun, ticket: str) -> None:
-        """A member's claim ends unreported (its slot is free again)."""
-        claim = hosted.open.pop(ticket, None)
+        """A member's claim ends unreported (its slot is free again); its source is not
+        blamed (a cohort's dropouts and aborts are not one client's lapse)."""
+        claim = hosted.joined.pop(ticket, None) or hosted.open.pop(ticket, None)
         if claim is not None:
             hosted._count(claim.policy_version, EXPIRED)
+            if claim.source is not None:
+                hosted.sources.ended(claim.source, ticket)
 
     async def status(self, run_id: str, cohort: int, wait: float) -> dict[str, object] | None:
         """A cohort's public state once it ended (None: still in flight after `wait` s)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from privrl.config import RunConfig
@@ -24,6 +25,9 @@ from privrl.server.snapshot import (
     log_counts,
 )
 
+if TYPE_CHECKING:
+    from privrl.server.replay import OpenClaim
+
 
 class PublicViews:
     """A hosted run's public views (a mixin of `HostedRun`: what it reads of it)."""
@@ -39,6 +43,7 @@ class PublicViews:
     served: np.ndarray
     boards: Boards
     claimed: int
+    joined: dict[str, OpenClaim]  # claims secure-aggregation cohorts hold (never lapsing)
     stopped: bool
     lock: asyncio.Lock
     stale: bool
@@ -56,7 +61,7 @@ class PublicViews:
         return RunStatus(
             episodes=self.config.episodes,
             claimed=self.claimed,
-            outstanding=self.n_outstanding(now),
+            outstanding=self.n_outstanding(now) + len(self.joined),
             reported=self.run.reported,
             finished=self.run.finished or self.stopped or self.run.exhausted is not None,
             policy_version=self.version,

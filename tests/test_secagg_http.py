@@ -48,11 +48,11 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     proc.stop()
 
 
-def faulty(url: str, run_id: str, mode: str) -> subprocess.Popen:
-    """A faulty member (support.secagg_user) as its own process."""
+def faulty(url: str, run_id: str, mode: str, members: int = 1) -> subprocess.Popen:
+    """Faulty members (support.secagg_user) as a process of their own."""
     env = child_env({"PYTHONPATH": str(TESTS)})
-    return subprocess.Popen(module_cmd("support.secagg_user", url, run_id, mode), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(module_cmd("support.secagg_user", url, run_id, mode, str(members)),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def users(url: str, run_id: str, n: int, concurrency: int) -> subprocess.CompletedProcess:
@@ -135,6 +135,41 @@ def test_too_many_killed_aborts_the_cohort_uncharged(server: ServerProcess) -> N
     assert ledger.charges == []  # nothing released, nothing charged
     assert all(not np.any(np.asarray(v)) for v in board.arrays.values())
     assert "cohort 0 aborted, nothing released or charged" in server.log_path.read_text()
+
+
+@pytest.mark.parametrize(("killed", "outcome"), [(2, "released"), (12, "aborted")])
+def test_the_dropout_drill_over_processes(server: ServerProcess, killed: int,
+                                          outcome: str) -> None:
+    """The issue's drill: a cohort of 20 (dropout 0.1: 18 inputs release it) loses 10% of its
+    members after key agreement, all in one process SIGKILLed together, and completes from
+    the others; or 60%, and aborts with nothing released or charged."""
+    run_id = create_run(server, config(episodes=20, size=20, dropout=0.1), seed=SEED)
+    lost = faulty(server.url, run_id, "die", killed)  # claims its episodes first
+    try:
+        honest = subprocess.Popen(
+            module_cmd("privrl.client", "users", "--server", server.url, "--run", run_id,
+                       "--users", str(20 - killed), "--concurrency", str(20 - killed),
+                       "--seed", str(SEED), "--quiet"),
+            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_for(lost, "SHARED")
+        lost.kill()  # SIGKILL after key agreement, before their masked inputs
+        out, err = honest.communicate(timeout=180)
+    finally:
+        lost.kill()
+        lost.wait()
+    with ServerAPI(server.url) as api:
+        info, board, ledger = api.get_run(run_id), api.billboard(run_id), api.ledger(run_id)
+    log = server.log_path.read_text()
+    if outcome == "released":
+        assert honest.returncode == 0, err
+        assert f"cohort 0 released ({20 - killed} of 20 users" in log
+        assert info.status.reported == 20 and info.status.finished
+        assert [c["mechanism"] for c in ledger.charges].count("secagg:cohort") == 1
+    else:
+        assert f"{20 - killed} refused" in out, (out, err)
+        assert "cohort 0 aborted, nothing released or charged" in log
+        assert info.status.reported == 0 and ledger.charges == []
+        assert all(not np.any(np.asarray(v)) for v in board.arrays.values())
 
 
 def test_a_malformed_masked_input_is_refused_alone(server: ServerProcess) -> None:

@@ -4,12 +4,20 @@ agreement are unmasked away, too few inputs abort."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
+import httpx
 import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from privrl.algorithms import bind
+from privrl.protocol import RunInfo
 from privrl.server import secagg_rounds
 from privrl.server.secagg_rounds import CohortRounds
 from privrl.trust.secagg.protocol import CohortSetup, UserSession
-from privrl.trust.secagg.wire import b64
-from support.server import Apps, claim, create, spec
+from privrl.trust.secagg.wire import b64, cohort_setup, roster_of, unb64
+from support.server import Apps, claim, create, spec, state
 
 SETUP = CohortSetup(b"test cohort", size=4, min_survivors=3, length=5, bits=32, degree=3)
 T = secagg_rounds.ROUND_TIMEOUT
@@ -97,3 +105,170 @@ def test_the_routes_refuse_strangers_and_malformed_messages(apps: Apps) -> None:
     assert early.status_code == 422  # the cohort is in round 0
     unknown = client.get(f"/v1/runs/{run_id}/cohorts/5", params={"wait": 0})
     assert unknown.status_code == 404
+
+
+class Member:
+    """One honest member of a cohort over the routes (a TestClient), with a zero vector."""
+
+    def __init__(self, client: TestClient, run_id: str, ticket: dict[str, Any]) -> None:
+        info = RunInfo.model_validate(client.get(f"/v1/runs/{run_id}").json())
+        calibration = bind(info.config).calibration()
+        assert calibration.cohort is not None
+        length = sum(int(np.prod(f.shape)) for f in calibration.families)
+        size = calibration.cohort.size
+        self.client, self.me = client, ticket["ticket"]
+        self.cohort = ticket["episode"] // size
+        self.user = UserSession(cohort_setup(run_id, calibration.cohort, self.cohort, length),
+                                ticket["episode"] % size, np.zeros(length, dtype=np.int64))
+        self.base = f"/v1/runs/{run_id}/cohorts/{self.cohort}"
+
+    def post(self, what: str, body: dict[str, Any]) -> httpx.Response:
+        return self.client.post(f"{self.base}/{what}", json={"ticket": self.me, **body})
+
+    def get(self, what: str) -> httpx.Response:
+        return self.client.get(f"{self.base}/{what}", params={"ticket": self.me, "wait": 0})
+
+    def join(self) -> httpx.Response:
+        ad = self.user.advertise()
+        return self.post("keys", {"cipher_key": b64(ad.cipher_key), "mask_key": b64(ad.mask_key)})
+
+    def share(self) -> None:
+        keys = self.get("roster").json()["keys"]
+        roster = roster_of(keys)
+        sealed = self.user.share_keys(roster)
+        assert self.post("shares", {"shares": {str(v): b64(s) for v, s in sealed.items()}}
+                         ).status_code == 200
+
+    def mask(self) -> None:
+        inbox = {int(u): unb64(s) for u, s in self.get("inbox").json()["shares"].items()}
+        masked = self.user.masked_input(inbox)
+        assert self.post("masked", {"masked": masked.tolist()}).status_code == 200
+
+    def unmask(self) -> None:
+        reveal = self.user.unmask(self.get("survivors").json()["survivors"])
+        assert self.post("unmask", {"shares": {str(u): b64(s) for u, s in reveal.items()}}
+                         ).status_code == 200
+
+
+def secagg_run(client: TestClient, episodes: int) -> str:
+    return create(client, spec("secagg", episodes=episodes, epsilon=1.0, mechanism="gaussian",
+                               delta=1e-5, schedule="batch:4", dropout=0.25))
+
+
+def outcome(client: TestClient, run_id: str, cohort: int) -> dict[str, Any]:
+    resp = client.get(f"/v1/runs/{run_id}/cohorts/{cohort}", params={"wait": 5})
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def test_a_members_claim_outlives_the_claim_timeout_while_its_cohort_runs(apps: Apps) -> None:
+    client = apps(claim_timeout=1.0)
+    run_id = secagg_run(client, episodes=4)
+    members = [Member(client, run_id, claim(client, run_id)) for _ in range(4)]
+    for m in members:
+        assert m.join().status_code == 200
+    for m in members:
+        m.share()
+    time.sleep(1.5)  # longer than a claim lasts: the cohort holds its members' claims
+    full = client.post(f"/v1/runs/{run_id}/claims")
+    assert full.status_code == 409 and full.json()["code"] == "full"  # nothing lapsed
+    for m in members:
+        m.mask()
+    for m in members:
+        m.unmask()
+    assert outcome(client, run_id, 0)["outcome"] == "released"
+    status = state(client, run_id)["status"]
+    assert status["reported"] == 4 and status["finished"]
+
+
+def test_a_run_whose_last_cohort_is_too_small_reaches_its_end(apps: Apps) -> None:
+    client = apps()
+    run_id = secagg_run(client, episodes=6)  # cohorts of 4, releasing from 3 inputs
+    first = [Member(client, run_id, claim(client, run_id)) for _ in range(4)]
+    for step in (Member.join, Member.share, Member.mask, Member.unmask):
+        for m in first:
+            step(m)
+    assert outcome(client, run_id, 0)["outcome"] == "released"
+    last = [Member(client, run_id, claim(client, run_id)) for _ in range(2)]
+    assert {m.cohort for m in last} == {1}
+    for m in last:
+        assert m.join().status_code == 200
+    # both episodes the run has left joined cohort 1, which nobody else can join: it closes
+    # with 2 members, too few to ever release; its episodes count, nothing is released
+    ended = outcome(client, run_id, 1)
+    assert ended["outcome"] == "aborted" and ended["members"] == 2
+    assert last[0].get("roster").status_code == 410
+    status = state(client, run_id)["status"]
+    assert status["reported"] == 6 and status["finished"]
+    ledger = client.get(f"/v1/runs/{run_id}/ledger").json()
+    notes = [c["note"] for c in ledger["charges"] if c["mechanism"] == "secagg:cohort"]
+    assert len(notes) == 2 and "released by 1 of 1" in notes[0] and "released by 0" in notes[1]
+    rho = sum(c["rho"] for c in ledger["charges"])
+    again = apps.reopen(client)  # a replay counts the closed cohort again, once
+    assert state(again, run_id)["status"]["reported"] == 6
+    assert sum(c["rho"] for c in again.get(f"/v1/runs/{run_id}/ledger").json()["charges"]
+               ) == pytest.approx(rho)
+
+
+def test_an_aborted_cohort_hands_its_episodes_out_again(apps: Apps,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(secagg_rounds, "ROUND_TIMEOUT", 0.3)
+    client = apps()
+    run_id = secagg_run(client, episodes=4)
+    members = [Member(client, run_id, claim(client, run_id)) for _ in range(4)]
+    for step in (Member.join, Member.share):
+        for m in members:
+            step(m)
+    for m in members[:2]:  # two of four send their masked inputs: too few
+        m.mask()
+    assert outcome(client, run_id, 0)["outcome"] == "aborted"
+    status = state(client, run_id)["status"]
+    assert status["reported"] == 0 and not status["finished"]
+    assert client.get(f"/v1/runs/{run_id}/ledger").json()["charges"] == []  # not charged
+    again = [Member(client, run_id, claim(client, run_id)) for _ in range(4)]
+    assert {m.cohort for m in again} == {1}  # the episodes are handed out again, as cohort 1
+    for step in (Member.join, Member.share, Member.mask, Member.unmask):
+        for m in again:
+            step(m)
+    assert outcome(client, run_id, 1)["outcome"] == "released"
+    status = state(client, run_id)["status"]
+    assert status["reported"] == 4 and status["finished"]
+
+
+def test_a_slow_round_that_still_hears_from_its_members_is_not_cut(
+        apps: Apps, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(secagg_rounds, "ROUND_TIMEOUT", 0.6)
+    client = apps()
+    run_id = secagg_run(client, episodes=4)
+    members = [Member(client, run_id, claim(client, run_id)) for _ in range(4)]
+    for m in members:
+        m.join()
+    for m in members:  # 1.2 s in all, twice the round timeout, never 0.6 s without a message
+        time.sleep(0.3)
+        m.share()
+    for m in members:
+        assert len(m.get("inbox").json()["shares"]) == 3  # every member's shares are in
+    for step in (Member.mask, Member.unmask):
+        for m in members:
+            step(m)
+    ended = outcome(client, run_id, 0)
+    assert ended["outcome"] == "released" and ended["survivors"] == 4
+
+
+def test_a_cohort_too_small_waits_for_the_others_before_it_ends_the_run(apps: Apps) -> None:
+    client = apps()
+    run_id = secagg_run(client, episodes=5)  # cohorts of 4, releasing from 3 inputs
+    first = [Member(client, run_id, claim(client, run_id)) for _ in range(4)]
+    late = Member(client, run_id, claim(client, run_id))
+    assert late.cohort == 1 and late.join().status_code == 200
+    # the run is full, cohort 1 holds one episode and cohort 0 the others: cohort 1 waits
+    # (it would release nothing), rather than abort and hand its episode out again
+    assert late.get("roster").status_code == 202
+    for step in (Member.join, Member.share, Member.mask, Member.unmask):
+        for m in first:
+            step(m)
+    assert outcome(client, run_id, 0)["outcome"] == "released"
+    ended = outcome(client, run_id, 1)  # now it holds all the run has left: it ends the run
+    assert ended["outcome"] == "aborted" and ended["members"] == 1
+    status = state(client, run_id)["status"]
+    assert status["reported"] == 5 and status["finished"]

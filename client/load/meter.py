@@ -4,6 +4,10 @@ At most `slots` claims and `slots` other requests are in flight at once, so http
 (2 * `slots` keep-alive connections) never queues: its per-request scan stays O(slots) however
 many users share the process. Claims and reports have separate slots because a claim may be held
 by the server (`?wait=`) until a report frees an episode: reports must never wait behind claims.
+A secure-aggregation cohort's long polls (`?wait=` on its rounds) have a lane of their own, a slot
+for each user (each holds at most one): a poll waits for the other members' messages, which must
+never wait behind it. That lane's connections are split over pools of POLL_SHARD each, so that
+no pool's scan grows with the users either.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 from privrl.protocol import CLIENT_KEEPALIVE_SECONDS
 
 ENDPOINTS = ("claim", "report", "healthz", "other")
+POLL_SHARD = 16  # long-poll connections per pool
 ACKS, REQUESTS, ERRORS = 0, 1, 2  # slots of one process's live counters
 COUNTERS = 3
 FLOW = {409: "claim_waits_409", 410: "claims_after_finish_410"}  # a claim's answers that are
@@ -68,27 +73,42 @@ class Meter:
 
 
 class BoundedTransport(httpx.AsyncBaseTransport):
-    """httpx's transport behind two semaphores (claims, the rest), timing every request."""
+    """httpx's transport behind three semaphores (claims, long polls, the rest), timing every
+    request."""
 
     def __init__(self, slots: int, meter: Meter | None = None,
-                 inner: httpx.AsyncBaseTransport | None = None) -> None:
-        """`slots` requests of each kind in flight at most, over 2 * `slots` connections
-        (`inner`: the transport to send through, httpx's own pool of that size by default)."""
-        if slots < 1:
+                 inner: httpx.AsyncBaseTransport | None = None, polls: int | None = None
+                 ) -> None:
+        """`slots` claims and `slots` other requests in flight at most, over 2 * `slots`
+        connections, and `polls` long polls (default `slots`; the users of the process) over
+        as many connections of their own (`inner`: the transport to send all through, by
+        default httpx's own pools of those sizes)."""
+        polls = slots if polls is None else polls
+        if slots < 1 or polls < 1:
             raise ValueError("a bounded transport needs at least one slot")
         self.meter = meter or Meter()
         self.claims, self.others = asyncio.Semaphore(slots), asyncio.Semaphore(slots)
-        limits = httpx.Limits(max_connections=2 * slots, max_keepalive_connections=2 * slots,
-                              keepalive_expiry=CLIENT_KEEPALIVE_SECONDS)
-        self.inner = inner or httpx.AsyncHTTPTransport(limits=limits)
+        self.inner = inner or httpx.AsyncHTTPTransport(limits=_limits(2 * slots))
+        sizes = [min(POLL_SHARD, polls - k) for k in range(0, polls, POLL_SHARD)]
+        self.polls = [(asyncio.Semaphore(n), inner or httpx.AsyncHTTPTransport(limits=_limits(n)))
+                      for n in sizes]
+
+    def _lane(self, request: httpx.Request, endpoint: str
+              ) -> tuple[asyncio.Semaphore, httpx.AsyncBaseTransport]:
+        """A request's semaphore and the pool it goes through: a long poll takes a shard with
+        a free slot (the first one when all are busy)."""
+        if endpoint != "claim" and "wait" in request.url.params:
+            return next((p for p in self.polls if not p[0].locked()), self.polls[0])
+        return (self.claims if endpoint == "claim" else self.others), self.inner
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Wait for a slot, send, read the whole body (the connection is free again), record."""
         endpoint = endpoint_of(request.url.path)
-        async with self.claims if endpoint == "claim" else self.others:
+        lane, inner = self._lane(request, endpoint)
+        async with lane:
             t0 = time.perf_counter()
             try:
-                response = await self.inner.handle_async_request(request)
+                response = await inner.handle_async_request(request)
                 await response.aread()
             except httpx.HTTPError as exc:
                 self.meter.record(endpoint, 0, time.perf_counter() - t0, type(exc).__name__)
@@ -97,5 +117,13 @@ class BoundedTransport(httpx.AsyncBaseTransport):
         return response
 
     async def aclose(self) -> None:
-        """Close the pool."""
+        """Close the pools."""
         await self.inner.aclose()
+        for _, pool in self.polls:
+            if pool is not self.inner:
+                await pool.aclose()
+
+
+def _limits(connections: int) -> httpx.Limits:
+    return httpx.Limits(max_connections=connections, max_keepalive_connections=connections,
+                        keepalive_expiry=CLIENT_KEEPALIVE_SECONDS)

@@ -93,7 +93,7 @@ async def play_share(share: Share, live: MutableSequence[int] | None = None) -> 
     """Play one share in this process (from now on); its swarm summary, every request's timing
     and the CPU seconds this process spent."""
     meter = Meter(live=live, base=share.index * COUNTERS)
-    transport = BoundedTransport(share.connections, meter)
+    transport = BoundedTransport(share.connections, meter, polls=share.concurrency)
     cpu = time.process_time()
     stop_at = None if share.duration is None else time.time() + share.duration
     if share.mode == "healthz":

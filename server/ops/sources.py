@@ -120,6 +120,13 @@ class Sources:
                 source.backoff = 0.0
         self._forget_if_idle(key, source)
 
+    def ended(self, key: str, ticket: str) -> None:
+        """A claim of `key` ended neither reported nor lapsed by its holder (its secure-
+        aggregation cohort aborted): forgotten, its cap and backoff unchanged."""
+        source = self.by_key.get(key)
+        if source is not None and source.open.pop(ticket, None) is not None:
+            self._forget_if_idle(key, source)
+
     def lapsed(self, key: str, ticket: str, expired_at: float) -> None:
         """A claim of `key` lapsed unreported at `expired_at`: one less in its cap (at least
         1), and refused new claims for its backoff, doubled unless it was backing off already."""

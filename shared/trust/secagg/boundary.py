@@ -341,6 +341,18 @@ class CohortPrivatizer(NoServerNoise):
         self._closed(index, users, int(released), ledger)
         return "released" if released else "refused"
 
+    def close_unreleased(self, users: int, ledger: Ledger) -> None:
+        """A cohort whose rounds ran elsewhere (one replica) and that holds the run's last
+        `users` episodes, too few to ever release: they count, nothing is released or charged
+        (as a last cohort too small closes in process)."""
+        if self.replicas != 1:
+            raise ValueError("a cohort from outside is one replica's")
+        index = self.closed
+        self.closed += 1
+        self.items += users
+        self.records.append(CohortRecord(index, 0, users, 0, "aborted"))
+        self._closed(index, users, 0, ledger)
+
     def _charge(self, ledger: Ledger) -> None:
         if not self._charged:
             ledger.charge_all(self.plan())

@@ -25,6 +25,8 @@ that drops honest users to isolate one learns nothing from it.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -64,17 +66,29 @@ class CohortSetup:
 
     def neighbours(self, index: int, roster: Iterable[int]) -> tuple[int, ...]:
         """User `index`'s neighbours among the users of `roster` (those that advertised): the
-        ceil(degree / 2) nearest on each side of the circle of their sorted indices (a Harary
-        graph; all of them when the roster is small)."""
-        ring = sorted(roster)
-        pos = ring.index(index)
+        ceil(degree / 2) nearest on each side of a circle of them (a Harary graph; all of them
+        when the roster is small). The circle is the users in the order of a public hash of
+        the cohort's label and their index, so users with neighbouring indices (claimed
+        together, often by one process that may die as one) are scattered over it: a block of
+        dropouts takes few of any one user's neighbours."""
+        ring, pos = _circle(self.cohort, tuple(sorted(roster)))
+        at = pos[index]
         half = min((self.degree + 1) // 2, len(ring) // 2)
-        out = {ring[(pos + j) % len(ring)] for j in range(-half, half + 1)} - {index}
+        out = {ring[(at + j) % len(ring)] for j in range(-half, half + 1)} - {index}
         return tuple(sorted(out))
 
     def threshold(self, neighbours: int) -> int:
         """Shares that rebuild a secret spread over `neighbours` neighbours: a majority."""
         return neighbours // 2 + 1
+
+
+@functools.lru_cache(maxsize=16)
+def _circle(cohort: bytes, roster: tuple[int, ...]) -> tuple[tuple[int, ...], dict[int, int]]:
+    """The users of `roster` in the order of SHA-256(cohort label, index), and each one's
+    position in it (cached: every user and the server ask for the same roster many times)."""
+    ring = tuple(sorted(roster, key=lambda i: hashlib.sha256(
+        cohort + b"|circle|" + i.to_bytes(4, "big")).digest()))
+    return ring, {u: k for k, u in enumerate(ring)}
 
 
 @dataclass(frozen=True)
@@ -202,6 +216,7 @@ class CohortAggregator:
         self.shares: dict[int, dict[int, bytes]] = {}  # sender -> recipient -> ciphertext
         self.inputs: dict[int, np.ndarray] = {}
         self.reveals: dict[int, dict[int, bytes]] = {}  # revealer -> owner -> share
+        self._inboxes: dict[int, dict[int, bytes]] = {}  # recipient -> sender -> ciphertext
         self.round = 0
         self.survivors: frozenset[int] = frozenset()
 
@@ -239,8 +254,10 @@ class CohortAggregator:
         if self.round == 1:
             self._need(len(self.shares), "shared their keys")
             self.round = 2
-        return {u: sealed[recipient] for u, sealed in self.shares.items()
-                if recipient in sealed}
+            for u, sealed in self.shares.items():  # by recipient: O(degree) per inbox
+                for v, message in sealed.items():
+                    self._inboxes.setdefault(v, {})[u] = message
+        return dict(self._inboxes.get(recipient, {}))
 
     def submit(self, sender: int, masked: np.ndarray) -> None:
         """Round 2: one masked vector; a malformed one is refused alone (MalformedInput: the

@@ -6,23 +6,39 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Iterable, Mapping
 
-from privrl.trust.secagg.protocol import CohortSetup
+from privrl.trust.secagg.protocol import Advertisement, CohortSetup
 from privrl.trust.secagg.spec import CohortSpec
 
 ROUNDS = ("keys", "shares", "masked", "unmask")
 
 
-def cohort_setup(run_id: str, spec: CohortSpec, episodes: int, cohort: int, length: int
-                 ) -> CohortSetup | None:
-    """Cohort `cohort`'s public parameters, the same on the server and at each user: B users
-    (the run's last cohort: the episodes left), the CohortSpec's minimum of survivors, the
-    degree a cohort of that size takes in process; None when it is too small to ever release."""
-    size = min(spec.size, max(episodes - cohort * spec.size, 0)) or spec.size
-    if size < spec.min_survivors:
-        return None
-    return CohortSetup(f"run {run_id} cohort {cohort}".encode(), size, spec.min_survivors,
-                       length, spec.bits, max(2, min(spec.degree, size - 1)))
+def cohort_setup(run_id: str, spec: CohortSpec, cohort: int, length: int) -> CohortSetup:
+    """Cohort `cohort`'s public parameters, the same on the server and at each user: up to B
+    users (user e % B of cohort e // B), the CohortSpec's minimum of survivors, the degree
+    its B users take in process. A cohort that ends with fewer members (the run's last, or
+    one whose membership the server closed early) lays its neighbour graph over the members
+    it has (`CohortSetup.neighbours`)."""
+    return CohortSetup(f"run {run_id} cohort {cohort}".encode(), spec.size, spec.min_survivors,
+                       length, spec.bits, spec.degree)
+
+
+def roster_body(adverts: Mapping[int, Advertisement], keys_for: Iterable[int]
+                ) -> dict[str, list[str] | None]:
+    """A roster as one member receives it: every member's index, with the public keys of
+    those in `keys_for` (its neighbours and itself; the only keys it uses), O(B) small
+    entries rather than B pairs of keys."""
+    wanted = set(keys_for)
+    return {str(i): [b64(a.cipher_key), b64(a.mask_key)] if i in wanted else None
+            for i, a in adverts.items()}
+
+
+def roster_of(body: Mapping[str, list[str] | None]) -> dict[int, Advertisement]:
+    """The roster a member builds from `roster_body`: a member sent without keys is an index
+    only (empty keys: it is no neighbour, and a protocol step that used its keys would fail)."""
+    return {int(i): Advertisement(int(i), unb64(k[0]), unb64(k[1])) if k is not None
+            else Advertisement(int(i), b"", b"") for i, k in body.items()}
 
 
 def b64(data: bytes) -> str:
