@@ -50,6 +50,9 @@ CLIENT_SEED_ENV = "PRIVRL_CLIENT_SEED"  # `users`: the users' own seed
 # measures it (docs/results/demo/budget.json)
 DEMO_EPSILON = 3.0
 DEMO_COUNTER, DEMO_SCHEDULE = "matrix", "batch:200"
+# The demo's secure-aggregation cohorts: at most 10 users, so that a cohort's users are in flight
+# together in one user process and its rounds take a fraction of a second over loopback
+DEMO_COHORT = 10
 
 
 def _server(args: argparse.Namespace) -> str:
@@ -503,9 +506,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """privrl compare: create the demo's runs side by side (or read their ids), wait until they
     have finished, and print them side by side: exact regret, % of random, eps and delta spent,
     episodes per second."""
-    from privrl.client.demo import demo_configs, print_comparison, story
+    from privrl.client.demo import demo_configs, demo_label, print_comparison, run_record, story
     from privrl.client.evaluator import evaluate
-    from privrl.lab.experiments import label as config_label
     from privrl.lab.experiments import regret_summary
     from privrl.verdict import verdict_tail
 
@@ -541,7 +543,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             tmp.write_text("".join(f"{i}\n" for i in ids))
             os.replace(tmp, path)  # the users see the whole file or none of it
             print("created side by side: " + ", ".join(
-                f"{config_label(c)} = {i}" for c, i in zip(configs, ids, strict=True)),
+                f"{demo_label(c)} = {i}" for c, i in zip(configs, ids, strict=True)),
                 file=sys.stderr, flush=True)
         else:
             args.run, args.wait_for_file = None, 0.0
@@ -552,14 +554,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
             for run_id in ids:
                 info = api.get_run(run_id)
                 ev = evaluate(_server(args), run_id, mdp, api=api)
-                led = api.ledger(run_id)
                 results.append({
-                    "label": config_label(info.config),
-                    "config": info.config.model_dump(mode="json"),
-                    "run_id": run_id,
+                    **run_record(api, info.config, run_id),
                     "regret": regret_summary(ev.regret[None, :], mdp,
                                              tail=verdict_tail(ev.regret.size)),
-                    "ledger": led.model_dump(mode="json", exclude={"charges"}),
                     "http": {"episodes": int(ev.regret.size),
                              "episodes_per_second": rates[run_id]},
                 })
@@ -609,6 +607,16 @@ def add_demo_run_options(p: argparse.ArgumentParser, when: str = "") -> None:
                    help="when the JDP run's billboard is refreshed: after every episode, every B"
                    " episodes or after episodes ceil(r^j); it must release within --episodes"
                    f" (the LDP run releases every report){when}")
+    p.add_argument("--cohort", type=positive_int, default=None, metavar="B",
+                   help="users per cohort of the secure-aggregation run (it releases one noisy"
+                   " sum per cohort; B must divide --episodes); default: the largest divisor of"
+                   f" --episodes up to {DEMO_COHORT}{when}")
+    p.add_argument("--dropout", type=float, default=None,
+                   help="the fraction of a cohort that may drop out, which the secure-"
+                   f"aggregation run's noise is calibrated for (default 0.1){when}")
+    p.add_argument("--collusion", type=float, default=None,
+                   help="the fraction of a cohort that may collude with the server (default"
+                   f" 0.1){when}")
 
 
 def _server_option(p: argparse.ArgumentParser) -> None:

@@ -21,7 +21,7 @@ from importlib.metadata import entry_points
 
 from privrl.trust.base import TrustBoundary
 
-__all__ = ["BUILTIN", "TrustBoundary", "get", "names", "register"]
+__all__ = ["BUILTIN", "TrustBoundary", "by_exposure", "get", "names", "register"]
 
 # the built-in boundaries and the modules that define them, imported on first use (they sit
 # above the privacy layer, which reads the registry: a module-level import would be a cycle)
@@ -70,3 +70,17 @@ def names() -> tuple[str, ...]:
     """Every registered boundary's name, the built-ins first."""
     _load()
     return tuple(_registry)
+
+
+def exposure(boundary: TrustBoundary) -> tuple[bool, bool, bool]:
+    """A sort key from what the server is trusted with most to least: nothing private; raw
+    reports it noises itself; only cohort sums of noisy shares; each user's noisy report."""
+    return boundary.private, boundary.local_noise, not boundary.cohorts
+
+
+def by_exposure() -> tuple[TrustBoundary, ...]:
+    """Every registered boundary, from the one that trusts the server most to the one that
+    trusts it least (`exposure`; the registry's order among equals): the order of the demo's
+    runs, side by side."""
+    _load()
+    return tuple(sorted(_registry.values(), key=exposure))
