@@ -37,6 +37,7 @@ from privrl.client.load.cli import add_swarm_options
 from privrl.client.procs import child_env, module_cmd, server_args
 from privrl.privacy.continual import COUNTERS
 from privrl.protocol import LedgerView, RunInfo
+from privrl.trust.secagg.spec import DEFAULT_COLLUSION, DEFAULT_DROPOUT
 
 if TYPE_CHECKING:
     from privrl.client.users import SwarmResult
@@ -611,12 +612,13 @@ def add_demo_run_options(p: argparse.ArgumentParser, when: str = "") -> None:
                    help="users per cohort of the secure-aggregation run (it releases one noisy"
                    " sum per cohort; B must divide --episodes); default: the largest divisor of"
                    f" --episodes up to {DEMO_COHORT}{when}")
-    p.add_argument("--dropout", type=float, default=None,
+    p.add_argument("--dropout", type=float, default=DEFAULT_DROPOUT,
                    help="the fraction of a cohort that may drop out, which the secure-"
-                   f"aggregation run's noise is calibrated for (default 0.1){when}")
-    p.add_argument("--collusion", type=float, default=None,
+                   f"aggregation run's noise is calibrated for (default {DEFAULT_DROPOUT:g})"
+                   f"{when}")
+    p.add_argument("--collusion", type=float, default=DEFAULT_COLLUSION,
                    help="the fraction of a cohort that may collude with the server (default"
-                   f" 0.1){when}")
+                   f" {DEFAULT_COLLUSION:g}){when}")
 
 
 def _server_option(p: argparse.ArgumentParser) -> None:
