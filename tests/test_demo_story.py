@@ -206,6 +206,11 @@ def test_seeded_sequential_demo_repeats_and_the_table_explains_itself(tmp_path: 
     assert first["seeds"] == "derived from --seed"
     for a, b in zip(first["results"], second["results"], strict=True):
         assert a["regret"]["per_episode"] == b["regret"]["per_episode"]
+    # the secure-aggregation run repeats too (its cohorts run concurrently: its sums do not
+    # depend on the order its members report in), all 5 of its cohorts of 5 released
+    secagg = first["results"][2]
+    assert secagg["config"]["privacy"] == "secagg" and secagg["cohorts"]["size"] == 5
+    assert secagg["cohorts"]["counts"]["released"] == 5
     out = outs[0]
     header = out.splitlines()[0]
     assert "% of random" in header and "eps spent" in header and "delta" in header
@@ -252,7 +257,7 @@ def test_the_demo_names_its_dashboard_and_keeps_serving_until_ctrl_c(tmp_path: P
         assert page.status_code == 200 and "privrl dashboard" in page.text
         assert httpx.get(url + "/healthz", timeout=10).status_code == 200
         runs = httpx.get(url + "/v1/runs", timeout=10).json()["runs"]
-        assert len(runs) == 3 and all(r["status"]["finished"] for r in runs)
+        assert len(runs) == 4 and all(r["status"]["finished"] for r in runs)
         time.sleep(1.0)
         assert proc.poll() is None  # still serving
         proc.send_signal(stop)

@@ -133,7 +133,7 @@ def test_users_world_must_match_the_run(server) -> None:
 def test_demo_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     done = run_cli("demo", "--episodes", "40", "--schedule", "batch:10", "--users-processes",
-                   "2", "--concurrency", "2", "--out", str(out), timeout=150)
+                   "2", "--concurrency", "2", "--out", str(out), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert any(ln.startswith("non-private pooled") for ln in lines)
