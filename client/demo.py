@@ -65,21 +65,14 @@ SERVER_READY_TIMEOUT = 300.0  # seconds the server may take to be ready (it fail
 # exits; a cold numba cache it would have to compile in: the demo compiles first)
 
 
-def demo_cohort(episodes: int, asked: int | None) -> int:
-    """B of the secure-aggregation run: --cohort, else the largest divisor of K up to
-    DEMO_COHORT. Every cohort is full: a last, partial cohort smaller than the survivors a
-    cohort needs could never release, and the run would never reach K."""
-    from privrl.client.remote_cli import DEMO_COHORT
-
-    if asked is not None:
-        if episodes % asked:
-            raise CliError(f"demo configuration: --cohort {asked} does not divide --episodes"
-                           f" {episodes}: a last, partial cohort could not release")
-        return asked
-    size = next((b for b in range(min(DEMO_COHORT, episodes), 1, -1) if episodes % b == 0), 0)
+def demo_cohort(episodes: int, most: int) -> int:
+    """B of the secure-aggregation run: the largest divisor of K up to `most` (--cohort), so
+    that every cohort is full: a last, partial cohort smaller than the survivors a cohort needs
+    could never release, and the run would never reach K."""
+    size = next((b for b in range(min(most, episodes), 1, -1) if episodes % b == 0), 0)
     if not size:
-        raise CliError(f"demo configuration: no cohort of 2 to {DEMO_COHORT} users divides"
-                       f" --episodes {episodes}: pass --cohort B with B dividing it")
+        raise CliError(f"demo configuration: no cohort of 2 to {most} users divides --episodes"
+                       f" {episodes}: pass --cohort B with a divisor of it")
     return size
 
 
@@ -111,10 +104,9 @@ def demo_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
                 config = RunConfig(privacy=b.name, counter=args.counter, schedule=args.schedule,
                                    **private)
             elif b.cohorts:
-                size = demo_cohort(args.episodes, getattr(args, "cohort", None))
+                size = demo_cohort(args.episodes, args.cohort)
                 config = RunConfig(privacy=b.name, schedule=f"batch:{size}",
-                                   dropout=getattr(args, "dropout", None),
-                                   collusion=getattr(args, "collusion", None), **private)
+                                   dropout=args.dropout, collusion=args.collusion, **private)
             else:
                 config = RunConfig(privacy=b.name, **private)
             algo = bind(config)

@@ -608,10 +608,10 @@ def add_demo_run_options(p: argparse.ArgumentParser, when: str = "") -> None:
                    help="when the JDP run's billboard is refreshed: after every episode, every B"
                    " episodes or after episodes ceil(r^j); it must release within --episodes"
                    f" (the LDP run releases every report){when}")
-    p.add_argument("--cohort", type=positive_int, default=None, metavar="B",
-                   help="users per cohort of the secure-aggregation run (it releases one noisy"
-                   " sum per cohort; B must divide --episodes); default: the largest divisor of"
-                   f" --episodes up to {DEMO_COHORT}{when}")
+    p.add_argument("--cohort", type=positive_int, default=DEMO_COHORT, metavar="B",
+                   help="users per cohort of the secure-aggregation run, at most (it releases"
+                   " one noisy sum per cohort): the largest divisor of --episodes up to B, so"
+                   f" that every cohort is full (default {DEMO_COHORT}){when}")
     p.add_argument("--dropout", type=float, default=DEFAULT_DROPOUT,
                    help="the fraction of a cohort that may drop out, which the secure-"
                    f"aggregation run's noise is calibrated for (default {DEFAULT_DROPOUT:g})"

@@ -65,13 +65,14 @@ def test_defaults_are_pooled_with_one_budget_for_every_private_run() -> None:
 
 def test_the_cohort_divides_the_episodes_or_is_refused() -> None:
     """A last, partial cohort smaller than a cohort's survivors could never release: the demo
-    takes the largest divisor of K up to DEMO_COHORT, and refuses a --cohort that does not
-    divide K, or a K no small cohort divides, before anything runs."""
-    assert [demo_cohort(k, None) for k in (3000, 40, 25, 20, 2, 14)] == [10, 10, 5, 10, 2, 7]
-    assert demo_cohort(40, 4) == 4
-    for k, asked in ((25, 10), (11, None), (1, None)):
-        with pytest.raises(CliError, match="cohort"):
-            demo_cohort(k, asked)
+    takes the largest divisor of K up to --cohort, and refuses a K no cohort of 2 or more
+    users up to it divides, before anything runs."""
+    assert [demo_cohort(k, DEMO_COHORT) for k in (3000, 40, 25, 20, 2, 14)] == [10, 10, 5, 10,
+                                                                                2, 7]
+    assert demo_cohort(40, 8) == 8 and demo_cohort(40, 7) == 5
+    for k, most in ((11, 10), (1, 10), (9, 2)):
+        with pytest.raises(CliError, match="no cohort of 2 to"):
+            demo_cohort(k, most)
     args = build_parser().parse_args(["demo", "--episodes", "40", "--schedule", "batch:10",
                                       "--cohort", "8", "--dropout", "0.25", "--collusion", "0.2"])
     secagg = next(c for c in demo_configs(args, riverswim(20)) if c.privacy == "secagg")
