@@ -1,4 +1,4 @@
-"""`privrl compare --create` (the compose setup) and `privrl demo` create the same three runs: the
+"""`privrl compare --create` (the compose setup) and `privrl demo` create the same runs: the
 JDP run with the measured counter and release schedule at a budget below 10, the LDP run with
 the knobs that apply to it, each accepted by a real app, and the budget stays a limit."""
 
