@@ -110,28 +110,31 @@ def demo_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
             else:
                 config = RunConfig(privacy=b.name, **private)
             algo = bind(config)
-            if b.counters:
-                counter_plan(effective(config))  # its schedule releases within K episodes
-            elif b.cohorts:
+            if b.cohorts:
                 algo.calibration()  # its cohort assumptions leave an honest share
             configs.append(config)
     except ValidationError as exc:
         raise CliError(f"demo configuration: {pydantic_message(exc)}") from None
     except ValueError as exc:
-        hint = (f": pass --schedule batch:B with B at most --episodes (e.g."
-                f" batch:{max(1, args.episodes // 15)})" if "schedule" in str(exc) else "")
-        raise CliError(f"demo configuration: {exc}{hint}") from None
+        raise CliError(f"demo configuration: {exc}") from None
+    for config in configs:
+        try:
+            if config.boundary.counters:  # its schedule releases within K episodes
+                counter_plan(effective(config))
+        except ValueError as exc:
+            raise CliError(f"demo configuration: {exc}: pass --schedule batch:B with B at most"
+                           f" --episodes (e.g. batch:{max(1, args.episodes // 15)})") from None
     return configs
 
 
-def cohort_spec(config: RunConfig) -> CohortSpec | None:
+def run_cohorts(config: RunConfig) -> CohortSpec | None:
     """A run's cohort assumptions (None: its boundary sums no cohorts)."""
     return bind(config).calibration().cohort if config.boundary.cohorts else None
 
 
 def demo_label(config: RunConfig) -> str:
     """A run's label in the tables and the plot: with its cohort size when it has cohorts."""
-    spec = cohort_spec(config)
+    spec = run_cohorts(config)
     return config_label(config) + ("" if spec is None else f" B={spec.size}")
 
 
@@ -190,7 +193,7 @@ def swarm_shape(config: RunConfig, args: argparse.Namespace) -> tuple[int, int, 
     users in flight, so that a cohort fills without waiting for its join timeout, and is never
     sequential (its cohort sums and so its numbers do not depend on the order its members
     report in: a seeded demo repeats all the same)."""
-    spec = cohort_spec(config)
+    spec = run_cohorts(config)
     if spec is None:
         return min(user_processes(args), config.episodes), args.concurrency, None
     return 1, max(args.concurrency, spec.size), False
