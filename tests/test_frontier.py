@@ -45,7 +45,7 @@ def test_the_t_table_is_student_t() -> None:
 def test_the_interval_is_mean_plus_minus_t_s_over_root_n() -> None:
     ci = Interval.of([1.0, 2.0, 3.0])
     assert (ci.mean, ci.n) == (2.0, 3)
-    assert ci.high - ci.mean == pytest.approx(4.303 / math.sqrt(3))
+    assert ci.high - ci.mean == pytest.approx(4.302653 / math.sqrt(3))  # t_{0.975, 2}
     assert ci.mean - ci.low == pytest.approx(ci.high - ci.mean)
     one = Interval.of([7.0])
     assert one.low == one.mean == one.high == 7.0

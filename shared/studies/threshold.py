@@ -26,16 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..verdict import T975, t_quantile  # noqa: F401  (the studies' t table is the verdict's)
+
 LEARNS_BELOW = 25.0  # percent of the uniform policy's regret
 TAIL_FRACTION = 0.1  # the final fraction is measured on the last 10% of episodes
 CONFIDENCE = 0.95
-# Student t quantiles t_{0.975, df} for df = 1..30 (the table every statistics text prints;
-# tests check it against scipy.stats.t); beyond 30 degrees of freedom the normal 1.96.
-T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-
-
 def tail_episodes(episodes: int) -> int:
     """How many final episodes the fraction averages: 10% of K, at least one."""
     return max(1, round(TAIL_FRACTION * episodes))
@@ -45,13 +40,6 @@ def final_fractions(regret: np.ndarray, random_regret: float) -> list[float]:
     """Per seed (rows of `regret`, (R, K)): the last 10%'s mean regret, % of the random policy's."""
     tail = tail_episodes(regret.shape[1])
     return [float(100.0 * x / random_regret) for x in regret[:, -tail:].mean(axis=1)]
-
-
-def t_quantile(df: int) -> float:
-    """t_{0.975, df}: the two-sided 95% Student t quantile."""
-    if df < 1:
-        raise ValueError("a t interval needs at least two seeds")
-    return T975[df - 1] if df <= len(T975) else 1.96
 
 
 @dataclass(frozen=True)
