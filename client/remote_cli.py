@@ -583,23 +583,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def add_demo_run_options(p: argparse.ArgumentParser, when: str = "") -> None:
-    """The demo's three runs (`privrl demo`, `privrl compare --create`): one budget for both
-    private runs, one preset and pooling for all three, the JDP run's counter and schedule."""
+    """The demo's runs (`privrl demo`, `privrl compare --create`), one per trust boundary: one
+    budget for every private run, one preset and pooling for all, the JDP run's counter and
+    schedule, the secure-aggregation run's cohorts and assumptions."""
     p.add_argument("--epsilon", type=positive_float, default=DEMO_EPSILON,
-                   help="privacy budget per user of the JDP and the LDP run (the same for both;"
-                   " their ledgers never exceed it). At K = 3000 the default JDP run learns from"
+                   help="privacy budget per user of every private run (JDP, secure aggregation,"
+                   " LDP: the same for all; their ledgers never exceed it). At K = 3000 the"
+                   " default JDP run learns from"
                    f" {DEMO_EPSILON:g} (docs/results/demo/budget.json), pooled LDP not even at"
                    f" 20{when}")
     p.add_argument("--delta", type=float, default=1e-5,
                    help=f"delta of the Gaussian mechanism (ignored with laplace){when}")
     p.add_argument("--mechanism", choices=["laplace", "gaussian"], default="gaussian",
-                   help="noise of both private runs: gaussian (zCDP) or laplace (pure epsilon;"
-                   f" with --counter tree or smoothed){when}")
+                   help="noise of every private run: gaussian (zCDP) or laplace (pure epsilon;"
+                   " with --counter tree or smoothed; secure aggregation releases gaussian only"
+                   f" and sits out){when}")
     p.add_argument("--pooled", action=argparse.BooleanOptionalAction, default=True,
                    help="pool the statistics over h (RiverSwim is time-homogeneous); --no-pooled:"
                    f" per-step statistics as in the paper{when}")
     p.add_argument("--preset", choices=["faithful", "practical"], default="practical",
-                   help=f"the knob preset of all three runs{when}")
+                   help=f"the knob preset of every run{when}")
     p.add_argument("--counter", choices=list(COUNTERS), default=DEMO_COUNTER,
                    help="the JDP run's continual counter: tree (the papers'), smoothed"
                    " (Honaker's upward pass) or matrix (square-root factorization; needs"
@@ -771,7 +774,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        " file's configurations are compared pairwise, several files' same"
                        " configurations across them, with --test and Holm's adjustment, the"
                        " test named in the output. With --run-file: with --create, create the"
-                       " demo's three runs (non-private, JDP and LDP at one budget) on --server"
+                       " demo's runs (non-private, JDP, secure aggregation and LDP at one budget)"
+                       " on --server"
                        " and write their ids to --run-file; then wait until users have played"
                        " every run to the end (`privrl users --run-file FILE`) and print them"
                        " side by side. This is what the compose setup runs.")
@@ -807,14 +811,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_world_options(p)
     p.set_defaults(handler=cmd_compare)
 
-    p = sub.add_parser("demo", help="server + user processes: non-private, JDP and LDP",
+    p = sub.add_parser("demo", help="server + user processes: non-private, JDP, secure"
+                       " aggregation and LDP",
                        description="A real server and user processes on loopback play RiverSwim"
-                       " three times side by side: non-private, JDP and LDP at the same epsilon"
+                       " once per trust boundary, side by side: non-private, JDP, secure"
+                       " aggregation (cohorts of --cohort users) and LDP at the same epsilon"
                        " and delta; prints what each learned (over its last 10% of episodes) and"
                        " spent, writes regret.png and summary.json to --out. The dashboard's URL"
                        " is printed at the start: open it to watch the runs live.")
     p.add_argument("--episodes", type=positive_int, default=3000,
-                   help="K per run (about 2 minutes per seed for the three runs on 2 cores)")
+                   help="K per run (about 2 minutes per seed for three runs on 2 cores, before"
+                   " the secure-aggregation run joined)")
     p.add_argument("--seeds", type=positive_int, default=3,
                    help="runs of each configuration, side by side, each with its own seeds: the"
                    " demo prints every run's verdict and a 95%% interval over them (1: one run"
