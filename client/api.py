@@ -28,6 +28,7 @@ from privrl.protocol import (
     API_VERSION,
     CLIENT_KEEPALIVE_SECONDS,
     Billboard,
+    CohortsView,
     CredentialList,
     LedgerView,
     PolicyLog,
@@ -185,15 +186,19 @@ class ServerAPI:
             raise ApiError(msg) from None
 
     def create_run(self, config: RunConfig, seed: int | None = None,
-                   credentials: bool = False) -> RunInfo:
+                   credentials: bool = False, sequential: bool | None = None) -> RunInfo:
         """POST /v1/runs (admin). `seed`: the server's secret seed (reproducible experiments
         only; the server draws one from its CSPRNG without it, and never returns it).
-        `credentials`: claims need a user credential the admin issues (`credentials`)."""
+        `credentials`: claims need a user credential the admin issues (`credentials`).
+        `sequential`: one claim out at a time, or not (None: the server's default)."""
         what = "creating the run"
         body = config.model_dump(mode="json")
         if seed is not None:
             body["seed"] = seed
-        path = "/runs?credentials=true" if credentials else "/runs"
+        query = {"credentials": "true"} if credentials else {}
+        if sequential is not None:
+            query["sequential"] = str(sequential).lower()
+        path = "/runs" + ("?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else "")
         resp = self._call("POST", path, what, admin=True, body=body)
         return self._model(RunInfo, resp, what)
 
@@ -243,6 +248,12 @@ class ServerAPI:
         """GET /v1/runs/{id}/ledger."""
         what = f"ledger of run {run_id!r}"
         return self._model(LedgerView, self._call("GET", f"{run_path(run_id)}/ledger", what), what)
+
+    def cohorts(self, run_id: str) -> CohortsView:
+        """GET /v1/runs/{id}/cohorts (a run that sums cohorts of users)."""
+        what = f"cohorts of run {run_id!r}"
+        return self._model(CohortsView, self._call("GET", f"{run_path(run_id)}/cohorts", what),
+                           what)
 
     def billboard(self, run_id: str) -> Billboard:
         """GET /v1/runs/{id}/billboard."""

@@ -1,11 +1,12 @@
-"""`privrl demo`: a real server and real user processes on loopback, non-private vs JDP vs LDP.
+"""`privrl demo`: a real server and real user processes on loopback, one run per trust boundary.
 
 Starts `python -m privrl.server` on a free loopback port (temporary database, random admin token
-passed through the environment), creates one run per privacy mode on RiverSwim (practical
-preset), lets swarms of `python -m privrl.client users` processes play every episode, evaluates
-the exact regret from the public policy log, prints a table (regret, epsilon spent, episodes/s,
-latencies, report size) and writes a plot. Every child process is stopped on success, error
-and Ctrl-C.
+passed through the environment), creates one run per registered trust boundary DP-UCBVI runs
+across (`privrl.trust.by_exposure`: non-private, JDP, secure aggregation, LDP) on RiverSwim
+(practical preset), lets swarms of `python -m privrl.client users` processes play every
+episode, evaluates the exact regret from the public policy log, prints a table (regret, epsilon
+spent, episodes/s, latencies, report size; a secure-aggregation run's cohort assumptions and
+cohorts) and writes a plot. Every child process is stopped on success, error and Ctrl-C.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from privrl import accel, trust
+from privrl import accel, algorithms, trust
 from privrl.algorithms.registry import bind, effective
 from privrl.client.api import ApiError, ServerAPI
 from privrl.client.cli_common import (
@@ -49,6 +50,8 @@ from privrl.lab.experiments import regret_summary
 from privrl.lab.plots import plot_learning
 from privrl.privacy.calibration import counter_plan
 from privrl.seeding import derived_seed, secret_seed
+from privrl.trust import TrustBoundary
+from privrl.trust.secagg.spec import CohortSpec
 from privrl.verdict import LEARNED, NOT_LEARNED, WINDOWS, interval, steady, verdict_tail
 from privrl.verdict import window_percents as tail_windows
 from privrl.worlds import riverswim
@@ -62,32 +65,88 @@ SERVER_READY_TIMEOUT = 300.0  # seconds the server may take to be ready (it fail
 # exits; a cold numba cache it would have to compile in: the demo compiles first)
 
 
+def demo_cohort(episodes: int, most: int) -> int:
+    """B of the secure-aggregation run: the largest divisor of K up to `most` (--cohort), so
+    that every cohort is full: a last, partial cohort smaller than the survivors a cohort needs
+    could never release, and the run would never reach K."""
+    size = next((b for b in range(min(most, episodes), 1, -1) if episodes % b == 0), 0)
+    if not size:
+        raise CliError(f"demo configuration: no cohort of 2 to {most} users divides --episodes"
+                       f" {episodes}: pass --cohort B with a divisor of it")
+    return size
+
+
+def demo_boundaries(mechanism: str) -> list[TrustBoundary]:
+    """The registered trust boundaries the demo's algorithm runs across with `mechanism`,
+    from the one that trusts the server most to the one that trusts it least."""
+    algo = algorithms.get(RunConfig.model_fields["algo"].default)
+    return [b for b in trust.by_exposure() if algo.refuses(b) is None
+            and (not b.private or b.mechanisms is None or mechanism in b.mechanisms)]
+
+
 def demo_configs(args: argparse.Namespace, mdp: TabularMDP) -> list[RunConfig]:
-    """Non-private, JDP and LDP DP-UCBVI on the demo world: one preset and knobs for all three,
-    one budget for both private runs; --counter and --schedule shape the JDP run's central
-    counters (an LDP run has none). Refused here, before any run is created, if invalid."""
+    """DP-UCBVI on the demo world across every trust boundary it supports (`demo_boundaries`):
+    one preset and knobs for all, one budget for every private run; --counter and --schedule
+    shape the central counters of a boundary that has them, --cohort, --dropout and
+    --collusion the cohorts of one that sums cohorts (the others release every report).
+    Refused here, before any run is created, if invalid."""
     knobs = {"pooled": True} if args.pooled else None
     common = dict(n_states=mdp.S, n_actions=mdp.A, horizon=mdp.H, episodes=args.episodes,
                   preset=args.preset, knobs=knobs)
     delta = args.delta if args.mechanism == "gaussian" else 0.0
     private = dict(epsilon=args.epsilon, delta=delta, mechanism=args.mechanism, **common)
+    configs = []
     try:
-        configs = [RunConfig(privacy="none", **common),
-                   RunConfig(privacy="jdp", counter=args.counter, schedule=args.schedule,
-                             **private),
-                   RunConfig(privacy="ldp", **private)]
-        for config in configs:
-            bind(config)
+        for b in demo_boundaries(args.mechanism):
+            if not b.private:
+                config = RunConfig(privacy=b.name, **common)
+            elif b.counters:
+                config = RunConfig(privacy=b.name, counter=args.counter, schedule=args.schedule,
+                                   **private)
+            elif b.cohorts:
+                size = demo_cohort(args.episodes, args.cohort)
+                config = RunConfig(privacy=b.name, schedule=f"batch:{size}",
+                                   dropout=args.dropout, collusion=args.collusion, **private)
+            else:
+                config = RunConfig(privacy=b.name, **private)
+            algo = bind(config)
+            if b.cohorts:
+                algo.calibration()  # its cohort assumptions leave an honest share
+            configs.append(config)
     except ValidationError as exc:
         raise CliError(f"demo configuration: {pydantic_message(exc)}") from None
     except ValueError as exc:
         raise CliError(f"demo configuration: {exc}") from None
-    try:
-        counter_plan(effective(configs[1]))  # its schedule releases within K episodes
-    except ValueError as exc:
-        raise CliError(f"demo configuration: {exc}: pass --schedule batch:B with B at most"
-                       f" --episodes (e.g. batch:{max(1, args.episodes // 15)})") from None
+    for config in configs:
+        try:
+            if config.boundary.counters:  # its schedule releases within K episodes
+                counter_plan(effective(config))
+        except ValueError as exc:
+            raise CliError(f"demo configuration: {exc}: pass --schedule batch:B with B at most"
+                           f" --episodes (e.g. batch:{max(1, args.episodes // 15)})") from None
     return configs
+
+
+def run_cohorts(config: RunConfig) -> CohortSpec | None:
+    """A run's cohort assumptions (None: its boundary sums no cohorts)."""
+    return bind(config).calibration().cohort if config.boundary.cohorts else None
+
+
+def demo_label(config: RunConfig) -> str:
+    """A run's label in the tables and the plot: with its cohort size when it has cohorts."""
+    spec = run_cohorts(config)
+    return config_label(config) + ("" if spec is None else f" B={spec.size}")
+
+
+def run_record(api: ServerAPI, config: RunConfig, run_id: str) -> dict[str, Any]:
+    """The parts of a result record every demo table reads from the server: label, config,
+    ledger and, for a run that sums cohorts, its assumptions and its cohorts by outcome."""
+    record = {"label": demo_label(config), "config": config.model_dump(mode="json"),
+              "run_id": run_id,
+              "ledger": api.ledger(run_id).model_dump(mode="json", exclude={"charges"})}
+    if config.boundary.cohorts:
+        record["cohorts"] = api.cohorts(run_id).model_dump(mode="json", exclude={"cohorts"})
+    return record
 
 
 def demo_seeds(seed: int | None, run: str, index: int = 0) -> tuple[int, int | None]:
@@ -128,6 +187,18 @@ def user_processes(args: argparse.Namespace) -> int:
     return 1 if args.sequential else max(1, args.users_processes // args.seeds)
 
 
+def swarm_shape(config: RunConfig, args: argparse.Namespace) -> tuple[int, int, bool | None]:
+    """(user processes, concurrent users in each, sequential or not: None for the server's
+    default) of one run. A run that sums cohorts of B users has one process with at least B
+    users in flight, so that a cohort fills without waiting for its join timeout, and is never
+    sequential (its cohort sums and so its numbers do not depend on the order its members
+    report in: a seeded demo repeats all the same)."""
+    spec = run_cohorts(config)
+    if spec is None:
+        return min(user_processes(args), config.episodes), args.concurrency, None
+    return 1, max(args.concurrency, spec.size), False
+
+
 def start_swarm(
     api: ServerAPI, url: str, config: RunConfig, args: argparse.Namespace, tmp: Path,
     children: list[subprocess.Popen], index: int = 0,
@@ -135,8 +206,8 @@ def start_swarm(
     """Create one run (the `index`-th of --seeds) and start its user processes (they play until
     the run is finished)."""
     server_seed, users_seed = demo_seeds(args.seed, config.privacy, index)
-    info = api.create_run(config, seed=server_seed)
-    procs_n = min(user_processes(args), config.episodes)
+    procs_n, concurrency, sequential = swarm_shape(config, args)
+    info = api.create_run(config, seed=server_seed, sequential=sequential)
     split = [config.episodes // procs_n + (i < config.episodes % procs_n) for i in range(procs_n)]
     swarm = Swarm(config, info.id, index, [], [], [], time.time())
     for i, n in enumerate(split):
@@ -144,7 +215,7 @@ def start_swarm(
         swarm.logs.append(tmp / f"users-{info.id}-{i}.log")
         cmd = module_cmd(
             "privrl.client", "users", "--server", url, "--run", info.id, "--users", str(n),
-            "--concurrency", str(args.concurrency),
+            "--concurrency", str(concurrency),
             "--horizon", str(config.horizon), "--quiet", "--json-out", str(swarm.outputs[-1]),
         )
         # a given users' seed goes through the environment, not the (world-readable) command
@@ -198,19 +269,15 @@ def collect(config: RunConfig, played: dict[str, Any], api: ServerAPI, url: str,
     """One result record (the shape client.plots expects, plus an 'http' section)."""
     run_id, swarms = played["run_id"], played["swarms"]
     ev = evaluate(url, run_id, mdp, api=api)
-    led = api.ledger(run_id)
     reported = sum(s["reported"] for s in swarms)
     seconds = max(s["ended_at"] for s in swarms) - min(s["started_at"] for s in swarms)
     claims = [x for s in swarms for x in s["claim_seconds"]]
     reports = [x for s in swarms for x in s["report_seconds"]]
     sizes = [x for s in swarms for x in s["report_bytes"]]
     return {
-        "label": config_label(config),
-        "config": config.model_dump(mode="json"),
-        "run_id": run_id,
+        **run_record(api, config, run_id),
         "world": {"name": "riverswim", "horizon": mdp.H, "params": {}},
         "regret": regret_summary(ev.regret[None, :], mdp, tail=verdict_tail(ev.regret.size)),
-        "ledger": led.model_dump(mode="json", exclude={"charges"}),
         "policy_versions": len(ev.policies),
         "http": {
             "episodes": reported,
@@ -241,6 +308,10 @@ def merge_seeds(records: list[dict[str, Any]], mdp: TabularMDP) -> dict[str, Any
     merged["policy_versions"] = max(r["policy_versions"] for r in records)  # as in-process
     merged["policy_changes"] = [r["policy_versions"] - 1 for r in records]  # per seed
     https = [r["http"] for r in records]
+    if "cohorts" in records[0]:  # every seed's cohorts, by outcome
+        merged["cohorts"] = dict(records[0]["cohorts"], counts={
+            k: sum(r["cohorts"]["counts"][k] for r in records)
+            for k in records[0]["cohorts"]["counts"]})
     merged["http"] = {
         "episodes": sum(h["episodes"] for h in https),
         "seconds": max(h["seconds"] for h in https),
@@ -258,8 +329,8 @@ OUTCOME = {"yes": "learned", "partly": "partly learned", "no": "did not learn"}
 TERMS = {
     "pooled": "the learner pools its statistics over the steps h of an episode (RiverSwim is the"
     " same at every step)",
-    "eps spent, delta": "the privacy loss each run's ledger charged every user (both private"
-    " runs have the same budget; 0 = non-private)",
+    "eps spent, delta": "the privacy loss each run's ledger charged every user (every private"
+    " run has the same budget; 0 = non-private)",
     "claim / report p50/p99 ms": "median and 99th-percentile time of a user's request to claim"
     " an episode (and get the policy) / to report it",
     "ep/s": "episodes reported per second",
@@ -322,12 +393,13 @@ def print_seed_verdicts(results: list[dict[str, Any]]) -> None:
     if seeds < 2:
         print("one seed per configuration: no interval (--seeds 3 or more gives one)")
         return
+    width = label_width(results)
     print(f"each run's verdict ({seeds} seeds per configuration) and % of random over the seeds,"
           f" mean [95% Student-t interval]:")
     for r in results:
         cells = ", ".join(f"{v} ({p:.0f}%)" for v, p in
                           zip(seed_verdicts(r), seed_percents(r), strict=True))
-        print(f"  {r['label']:<27} {interval_text(r):>16}   runs: {cells}")
+        print(f"  {r['label']:<{width}} {interval_text(r):>16}   runs: {cells}")
 
 
 def spend_text(record: dict[str, Any]) -> tuple[str, str]:
@@ -339,29 +411,35 @@ def spend_text(record: dict[str, Any]) -> tuple[str, str]:
     return (eps if isinstance(eps, str) else f"{eps:.4g}"), f"{led['delta']:.0e}"
 
 
+def label_width(results: list[dict[str, Any]]) -> int:
+    """The tables' first column: 27 characters, or the longest label."""
+    return max([27, *(len(r["label"]) for r in results)])
+
+
 def _tail_episodes(results: list[dict[str, Any]]) -> int:
     return results[0]["regret"]["tail_episodes"] if results else 1
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
     """What each configuration learned and spent, then its HTTP figures, then the terms."""
-    tail = _tail_episodes(results)
-    print(f"{'configuration':<27} {'cum. regret':>11} {f'last-{tail}/ep':>11} {'% of random':>11}"
-          f" {'learned':>8} {'windows':>9} {'eps spent':>9} {'delta':>7}")
+    tail, width = _tail_episodes(results), label_width(results)
+    print(f"{'configuration':<{width}} {'cum. regret':>11} {f'last-{tail}/ep':>11}"
+          f" {'% of random':>11} {'learned':>8} {'windows':>9} {'eps spent':>9} {'delta':>7}")
     for r in results:
         reg = r["regret"]
         eps_txt, delta_txt = spend_text(r)
         learned, spread = steady_verdict(r)
-        print(f"{r['label']:<27} {reg['final_cumulative_mean']:>11.1f} "
+        print(f"{r['label']:<{width}} {reg['final_cumulative_mean']:>11.1f} "
               f"{reg['tail_per_episode_mean']:>11.4f} {percent_of_random(r):>10.1f}% "
               f"{learned:>8} {spread:>9} {eps_txt:>9} {delta_txt:>7}")
     print_legend(results, tail)
+    print_cohorts(results)
     print()
-    print(f"{'configuration':<27} {'episodes':>8} {'ep/s':>6} {'claim p50/p99 ms':>17} "
+    print(f"{'configuration':<{width}} {'episodes':>8} {'ep/s':>6} {'claim p50/p99 ms':>17} "
           f"{'report p50/p99 ms':>18} {'report bytes':>12}")
     for r in results:
         http = r["http"]
-        print(f"{r['label']:<27} {http['episodes']:>8} {http['episodes_per_second']:>6.0f} "
+        print(f"{r['label']:<{width}} {http['episodes']:>8} {http['episodes_per_second']:>6.0f} "
               f"{http['claim_ms_p50']:>8.2f}/{http['claim_ms_p99']:<8.2f} "
               f"{http['report_ms_p50']:>9.2f}/{http['report_ms_p99']:<8.2f} "
               f"{http['report_bytes']:>12}")
@@ -384,8 +462,8 @@ def print_legend(results: list[dict[str, Any]], tail: int) -> None:
 
 def print_comparison(results: list[dict[str, Any]]) -> None:
     """The runs side by side: regret, % of random, what each spent, how fast it was played."""
-    tail = _tail_episodes(results)
-    print(f"{'configuration':<27} {'episodes':>8} {'cum. regret':>11} {f'last-{tail}/ep':>11}"
+    tail, width = _tail_episodes(results), label_width(results)
+    print(f"{'configuration':<{width}} {'episodes':>8} {'cum. regret':>11} {f'last-{tail}/ep':>11}"
           f" {'% of random':>11} {'learned':>8} {'windows':>9} {'eps spent':>9} {'delta':>7}"
           f" {'ep/s':>6}")
     for r in results:
@@ -393,10 +471,12 @@ def print_comparison(results: list[dict[str, Any]]) -> None:
         eps_txt, delta_txt = spend_text(r)
         learned, spread = steady_verdict(r)
         rate = r["http"]["episodes_per_second"]
-        print(f"{r['label']:<27} {r['http']['episodes']:>8} {reg['final_cumulative_mean']:>11.1f}"
-              f" {reg['tail_per_episode_mean']:>11.4f} {percent_of_random(r):>10.1f}%"
+        print(f"{r['label']:<{width}} {r['http']['episodes']:>8}"
+              f" {reg['final_cumulative_mean']:>11.1f} {reg['tail_per_episode_mean']:>11.4f}"
+              f" {percent_of_random(r):>10.1f}%"
               f" {learned:>8} {spread:>9} {eps_txt:>9} {delta_txt:>7} {rate:>6.0f}")
     print_legend(results, tail)
+    print_cohorts(results)
     print_terms("pooled", "eps spent, delta", "ep/s")
 
 
@@ -405,42 +485,84 @@ def outcome(steady: str, spread: str) -> str:
     return f"unsteady, windows {spread}" if steady == "unsteady" else OUTCOME[steady]
 
 
+def boundary_of(record: dict[str, Any]) -> TrustBoundary:
+    """The trust boundary a result record's run used."""
+    return trust.get(record["config"]["privacy"])
+
+
+def why_text(record: dict[str, Any]) -> str:
+    """How a private run's boundary noises what it releases, from what the boundary declares
+    (a phrase; '' for one the demo has no words for)."""
+    b, cfg = boundary_of(record), record["config"]
+    if b.counters:
+        schedule = cfg.get("schedule") or "every"
+        released = "every episode" if schedule == "every" else f"on schedule {schedule}"
+        return (f"the {b.label} server adds noise once to sums over all users"
+                f" ({cfg['counter']} counters, released {released})")
+    if b.cohorts and "cohorts" in record:
+        c = record["cohorts"]
+        return (f"each {b.label} user adds a share of its cohort's noise and masks its report,"
+                f" so the server sees only sums of {c['size']} users, each carrying one"
+                f" central-sized noise (calibrated for up to {c['dropout']:g} of a cohort"
+                f" dropping out and {c['collusion']:g} colluding with the server): the"
+                f" {b.label} billboard adds one such noise per cohort")
+    if b.local_noise:
+        return (f"every {b.label} user noises its own report, so the noise in the {b.label}"
+                " billboard grows with the number of users")
+    return ""
+
+
 def story(results: list[dict[str, Any]]) -> str:
-    """What the table shows, in words (from the numbers, not assumed)."""
-    by = {r["config"]["privacy"]: r for r in results}
-    if not {"jdp", "ldp"} <= set(by):
+    """What the table shows, in words (from the numbers, not assumed): each private run's
+    verdict at the one budget, and how its boundary noises what it releases."""
+    private = [r for r in results if boundary_of(r).private]
+    if len(private) < 2:
         return ""
-    jdp, ldp = by["jdp"], by["ldp"]
-    eps, delta = jdp["ledger"]["epsilon"], jdp["ledger"]["delta"]
+    first = private[0]
+    eps, delta = first["ledger"]["epsilon"], first["ledger"]["delta"]
     eps_txt = eps if isinstance(eps, str) else f"{eps:.3g}"
-    j, ell = interval_text(jdp), interval_text(ldp)
-    (jv, jspread), (lv, lspread) = steady_verdict(jdp), steady_verdict(ldp)
-    episodes = jdp["config"]["episodes"]
-    counter, schedule = jdp["config"]["counter"], jdp["config"].get("schedule") or "every"
-    released = "every episode" if schedule == "every" else f"on schedule {schedule}"
-    more = "" if jv == "yes" else (
-        f" {episodes} episodes were not enough for JDP to learn steadily at this budget: give it"
-        " more episodes (--episodes) or a larger budget (--epsilon).")
+    cells = []
+    for i, r in enumerate(private):
+        verdict_cell, spread = steady_verdict(r)
+        where = "is at" if i == 0 else "at"
+        of = " of random" if i == 0 else ""
+        cells.append(f"{boundary_of(r).label} {where} {interval_text(r)}{of}"
+                     f" ({outcome(verdict_cell, spread)})")
+    lead = boundary_of(first).label
+    more = "" if steady_verdict(first)[0] == "yes" else (
+        f" {first['config']['episodes']} episodes were not enough for {lead} to learn steadily"
+        " at this budget: give it more episodes (--episodes) or a larger budget (--epsilon).")
+    whys = "; ".join(w for w in map(why_text, private) if w)
+    why = f" {whys[:1].upper()}{whys[1:]}." if whys else ""
+    names = " ".join(boundary_of(r).name for r in private)
     return (
-        f"Same budget, eps = {eps_txt} and delta = {delta:g} per user in both private runs: over"
-        f" the last 10% of episodes JDP is at {j} of random ({outcome(jv, jspread)}), LDP"
-        f" at {ell} ({outcome(lv, lspread)})." + more +
-        f" The JDP server adds noise once to sums over all users ({counter} counters,"
-        f" released {released}); every LDP user"
-        " noises its own report, so the noise in the LDP billboard grows with the number of"
-        " users. Over more episodes JDP learns at smaller budgets: `privrl run --privacy jdp"
-        " ldp --knob pooled=true --mechanism gaussian --episodes 50000 --epsilon 0.5 1 5 20`"
+        f"Same budget, eps = {eps_txt} and delta = {delta:g} per user in every private run: over"
+        f" the last 10% of episodes {', '.join(cells)}." + more + why +
+        f" Over more episodes they learn at smaller budgets: `privrl run --privacy {names}"
+        " --knob pooled=true --mechanism gaussian --episodes 50000 --epsilon 0.5 1 5 20`"
         " measures it."
     )
+
+
+def print_cohorts(results: list[dict[str, Any]]) -> None:
+    """The assumptions of every run that sums cohorts, and what its cohorts did."""
+    for r in results:
+        c = r.get("cohorts")
+        if c is not None:
+            n = c["counts"]
+            print(f"{r['label']}: {c['assumptions']}; cohorts released {n['released']},"
+                  f" refused {n['refused']}, aborted {n['aborted']}")
 
 
 def report(results: list[dict[str, Any]], args: argparse.Namespace, out: Path) -> None:
     """Write summary.json and regret.png to `out`; print the tables, the story and the files."""
     seeds = ("derived from --seed" if args.seed is not None else "drawn from the OS CSPRNG")
     (out / "summary.json").write_text(json.dumps({"results": results, "seeds": seeds}))
+    cohorts = "".join(f"\n{r['label']}: {r['cohorts']['assumptions']}" for r in results
+                      if "cohorts" in r)
     plot = plot_learning(results, out / "regret.png",
                          title=f"RiverSwim (H = {args.horizon}) over HTTP, K = {args.episodes} "
-                         "per run: exact regret of every episode's policy")
+                         "per run: exact regret of every episode's policy" + cohorts)
     print_table(results)
     print_seed_verdicts(results)
     text = story(results)

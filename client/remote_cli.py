@@ -37,6 +37,7 @@ from privrl.client.load.cli import add_swarm_options
 from privrl.client.procs import child_env, module_cmd, server_args
 from privrl.privacy.continual import COUNTERS
 from privrl.protocol import LedgerView, RunInfo
+from privrl.trust.secagg.spec import DEFAULT_COLLUSION, DEFAULT_DROPOUT
 
 if TYPE_CHECKING:
     from privrl.client.users import SwarmResult
@@ -50,6 +51,9 @@ CLIENT_SEED_ENV = "PRIVRL_CLIENT_SEED"  # `users`: the users' own seed
 # measures it (docs/results/demo/budget.json)
 DEMO_EPSILON = 3.0
 DEMO_COUNTER, DEMO_SCHEDULE = "matrix", "batch:200"
+# The demo's secure-aggregation cohorts: at most 10 users, so that a cohort's users are in flight
+# together in one user process and its rounds take a fraction of a second over loopback
+DEMO_COHORT = 10
 
 
 def _server(args: argparse.Namespace) -> str:
@@ -504,9 +508,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """privrl compare: create the demo's runs side by side (or read their ids), wait until they
     have finished, and print them side by side: exact regret, % of random, eps and delta spent,
     episodes per second."""
-    from privrl.client.demo import demo_configs, print_comparison, story
+    from privrl.client.demo import demo_configs, demo_label, print_comparison, run_record, story
     from privrl.client.evaluator import evaluate
-    from privrl.lab.experiments import label as config_label
     from privrl.lab.experiments import regret_summary
     from privrl.verdict import verdict_tail
 
@@ -542,7 +545,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             tmp.write_text("".join(f"{i}\n" for i in ids))
             os.replace(tmp, path)  # the users see the whole file or none of it
             print("created side by side: " + ", ".join(
-                f"{config_label(c)} = {i}" for c, i in zip(configs, ids, strict=True)),
+                f"{demo_label(c)} = {i}" for c, i in zip(configs, ids, strict=True)),
                 file=sys.stderr, flush=True)
         else:
             args.run, args.wait_for_file = None, 0.0
@@ -553,14 +556,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
             for run_id in ids:
                 info = api.get_run(run_id)
                 ev = evaluate(_server(args), run_id, mdp, api=api)
-                led = api.ledger(run_id)
                 results.append({
-                    "label": config_label(info.config),
-                    "config": info.config.model_dump(mode="json"),
-                    "run_id": run_id,
+                    **run_record(api, info.config, run_id),
                     "regret": regret_summary(ev.regret[None, :], mdp,
                                              tail=verdict_tail(ev.regret.size)),
-                    "ledger": led.model_dump(mode="json", exclude={"charges"}),
                     "http": {"episodes": int(ev.regret.size),
                              "episodes_per_second": rates[run_id]},
                 })
@@ -585,23 +584,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def add_demo_run_options(p: argparse.ArgumentParser, when: str = "") -> None:
-    """The demo's three runs (`privrl demo`, `privrl compare --create`): one budget for both
-    private runs, one preset and pooling for all three, the JDP run's counter and schedule."""
+    """The demo's runs (`privrl demo`, `privrl compare --create`), one per trust boundary: one
+    budget for every private run, one preset and pooling for all, the JDP run's counter and
+    schedule, the secure-aggregation run's cohorts and assumptions."""
     p.add_argument("--epsilon", type=positive_float, default=DEMO_EPSILON,
-                   help="privacy budget per user of the JDP and the LDP run (the same for both;"
-                   " their ledgers never exceed it). At K = 3000 the default JDP run learns from"
+                   help="privacy budget per user of every private run (JDP, secure aggregation,"
+                   " LDP: the same for all; their ledgers never exceed it). At K = 3000 the"
+                   " default JDP run learns from"
                    f" {DEMO_EPSILON:g} (docs/results/demo/budget.json), pooled LDP not even at"
                    f" 20{when}")
     p.add_argument("--delta", type=float, default=1e-5,
                    help=f"delta of the Gaussian mechanism (ignored with laplace){when}")
     p.add_argument("--mechanism", choices=["laplace", "gaussian"], default="gaussian",
-                   help="noise of both private runs: gaussian (zCDP) or laplace (pure epsilon;"
-                   f" with --counter tree or smoothed){when}")
+                   help="noise of every private run: gaussian (zCDP) or laplace (pure epsilon;"
+                   " with --counter tree or smoothed; secure aggregation releases gaussian only"
+                   f" and sits out){when}")
     p.add_argument("--pooled", action=argparse.BooleanOptionalAction, default=True,
                    help="pool the statistics over h (RiverSwim is time-homogeneous); --no-pooled:"
                    f" per-step statistics as in the paper{when}")
     p.add_argument("--preset", choices=["faithful", "practical"], default="practical",
-                   help=f"the knob preset of all three runs{when}")
+                   help=f"the knob preset of every run{when}")
     p.add_argument("--counter", choices=list(COUNTERS), default=DEMO_COUNTER,
                    help="the JDP run's continual counter: tree (the papers'), smoothed"
                    " (Honaker's upward pass) or matrix (square-root factorization; needs"
@@ -610,6 +612,17 @@ def add_demo_run_options(p: argparse.ArgumentParser, when: str = "") -> None:
                    help="when the JDP run's billboard is refreshed: after every episode, every B"
                    " episodes or after episodes ceil(r^j); it must release within --episodes"
                    f" (the LDP run releases every report){when}")
+    p.add_argument("--cohort", type=positive_int, default=DEMO_COHORT, metavar="B",
+                   help="users per cohort of the secure-aggregation run, at most (it releases"
+                   " one noisy sum per cohort): the largest divisor of --episodes up to B, so"
+                   f" that every cohort is full (default {DEMO_COHORT}){when}")
+    p.add_argument("--dropout", type=float, default=DEFAULT_DROPOUT,
+                   help="the fraction of a cohort that may drop out, which the secure-"
+                   f"aggregation run's noise is calibrated for (default {DEFAULT_DROPOUT:g})"
+                   f"{when}")
+    p.add_argument("--collusion", type=float, default=DEFAULT_COLLUSION,
+                   help="the fraction of a cohort that may collude with the server (default"
+                   f" {DEFAULT_COLLUSION:g}){when}")
 
 
 def _server_option(p: argparse.ArgumentParser) -> None:
@@ -762,7 +775,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        " file's configurations are compared pairwise, several files' same"
                        " configurations across them, with --test and Holm's adjustment, the"
                        " test named in the output. With --run-file: with --create, create the"
-                       " demo's three runs (non-private, JDP and LDP at one budget) on --server"
+                       " demo's runs (non-private, JDP, secure aggregation and LDP at one budget)"
+                       " on --server"
                        " and write their ids to --run-file; then wait until users have played"
                        " every run to the end (`privrl users --run-file FILE`) and print them"
                        " side by side. This is what the compose setup runs.")
@@ -798,14 +812,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_world_options(p)
     p.set_defaults(handler=cmd_compare)
 
-    p = sub.add_parser("demo", help="server + user processes: non-private, JDP and LDP",
+    p = sub.add_parser("demo", help="server + user processes: non-private, JDP, secure"
+                       " aggregation and LDP",
                        description="A real server and user processes on loopback play RiverSwim"
-                       " three times side by side: non-private, JDP and LDP at the same epsilon"
+                       " once per trust boundary, side by side: non-private, JDP, secure"
+                       " aggregation (cohorts of --cohort users) and LDP at the same epsilon"
                        " and delta; prints what each learned (over its last 10% of episodes) and"
                        " spent, writes regret.png and summary.json to --out. The dashboard's URL"
                        " is printed at the start: open it to watch the runs live.")
     p.add_argument("--episodes", type=positive_int, default=3000,
-                   help="K per run (about 2 minutes per seed for the three runs on 2 cores)")
+                   help="K per run (about 2 minutes per seed for three runs on 2 cores, before"
+                   " the secure-aggregation run joined)")
     p.add_argument("--seeds", type=positive_int, default=3,
                    help="runs of each configuration, side by side, each with its own seeds: the"
                    " demo prints every run's verdict and a 95%% interval over them (1: one run"

@@ -106,6 +106,34 @@ class BoundaryInfo(Strict):
     summary: str = Field(description="who is trusted with what")
     private: bool = Field(description="whether it releases noise and spends a budget")
     local_noise: bool = Field(description="whether users noise their reports before sending")
+    cohorts: bool = Field(False, description="whether the server sums cohorts of users together"
+                          " (`/v1/runs/{id}/cohorts` shows them)")
+
+
+class CohortState(Strict):
+    """One cohort of a run that sums its users in cohorts: counts only, no member's message."""
+
+    cohort: int = Field(description="its index: episode e is in cohort e // B")
+    members: int = Field(description="members that joined (sent their keys) so far")
+    round: str = Field(description="the round open now, or 'done' once the sum was rebuilt")
+    survivors: int = Field(description="members whose masked inputs arrived (0 before round 3)")
+    outcome: str | None = Field(description="released, refused or aborted; null while in flight")
+
+
+class CohortsView(Strict):
+    """A run's cohorts as a server sees them (since it started: the rounds live in memory) and
+    the run's public assumptions."""
+
+    run_id: str
+    size: int = Field(description="B, users per cohort")
+    dropout: float = Field(description="the fraction of a cohort that may drop out")
+    collusion: float = Field(description="the fraction that may collude with the server")
+    min_survivors: int = Field(description="inputs a cohort needs to release")
+    honest_shares: int = Field(description="the fewest honest noise shares in a released sum")
+    noise: str = Field(description="the users' noise shares")
+    assumptions: str = Field(description="the above in one line, as the ledger says it")
+    counts: dict[str, int] = Field(description="cohorts by outcome (in_flight: not ended)")
+    cohorts: list[CohortState] = Field(description="the latest cohorts, newest last")
 
 
 class RunInfo(Strict):

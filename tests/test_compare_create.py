@@ -1,4 +1,4 @@
-"""`privrl compare --create` (the compose setup) and `privrl demo` create the same three runs: the
+"""`privrl compare --create` (the compose setup) and `privrl demo` create the same runs: the
 JDP run with the measured counter and release schedule at a budget below 10, the LDP run with
 the knobs that apply to it, each accepted by a real app, and the budget stays a limit."""
 
@@ -31,13 +31,17 @@ def configs(args: argparse.Namespace) -> list[RunConfig]:
 def test_compare_and_demo_create_the_same_measured_runs() -> None:
     by_compare, by_demo = configs(compare()), configs(build_parser().parse_args(["demo"]))
     assert by_compare == by_demo
-    none, jdp, ldp = by_compare
-    assert [c.privacy for c in by_compare] == ["none", "jdp", "ldp"]
+    none, jdp, secagg, ldp = by_compare
+    assert [c.privacy for c in by_compare] == ["none", "jdp", "secagg", "ldp"]
     assert jdp.epsilon < 10 and (jdp.counter, jdp.schedule) == ("matrix", "batch:200")
     assert (jdp.epsilon, jdp.delta, jdp.mechanism) == (ldp.epsilon, ldp.delta, ldp.mechanism)
-    # the preset and knobs apply to all three; the counter and schedule are JDP's alone
-    assert none.preset == jdp.preset == ldp.preset == "practical"
-    assert none.knobs == jdp.knobs == ldp.knobs == {"pooled": True}
+    assert (secagg.epsilon, secagg.delta, secagg.mechanism) == (ldp.epsilon, ldp.delta,
+                                                                ldp.mechanism)
+    # the preset and knobs apply to all four; the counter and schedule are JDP's alone, the
+    # cohorts (batch:B) secure aggregation's
+    assert none.preset == jdp.preset == secagg.preset == ldp.preset == "practical"
+    assert none.knobs == jdp.knobs == secagg.knobs == ldp.knobs == {"pooled": True}
+    assert secagg.schedule == "batch:10" and secagg.counter is None
     assert ldp.schedule is None and ldp.counter == RunConfig(
         n_states=1, n_actions=1, horizon=1, episodes=1, privacy="ldp").counter
 
@@ -79,11 +83,12 @@ def test_the_epsilon_help_states_the_measured_budget() -> None:
 def test_the_options_shape_the_runs() -> None:
     args = compare("--epsilon", "2", "--preset", "faithful", "--counter", "tree",
                    "--schedule", "geometric:1.5", "--episodes", "500", "--no-pooled")
-    none, jdp, ldp = configs(args)
+    none, jdp, secagg, ldp = configs(args)
     assert (jdp.counter, jdp.schedule, jdp.epsilon, jdp.episodes) == (
         "tree", "geometric:1.5", 2.0, 500)
-    assert {c.preset for c in (none, jdp, ldp)} == {"faithful"}
-    assert none.knobs is jdp.knobs is ldp.knobs is None
+    assert {c.preset for c in (none, jdp, secagg, ldp)} == {"faithful"}
+    assert none.knobs is jdp.knobs is secagg.knobs is ldp.knobs is None
+    assert (secagg.epsilon, secagg.schedule) == (2.0, "batch:10")
     assert ldp.epsilon == 2.0 and ldp.schedule is None
 
 
@@ -101,7 +106,7 @@ def test_an_invalid_demo_is_refused_before_any_run_is_created(extra: tuple[str, 
 
 
 def test_the_server_creates_the_runs_and_the_budget_stays_a_limit(apps: Apps) -> None:
-    """The three runs as a real app takes them (JSON over its routes); played to the end, the JDP
+    """The demo's runs as a real app takes them (JSON over its routes); played to the end, the JDP
     run's ledger spends at most its budget and the run states the schedule it uses."""
     client = apps()
     args = compare("--episodes", "400")

@@ -28,7 +28,7 @@ from privrl.client.cli import build_parser
 from privrl.client.cli_common import world_from_args
 from privrl.client.demo import demo_configs
 from privrl.client.procs import child_env, free_port, stop_process
-from privrl.client.remote_cli import DEMO_EPSILON, cmd_compare
+from privrl.client.remote_cli import DEMO_COHORT, DEMO_EPSILON, cmd_compare
 from privrl.worlds import riverswim
 from support.vendored import COMPOSE_SCHEMA, REPO_ROOT
 
@@ -112,10 +112,16 @@ def test_compose_defaults_parse_into_the_demo_runs() -> None:
     made = demo_configs(args, world_from_args(args).build())
     demo = build_parser().parse_args(["demo"])
     assert made == demo_configs(demo, riverswim(demo.horizon))
-    none, jdp, ldp = made
+    none, jdp, secagg, ldp = made
     assert (jdp.episodes, jdp.horizon, jdp.mechanism, jdp.delta) == (3000, 20, "gaussian", 1e-5)
-    assert jdp.epsilon == ldp.epsilon == DEMO_EPSILON
+    assert jdp.epsilon == secagg.epsilon == ldp.epsilon == DEMO_EPSILON
     assert (jdp.counter, jdp.schedule) == ("matrix", "batch:200") and ldp.schedule is None
+    # secure aggregation: the demo's cohorts and assumptions, and every users container keeps a
+    # whole cohort in flight (its members run the rounds together)
+    assert (secagg.schedule, secagg.dropout, secagg.collusion) == (f"batch:{DEMO_COHORT}", 0.1,
+                                                                   0.1)
+    users = interpolate(load(), {})["services"]["users"]["command"]
+    assert int(users[users.index("--concurrency") + 1]) >= DEMO_COHORT
 
 
 def test_image_is_small_and_quick_to_rebuild() -> None:
@@ -192,7 +198,7 @@ class LocalCompose:
         raise AssertionError(f"{name} never became healthy: {self.log(name)}")
 
     def log(self, name: str) -> str:
-        return "\n".join(p.read_text(errors="replace")[-2000:]
+        return "\n".join(p.read_text(errors="replace")[-8000:]
                          for p in self.tmp.glob(f"{name}-*.log"))
 
     def stop(self) -> None:
@@ -224,16 +230,21 @@ def test_compose_services_run_as_local_processes(tmp_path: Path) -> None:
         for proc in users:
             assert proc.wait(timeout=60) == 0, local.log("users")
         run_ids = (tmp_path / "privrl-run" / "run_ids").read_text().split()
-        assert len(run_ids) == 3
+        assert len(run_ids) == 4
         with ServerAPI(f"http://127.0.0.1:{port}") as api:
             infos = [api.get_run(run_id) for run_id in run_ids]
-        assert [i.config.privacy for i in infos] == ["none", "jdp", "ldp"]
+            cohorts = api.cohorts(run_ids[2])
+        assert [i.config.privacy for i in infos] == ["none", "jdp", "secagg", "ldp"]
         assert all(i.status.finished and i.status.reported == 40 for i in infos)
+        # the users containers ran the secure-aggregation rounds: 4 cohorts of 10, released
+        assert cohorts.size == 10 and cohorts.counts["released"] == 4, cohorts
         out = [ln for ln in local.log("setup").splitlines() if ln.strip()]
         assert out[-1].startswith(f"open http://localhost:{port} : the dashboard")
         table = "\n".join(out)
         assert "% of random: " in table and "eps spent" in table and "ep/s" in table
         assert f"ldp eps={DEMO_EPSILON:g} gaussian pooled" in table
+        assert f"secagg eps={DEMO_EPSILON:g} gaussian pooled B=10: cohorts of 10, dropout <= 0.1" \
+            in table and "cohorts released 4, refused 0, aborted 0" in table
         assert re.search(r"users \w+: \d+ episodes played by this process", local.log("users")) \
             or "run finished" in local.log("users")
         assert (tmp_path / "privrl-data" / "privrl.db").exists()

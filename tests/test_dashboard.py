@@ -48,7 +48,7 @@ def test_no_cdn_and_nothing_but_public_reads() -> None:
     fetched = set(re.findall(r"(?:getJSON|fetch)\(`?\"?(/[^`\"?$]*)", js))
     assert fetched == {"/v1/runs", "/v1/runs/", "/v1/trust"}, fetched
     routes = set(re.findall(r"/v1/runs/\$\{encodeURIComponent\([^)]*\)\}/(\w+)", js))
-    assert routes == {"ledger", "regret", "billboard"}, routes
+    assert routes == {"ledger", "regret", "billboard", "cohorts"}, routes
 
 
 def test_regret_in_a_public_world_equals_the_evaluators(apps) -> None:

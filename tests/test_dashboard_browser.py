@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import numpy as np
 import pytest
 from privrl.client.api import ServerAPI
 from privrl.client.procs import ServerProcess
@@ -31,7 +32,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 PUBLIC_GETS = ("/", "/dashboard/app.js", "/dashboard/style.css", "/dashboard/favicon.svg",
                "/v1/runs", "/v1/trust")
-PUBLIC_RUN_VIEWS = ("ledger", "regret", "billboard")
+PUBLIC_RUN_VIEWS = ("ledger", "regret", "billboard", "cohorts")
 
 
 def browser():  # noqa: ANN201 (selenium's WebDriver, imported lazily)
@@ -51,12 +52,12 @@ def browser():  # noqa: ANN201 (selenium's WebDriver, imported lazily)
     return webdriver.Chrome(options=opts, service=webdriver.ChromeService(executable_path=DRIVER))
 
 
-def config(privacy: str, episodes: int) -> RunConfig:
+def config(privacy: str, episodes: int, **more: object) -> RunConfig:
     """The demo's configurations: pooled DP-UCBVI on RiverSwim, Gaussian, eps = 10."""
     private = privacy != "none"
     return RunConfig(n_states=MDP.S, n_actions=MDP.A, horizon=MDP.H, episodes=episodes,
                      privacy=privacy, epsilon=10.0, mechanism="gaussian",
-                     delta=1e-5 if private else 0.0, knobs={"pooled": True})
+                     delta=1e-5 if private else 0.0, knobs={"pooled": True}, **more)
 
 
 def play(server: ServerProcess, run_id: str, users: int | None) -> subprocess.Popen:
@@ -227,3 +228,55 @@ def test_without_a_token_the_page_shows_only_public_data(server: ServerProcess) 
 
     page = httpx.get(server.url + "/", timeout=10)
     assert page.status_code == 200 and "privrl" in page.text and TOKEN not in page.text
+
+
+def test_the_cohort_panel_shows_cohorts_forming_and_the_assumptions(server: ServerProcess) -> None:
+    """A secure-aggregation run: two cohorts of 4 played by a real `privrl users` process, then
+    one member of the third joins by hand. The panel shows each cohort (members so far of B, the
+    open round, survivors, outcome) and the run's B, dropout and collusion bounds, in the
+    boundary's colour and label from the registry; a JDP run beside it has no panel."""
+    import httpx
+    from privrl.trust.secagg.protocol import CohortSetup, UserSession
+    from privrl.trust.secagg.wire import b64
+
+    driver = browser()
+    try:
+        with ServerAPI(server.url, token=TOKEN) as api:
+            run_id = api.create_run(config("secagg", 12, schedule="batch:4", dropout=0.25)).id
+            other = api.create_run(config("jdp", 12)).id
+        assert play(server, run_id, 8).wait(timeout=300) == 0
+        with httpx.Client(base_url=server.url, timeout=30) as http:  # cohort 2's first member
+            ticket = http.post(f"/v1/runs/{run_id}/claims").json()["ticket"]
+            ad = UserSession(CohortSetup(b"x", 4, 3, 5, 32, 3), 0, np.zeros(5)).advertise()
+            joined = http.post(f"/v1/runs/{run_id}/cohorts/2/keys", json={
+                "ticket": ticket, "cipher_key": b64(ad.cipher_key), "mask_key": b64(ad.mask_key)})
+            assert joined.status_code == 200, joined.text
+        driver.get(server.url + "/")
+        figure = f"#cohorts figure[data-run=\"{run_id}\"]"
+        rows = f"document.querySelectorAll('{figure} tr[data-cohort]')"
+        assert wait_for(driver, f"{rows}.length === 3")
+        assert driver.execute_script("return document.getElementById('cohorts-section').hidden") \
+            is False
+        cells = driver.execute_script(
+            f"return [...{rows}].map(tr => [...tr.querySelectorAll('td')]"
+            ".map(td => td.textContent))")
+        assert cells == [["2", "1 / 4", "keys", "0", "forming"],
+                         ["1", "4 / 4", "done", "4", "released"],
+                         ["0", "4 / 4", "done", "4", "released"]], cells
+        panel = driver.find_element("id", "cohorts").text
+        assert f"dp-ucbvi · SecAgg ε=10 gaussian pooled · {run_id[:6]}" in panel
+        assert "2 released, 0 refused, 0 aborted, 1 forming" in panel
+        assert "B = 4 users per cohort; dropout ≤ 0.25, collusion ≤ 0.1 of a cohort" in panel
+        assert "≥ 3 inputs to release, ≥ 2 honest skellam noise shares" in panel
+        assert driver.execute_script(
+            f"return document.querySelectorAll('#cohorts figure[data-run=\"{other}\"]').length"
+        ) == 0
+        colour = driver.execute_script(
+            f"return document.querySelector('{figure} .swatch')"
+            ".style.borderTopColor")
+        hexed = "#" + "".join(f"{int(v):02x}" for v in colour[4:-1].split(","))
+        assert hexed == PRIVACY_COLORS["secagg"], colour
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert not errors, errors
+    finally:
+        driver.quit()

@@ -528,3 +528,31 @@ def test_a_case_that_learns_on_its_floor_is_run_lower(
     (found,) = data["thresholds"]
     assert found["on_floor"] is (not learns_from)
     assert found["epsilon"] == (min(lower) if not learns_from else lower[0])
+
+
+def test_the_secure_aggregation_rows_run_a_short_smoke(tmp_path: Path) -> None:
+    """Every family with an LDP mode has a secagg case (DP-UCBVI per step and pooled, UCRL-VTR,
+    LinOpt-VI and -PO). A short study of them (K = 200, one seed, both presets, eps = 10): every
+    run finishes, its default cohorts of 100 release (the ledger charges each user's one cohort
+    release, within the budget), and the practical runs spend their budget and replan on the
+    first cohort's sum. The whole frontier is not re-run here (docs/results/frontier.md)."""
+    from privrl import trust
+
+    secagg = [c for c in CASES if trust.get(c.privacy).cohorts]
+    assert {(c.algo, bool(c.knobs.get("pooled"))) for c in secagg} == {
+        ("dp-ucbvi", False), ("dp-ucbvi", True), ("ucrl-vtr", False), ("linopt-vi", False),
+        ("linopt-po", False)}
+    assert {c.title.rsplit(" ", 1)[1] for c in secagg} == {trust.get("secagg").label}
+    spec = fr.StudySpec(episodes=200, seeds=(0,), cases=tuple(c.name for c in secagg),
+                        epsilons=(10.0,), ablation=False)
+    data = fr.run_study(fr.Study(tmp_path / "f.json", spec, "x", "abc1234"), workers=1,
+                        quiet=True, note=lambda _: None)
+    runs = list(data["runs"].values())
+    assert len(runs) == 2 * len(secagg)
+    for run in runs:
+        assert run["status"] == "done", run
+        assert run["config"]["schedule"] == "batch:100"  # K / 50 within [100, 1000], at most K
+        assert 0 < run["ledger"]["epsilon"] <= 10.0 * (1 + 1e-9), run["ledger"]
+        if run["preset"] == "practical":
+            assert run["ledger"]["epsilon"] == pytest.approx(10.0, rel=1e-6)
+            assert run["policy_versions"] >= 2, run  # the first cohort's sum was released

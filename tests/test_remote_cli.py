@@ -133,23 +133,33 @@ def test_users_world_must_match_the_run(server) -> None:
 def test_demo_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     done = run_cli("demo", "--episodes", "40", "--schedule", "batch:10", "--users-processes",
-                   "2", "--concurrency", "2", "--out", str(out), timeout=150)
+                   "2", "--concurrency", "2", "--out", str(out), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert any(ln.startswith("non-private pooled") for ln in lines)
-    for mode in ("jdp", "ldp"):  # both private runs at the demo's budget
+    for mode in ("jdp", "secagg", "ldp"):  # every private run at the demo's budget
         assert any(ln.startswith(f"{mode} eps={DEMO_EPSILON:g} gaussian pooled") for ln in lines)
     assert (out / "regret.png").stat().st_size > 0
     results = json.loads((out / "summary.json").read_text())["results"]
-    assert [r["config"]["privacy"] for r in results] == ["none", "jdp", "ldp"]
+    assert [r["config"]["privacy"] for r in results] == ["none", "jdp", "secagg", "ldp"]
     for r in results:  # three seeds (the default): a regret row and a run id per seed
         assert r["http"]["episodes"] == 3 * 40 and len(r["run_ids"]) == 3
         assert [len(row) for row in r["regret"]["per_episode"]] == [40] * 3
+    # secure aggregation: cohorts of 10 (the largest divisor of K up to 10), all 3 x 4 released,
+    # its assumptions under the table
+    cohorts = results[2]["cohorts"]
+    assert (cohorts["size"], cohorts["dropout"], cohorts["collusion"]) == (10, 0.1, 0.1)
+    assert cohorts["counts"] == {"released": 12, "refused": 0, "aborted": 0, "in_flight": 0}
+    assert ("secagg eps=3 gaussian pooled B=10: cohorts of 10, dropout <= 0.1, collusion <= 0.1"
+            in done.stdout)
+    assert "cohorts released 12, refused 0, aborted 0" in done.stdout
+    assert "so the server sees only sums of 10 users" in done.stdout
     assert "each run's verdict (3 seeds per configuration)" in done.stdout
     assert re.search(r"JDP is at \d+% \[-?\d+, \d+\] of random", done.stdout), done.stdout
     sizes = {r["config"]["privacy"]: r["http"]["report_bytes"] for r in results}
     assert sizes["ldp"] > sizes["jdp"]  # pooled: S*A*S + S*A packed noisy numbers vs H packed steps
-    assert 0 < results[1]["ledger"]["epsilon"] <= 5.0  # the budget is a limit
+    for r in results[1:]:  # the budget is a limit, and every private run spent it
+        assert r["ledger"]["epsilon"] == pytest.approx(DEMO_EPSILON, rel=1e-6)
     url = re.search(r"server at (http://[\d.:]+)", done.stderr).group(1)
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{url}/healthz", timeout=2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -79,3 +80,21 @@ def test_compare_refuses_one_seed_in_one_line(tmp_path: Path) -> None:
     a = summary(tmp_path / "a", {"jdp": np.full((1, 50), 0.1), "ldp": np.full((1, 50), 1.9)})
     with pytest.raises(CliError, match="at least 2 seeds on each side"):
         compare_results([str(a)], "welch", 0.05)
+
+
+def test_the_95_percent_interval_needs_no_scipy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bare install has no scipy (it is a test extra): the demo's and compose's intervals over
+    up to 31 seeds come from the t table, equal to scipy's quantile to six decimals."""
+    with_scipy = interval([10.0, 12.0, 14.0, 9.0])
+    monkeypatch.setitem(sys.modules, "scipy", None)  # `import scipy` fails from here on
+    assert interval([10.0, 12.0, 14.0, 9.0]) == pytest.approx(with_scipy, rel=1e-6)
+    with pytest.raises(ImportError):
+        interval([1.0, 2.0], level=0.9)  # another level still asks scipy
+
+
+def test_the_t_table_is_student_t_to_six_decimals() -> None:
+    from privrl.verdict import T975
+    from scipy import stats
+
+    for df, t in enumerate(T975, start=1):
+        assert t == pytest.approx(stats.t.ppf(0.975, df), abs=1e-6), df

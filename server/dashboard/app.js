@@ -18,6 +18,7 @@ const state = {
   rate: new Map(),       // id -> {t, reported, value}
   ledger: new Map(),     // id -> LedgerView
   regret: new Map(),     // id -> {reported, world, view | error}
+  cohorts: new Map(),    // id -> CohortsView (runs whose boundary sums cohorts of users)
   billboard: null,
   detail: null,
   timer: null,
@@ -143,6 +144,16 @@ async function readRun(run) {
       state.ledger.set(run.id, view);
     }));
   }
+  const boundary = BOUNDARIES.get(run.config.privacy);
+  const cohorts = state.cohorts.get(run.id);
+  if (boundary && boundary.cohorts && !(cohorts && cohorts.finished)) {
+    // cohorts form between reports (members join, rounds close): read them on every refresh
+    // until the run has finished and its last cohort ended
+    jobs.push(getJSON(`/v1/runs/${encodeURIComponent(run.id)}/cohorts`).then((view) => {
+      view.finished = run.status.finished && view.counts.in_flight === 0;
+      state.cohorts.set(run.id, view);
+    }));
+  }
   const world = $("world").value.trim();
   const known = state.regret.get(run.id);
   if (world && (!known || known.reported !== run.status.reported || known.world !== world)) {
@@ -206,7 +217,50 @@ function thin(n) {
 function render() {
   renderTable();
   renderCharts();
+  renderCohorts();
   renderBillboard();
+}
+
+function renderCohorts() {
+  // each run that sums cohorts of users: its assumptions, its cohorts by outcome and the latest
+  // cohorts forming (members so far of B, the open round, survivors, outcome): counts only
+  const box = $("cohorts");
+  const parts = [];
+  for (const id of state.order) {
+    const run = state.runs.get(id);
+    const view = state.cohorts.get(id);
+    if (!run || !view) continue;
+    const style = styleOf(id);
+    const fig = el("figure", { class: "cohorts", "data-run": id });
+    const head = el("figcaption");
+    const swatch = el("span", { class: "swatch" });
+    swatch.style.borderTopColor = style.color;
+    swatch.style.borderTopStyle = style.dash ? "dashed" : "solid";
+    const n = view.counts;
+    head.append(swatch, document.createTextNode(`${label(run)}: ${n.released} released,`
+      + ` ${n.refused} refused, ${n.aborted} aborted, ${n.in_flight} forming`));
+    const assumptions = el("p", { class: "assumptions" },
+      `B = ${view.size} users per cohort; dropout ≤ ${fmt(view.dropout)},`
+      + ` collusion ≤ ${fmt(view.collusion)} of a cohort: ≥ ${view.min_survivors} inputs to`
+      + ` release, ≥ ${view.honest_shares} honest ${view.noise} noise shares`);
+    const table = el("table", { class: "cohort-table" });
+    const header = el("tr");
+    for (const name of ["cohort", "members / B", "round", "survivors", "outcome"]) {
+      header.append(el("th", {}, name));
+    }
+    table.append(header);
+    for (const item of view.cohorts.slice().reverse()) {  // newest first
+      const tr = el("tr", { "data-cohort": item.cohort, class: item.outcome || "forming" });
+      tr.append(el("td", {}, item.cohort), el("td", {}, `${item.members} / ${view.size}`),
+        el("td", { class: "text" }, item.round), el("td", {}, item.survivors),
+        el("td", { class: "text outcome" }, item.outcome || "forming"));
+      table.append(tr);
+    }
+    fig.append(head, assumptions, table);
+    parts.push(fig);
+  }
+  box.replaceChildren(...parts);
+  $("cohorts-section").hidden = parts.length === 0;
 }
 
 function renderTable() {

@@ -11,6 +11,8 @@ from typing import Annotated
 
 from fastapi import Depends, Query, Request
 from fastapi.responses import JSONResponse
+from privrl.protocol import CohortsView
+from privrl.server.cohort_view import cohorts_view
 from privrl.server.errors import error_responses
 from privrl.server.routes.common import v1_router
 from privrl.server.secagg_rounds import CohortRounds, SecaggRounds
@@ -154,3 +156,11 @@ async def post_unmask(run_id: str, cohort: int, body: Sealed, rounds: Rounds,
 async def get_cohort(run_id: str, cohort: int, rounds: Rounds, wait: Wait = 0.0) -> object:
     got = await rounds.status(run_id, cohort, wait)
     return _pending() if got is None else got
+
+
+@router.get("/{run_id}/cohorts", response_model=CohortsView, responses=error_responses(404),
+            summary="A secure-aggregation run's cohorts and assumptions (public)")
+async def get_cohorts(run_id: str, rounds: Rounds) -> CohortsView:
+    """Each cohort's members so far, open round, survivors and outcome (since the server
+    started), and the run's cohort size, dropout and collusion bounds: counts only."""
+    return cohorts_view(rounds, run_id)

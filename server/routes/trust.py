@@ -14,5 +14,6 @@ router = v1_router(["public"], prefix="/v1")
 async def boundaries() -> list[BoundaryInfo]:
     """Every trust boundary a run may use, the built-ins first."""
     return [BoundaryInfo(name=b.name, label=b.label, colour=b.colour, summary=b.summary,
-                         private=b.private, local_noise=b.local_noise)
+                         private=b.private, local_noise=b.local_noise,
+                         cohorts=b.cohorts)
             for b in map(trust.get, trust.names())]

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import trust
 from ..algorithms import registry
 from ..config import RunConfig
 
@@ -36,9 +37,9 @@ class Case:
 
     @property
     def title(self) -> str:
-        """'dp-ucbvi pooled JDP'."""
+        """'dp-ucbvi pooled JDP': the boundary's label from the registry."""
         extra = " pooled" if self.knobs.get("pooled") else ""
-        return f"{self.algo}{extra} {self.privacy.upper()}"
+        return f"{self.algo}{extra} {trust.get(self.privacy).label}"
 
     def grid(self, size: int) -> list[float]:
         """`size` log-spaced ε over the case's range, at two significant digits, and the
@@ -96,6 +97,14 @@ CASES: tuple[Case, ...] = (
     Case("linopt-po-jdp", "linopt-po", "jdp", {}, (0.1, 1e5), 10.0),
     Case("lsvi-ucb-batched-jdp", "lsvi-ucb-batched", "jdp", {}, (1.0, 1e5), 10.0),
     Case("lsvi-ucb-switching-jdp", "lsvi-ucb-switching", "jdp", {}, (1.0, 1e5), 100.0),
+    # secure aggregation (docs/explanation/secure-aggregation.md), every family with an LDP mode:
+    # the targets are issue 42's goals for DP-UCBVI and UCRL-VTR (pooled at eps <= 1, per step
+    # at <= 3, UCRL-VTR at <= 10); LinOpt's is set here, three times its JDP goal, unmeasured
+    Case("dp-ucbvi-step-secagg", "dp-ucbvi", "secagg", {}, (0.3, 300.0), 3.0),
+    Case("dp-ucbvi-pooled-secagg", "dp-ucbvi", "secagg", {"pooled": True}, (0.03, 30.0), 1.0),
+    Case("ucrl-vtr-secagg", "ucrl-vtr", "secagg", {}, (0.3, 3e4), 10.0),
+    Case("linopt-vi-secagg", "linopt-vi", "secagg", {}, (0.3, 3e4), 30.0),
+    Case("linopt-po-secagg", "linopt-po", "secagg", {}, (0.3, 3e4), 30.0),
 )
 
 # Levers shared by every family: the continual-release layer (counters and schedules)

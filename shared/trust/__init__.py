@@ -21,8 +21,8 @@ from importlib.metadata import entry_points
 
 from privrl.trust.base import TrustBoundary
 
-__all__ = ["BUILTIN", "DEFAULT", "TrustBoundary", "baseline", "central_boundary", "default",
-           "find", "get", "local_boundary", "names", "register"]
+__all__ = ["BUILTIN", "DEFAULT", "TrustBoundary", "baseline", "by_exposure", "central_boundary",
+           "default", "find", "get", "local_boundary", "names", "register"]
 
 # the built-in boundaries and the modules that define them, imported on first use (they sit
 # above the privacy layer, which reads the registry: a module-level import would be a cycle)
@@ -110,3 +110,17 @@ def local_boundary() -> TrustBoundary | None:
     """The boundary whose every user noises its own report alone (LDP): local noise, no
     cohort; None if there is none."""
     return find(private=True, local_noise=True, cohort_size=1)
+
+
+def exposure(boundary: TrustBoundary) -> tuple[bool, bool, bool]:
+    """A sort key from what the server is trusted with most to least: nothing private; raw
+    reports it noises itself; only cohort sums of noisy shares; each user's noisy report."""
+    return boundary.private, boundary.local_noise, not boundary.cohorts
+
+
+def by_exposure() -> tuple[TrustBoundary, ...]:
+    """Every registered boundary, from the one that trusts the server most to the one that
+    trusts it least (`exposure`; the registry's order among equals): the order of the demo's
+    runs, side by side."""
+    _load()
+    return tuple(sorted(_registry.values(), key=exposure))
