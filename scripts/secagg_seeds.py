@@ -36,7 +36,7 @@ def row(folder: Path) -> list[object]:
     pooled = bool((cfg.get("knobs") or {}).get("pooled"))
     return [cfg["algo"] + (" pooled" if pooled else ""), result["world"]["name"],
             cfg["epsilon"], cfg["delta"], cfg["schedule"].split(":")[1], k, seeds, mean,
-            f"[{low:.1%}, {high:.1%}]", float(shares.max()),
+            f"[{low:.1%}, {high:.1%}]" if seeds > 1 else None, float(shares.max()),
             judge(per.mean(axis=0), uniform).learned, result["ledger"]["epsilon"],
             result["ms_per_episode"] / seeds]
 
