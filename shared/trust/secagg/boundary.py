@@ -116,7 +116,8 @@ class SecureAggregation(TrustBoundary):
         grid units)."""
         if calibration.mechanism is not None and not isinstance(calibration.mechanism, Gaussian):
             raise ValueError("secure aggregation releases distributed noise (Skellam or discrete"
-                             " Gaussian, zCDP): use --mechanism gaussian with a delta")
+                             " Gaussian, calibrated as a Gaussian release): use --mechanism"
+                             " gaussian with a delta")
         if calibration.mechanism is not None and not calibration.mechanism.backend.integer:
             raise ValueError("secure aggregation masks integers: use integer noise"
                              " ('numpy' or 'opendp'), not 'float'")
