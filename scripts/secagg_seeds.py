@@ -4,7 +4,7 @@ episodes' regret as a share of a uniform policy's, its mean over the seeds with 
 interval and its worst seed, the verdict of the project's one rule (`privrl.verdict`) on the
 mean regret, what the run spent and its cost per episode and seed.
 
-    python scripts/secagg_seeds.py DIR ... --json docs/results/secagg/FILE.json
+    python scripts/secagg_seeds.py DIR ... --json docs/results/secagg/k50k-seeds.json
 """
 
 from __future__ import annotations
