@@ -154,7 +154,9 @@ def test_cohort_release_is_the_sum_of_what_users_sent() -> None:
     assert [r.outcome for r in priv.records] == ["released"] * 4
     kinds = [c.mechanism for c in ledger.entries]
     assert kinds.count("secagg:cohort") == 2
-    assert ledger.rho == pytest.approx(sum(f.cost for f in cal.families))
+    (charge,) = priv.plan()  # Skellam: one (epsilon, delta) charge for every family
+    assert kinds.count("secagg:skellam") == 1
+    assert ledger.approximate == (charge.epsilon, 1e-5) and ledger.rho == 0.0
 
 
 def test_dropouts_complete_and_too_many_abort_without_charge() -> None:
@@ -171,7 +173,7 @@ def test_dropouts_complete_and_too_many_abort_without_charge() -> None:
     for f in cal.families:
         kept = sum(r[f.name] for i, r in enumerate(sent) if i not in (2, 7))
         assert np.array_equal(priv.release()[f.name], kept)
-    assert priv.records[0].survivors == 18 and ledger.rho > 0
+    assert priv.records[0].survivors == 18 and ledger.approximate[0] > 0
 
     priv = CohortPrivatizer(cal, 1, 20)
     priv.faults = lambda cohort, replica, users: (set(range(12)), set())
@@ -180,7 +182,7 @@ def test_dropouts_complete_and_too_many_abort_without_charge() -> None:
         priv.ingest(report, ledger)
     assert priv.records[0].outcome == "aborted"
     assert not any(v.any() for v in priv.release().values())
-    assert ledger.rho == 0.0
+    assert ledger.approximate == (0.0, 0.0) and ledger.rho == 0.0
 
 
 def test_poisoned_input_refuses_its_cohort(caplog: pytest.LogCaptureFixture) -> None:

@@ -12,7 +12,7 @@ import pytest
 from privrl import trust
 from privrl.algorithms import bind
 from privrl.config import RunConfig
-from privrl.privacy.accountant import Ledger
+from privrl.privacy.accountant import Ledger, rdp_to_epsilon, rho_to_epsilon
 from privrl.privacy.mechanisms import Gaussian
 from privrl.seeding import noise_generator
 from privrl.trust.secagg import skellam
@@ -20,8 +20,9 @@ from privrl.trust.secagg.boundary import CohortPrivatizer, share_sampler
 from privrl.worlds import riverswim
 
 special = pytest.importorskip("scipy.special")
+stats = pytest.importorskip("scipy.stats")
 MDP = riverswim(6)
-ALPHAS = (1.01, 1.5, 2.0, 3.0, 8.0, 32.0, 128.0)
+ALPHAS = (2, 3, 4, 8, 32, 128)
 
 
 def config(**kw: object) -> RunConfig:
@@ -47,33 +48,83 @@ def exact_renyi(variance: float, shift: int, alpha: float) -> float:
     return float((top + math.log(np.exp(logs - top).sum())) / (alpha - 1))
 
 
+def poisson_difference_pmf(variance: float, support: int) -> np.ndarray:
+    """Sk(variance) on -support .. support by convolving the two Poisson(v / 2) laws directly
+    (no Bessel function): a second, independent exact computation."""
+    k = np.arange(0, 2 * support + 1)
+    poisson = stats.poisson.pmf(k, variance / 2.0)
+    law = np.convolve(poisson, poisson[::-1])  # law of X - Y on -2 support .. 2 support
+    return law[support:3 * support + 1]
+
+
+def exact_epsilon(variance: float, shift: int, delta: float) -> float:
+    """The exact epsilon at `delta` of adding Sk(variance) to a query of sensitivity `shift`
+    (one coordinate): the smallest eps with sum max(0, p - e^eps q) <= delta, both ways."""
+    support = int(variance + 60 * math.sqrt(variance) + 60)
+    p = pmf(variance, support)
+    q = np.roll(p, shift)
+
+    def hockey(eps: float) -> float:
+        return max(float(np.maximum(0.0, p - math.exp(eps) * q).sum()),
+                   float(np.maximum(0.0, q - math.exp(eps) * p).sum()))
+
+    low, high = 0.0, 50.0
+    for _ in range(80):
+        mid = 0.5 * (low + high)
+        low, high = (low, mid) if hockey(mid) <= delta else (mid, high)
+    return high
+
+
+def test_the_exact_pmf_two_ways() -> None:
+    """The Bessel form e^-v I_|k|(v) is the law of Poisson(v / 2) - Poisson(v / 2)."""
+    for v in (0.5, 3.0, 40.0):
+        assert np.allclose(pmf(v, 80), poisson_difference_pmf(v, 80), rtol=1e-9, atol=1e-300)
+
+
 @pytest.mark.parametrize("variance", [0.5, 2.0, 10.0, 100.0])
 @pytest.mark.parametrize("shifts", [(1,), (3,), (2, 1), (1, 1, 1, 1)])
 def test_bound_dominates_the_exact_renyi_divergence(variance: float,
                                                     shifts: tuple[int, ...]) -> None:
-    """The paper's bound (and alpha times the rho it yields) is never below the exact Renyi
-    divergence of a shifted Skellam vector (a sum over coordinates), at every order tried,
-    integer or not."""
+    """The paper's bound is never below the exact Renyi divergence of a shifted Skellam vector
+    (a sum over coordinates) at the integer orders it is proven for (and charged at)."""
     l1 = float(sum(shifts))
     l2 = math.sqrt(sum(s * s for s in shifts))
-    rho = skellam.rho(l1, l2, variance)
     for alpha in ALPHAS:
         exact = sum(exact_renyi(variance, s, alpha) for s in shifts)
         assert exact <= skellam.rdp(alpha, l1, l2, variance) * (1 + 1e-9)
-        assert exact <= alpha * rho * (1 + 1e-9)
+
+
+def test_fractional_orders_are_refused() -> None:
+    """The paper proves its bound at integer orders: a fractional or too small one is refused,
+    and every order the run charges is an integer >= 2."""
+    for alpha in (1.5, 2.5, 1):
+        with pytest.raises(ValueError, match="integer orders"):
+            skellam.rdp(alpha, 1.0, 1.0, 10.0)  # type: ignore[arg-type]
+    assert all(isinstance(a, int) and a >= 2 for a in skellam.ORDERS)
+
+
+@pytest.mark.parametrize("variance", [0.5, 4.0, 30.0, 400.0])
+@pytest.mark.parametrize("delta", [1e-3, 2e-6])
+def test_charged_epsilon_covers_the_exact_privacy_profile(variance: float,
+                                                          delta: float) -> None:
+    """The epsilon charged at delta (the integer-order curve, converted) is at least the
+    exact epsilon of the one-coordinate Skellam mechanism at that delta."""
+    charged = skellam.epsilon(skellam.rdp_curve(1.0, 1.0, variance), delta)
+    assert exact_epsilon(variance, 1, delta) <= charged * (1 + 1e-9)
 
 
 def test_bound_is_tight_for_wide_noise() -> None:
-    """At variance 100 the bound is within 5% of the exact divergence, and rho within 4% of
-    the Gaussian's D2^2 / (2 v): the correction is of order 1 / v^2."""
-    for alpha in (2.0, 8.0):
+    """At variance 100 the bound is within 5% of the exact divergence, and the epsilon it
+    charges within 1% of the continuous Gaussian's at the same variance: the correction is of
+    order 1 / v^2."""
+    for alpha in (2, 8):
         exact = exact_renyi(100.0, 1, alpha)
         assert exact >= 0.95 * skellam.rdp(alpha, 1.0, 1.0, 100.0)
-    assert skellam.rho(1.0, 1.0, 100.0) == pytest.approx(1 / 200, rel=0.04)
-    assert skellam.rho(1.0, 1.0, 100.0) > 1 / 200
-    # the 1 / v^2 term as stated: (D2^2 + 6 D1) / (4 v^2) when 6 D1 >= D2^2, else 2 D2^2 / ...
-    assert skellam.rho(3.0, 3.0, 2.0) == pytest.approx(9 / 4 + (9 + 18) / 16)
-    assert skellam.rho(1.0, 3.0, 2.0) == pytest.approx(9 / 4 + 18 / 16)
+    charged = skellam.epsilon(skellam.rdp_curve(1.0, 1.0, 100.0), 1e-5)
+    assert charged == pytest.approx(rho_to_epsilon(1 / 200, 1e-5), rel=0.01)
+    # the 1 / v^2 term as stated: the first branch, or 3 D1 / (2 v) where it is smaller
+    assert skellam.rdp(2, 3.0, 3.0, 2.0) == pytest.approx(2 * 9 / 4 + min((27 + 18) / 16, 9 / 4))
+    assert skellam.rdp(4, 1.0, 1.0, 50.0) == pytest.approx(4 / 100 + (7 + 6) / (4 * 2500))
 
 
 def test_sampler_draws_the_skellam_law_and_shares_sum_to_one_skellam() -> None:
@@ -114,25 +165,29 @@ def test_tail_bounds_the_maximum() -> None:
     assert skellam.tail(4.0, 1000, 1e-6) > skellam.tail(4.0, 1, 1e-6)
 
 
-def test_calibration_charges_one_skellam_mechanism() -> None:
-    """By default every family is charged one Skellam mechanism of the cohort variance, the
-    costs add up to the Gaussian budget, a share has variance sigma^2 / n_min, and the ledger
-    names the shares; the run spends at most its epsilon."""
+def test_calibration_charges_one_skellam_release() -> None:
+    """By default each user's release is charged once for all its families: their Skellam
+    Renyi curves at integer orders, converted at the run's delta, spend what the Gaussian
+    calibration would (its epsilon there); a share has variance sigma^2 / n_min, and the
+    ledger names the shares."""
     cal = bind(config()).calibration()
     spec = cal.cohort
     assert spec is not None and spec.noise == "skellam" and spec.honest_shares == 16
+    assert spec.delta == 1e-5
     gaussian = bind(config(privacy="ldp", schedule=None)).calibration()
-    budget = sum(f.cost for f in gaussian.families)
-    assert sum(f.cost for f in cal.families) == pytest.approx(budget, rel=1e-9)
+    spent = rho_to_epsilon(sum(f.cost for f in gaussian.families), 1e-5)
     for f, g in zip(cal.families, gaussian.families, strict=True):
         var = (f.scale / f.grid) ** 2
-        assert f.cost == pytest.approx(skellam.rho(f.l1 / f.grid, f.l2 / f.grid, var))
-        assert f.scale > g.scale  # widened by the 1 / v^2 term, a little
+        assert f.cost == 0.0  # no zCDP rho: the families are charged together
+        assert f.scale > g.scale  # widened by the 1 / v^2 term and the integer orders
         share = share_sampler(f, spec)
         assert share.std() ** 2 == pytest.approx(var / 16)
     priv = CohortPrivatizer(cal, 1, 60)
-    notes = " ".join(c.note for c in priv.plan())
-    assert "16 honest skellam noise shares" in notes
+    (charge,) = priv.plan()
+    assert charge.mechanism == "secagg:skellam" and charge.delta == 1e-5 and charge.rho == 0.0
+    assert charge.epsilon <= spent and charge.epsilon == pytest.approx(spent, rel=1e-6)
+    assert "16 honest skellam noise shares" in charge.note
+    assert "integer orders" in charge.note
     for noise in ("skellam", "ddg"):  # the widening never overspends, not even by rounding
         for eps in (1.0, 3.0, 10.0):
             cfg = config(epsilon=eps, secagg_noise=noise, knobs={"pooled": False})
@@ -203,3 +258,16 @@ def test_a_share_beyond_exact_integer_sampling_is_refused_at_creation() -> None:
                        delta=1e-5, mechanism="gaussian", preset="faithful")
     with pytest.raises(ValueError, match="beyond exact integer sampling"):
         Run(config, [0])
+
+
+def test_rdp_conversion_matches_zcdp_on_integer_orders() -> None:
+    """A zCDP curve rho * alpha restricted to the integer orders converts to at least the
+    real-order conversion's epsilon, and within 2% of it; malformed curves are refused."""
+    orders = np.asarray(skellam.ORDERS, dtype=float)
+    for rho in (1e-4, 0.03, 2.0):
+        restricted = rdp_to_epsilon(skellam.ORDERS, rho * orders, 2e-6)
+        assert rho_to_epsilon(rho, 2e-6) <= restricted <= 1.02 * rho_to_epsilon(rho, 2e-6)
+    with pytest.raises(ValueError, match="order"):
+        rdp_to_epsilon((1.0, 2.0), (0.1, 0.2), 1e-5)
+    with pytest.raises(ValueError, match="non-negative"):
+        rdp_to_epsilon((2.0,), (-0.1,), 1e-5)

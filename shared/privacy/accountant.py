@@ -49,6 +49,7 @@ __all__ = [
     "epsilon_to_rho",
     "epsilon_to_rho_classical",
     "pure_to_rho",
+    "rdp_to_epsilon",
     "rho_to_epsilon",
     "rho_to_epsilon_classical",
 ]
@@ -67,12 +68,33 @@ def _check_delta(delta: float) -> float:
     return delta
 
 
-def _rdp_epsilon(log_t: np.ndarray | float, rho: float, log_inv_delta: float) -> Any:
-    """The (epsilon, delta) bound from RDP of order alpha = 1 + exp(log_t) at level rho * alpha."""
+def _order_term(log_t: np.ndarray | float, log_inv_delta: float) -> Any:
+    """What converting RDP of order alpha = 1 + exp(log_t) to (epsilon, delta) adds to the RDP
+    level: ln(1/delta)/(alpha-1) + ln(1 - 1/alpha) - ln(alpha)/(alpha-1)."""
     t = np.exp(log_t)
     log1p_t = np.log1p(t)
-    # rho*alpha + ln(1/delta)/(alpha-1) + ln(1 - 1/alpha) - ln(alpha)/(alpha-1), alpha = 1 + t.
-    return rho * (1.0 + t) + (log_inv_delta - log1p_t) / t + (log_t - log1p_t)
+    return (log_inv_delta - log1p_t) / t + (log_t - log1p_t)
+
+
+def _rdp_epsilon(log_t: np.ndarray | float, rho: float, log_inv_delta: float) -> Any:
+    """The (epsilon, delta) bound from RDP of order alpha = 1 + exp(log_t) at level rho * alpha."""
+    return rho * (1.0 + np.exp(log_t)) + _order_term(log_t, log_inv_delta)
+
+
+def rdp_to_epsilon(orders: Sequence[float], rdp: Sequence[float], delta: float) -> float:
+    """The epsilon at `delta` of a mechanism that is Renyi DP of each order `orders[i]` > 1 at
+    level `rdp[i]` (and of no other order claimed): Canonne, Kamath & Steinke's conversion
+    (Prop. 12) at each order, the best of them. For bounds proven at some orders only (the
+    Skellam mechanism's, at integer orders)."""
+    delta = _check_delta(delta)
+    alphas = np.asarray(orders, dtype=float)
+    levels = np.asarray(rdp, dtype=float)
+    if alphas.shape != levels.shape or alphas.size == 0 or np.any(alphas <= 1.0):
+        raise ValueError("one RDP level per order, every order > 1")
+    if np.any(np.isnan(levels)) or np.any(levels < 0.0):
+        raise ValueError("RDP levels are non-negative numbers")
+    values = levels + _order_term(np.log(alphas - 1.0), -math.log(delta))
+    return max(0.0, float(values.min()))
 
 
 def rho_to_epsilon_classical(rho: float, delta: float) -> float:

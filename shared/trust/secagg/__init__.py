@@ -6,7 +6,7 @@
                and `CohortAggregator` (the server's state machine), and `run_cohort` (in process)
   spec.py      the run's public assumptions: dropout fraction, collusion fraction, modulus
   accounting.py  the zCDP cost of a sum of discrete Gaussian shares (Kairouz, Liu & Steinke 2021)
-  skellam.py   Skellam shares, their Renyi bound and zCDP cost (Agarwal, Kairouz & Liu 2021)
+  skellam.py   Skellam shares, their Renyi bound at integer orders (Agarwal, Kairouz & Liu 2021)
   boundary.py  the trust boundary `secagg` and its cohort privatizer
 
 This package's `__init__` imports nothing: the configuration imports `spec` without the rest.

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from privrl.config import RunConfig
-from privrl.privacy.accountant import Charge, Ledger
+from privrl.privacy.accountant import Charge, Ledger, rho_to_epsilon
 from privrl.privacy.calibration import FALSE_REFUSAL, Calibration, FamilyCalibration
 from privrl.privacy.grid import exact_units, released_coordinates
 from privrl.privacy.mechanisms import Gaussian
@@ -66,7 +66,8 @@ def cohort_spec(config: RunConfig, schedule: Schedule) -> CohortSpec:
                       collusion=(DEFAULT_COLLUSION if config.collusion is None
                                  else config.collusion),
                       noise=(DEFAULT_SHARE_NOISE if config.secagg_noise is None
-                             else config.secagg_noise))
+                             else config.secagg_noise),
+                      delta=config.delta)
 
 
 def share_calibration(calibration: Calibration) -> Calibration:
@@ -115,14 +116,16 @@ class SecureAggregation(TrustBoundary):
         cohort_spec(config, parse_schedule(schedule))
 
     def finish_calibration(self, calibration: Calibration, config: RunConfig) -> Calibration:
-        """Attach the cohort assumptions; charge each family the cost of its cohort noise (one
-        Skellam mechanism, or the distributed discrete Gaussian's cost of n_min shares, each at
-        least the accounting's minimum), widening the noise until the total stays within the
-        budget the Gaussian calibration spent (the corrections are small unless the cohort
-        noise is a few grid units)."""
+        """Attach the cohort assumptions; cost the cohort noise (Skellam: the families' joint
+        Renyi curve at integer orders, converted at the run's delta; discrete Gaussian: each
+        family's distributed discrete Gaussian cost of n_min shares, each at least the
+        accounting's minimum), widening the noise until the total stays within what the
+        Gaussian calibration spent (the corrections are small unless the cohort noise is a few
+        grid units)."""
         if calibration.mechanism is not None and not isinstance(calibration.mechanism, Gaussian):
             raise ValueError("secure aggregation releases distributed noise (Skellam or discrete"
-                             " Gaussian, zCDP): use --mechanism gaussian with a delta")
+                             " Gaussian, calibrated as a Gaussian release): use --mechanism"
+                             " gaussian with a delta")
         if calibration.mechanism is not None and not calibration.mechanism.backend.integer:
             raise ValueError("secure aggregation masks integers: use integer noise"
                              " ('numpy' or 'opendp'), not 'float'")
@@ -148,7 +151,13 @@ class SecureAggregation(TrustBoundary):
             return tuple(_ddg_family(f, n, max(f.scale / f.grid * w, floor))
                          for f in calibration.families)
 
+        # Skellam: the families' Renyi curves at integer orders, converted at the run's delta,
+        # within the epsilon the Gaussian calibration spends there
+        target = rho_to_epsilon(budget, spec.delta) if not ddg else budget
+
         def fits(w: float) -> bool:
+            if not ddg:
+                return skellam_epsilon(widened(w), spec.delta) <= target
             return math.fsum(f.cost for f in widened(w)) <= budget
 
         low, high = 1.0, 1.0
@@ -209,10 +218,34 @@ def share_sampler(fam: FamilyCalibration, spec: CohortSpec) -> RowSampler:
 
 
 def _skellam_family(fam: FamilyCalibration, sigma_units: float) -> FamilyCalibration:
-    """`fam` at cohort standard deviation `sigma_units` (grid units), charged one Skellam
-    mechanism of variance sigma_units^2 (sensitivities in grid units)."""
-    cost = skellam.rho(fam.l1 / fam.grid, fam.l2 / fam.grid, sigma_units**2)
-    return replace(fam, scale=sigma_units * fam.grid, cost=cost)
+    """`fam` at cohort standard deviation `sigma_units` (grid units). Its cost is no zCDP rho
+    (the Skellam bound holds at integer orders only): the families are charged together, by
+    `skellam_charge`, so `cost` is 0."""
+    return replace(fam, scale=sigma_units * fam.grid, cost=0.0)
+
+
+def skellam_epsilon(families: Sequence[FamilyCalibration], delta: float) -> float:
+    """The epsilon at `delta` of one release of every family of `families` with its cohort's
+    Skellam noise: their Renyi curves (sensitivities and variance in grid units) add up order
+    by order, then convert."""
+    curve = sum(skellam.rdp_curve(f.l1 / f.grid, f.l2 / f.grid, (f.scale / f.grid) ** 2)
+                for f in families)
+    return skellam.epsilon(np.asarray(curve), delta)
+
+
+def skellam_charge(calibration: Calibration, note: str) -> Charge:
+    """What each user's one cohort release with Skellam noise spends: one (epsilon, delta)
+    charge for all the families (`skellam_epsilon` at the run's delta)."""
+    spec = calibration.cohort
+    assert spec is not None and spec.delta > 0.0
+    fams = calibration.families
+    return Charge("secagg:skellam", epsilon=skellam_epsilon(fams, spec.delta), delta=spec.delta,
+                  sensitivity=math.sqrt(math.fsum(f.l2**2 for f in fams)),
+                  scale=min(f.scale for f in fams), at=1,
+                  noise=noise_label(calibration.noise),
+                  note=f"{note}; Skellam Renyi bound at integer orders 2 .. 2^20 (Agarwal,"
+                  f" Kairouz & Liu), families {', '.join(f.name for f in fams)} composed order"
+                  f" by order, converted at delta = {spec.delta:g}")
 
 
 def _ddg_family(fam: FamilyCalibration, shares: int, sigma_units: float) -> FamilyCalibration:
@@ -385,8 +418,10 @@ class CohortPrivatizer(NoServerNoise):
 
     def plan(self) -> list[Charge]:
         """What the whole run charges: each user's one cohort release."""
-        return family_charges(self.calibration, "secagg",
-                              f"each user's one cohort release ({self.spec.describe()})", 1)
+        note = f"each user's one cohort release ({self.spec.describe()})"
+        if self.spec.noise == "skellam":
+            return [skellam_charge(self.calibration, note)]
+        return family_charges(self.calibration, "secagg", note, 1)
 
     def release(self) -> Stats:
         """The sums of every released cohort (grid units times the grid step)."""

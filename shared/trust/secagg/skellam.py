@@ -7,48 +7,61 @@ extra noise is post-processing). A cohort sum therefore costs one Skellam mechan
 v, whatever n_min is: no per-share correction, no term growing with the released coordinates.
 
 Their multi-dimensional bound (stated for Sk(mu, mu) = Poisson(mu) - Poisson(mu), variance
-2 mu; written here with v = 2 mu), for integer shifts of l1 norm D1 and l2 norm D2:
+2 mu, and for integer orders alpha > 1 only; written here with v = 2 mu), for integer shifts of
+l1 norm D1 and l2 norm D2:
 
     D_alpha <= alpha D2^2 / (2 v) + min( ((2 alpha - 1) D2^2 + 6 D1) / (4 v^2),  3 D1 / (2 v) ).
 
-Its first branch divided by alpha is largest as alpha -> 1 (or as alpha -> inf when 6 D1 <
-D2^2), so the mechanism is rho-zCDP with
-
-    rho = D2^2 / (2 v) + max(D2^2 + 6 D1, 2 D2^2) / (4 v^2),
-
-the central Gaussian's D2^2 / (2 v) plus a term of order 1 / v^2, which the ledger composes
-and converts like every other rho (`privrl.privacy.accountant.rho_to_epsilon`).
+It is not claimed at fractional orders, so it does not make the mechanism zCDP (which needs
+every real alpha > 1): the run charges its Renyi curve at the integer orders `ORDERS` and
+converts it to (epsilon, delta) at the run's delta over those orders
+(`privrl.privacy.accountant.rdp_to_epsilon`), the way the paper's own accounting does.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from privrl.privacy.accountant import rdp_to_epsilon
 from privrl.privacy.noise import noise_backend
 
 Shape = int | tuple[int, ...]
 
 
-def rdp(alpha: float, l1: float, l2: float, variance: float) -> float:
-    """The paper's bound on the Renyi divergence of order `alpha` > 1 between Sk(variance)^d
-    and its shift by an integer vector of l1 norm `l1` and l2 norm `l2` (grid units)."""
-    if alpha <= 1.0:
-        raise ValueError("Renyi orders are > 1")
-    v = variance
-    return alpha * l2**2 / (2.0 * v) + min(((2.0 * alpha - 1.0) * l2**2 + 6.0 * l1) / (4.0 * v**2),
-                                           3.0 * l1 / (2.0 * v))
+# the Renyi orders a Skellam release is charged at: the integers the paper's bound holds for
+# (2 .. 256, then powers of 2 to 2^20: the best order for (epsilon, delta) is near
+# 1 + sqrt(ln(1 / delta) / rho), 2^20 covers rho down to about 2e-11 at delta = 1e-10)
+ORDERS = tuple(range(2, 257)) + tuple(2**k for k in range(9, 21))
 
 
-def rho(l1: float, l2: float, variance: float) -> float:
-    """The zCDP rho of adding Sk(`variance`) to every released coordinate of a query of
-    sensitivities `l1`, `l2` (grid units): sup over alpha > 1 of `rdp` / alpha."""
-    if l2 == 0.0:
-        return 0.0
+def rdp(alpha: int, l1: float, l2: float, variance: float) -> float:
+    """The paper's bound on the Renyi divergence of integer order `alpha` >= 2 between
+    Sk(variance)^d and its shift by an integer vector of l1 norm `l1` and l2 norm `l2` (grid
+    units); fractional orders are refused (the paper does not prove them)."""
+    return float(rdp_curve(l1, l2, variance, (alpha,))[0])
+
+
+def rdp_curve(l1: float, l2: float, variance: float,
+              orders: Sequence[int] = ORDERS) -> np.ndarray:
+    """`rdp` at each of `orders` (integers >= 2): what one Skellam release of sensitivities
+    `l1`, `l2` (grid units) at `variance` spends, order by order."""
+    a = np.asarray(orders, dtype=float)
+    if np.any(a < 2.0) or np.any(a != np.floor(a)):
+        raise ValueError("the Skellam Renyi bound holds at integer orders >= 2 only")
     if variance <= 0.0:
         raise ValueError("a Skellam mechanism needs a positive variance")
-    return l2**2 / (2.0 * variance) + max(l2**2 + 6.0 * l1, 2.0 * l2**2) / (4.0 * variance**2)
+    v = variance
+    return a * l2**2 / (2.0 * v) + np.minimum(((2.0 * a - 1.0) * l2**2 + 6.0 * l1) / (4.0 * v**2),
+                                              3.0 * l1 / (2.0 * v))
+
+
+def epsilon(curve: np.ndarray, delta: float) -> float:
+    """The epsilon at `delta` of a Renyi curve over `ORDERS` (the sum of a user's releases'
+    `rdp_curve`s): the best order's conversion."""
+    return rdp_to_epsilon(ORDERS, curve, delta)
 
 
 def tail(variance: float, draws: int, probability: float) -> float:

@@ -39,13 +39,15 @@ DEFAULT_SHARE_NOISE = "skellam"
 class CohortSpec:
     """Cohorts of `size` users (the schedule's batch), up to a `dropout` fraction of them
     dropping and a `collusion` fraction colluding with the server; vectors mod 2^`bits`; the
-    users' `noise` shares ('skellam' or 'ddg')."""
+    users' `noise` shares ('skellam' or 'ddg'); the run's `delta`."""
 
     size: int = DEFAULT_COHORT
     dropout: float = DEFAULT_DROPOUT
     collusion: float = DEFAULT_COLLUSION
     bits: int = DEFAULT_BITS
     noise: str = DEFAULT_SHARE_NOISE  # one of SHARE_NOISES
+    # the run's delta: where a Skellam release's Renyi curve is converted to (epsilon, delta)
+    delta: float = 0.0
 
     def __post_init__(self) -> None:
         if self.noise not in SHARE_NOISES:

@@ -1,0 +1,70 @@
+"""What secure aggregation costs in process, per episode, against LDP at the same budget
+(docs/explanation/secure-aggregation.md, "Cost per episode"): the three runs of the figures
+(per-step DP-UCBVI at eps = 3, pooled at eps = 1, UCRL-VTR at eps = 10; cohorts of 1,000; the
+run's own delta, Gaussian), each run with `--privacy secagg` and `--privacy ldp` in this one
+process, one after the other, `--repeats` times, one seed each; the median of their wall times
+per episode.
+
+    python scripts/secagg_cost.py --episodes 5000 --json docs/results/secagg/cost.json
+
+A benchmark, not a test: the numbers depend on the machine and its load (recorded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+from privrl.client.cli import build_parser
+from privrl.client.cli_common import world_from_args
+from privrl.client.lab_cli import sweep_configs
+from privrl.lab.experiments import run_exact
+from results_table import save_table
+
+ROWS = (("dp-ucbvi", (), 3.0), ("dp-ucbvi", ("--knob", "pooled=true"), 1.0),
+        ("ucrl-vtr", (), 10.0))
+COLUMNS = [("run", ""), ("world", ""), ("eps", "g"), ("K", ","), ("repeats", "d"),
+           ("secagg ms / episode", ".2f"), ("LDP ms / episode", ".2f"), ("secagg / LDP", ".1f")]
+
+
+def ms_per_episode(algo: str, extra: tuple[str, ...], epsilon: float, privacy: str,
+                   episodes: int, cohort: int) -> tuple[str, float]:
+    """One seed's run of the configuration in this process: its world and wall ms per
+    episode."""
+    argv = ["run", "--algo", algo, *extra, "--privacy", privacy, "--epsilon", str(epsilon),
+            "--mechanism", "gaussian", "--episodes", str(episodes), "--seeds", "1"]
+    if privacy == "secagg":
+        argv += ["--schedule", f"batch:{cohort}"]
+    args = build_parser().parse_args(argv)
+    world = world_from_args(args)
+    (config,) = sweep_configs(args, world.build())
+    record, _ = run_exact(config, world, [0])
+    return record["world"]["name"], record["ms_per_episode"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=5000)
+    parser.add_argument("--cohort", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--json", type=Path, required=True, help="where the table goes")
+    args = parser.parse_args()
+    rows = []
+    for algo, extra, eps in ROWS:
+        times: dict[str, list[float]] = {"secagg": [], "ldp": []}
+        world = ""
+        for _ in range(args.repeats):
+            for privacy in times:
+                world, ms = ms_per_episode(algo, extra, eps, privacy, args.episodes,
+                                           args.cohort)
+                times[privacy].append(ms)
+        sec, ldp = (statistics.median(times[p]) for p in ("secagg", "ldp"))
+        name = algo + (" pooled" if extra else "")
+        rows.append([name, world, eps, args.episodes, args.repeats, sec, ldp, sec / ldp])
+        print(rows[-1], flush=True)
+    save_table(args.json, COLUMNS, rows)
+
+
+if __name__ == "__main__":
+    main()
