@@ -184,8 +184,9 @@ class RunConfig(BaseModel):
     mechanism: MechanismName = Field(
         "laplace",
         description="the noise: 'laplace' (pure epsilon) or 'gaussian' (zCDP). Absent from POST"
-        " /v1/runs, `privrl run` and `privrl.simulate`: the algorithm's own across the run's"
-        " boundary (`privrl algorithms` lists it: the frontier's row); a bare RunConfig: laplace",
+        " /v1/runs (with no delta either), `privrl run` and `privrl.simulate`: the algorithm's own"
+        " across the run's boundary (`privrl algorithms` lists it: the frontier's row); a bare"
+        " RunConfig, or a delta given alone: laplace",
     )
     noise: NoiseName = Field(
         "numpy",

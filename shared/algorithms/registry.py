@@ -96,11 +96,12 @@ def bind(config: RunConfig) -> Algorithm:
 
 
 def configure(fields: Mapping[str, Any]) -> RunConfig:
-    """A RunConfig from `fields`, given no mechanism the algorithm's across the run's boundary
-    (`Algorithm.mechanism_for`, its delta then the population rule's): a run created without
-    one is the frontier's row. An unknown algorithm or boundary is left for `check` to refuse.
-    """
-    if "mechanism" not in fields:
+    """A RunConfig from `fields`, given neither mechanism nor delta the algorithm's mechanism
+    across the run's boundary (`Algorithm.mechanism_for`, its delta then the population rule's):
+    a run created without them is the frontier's row. A delta given alone keeps RunConfig's
+    default (Laplace at delta 0, as the schema states). An unknown algorithm or boundary is
+    left for `check` to refuse."""
+    if "mechanism" not in fields and "delta" not in fields:
         default = RunConfig.model_fields
         algo, privacy = (fields.get(k, default[k].default) for k in ("algo", "privacy"))
         try:
