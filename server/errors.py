@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from privrl.protocol import ErrorBody
-from privrl.reports import DESCRIBE
+from privrl.reports import kinds as report_kinds
 from privrl.wire import error_text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
@@ -129,7 +129,7 @@ def _describe(err: Mapping[str, Any]) -> str:
     msg = error_text(err)
     if kind == "union_tag_not_found":
         field = str((err.get("ctx") or {}).get("discriminator", "kind")).strip("'")
-        kinds = ", ".join(f"{name!r} ({what})" for name, what in DESCRIBE.items())
+        kinds = ", ".join(f"{kind.name!r} ({kind.describe})" for kind in report_kinds())
         return (f"{_location((*loc, field))}: field required: the report kind the run's trust"
                 f" boundary takes, one of {kinds}")
     if kind in TYPE_ERRORS and "input" in err:

@@ -6,24 +6,25 @@ wrong; nothing is changed before every check has passed. `restore` rebuilds the 
 its stored canonical form for a replay. Messages name positions and bounds, never the submitted
 values of other fields (they are the user's data).
 
-Which kind a run takes comes from its algorithm (`Algorithm.report_kind`); how each kind is
-checked comes from the `KINDS` table below, so no code here branches on an algorithm's name.
+Which kind a run takes comes from its algorithm (`Algorithm.report_kind`); each kind is one
+`ReportKind` (its wire model, its acceptance check, its description), registered by its owner:
+the raw kinds ("trajectory", "returns", what algorithms report to a curator that sees raw data)
+here, a trust boundary's own kind in the boundary's module ("noisy": `privrl.trust.local`). No
+code here branches on an algorithm's or a boundary's name.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 import numpy as np
+from privrl import trust
 from privrl.algorithms.base import PolicyMessage
-from privrl.privacy.calibration import FALSE_REFUSAL, Calibration
-from privrl.privacy.grid import first_off_grid
-from privrl.protocol import NoisyReport, ReturnsReport, TrajectoryReport
+from privrl.protocol import NoisyReport, Report, ReturnsReport, TrajectoryReport
 from privrl.stats import Stats
 from privrl.wire import pack_floats
 from privrl.worlds.first_visit import FirstVisits
@@ -44,7 +45,8 @@ class ReportRejected(ValueError):
         self.detail = detail
 
 
-def _invalid(detail: str) -> ReportRejected:
+def invalid(detail: str) -> ReportRejected:
+    """A refusal of a report's content (code "invalid")."""
     return ReportRejected("invalid", detail)
 
 
@@ -83,16 +85,16 @@ def _trajectory(report: TrajectoryReport, run: Run, served: PolicyMessage, versi
         ("rewards", report.rewards, horizon, "H (r_1..r_H)"),
     ):
         if len(values) != want:
-            raise _invalid(f"{name} must have {what} = {want} entries, got {len(values)}")
+            raise invalid(f"{name} must have {what} = {want} entries, got {len(values)}")
     bad = _first_out_of_range(report.states, n_s)
     if bad is not None:
-        raise _invalid(f"states[{bad}] is outside [0, S) = [0, {n_s})")
+        raise invalid(f"states[{bad}] is outside [0, S) = [0, {n_s})")
     bad = _first_out_of_range(report.actions, n_a)
     if bad is not None:
-        raise _invalid(f"actions[{bad}] is outside [0, A) = [0, {n_a})")
+        raise invalid(f"actions[{bad}] is outside [0, A) = [0, {n_a})")
     bad = next((h for h, r in enumerate(report.rewards) if not 0.0 <= r <= 1.0), None)
     if bad is not None:  # the schema states it; a packed reward is only checked here
-        raise _invalid(f"rewards[{bad}] is not a number in [0, 1]")
+        raise invalid(f"rewards[{bad}] is not a number in [0, 1]")
     states = np.asarray(report.states, dtype=np.int64)
     actions = np.asarray(report.actions, dtype=np.int64)
     if "probs" in served:  # a stochastic policy: the action must be possible
@@ -105,7 +107,7 @@ def _trajectory(report: TrajectoryReport, run: Run, served: PolicyMessage, versi
         what = "not the action that policy version {v} (served with this ticket) takes"
     if wrong.size:
         h = int(wrong[0])
-        raise _invalid(
+        raise invalid(
             f"actions[{h}] is {what.format(v=version)} in states[{h}]; a user plays the policy"
             " it was sent"
         )
@@ -114,87 +116,22 @@ def _trajectory(report: TrajectoryReport, run: Run, served: PolicyMessage, versi
         bad_reward = np.flatnonzero((rewards != 0.0) & (rewards != 1.0))
         if bad_reward.size:
             h = int(bad_reward[0])
-            raise _invalid(f"rewards[{h}] must be 0 or 1: this run releases integer reward"
+            raise invalid(f"rewards[{h}] must be 0 or 1: this run releases integer reward"
                            " counts, so users report Bernoulli(r) rewards")
     return Trajectories(states=states[None], actions=actions[None], rewards=rewards[None])
 
 
-def _noisy(report: NoisyReport, calibration: Calibration) -> Stats:
-    """An LDP report: exactly the released families, exact flattened sizes, every entry within
-    its family's clean range widened by the mechanism's tail at a false-refusal probability of
-    FALSE_REFUSAL per honest report (`Calibration.acceptance_margin`), and on its family's
-    public grid under integer noise."""
-    want = {f.name: f.shape for f in calibration.families}
-    got = set(report.arrays)
-    if got != set(want):
-        missing = sorted(set(want) - got)
-        extra = sorted(got - set(want))
-        parts = [f"missing {missing}"] if missing else []
-        parts += [f"unexpected {extra}"] if extra else []
-        raise _invalid(
-            f"arrays must be exactly the released families {sorted(want)}: " + ", ".join(parts)
-        )
-    out = {}
-    for name in sorted(want):
-        fam = calibration.family(name)
-        shape = want[name]
-        size = math.prod(shape)
-        try:
-            arr = report.array(name)
-        except ValueError as exc:
-            raise _invalid(f"arrays[{name!r}] is not base64 of little-endian float64s: {exc}"
-                           ) from None
-        if arr.size != size:
-            raise _invalid(
-                f"arrays[{name!r}] must have {size} entries (shape {list(shape)} flattened in C"
-                f" order), got {arr.size}"
-            )
-        margin = calibration.acceptance_margin(FALSE_REFUSAL, name)
-        lo, hi = fam.clean_min - margin, fam.clean_max + margin
-        inside = (arr >= lo) & (arr <= hi)  # false for NaN
-        if not (inside.all() and math.isfinite(hi - lo)):  # one pass for an honest report
-            bad = np.flatnonzero(~np.isfinite(arr))
-            if bad.size:
-                raise _invalid(f"arrays[{name!r}][{int(bad[0])}] is not a finite number")
-            outside = np.flatnonzero(~inside)
-            if outside.size:
-                raise _invalid(
-                    f"arrays[{name!r}][{int(outside[0])}] is outside [{lo:.6g}, {hi:.6g}]: a"
-                    f" clean value in [{fam.clean_min:g}, {fam.clean_max:g}] plus this run's"
-                    f" noise lands there with probability below {FALSE_REFUSAL:g} per honest"
-                    " report"
-                )
-        off = first_off_grid(arr, fam.grid) if calibration.integer else None
-        if off is not None:
-            raise _invalid(
-                f"arrays[{name!r}][{off}] is not on this run's public grid (integer multiples of"
-                f" {fam.grid:g}): its noise is integer, drawn in grid units"
-            )
-        arr = arr.reshape((1, *shape))
-        if fam.symmetric:
-            asym = np.argwhere(arr != np.swapaxes(arr, -1, -2))
-            if asym.size:
-                where = tuple(int(i) for i in asym[0][1:])
-                raise _invalid(
-                    f"arrays[{name!r}] must hold symmetric matrices (its last two axes), but entry"
-                    f" {list(where)} differs from its mirror; honest users mirror their noise"
-                )
-        out[name] = arr
-    return out
+def plain_body(report: AnyReport) -> dict:
+    """The report's fields as the schema dumps them, without its ticket and kind."""
+    return report.model_dump(mode="json", exclude={"ticket", "kind"}, exclude_none=True)
 
 
 def _body(report: AnyReport) -> dict:
-    """The report without its ticket and kind (what is stored and hashed). Noisy arrays are
-    stored packed (base64 float64, lossless) in whichever form they came; first-visit returns
-    sparse, in whichever form they came."""
+    """The report without its ticket and kind (what is stored and hashed): its kind's `body`."""
     try:
-        if isinstance(report, NoisyReport):
-            return {"arrays": report.packed()}
-        if isinstance(report, ReturnsReport):
-            return {"visits": [list(pair) for pair in report.pairs()]}
+        return kind_named(report.kind).body(report)
     except ValueError:  # not valid: refused by the checks; only hashed, never stored
-        pass
-    return report.model_dump(mode="json", exclude={"ticket", "kind"}, exclude_none=True)
+        return plain_body(report)
 
 
 # json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False), without building
@@ -202,26 +139,66 @@ def _body(report: AnyReport) -> dict:
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def _canonical(kind: str, body: dict) -> tuple[str, str]:
+def canonical(kind: str, body: dict) -> tuple[str, str]:
     """(payload JSON, sha256 digest): key order and float text fixed."""
     payload = _CANONICAL.encode(body)
     return payload, hashlib.sha256(f"{kind}\n{payload}".encode()).hexdigest()
+
+
+KindCheck = Callable[[AnyReport, "Run", PolicyMessage, int], Accepted]
+
+
+@dataclass(frozen=True)
+class ReportKind:
+    """One report kind, declared once by its owner: `model` its wire model (the member of
+    `privrl.protocol.Report` whose `kind` is `name`), `accept` its check against a run (an
+    `Accepted`, or `ReportRejected`), `describe` a few words for error messages, and `body` its
+    stored form without ticket and kind (a ValueError for an invalid report: then `plain_body`
+    is hashed, never stored)."""
+
+    name: str
+    model: type[AnyReport]
+    accept: KindCheck
+    describe: str
+    body: Callable[[AnyReport], dict] = plain_body
+
+    def __post_init__(self) -> None:
+        if get_args(self.model.model_fields["kind"].annotation) != (self.name,):
+            raise ValueError(f"report kind {self.name!r}: its model {self.model.__name__}"
+                             " states another kind")
+
+
+_kinds: dict[str, ReportKind] = {}
+
+
+def register_kind(kind: ReportKind) -> ReportKind:
+    """Add `kind` under its name (a name is registered once)."""
+    old = _kinds.get(kind.name)
+    if old is not None and old is not kind:
+        raise ValueError(f"a report kind named {kind.name!r} is registered already")
+    _kinds[kind.name] = kind
+    return kind
+
+
+def kind_named(name: str) -> ReportKind:
+    """The kind registered as `name` (KeyError if none); the trust boundaries, which declare
+    their own kinds, are loaded first."""
+    if name not in _kinds:
+        trust.names()  # loads every boundary's module
+    return _kinds[name]
+
+
+def kinds() -> tuple[ReportKind, ...]:
+    """Every kind the wire schema takes, in its order (`privrl.protocol.Report`)."""
+    models = get_args(get_args(Report)[0])
+    return tuple(kind_named(get_args(m.model_fields["kind"].annotation)[0]) for m in models)
 
 
 def _accept_trajectory(report: AnyReport, run: Run, served: PolicyMessage, version: int
                        ) -> Accepted:
     assert isinstance(report, TrajectoryReport)
     traj = _trajectory(report, run, served, version)
-    return Accepted(report.kind, *_canonical(report.kind, _body(report)), trajectories=traj)
-
-
-def _accept_noisy(report: AnyReport, run: Run, served: PolicyMessage, version: int
-                  ) -> Accepted:
-    assert isinstance(report, NoisyReport)
-    noisy = _noisy(report, run.calibration)
-    # `_body(report)` from the arrays just decoded and checked (the same floats, the same text)
-    body = {"arrays": {name: pack_floats(noisy[name]) for name in sorted(noisy)}}
-    return Accepted(report.kind, *_canonical(report.kind, body), noisy=noisy)
+    return Accepted(report.kind, *canonical(report.kind, _body(report)), trajectories=traj)
 
 
 def _first_visits(report: ReturnsReport, run: Run) -> FirstVisits:
@@ -232,17 +209,17 @@ def _first_visits(report: ReturnsReport, run: Run) -> FirstVisits:
     try:
         pairs = report.pairs()
     except ValueError as exc:
-        raise _invalid(str(exc)) from None
+        raise invalid(str(exc)) from None
     if report.returns is not None and len(report.returns) != len(pack_floats(np.zeros(n_states))):
-        raise _invalid(f"returns must hold S = {n_states} packed float64s")
+        raise invalid(f"returns must hold S = {n_states} packed float64s")
     states = [s for s, _ in pairs]
     bad = _first_out_of_range(states, n_states)
     if bad is not None:
-        raise _invalid(f"visits[{bad}] names a state outside [0, S) = [0, {n_states})")
+        raise invalid(f"visits[{bad}] names a state outside [0, S) = [0, {n_states})")
     seen: set[int] = set()
     for i, s in enumerate(states):
         if s in seen:
-            raise _invalid(
+            raise invalid(
                 f"visits[{i}] repeats a state listed earlier: a user reports one first-visit"
                 " return per state"
             )
@@ -257,21 +234,30 @@ def _accept_returns(report: AnyReport, run: Run, served: PolicyMessage, version:
     try:  # the algorithm's own checks of a contribution (e.g. an impossible return)
         run.algorithm.user_statistics(visits, served)
     except ValueError as exc:
-        raise _invalid(str(exc)) from None
-    return Accepted(report.kind, *_canonical(report.kind, _body(report)), trajectories=visits)
+        raise invalid(str(exc)) from None
+    return Accepted(report.kind, *canonical(report.kind, _body(report)), trajectories=visits)
 
 
-KindCheck = Callable[[AnyReport, "Run", PolicyMessage, int], Accepted]
-KINDS: dict[str, tuple[type[AnyReport], KindCheck]] = {
-    "trajectory": (TrajectoryReport, _accept_trajectory),
-    "noisy": (NoisyReport, _accept_noisy),
-    "returns": (ReturnsReport, _accept_returns),
-}
-DESCRIBE = {
-    "trajectory": "raw trajectories (states, actions, rewards)",
-    "noisy": "locally randomized arrays",
-    "returns": "first-visit returns [[state, return], ...]",
-}
+def _returns_body(report: AnyReport) -> dict:
+    """First-visit returns stored sparse, in whichever form they came."""
+    assert isinstance(report, ReturnsReport)
+    return {"visits": [list(pair) for pair in report.pairs()]}
+
+
+# the raw kinds: what algorithms report to a curator that sees raw data (`raw_report_kind`)
+TRAJECTORY = register_kind(ReportKind("trajectory", TrajectoryReport, _accept_trajectory,
+                                      "raw trajectories (states, actions, rewards)"))
+RETURNS = register_kind(ReportKind("returns", ReturnsReport, _accept_returns,
+                                   "first-visit returns [[state, return], ...]",
+                                   body=_returns_body))
+
+
+def _describe(name: str) -> str:
+    """A kind's description (its name if no kind of that name is registered)."""
+    try:
+        return kind_named(name).describe
+    except KeyError:
+        return name
 
 
 def accept(report: AnyReport, run: Run, served: PolicyMessage, version: int) -> Accepted:
@@ -284,18 +270,18 @@ def accept(report: AnyReport, run: Run, served: PolicyMessage, version: int) -> 
         raise ReportRejected(
             "wrong_kind",
             f"this is a {run.config.privacy!r} run of {run.config.algo!r}: it accepts only"
-            f" kind={want!r} reports ({DESCRIBE.get(want, want)});{extra}",
+            f" kind={want!r} reports ({_describe(want)});{extra}",
         )
-    return KINDS[report.kind][1](report, run, served, version)
+    return kind_named(report.kind).accept(report, run, served, version)
 
 
 def digest_of(report: AnyReport) -> str:
     """The digest a report would be stored under (to recognise a retry)."""
-    return _canonical(report.kind, _body(report))[1]
+    return canonical(report.kind, _body(report))[1]
 
 
 def restore(kind: str, payload: str, run: Run, served: PolicyMessage, version: int) -> Accepted:
     """A stored report as accepted (for a replay): parsed and checked by the same code."""
-    model = KINDS[kind][0]
+    model = kind_named(kind).model
     report = model.model_validate({**json.loads(payload), "kind": kind, "ticket": "0" * 16})
     return accept(report, run, served, version)

@@ -105,7 +105,7 @@ class Algorithm(ABC):
     # Under integer noise, users report Bernoulli(r) rewards instead of r (unbiased), so that
     # families that sum rewards stay integers (`privrl.privacy.grid.bernoulli_rewards`).
     integer_rewards: ClassVar[bool] = False
-    # What a user reports to a curator that sees raw data (`privrl.reports.KINDS`); a trust
+    # What a user reports to a curator that sees raw data (`privrl.reports.ReportKind`); a trust
     # boundary may turn it into another kind (`TrustBoundary.report_kind`).
     raw_report_kind: ClassVar[str] = "trajectory"
     # The JDP release schedule and counter of the practical preset (the best measured); the
@@ -306,7 +306,7 @@ class Algorithm(ABC):
         return 3 * self.config.horizon + 1
 
     def report_kind(self, privacy: str) -> str:
-        """The report kind users send (`privrl.reports.KINDS`) across boundary `privacy`: the
+        """The report kind users send (`privrl.reports.kind_named`) across boundary `privacy`: the
         boundary's, from this algorithm's `raw_report_kind`."""
         return trust.get(privacy).report_kind(self.raw_report_kind)
 

@@ -81,7 +81,8 @@ def _rdp_epsilon(log_t: np.ndarray | float, rho: float, log_inv_delta: float) ->
     return rho * (1.0 + np.exp(log_t)) + _order_term(log_t, log_inv_delta)
 
 
-def rdp_to_epsilon(orders: Sequence[float], rdp: Sequence[float], delta: float) -> float:
+def rdp_to_epsilon(orders: Sequence[float], rdp: Sequence[float] | np.ndarray,
+                   delta: float) -> float:
     """The epsilon at `delta` of a mechanism that is Renyi DP of each order `orders[i]` > 1 at
     level `rdp[i]` (and of no other order claimed): Canonne, Kamath & Steinke's conversion
     (Prop. 12) at each order, the best of them. For bounds proven at some orders only (the

@@ -71,7 +71,9 @@ class TrustBoundary:
 
     def report_kind(self, raw_kind: str) -> str:
         """The report kind users send, given the algorithm's raw kind (its trajectory or
-        returns, for a curator that sees raw data): raw by default."""
+        returns, for a curator that sees raw data): raw by default. A boundary that turns raw
+        reports into a kind of its own declares that kind (`privrl.reports.ReportKind`: model,
+        acceptance check, description) in its module, as `privrl.trust.local` does."""
         return raw_kind
 
     def randomize(self, stats: Stats, calibration: Calibration,
