@@ -18,7 +18,7 @@ from support.vendored import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
-PHASE, TIMEOUT = 5.0, 0.5
+PHASE, TIMEOUT = 4.0, 0.5
 # On a shared machine an honest rate drifts by tens of percent between two windows (see
 # docs/results/index.md), so the rate bound is looser than the measured figures; the claims the
 # attacker got are the exact bound.
