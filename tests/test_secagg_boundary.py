@@ -21,7 +21,7 @@ from privrl.privacy.grid import released_coordinates
 from privrl.run import Run
 from privrl.seeding import noise_generator
 from privrl.trust.secagg import accounting
-from privrl.trust.secagg.boundary import CohortPrivatizer, share_calibration
+from privrl.trust.secagg.boundary import ROUNDS_ENV, CohortPrivatizer, share_calibration
 from privrl.trust.secagg.spec import CohortSpec
 from privrl.worlds import riverswim
 
@@ -231,6 +231,40 @@ def test_in_process_run_releases_per_cohort() -> None:
     assert eps <= 1.0 + 1e-9
     notes = [c.note for c in run.ledger.entries if c.mechanism == "secagg:cohort"]
     assert len(notes) == 3
+
+
+@pytest.mark.parametrize("algo", ["dp-ucbvi", "ucrl-vtr"])
+def test_ideal_rounds_give_the_protocols_numbers(algo: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """PRIVRL_SECAGG_ROUNDS=ideal (learning figures at scale): the same regret, billboard and
+    spend as every round run with real cryptography, and the ledger says the rounds were
+    skipped; an unknown value and a fault drill are refused."""
+    def run(rounds: str) -> privrl.Results:
+        monkeypatch.setenv(ROUNDS_ENV, rounds)
+        return privrl.simulate(algo, privacy="secagg", epsilon=1.0, episodes=70, seeds=2,
+                               schedule="batch:20",
+                               knobs={"pooled": True} if algo == "dp-ucbvi" else None)
+
+    protocol, ideal = run("protocol"), run("ideal")
+    assert np.array_equal(protocol.regret, ideal.regret)
+    assert protocol.record["ledger"]["epsilon"] == ideal.record["ledger"]["epsilon"]
+    notes = [c["note"] for c in ideal.record["ledger"]["charges"]
+             if c["mechanism"] == "secagg:cohort"]
+    assert len(notes) == 4 and all("simulation only" in n for n in notes)
+    assert not any("simulation only" in c["note"] for c in protocol.record["ledger"]["charges"])
+    monkeypatch.setenv(ROUNDS_ENV, "skip")
+    with pytest.raises(ValueError, match="PRIVRL_SECAGG_ROUNDS is one of"):
+        run("skip")
+
+
+def test_ideal_rounds_refuse_a_fault_drill(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ROUNDS_ENV, "ideal")
+    run = Run(config(episodes=20), [0])
+    assert isinstance(run.privatizer, CohortPrivatizer)
+    run.privatizer.faults = lambda cohort, replica, users: ({1}, set())
+    with pytest.raises(ValueError, match="a fault drill runs the rounds"):
+        for k in range(20):
+            run.play_and_ingest(MDP, [0], k)
 
 
 @pytest.mark.parametrize("algo", ["ucrl-vtr", "linopt-vi", "linopt-po", "dp-ucbvi"])

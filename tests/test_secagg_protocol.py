@@ -17,6 +17,7 @@ from privrl.trust.secagg.protocol import (
     CohortTrace,
     MalformedInput,
     UserSession,
+    ideal_sum,
     run_cohort,
     to_signed,
 )
@@ -73,6 +74,21 @@ def test_masks_cancel_to_the_exact_sum() -> None:
     vectors = _vectors(12)
     out = run_cohort(_setup(12, 10), vectors)
     assert np.array_equal(out, sum(vectors.values()))
+
+
+def test_the_rounds_compute_the_ideal_sum_wrapping_included() -> None:
+    """With nobody dropping, every round run gives exactly `ideal_sum` (the in-process
+    shortcut of learning figures), including sums that wrap mod 2^bits."""
+    rng = np.random.default_rng(3)
+    vectors = {i: rng.integers(-(2**30), 2**30, 40) for i in range(9)}
+    setup = _setup(9, 8, length=40)
+    ideal = ideal_sum(setup, vectors)
+    assert np.array_equal(run_cohort(setup, vectors), ideal)
+    assert not np.array_equal(ideal, sum(vectors.values()))  # some entries wrapped
+    plain = sum(vectors.values())
+    assert [int(x) for x in ideal] == [(int(x) + 2**31) % 2**32 - 2**31 for x in plain]
+    with pytest.raises(ValueError, match="vectors of 40 integers"):
+        ideal_sum(setup, {0: np.zeros(39, np.int64)})
 
 
 def test_sparse_graph_is_symmetric_and_small() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -41,7 +42,13 @@ from privrl.stats import Stats
 from privrl.trust import register
 from privrl.trust.base import TrustBoundary
 from privrl.trust.secagg import accounting, skellam
-from privrl.trust.secagg.protocol import CohortAborted, CohortSetup, CohortTrace, run_cohort
+from privrl.trust.secagg.protocol import (
+    CohortAborted,
+    CohortSetup,
+    CohortTrace,
+    ideal_sum,
+    run_cohort,
+)
 from privrl.trust.secagg.spec import (
     DEFAULT_COHORT,
     DEFAULT_COLLUSION,
@@ -52,6 +59,21 @@ from privrl.trust.secagg.spec import (
 )
 
 log = logging.getLogger(__name__)
+
+# in process, "ideal" computes each cohort's sum without running its rounds: the same numbers
+# (`ideal_sum` is what the rounds compute, and their tests say so), at a small fraction of the
+# cost, for learning figures at scale; simulation only, and the ledger says so
+ROUNDS_ENV = "PRIVRL_SECAGG_ROUNDS"
+ROUNDS = ("protocol", "ideal")
+
+
+def ideal_rounds() -> bool:
+    """Whether in-process cohorts skip their rounds (`PRIVRL_SECAGG_ROUNDS=ideal`; default
+    "protocol": every round with real cryptography)."""
+    value = os.environ.get(ROUNDS_ENV, "protocol")
+    if value not in ROUNDS:
+        raise ValueError(f"{ROUNDS_ENV} is one of {ROUNDS}, not {value!r}")
+    return value == "ideal"
 
 
 def cohort_spec(config: RunConfig, schedule: Schedule) -> CohortSpec:
@@ -279,6 +301,8 @@ class CohortPrivatizer(NoServerNoise):
     A cohort sum outside its feasible range (n users' clean bounds plus the noise's tail at
     FALSE_REFUSAL) is refused: nothing of it is released, and it is logged. `faults`
     (cohort, replica, users) -> (drop after keys, drop after input): a fault drill's dropouts.
+    With `PRIVRL_SECAGG_ROUNDS=ideal` (`ideal_rounds`) a cohort's sum is computed without its
+    rounds (simulation only: the same sum, nothing masked; no drills, no trace).
     """
 
     def __init__(self, calibration: Calibration, replicas: int, max_items: int) -> None:
@@ -294,6 +318,7 @@ class CohortPrivatizer(NoServerNoise):
         self.records: list[CohortRecord] = []
         self.faults: Faults | None = None
         self.trace: CohortTrace | None = None  # the masked inputs of the last cohort (audits)
+        self.ideal = ideal_rounds()
         self._charged = False
 
     def ingest(self, stats: Stats, ledger: Ledger) -> None:
@@ -322,15 +347,20 @@ class CohortPrivatizer(NoServerNoise):
                 setup = CohortSetup(f"cohort {index} replica {r}".encode(), users,
                                     self.spec.min_survivors, vectors[0].size, self.spec.bits,
                                     max(2, min(self.spec.degree, users - 1)))
-                self.trace = CohortTrace()
-                total = run_cohort(setup, vectors, gone_keys, gone_input, self.trace)
+                if self.ideal:
+                    if gone_keys or gone_input:
+                        raise ValueError(f"a fault drill runs the rounds: unset {ROUNDS_ENV}")
+                    total = ideal_sum(setup, vectors)
+                else:
+                    self.trace = CohortTrace()
+                    total = run_cohort(setup, vectors, gone_keys, gone_input, self.trace)
             except CohortAborted as why:
                 log.warning("cohort %d (replica %d) aborted: %s", index, r, why)
                 self.records.append(CohortRecord(index, r, users, survivors, "aborted"))
                 continue
             if self._admit(index, r, users, survivors, total, ledger):
                 released.append(r)
-        self._closed(index, users, len(released), ledger)
+        self._closed(index, users, len(released), ledger, self.ideal)
         self.pending = []
 
     def _admit(self, index: int, r: int, users: int, survivors: int, total: np.ndarray,
@@ -351,13 +381,17 @@ class CohortPrivatizer(NoServerNoise):
             self.sums[name][r] += part
         return True
 
-    def _closed(self, index: int, users: int, released: int, ledger: Ledger) -> None:
-        """The ledger's record of cohort `index` closing (its users charged at its release)."""
+    def _closed(self, index: int, users: int, released: int, ledger: Ledger,
+                ideal: bool = False) -> None:
+        """The ledger's record of cohort `index` closing (its users charged at its release);
+        `ideal`: its sum was computed without its rounds."""
+        how = (f"; its sum computed without the rounds ({ROUNDS_ENV}=ideal: simulation only)"
+               if ideal else "")
         ledger.charge_all([Charge("secagg:cohort", at=self.items,
                                   noise=noise_label(self.calibration.noise),
                                   note=f"cohort {index}: {users} users, released by"
                                   f" {released} of {self.replicas} replicas (disjoint"
-                                  " users: parallel composition, nothing more spent)")])
+                                  f" users: parallel composition, nothing more spent){how}")])
 
     def release_sum(self, total: np.ndarray, users: int, survivors: int,
                     ledger: Ledger) -> str:

@@ -364,3 +364,19 @@ def run_cohort(setup: CohortSetup, vectors: Mapping[int, np.ndarray],
     for i in sorted(survivors - gone):
         server.reveal(i, users[i].unmask(survivors))
     return server.result()
+
+
+def ideal_sum(setup: CohortSetup, vectors: Mapping[int, np.ndarray]) -> np.ndarray:
+    """What `run_cohort` returns when nobody drops, without running a round: the inputs' sum
+    mod 2^bits as signed integers (the ideal functionality the rounds realize). In process
+    only, for learning figures at scale: nothing is masked, so it protects no one; the rounds'
+    tests check that they compute exactly this."""
+    total = np.zeros(setup.length, dtype=np.uint64)
+    for vector in vectors.values():
+        vec = np.asarray(vector, dtype=np.int64).reshape(-1)
+        if vec.shape != (setup.length,):
+            raise ValueError(f"the cohort sums vectors of {setup.length} integers, not"
+                             f" {vec.shape}")
+        total += _to_ring(vec, setup.bits)
+    return to_signed(total, setup.bits)
+
