@@ -4,6 +4,7 @@ agreement are unmasked away, too few inputs abort."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -15,7 +16,7 @@ from privrl.algorithms import bind
 from privrl.protocol import RunInfo
 from privrl.server import secagg_rounds
 from privrl.server.secagg_rounds import CohortRounds
-from privrl.trust.secagg.protocol import CohortSetup, UserSession
+from privrl.trust.secagg.protocol import CohortAggregator, CohortSetup, UserSession
 from privrl.trust.secagg.wire import b64, cohort_setup, roster_of, unb64
 from support.server import Apps, claim, create, spec, state
 
@@ -56,7 +57,10 @@ def test_a_member_lost_after_key_agreement_is_unmasked_away_at_the_deadline() ->
     for i in sorted(rounds.aggregator.survivors):
         rounds.aggregator.reveal(i, users[i].unmask(rounds.aggregator.survivors))
     rounds.tick(2.0 + T)
+    assert rounds.frozen and rounds.total is None  # the caller rebuilds the sum, off the loop
+    rounds.rebuilt(rounds.rebuild())
     assert rounds.total is not None and rounds.outcome is None
+    assert rounds.round == 3  # until the run took the sum: its outcome is not known yet
     np.testing.assert_array_equal(rounds.total, vectors[0] + vectors[1] + vectors[3])
 
 
@@ -272,3 +276,43 @@ def test_a_cohort_too_small_waits_for_the_others_before_it_ends_the_run(apps: Ap
     assert ended["outcome"] == "aborted" and ended["members"] == 1
     status = state(client, run_id)["status"]
     assert status["reported"] == 5 and status["finished"]
+
+
+def test_the_unmasking_runs_off_the_event_loop(apps: Apps, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rebuild of a cohort's sum (about a second at B = 1,000) runs in a worker thread:
+    here it blocks until the loop has answered other requests, which it could not do if it
+    ran on the loop; meanwhile the cohort is still in round 3, refuses a late unmasking
+    message, and nothing is counted."""
+    monkeypatch.setattr(secagg_rounds, "ROUND_TIMEOUT", 1.0)
+    served, threads = threading.Event(), []
+    result = CohortAggregator.result
+
+    def slow(self: CohortAggregator) -> np.ndarray:
+        threads.append(threading.get_ident())
+        assert served.wait(10), "the event loop served nothing while the sum was rebuilt"
+        return result(self)
+
+    monkeypatch.setattr(CohortAggregator, "result", slow)
+    client = apps()
+    run_id = secagg_run(client, episodes=4)
+    members = [Member(client, run_id, claim(client, run_id)) for _ in range(4)]
+    for step in (Member.join, Member.share, Member.mask):
+        for m in members:
+            step(m)
+    late = members[3].user.unmask(members[3].get("survivors").json()["survivors"])
+    for m in members[:3]:
+        m.unmask()
+    time.sleep(1.2)  # the unmasking round closes at its deadline with three of four shares
+    assert client.get(f"/v1/runs/{run_id}/cohorts/0", params={"wait": 0}).status_code == 202
+    refused = members[3].post("unmask", {"shares": {str(u): b64(s) for u, s in late.items()}})
+    assert refused.status_code == 422 and "has closed" in refused.json()["detail"]
+    view = client.get(f"/v1/runs/{run_id}/cohorts").json()["cohorts"]
+    assert [(c["round"], c["outcome"]) for c in view] == [("unmask", None)]
+    assert state(client, run_id)["status"]["reported"] == 0
+    served.set()
+    ended = outcome(client, run_id, 0)
+    assert ended["outcome"] == "released" and ended["survivors"] == 4
+    assert client.portal is not None  # the test client's event loop runs in this thread:
+    loop_thread = client.portal.call(threading.get_ident)
+    assert len(threads) == 1 and threads[0] != loop_thread
+    assert state(client, run_id)["status"]["reported"] == 4
