@@ -96,11 +96,17 @@ class CohortRounds:
         return f"in {now - self.created:.2f} s{rounds}"
 
     @property
+    def ended(self) -> bool:
+        """Its outcome is known and, when it released, on disk (its unmasking task, which
+        writes the release, is done)."""
+        return self.outcome is not None and (self.unmasking is None or self.unmasking.done())
+
+    @property
     def round(self) -> int:
         """The round open now (0 .. 3; 4 once the cohort released its sum). While its sum is
-        rebuilt and taken by the run the cohort still shows round 3: its outcome is not
-        known yet."""
-        if self.frozen and self.outcome is None:
+        rebuilt, taken by the run and written, the cohort still shows round 3: its outcome
+        is not known yet."""
+        if self.frozen and not self.ended:
             return 3
         return self.aggregator.round
 
@@ -356,7 +362,7 @@ class SecaggRounds:
                 await self._end_aborted(run_id, rounds)
             if ticket is not None:
                 self._member(rounds, ticket)
-            if rounds.outcome is not None or rounds.round > after:
+            if rounds.ended or rounds.round > after:
                 return rounds
             left = end - time.monotonic()
             if left <= 0:
