@@ -301,7 +301,13 @@ class SecaggRounds:
         open claim of the cohort is left (its user still playing); but a cohort too small to
         release waits while other cohorts hold episodes (it closes, and ends the run, once it
         holds all the run has left). A cohort closed short of B takes no later claim: the
-        next one opens the next cohort."""
+        next claim opens the next cohort (its unused indices are skipped, not reused: episode
+        e stays in cohort e // B, the public schedule, and the closed cohort takes no more
+        members). The skip moves only the run's next episode index, not its count of claims
+        handed out (RunStatus.claimed: no claim was made for a skipped index, so the count
+        exceeds K only by claims that ended unreported: lapsed, refused by a closed cohort or
+        ended with an aborted one); a replay skips again past every stored cohort
+        (`Replay._load`)."""
         if rounds.round != 0 or rounds.closing or rounds.outcome is not None:
             return
         if now - rounds.looked < LOOK and len(rounds.members) < rounds.setup.size:
@@ -309,8 +315,8 @@ class SecaggRounds:
         rounds.looked = now
         first, end = rounds.index * rounds.setup.size, (rounds.index + 1) * rounds.setup.size
         pending = hosted.n_outstanding(now)  # lapsed claims swept first
-        if hosted.claimed < end and (hosted.run.reported + pending + hosted.held
-                                     < hosted.config.episodes):
+        if hosted.next_episode < end and (hosted.run.reported + pending + hosted.held
+                                          < hosted.config.episodes):
             return
         if any(first <= claim.episode < end for claim in hosted.open.values()):
             return
@@ -320,7 +326,7 @@ class SecaggRounds:
             return  # too few to release, and other cohorts still hold episodes: wait for
             # them (if they abort, their episodes come here), or for the join timeout
         rounds.closing = True
-        hosted.claimed = max(hosted.claimed, end)
+        hosted.next_episode = max(hosted.next_episode, end)
         rounds.tick(now)
 
     # -- the rounds' messages -------------------------------------------------------------------

@@ -316,3 +316,58 @@ def test_the_unmasking_runs_off_the_event_loop(apps: Apps, monkeypatch: pytest.M
     loop_thread = client.portal.call(threading.get_ident)
     assert len(threads) == 1 and threads[0] != loop_thread
     assert state(client, run_id)["status"]["reported"] == 4
+
+
+def test_claimed_counts_claims_not_the_indices_a_short_cohort_skips(apps: Apps) -> None:
+    """A cohort closed short of B skips its unused episode indices (episode e stays in cohort
+    e // B, and that cohort takes no more members), but `claimed` counts the claims handed
+    out: here every episode was claimed once and reported once, so claimed = K, not the 8
+    indices the schedule spans."""
+    client = apps()
+    run_id = secagg_run(client, episodes=6)  # cohorts of 4: cohort 1 holds episodes 4 and 5
+    members = [Member(client, run_id, claim(client, run_id)) for _ in range(6)]
+    for step in (Member.join, Member.share, Member.mask, Member.unmask):
+        for m in members[:4]:
+            step(m)
+    for m in members[4:]:
+        assert m.join().status_code == 200
+    assert outcome(client, run_id, 1)["members"] == 2  # closed short: indices 6, 7 unused
+    status = state(client, run_id)["status"]
+    assert status["finished"] and status["reported"] == 6
+    assert status["claimed"] == 6 == status["episodes"]
+    log = client.get(f"/v1/runs/{run_id}/policies").json()
+    assert sum(s["claimed"] for s in log["served"].values()) == 6
+    again = apps.reopen(client)
+    assert state(again, run_id)["status"]["claimed"] == 6
+
+
+def test_a_restart_never_reopens_a_cohort_closed_short(apps: Apps,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cohort 1 closes with three of four members (the run has no episode left to hand out)
+    and releases; then cohort 0 aborts, so its episodes are handed out again: as cohort 2,
+    episode 8 on, also after a restart (episode 7 would join cohort 1 a second time)."""
+    monkeypatch.setattr(secagg_rounds, "ROUND_TIMEOUT", 2.0)
+    client = apps(claim_timeout=2.0)
+    run_id = secagg_run(client, episodes=7)
+    first = [Member(client, run_id, claim(client, run_id)) for _ in range(4)]
+    short = [Member(client, run_id, claim(client, run_id)) for _ in range(3)]
+    for m in first + short:
+        assert m.join().status_code == 200
+    roster = client.get(f"{short[0].base}/roster", params={"ticket": short[0].me, "wait": 5})
+    assert roster.status_code == 200  # round 0 closed with three: no episode left to join
+    for step in (Member.share, Member.mask, Member.unmask):
+        for m in short:
+            step(m)
+    assert outcome(client, run_id, 1)["outcome"] == "released"
+    for m in first:
+        m.share()
+    for m in first[:2]:  # two of four send their masked inputs: too few
+        m.mask()
+    assert outcome(client, run_id, 0)["outcome"] == "aborted"
+    status = state(client, run_id)["status"]
+    assert status["reported"] == 3 and status["claimed"] == 7
+    again = apps.reopen(client, claim_timeout=2.0)
+    assert state(again, run_id)["status"]["claimed"] == 7
+    time.sleep(2.1)  # the aborted cohort's claims, restored open by the restart, lapse
+    assert [claim(again, run_id)["episode"] for _ in range(4)] == [8, 9, 10, 11]
+    assert state(again, run_id)["status"]["claimed"] == 11
