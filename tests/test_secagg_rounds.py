@@ -283,7 +283,6 @@ def test_the_unmasking_runs_off_the_event_loop(apps: Apps, monkeypatch: pytest.M
     here it blocks until the loop has answered other requests, which it could not do if it
     ran on the loop; meanwhile the cohort is still in round 3, refuses a late unmasking
     message, and nothing is counted."""
-    monkeypatch.setattr(secagg_rounds, "ROUND_TIMEOUT", 1.0)
     served, threads = threading.Event(), []
     result = CohortAggregator.result
 
@@ -300,6 +299,7 @@ def test_the_unmasking_runs_off_the_event_loop(apps: Apps, monkeypatch: pytest.M
         for m in members:
             step(m)
     late = members[3].user.unmask(members[3].get("survivors").json()["survivors"])
+    monkeypatch.setattr(secagg_rounds, "ROUND_TIMEOUT", 1.0)  # for the unmasking round only
     for m in members[:3]:
         m.unmask()
     time.sleep(1.2)  # the unmasking round closes at its deadline with three of four shares
@@ -347,7 +347,7 @@ def test_a_restart_never_reopens_a_cohort_closed_short(apps: Apps,
     and releases; then cohort 0 aborts, so its episodes are handed out again: as cohort 2,
     episode 8 on, also after a restart (episode 7 would join cohort 1 a second time)."""
     monkeypatch.setattr(secagg_rounds, "ROUND_TIMEOUT", 2.0)
-    client = apps(claim_timeout=2.0)
+    client = apps(claim_timeout=3.0)
     run_id = secagg_run(client, episodes=7)
     first = [Member(client, run_id, claim(client, run_id)) for _ in range(4)]
     short = [Member(client, run_id, claim(client, run_id)) for _ in range(3)]
@@ -366,8 +366,8 @@ def test_a_restart_never_reopens_a_cohort_closed_short(apps: Apps,
     assert outcome(client, run_id, 0)["outcome"] == "aborted"
     status = state(client, run_id)["status"]
     assert status["reported"] == 3 and status["claimed"] == 7
-    again = apps.reopen(client, claim_timeout=2.0)
+    again = apps.reopen(client, claim_timeout=3.0)
     assert state(again, run_id)["status"]["claimed"] == 7
-    time.sleep(2.1)  # the aborted cohort's claims, restored open by the restart, lapse
-    assert [claim(again, run_id)["episode"] for _ in range(4)] == [8, 9, 10, 11]
+    # the aborted cohort's claims, restored open by the restart, lapse first (?wait=)
+    assert [claim(again, run_id, wait=10)["episode"] for _ in range(4)] == [8, 9, 10, 11]
     assert state(again, run_id)["status"]["claimed"] == 11
