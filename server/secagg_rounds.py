@@ -9,15 +9,15 @@ every user it waits for has sent its message, or once it has heard nothing for
 when no more members can join; the missing users count as dropped): a round that a loaded
 server or large cohort makes slow, but that still hears from its members, is not cut. Too
 few messages abort the cohort (nothing of it is released, its claims are dropped unreported
-and nothing is charged, and its episodes are handed out again). When the unmasking round closes, its
-messages are frozen and the aggregator rebuilds the masks in a worker thread (Shamir
-reconstruction, X25519 agreements and ChaCha20 masks: about a second at B = 1,000, during which
-the event loop keeps serving; the cohort meanwhile still shows round 3 open, and a late
-unmasking message is refused). Then, on the loop, the cohort's sum goes into the run under its
-lock (`CohortPrivatizer.release_sum`; it counts every member's episode, as a cohort closed in
-process does): its survivors' claims are reported in one write, each with its *masked* input
-(the server never holds a user's clean vector; the released sum is public), the others' claims
-end unreported.
+and nothing is charged, and its episodes are handed out again). When the unmasking round
+closes, its messages are frozen and the aggregator rebuilds the masks in a worker thread
+(Shamir reconstruction, X25519 agreements and ChaCha20 masks: about half a second at B =
+1,000, during which the event loop keeps serving; the cohort meanwhile still shows round 3
+open, and a late unmasking message is refused). Then, on the loop, the cohort's sum goes into
+the run under its lock (`CohortPrivatizer.release_sum`; it counts every member's episode, as a
+cohort closed in process does): its survivors' claims are reported in one write, each with its
+*masked* input (the server never holds a user's clean vector; the released sum is public), the
+others' claims end unreported.
 
 Restarts: the rounds live in memory. A restart aborts every cohort in flight (its users are
 answered 404 and their claims lapse; nothing of it was counted or charged). A released cohort
@@ -421,9 +421,9 @@ class SecaggRounds:
     async def _unmask(self, run_id: str, rounds: CohortRounds) -> None:
         """Once the unmasking round closed (a task of its own, started once): rebuild the sum
         in a worker thread, so the event loop serves other requests meanwhile, then release it
-        on the loop under the run's lock (or end the aborted cohort). Nothing is stored or
-        charged before `_release`: a restart meanwhile loses the cohort whole. An abort is
-        ended by the members' next poll (`await_round`), as at any other round."""
+        on the loop under the run's lock. Nothing is stored or charged before `_release`: a
+        restart meanwhile loses the cohort whole. A cohort that aborts here is ended by its
+        members' next poll (`await_round`), as at any other round."""
         try:
             got = await in_thread(rounds.rebuild)
         except Exception as exc:  # a fault of the server's, not of a member: nothing released
