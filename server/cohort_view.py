@@ -17,7 +17,8 @@ def cohort_state(rounds: CohortRounds) -> CohortState:
     agg = rounds.aggregator
     step = ROUNDS[rounds.round] if rounds.round < len(ROUNDS) else "done"
     return CohortState(cohort=rounds.index, members=len(rounds.members), round=step,
-                       survivors=len(agg.survivors), outcome=rounds.outcome)
+                       survivors=len(agg.survivors),
+                       outcome=rounds.outcome if rounds.ended else None)
 
 
 def cohorts_view(secagg: SecaggRounds, run_id: str) -> CohortsView:
@@ -27,7 +28,7 @@ def cohorts_view(secagg: SecaggRounds, run_id: str) -> CohortsView:
                   key=lambda c: c.index)
     counts = dict.fromkeys((*OUTCOMES, "in_flight"), 0)
     for c in mine:
-        counts[c.outcome or "in_flight"] += 1
+        counts[c.outcome if c.ended and c.outcome else "in_flight"] += 1
     return CohortsView(run_id=run_id, size=spec.size, dropout=spec.dropout,
                        collusion=spec.collusion, min_survivors=spec.min_survivors,
                        honest_shares=spec.honest_shares, noise=spec.noise,

@@ -145,7 +145,10 @@ class HostedRun(Replay, PublicViews):
         exchange = boundary.exchange()  # a boundary with cohorts: its reports count by cohort
         self.cohorts = None if exchange is None else Cohorts(boundary.cohort_size, exchange)
         self.epoch = 0  # noise epoch (> 0 once an admin continued it after a rollback)
-        self.claimed = 0
+        self.claimed = 0  # claims handed out (lapsed and ended ones too): RunStatus.claimed
+        # the next claim's episode index: past `claimed` once a secure-aggregation cohort
+        # closed short of B skipped its unused indices (`privrl.server.secagg_rounds`)
+        self.next_episode = 0
         self.stored_reports = 0  # report rows (a held cohort member's too): the next one's seq
         self.open: OrderedDict[str, OpenClaim] = OrderedDict()  # issue order = expiry order
         self.joined: dict[str, OpenClaim] = {}  # claims a secagg cohort holds: they never lapse
@@ -255,7 +258,7 @@ class HostedRun(Replay, PublicViews):
         actions = json.dumps(self.actions.tolist(), separators=(",", ":"))
         self.version_index[self.version] = len(self.entries)
         self.entries.append(VersionEntry(
-            self.version, self.claimed, self.actions.tolist(),
+            self.version, self.next_episode, self.actions.tolist(),
             {k: ArrayPayload.of(v) for k, v in self.extras.items()}))
         self.served = grown(self.served, len(self.entries))
         return PolicyRow(self.id, self.version, self.run.reported, actions,
@@ -368,7 +371,7 @@ class HostedRun(Replay, PublicViews):
         (planned here unless coalesced), and the rows that record it (the caller commits them
         before it answers)."""
         self.admit(now, source)
-        episode = self.claimed
+        episode = self.next_episode
         ticket = secrets.token_urlsafe(24)
         expires_at = now + self.claim_timeout
         replan = (self.sequential or not self.open
@@ -387,6 +390,7 @@ class HostedRun(Replay, PublicViews):
 
         rows = self._atomically("claim", mutate)
         self.claimed += 1
+        self.next_episode += 1
         self._count(self.version, CLAIMED)
         self.open[ticket] = OpenClaim(ticket, episode, self.version, expires_at,
                                       self._current_message(), source)
@@ -499,7 +503,7 @@ class HostedRun(Replay, PublicViews):
         if replayed is None:
             expiry = {c.episode: c.expires_at for c in self.open.values()}
             inputs = self.cohorts.reported(
-                episode, stats, lambda e: e < self.claimed and expiry.get(e, now) <= now)
+                episode, stats, lambda e: e < self.next_episode and expiry.get(e, now) <= now)
         else:
             inputs = self.cohorts.replayed(episode, stats, replayed)
         if inputs is not None:

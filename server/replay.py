@@ -64,6 +64,7 @@ class Replay:
     entries: list[VersionEntry]
     served: np.ndarray
     claimed: int
+    next_episode: int
     open: OrderedDict[str, OpenClaim]
     epoch: int
     stored_reports: int
@@ -83,13 +84,15 @@ class Replay:
         self._replan(stored)
         epochs = self.store.noise_epochs(self.id)
         self._enter_epochs(epochs)
+        cohorts_closed = 0  # secure-aggregation cohorts 0 .. this - 1 take no more members
         for rep in self.store.reports(self.id):
             version = version_of[rep.ticket]
             served = messages[version]
             stored_ack = Ack.model_validate_json(rep.ack)
             self.stored_reports = rep.seq
             if rep.kind == secagg_store.KIND:  # a secure-aggregation cohort's report
-                secagg_store.replay_masked(self.run, rep.payload)
+                cohort = secagg_store.replay_masked(self.run, rep.payload)
+                cohorts_closed = max(cohorts_closed, cohort + 1)
             else:
                 try:
                     accepted = restore(rep.kind, rep.payload, self.run, served, version)
@@ -109,7 +112,12 @@ class Replay:
                 f"run {self.id}: replay reached policy version {self.version}, the log has"
                 f" {max(stored)}"
             )
-        self.claimed = max((c.episode for c in claims), default=-1) + 1
+        self.claimed = len(claims)
+        self.next_episode = max((c.episode for c in claims), default=-1) + 1
+        if cohorts_closed:  # past the unused indices of a stored cohort closed short of B
+            spec = self.run.calibration.cohort
+            assert spec is not None
+            self.next_episode = max(self.next_episode, cohorts_closed * spec.size)
         self._count_served(claims)
         pending = [c for c in claims if c.state == "open"]
         self.open = OrderedDict(
@@ -134,7 +142,7 @@ class Replay:
             first.setdefault(i, c.episode)
             self.served[i, CLAIMED] += 1
             self.served[i, REPORTED] += c.state == "reported"
-        start = self.claimed
+        start = self.next_episode
         for i in reversed(range(len(self.entries))):  # a version never served starts where
             start = first.get(i, start)  # the next one does
             self.entries[i] = VersionEntry(self.entries[i].version, start,

@@ -9,12 +9,15 @@ every user it waits for has sent its message, or once it has heard nothing for
 when no more members can join; the missing users count as dropped): a round that a loaded
 server or large cohort makes slow, but that still hears from its members, is not cut. Too
 few messages abort the cohort (nothing of it is released, its claims are dropped unreported
-and nothing is charged, and its episodes are handed out again). When the unmasking round closes, the
-aggregator rebuilds the masks and the cohort's sum goes into the run under its lock
-(`CohortPrivatizer.release_sum`; it counts every member's episode, as a cohort closed in
-process does): its survivors' claims are reported in one write, each with its *masked* input
-(the server never holds a user's clean vector; the released sum is public), the others' claims
-end unreported.
+and nothing is charged, and its episodes are handed out again). When the unmasking round
+closes, its messages are frozen and the aggregator rebuilds the masks in a worker thread
+(Shamir reconstruction, X25519 agreements and ChaCha20 masks: about half a second at B =
+1,000, during which the event loop keeps serving; the cohort meanwhile still shows round 3
+open, and a late unmasking message is refused). Then, on the loop, the cohort's sum goes into
+the run under its lock (`CohortPrivatizer.release_sum`; it counts every member's episode, as a
+cohort closed in process does): its survivors' claims are reported in one write, each with its
+*masked* input (the server never holds a user's clean vector; the released sum is public), the
+others' claims end unreported.
 
 Restarts: the rounds live in memory. A restart aborts every cohort in flight (its users are
 answered 404 and their claims lapse; nothing of it was counted or charged). A released cohort
@@ -38,7 +41,7 @@ from privrl.protocol import Ack
 from privrl.server.errors import Refusal
 from privrl.server.hosted import HostedRun
 from privrl.server.secagg_store import KIND, masked_payload
-from privrl.server.service import Service, durable, fresh
+from privrl.server.service import Service, durable, fresh, in_thread
 from privrl.server.snapshot import EXPIRED, REPORTED
 from privrl.server.store import ReportRow, Statement, Store
 from privrl.trust.secagg.protocol import (
@@ -77,6 +80,8 @@ class CohortRounds:
     dropped: bool = False  # an aborted cohort's claims were ended
     closing: bool = False  # no more members can join: round 0 closes with those it has
     looked: float = 0.0  # when the server last asked whether more members can join
+    frozen: bool = False  # the unmasking round closed: no more messages, the sum is rebuilt
+    unmasking: asyncio.Task[None] | None = None  # the rebuild and release (SecaggRounds)
     total: np.ndarray | None = None  # the unmasked sum, until the run took it
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -91,8 +96,18 @@ class CohortRounds:
         return f"in {now - self.created:.2f} s{rounds}"
 
     @property
+    def ended(self) -> bool:
+        """Its outcome is known and, when it released, on disk (its unmasking task, which
+        writes the release, is done)."""
+        return self.outcome is not None and (self.unmasking is None or self.unmasking.done())
+
+    @property
     def round(self) -> int:
-        """The round open now (0 .. 3; 4 once the sum was rebuilt)."""
+        """The round open now (0 .. 3; 4 once the cohort released its sum). While its sum is
+        rebuilt, taken by the run and written, the cohort still shows round 3: its outcome
+        is not known yet."""
+        if self.frozen and not self.ended:
+            return 3
         return self.aggregator.round
 
     def _waiting_for(self) -> tuple[int, int]:
@@ -108,8 +123,9 @@ class CohortRounds:
         return len(agg.survivors), len(agg.reveals)
 
     def tick(self, now: float) -> None:
-        """Close the current round if everyone it waits for is in or its time is up."""
-        while self.outcome is None and self.total is None:
+        """Close the current round if everyone it waits for is in or its time is up (the
+        unmasking round closes `frozen`: the caller rebuilds the sum, off the event loop)."""
+        while self.outcome is None and not self.frozen:
             expected, got = self._waiting_for()
             if got < expected and now - self.opened < self.timeout:
                 return
@@ -133,7 +149,24 @@ class CohortRounds:
         elif agg.round == 2:
             agg.unmask_request()
         else:
-            self.total = agg.result()
+            self.frozen = True
+
+    def rebuild(self) -> np.ndarray | str:
+        """Once frozen: the survivors' sum, or why the cohort aborts. The CPU work of the
+        unmasking round; it only reads the frozen messages, so it runs in a worker thread."""
+        assert self.frozen
+        try:
+            return self.aggregator.result()
+        except CohortAborted as why:
+            return str(why)
+
+    def rebuilt(self, got: np.ndarray | str) -> None:
+        """On the event loop: `rebuild`'s answer into the cohort (the sum waits for the run
+        to take it; still round 3), or its abort."""
+        if isinstance(got, str):
+            self.abort(got)
+        else:
+            self.total = got
 
     def abort(self, why: str) -> None:
         """The cohort ends with nothing released."""
@@ -194,8 +227,15 @@ class SecaggRounds:
             length = sum(int(np.prod(f.shape)) for f in cal.families)
             setup = cohort_setup(run_id, spec, cohort, length)
             rounds = self.cohorts[(run_id, cohort)] = CohortRounds(cohort, setup, time.time())
-        rounds.tick(time.time())
+        self._tick(run_id, rounds, time.time())
         return rounds
+
+    def _tick(self, run_id: str, rounds: CohortRounds, now: float) -> None:
+        """Close the cohort's rounds that are due; once its unmasking round closed, start its
+        rebuild and release (once)."""
+        rounds.tick(now)
+        if rounds.frozen and rounds.unmasking is None:
+            rounds.unmasking = asyncio.get_running_loop().create_task(self._unmask(run_id, rounds))
 
     def _member(self, rounds: CohortRounds, ticket: str) -> int:
         index = rounds.members.get(ticket)
@@ -205,16 +245,19 @@ class SecaggRounds:
             raise Refusal(410, "aborted", f"cohort {rounds.index} aborted: {rounds.why}")
         return index
 
-    def _step(self, rounds: CohortRounds, fn: object, *args: object) -> None:
-        """One member's message into the round (422 when malformed); the round waits from
+    def _step(self, run_id: str, rounds: CohortRounds, fn: object, *args: object) -> None:
+        """One member's message into the round (422 when malformed, or when the unmasking
+        round closed: its messages are frozen while the sum is rebuilt); the round waits from
         now for the others."""
+        if rounds.frozen:
+            raise Refusal(422, "invalid", f"cohort {rounds.index}'s unmasking round has closed")
         try:
             fn(*args)  # type: ignore[operator]
         except MalformedInput as exc:
             raise Refusal(422, "invalid", str(exc)) from None
         now = time.time()
         rounds.opened = now
-        rounds.tick(now)
+        self._tick(run_id, rounds, now)
 
     # -- round 0 --------------------------------------------------------------------------------
 
@@ -242,7 +285,7 @@ class SecaggRounds:
                               f" ({rounds.outcome or 'its rounds have begun'}): nothing of"
                               " this episode was counted, claim another")
             index = claim.episode % spec.size
-            self._step(rounds, rounds.aggregator.advertise, Advertisement(index, *keys))
+            self._step(run_id, rounds, rounds.aggregator.advertise, Advertisement(index, *keys))
             hosted.joined[ticket] = hosted.open.pop(ticket)
             rounds.members[ticket] = index
             rounds.episodes[index] = claim.episode
@@ -258,7 +301,13 @@ class SecaggRounds:
         open claim of the cohort is left (its user still playing); but a cohort too small to
         release waits while other cohorts hold episodes (it closes, and ends the run, once it
         holds all the run has left). A cohort closed short of B takes no later claim: the
-        next one opens the next cohort."""
+        next claim opens the next cohort (its unused indices are skipped, not reused: episode
+        e stays in cohort e // B, the public schedule, and the closed cohort takes no more
+        members). The skip moves only the run's next episode index, not its count of claims
+        handed out (RunStatus.claimed: no claim was made for a skipped index, so the count
+        exceeds K only by claims that ended unreported: lapsed, refused by a closed cohort or
+        ended with an aborted one); a replay skips again past every stored cohort
+        (`Replay._load`)."""
         if rounds.round != 0 or rounds.closing or rounds.outcome is not None:
             return
         if now - rounds.looked < LOOK and len(rounds.members) < rounds.setup.size:
@@ -266,8 +315,8 @@ class SecaggRounds:
         rounds.looked = now
         first, end = rounds.index * rounds.setup.size, (rounds.index + 1) * rounds.setup.size
         pending = hosted.n_outstanding(now)  # lapsed claims swept first
-        if hosted.claimed < end and (hosted.run.reported + pending + hosted.held
-                                     < hosted.config.episodes):
+        if hosted.next_episode < end and (hosted.run.reported + pending + hosted.held
+                                          < hosted.config.episodes):
             return
         if any(first <= claim.episode < end for claim in hosted.open.values()):
             return
@@ -277,7 +326,7 @@ class SecaggRounds:
             return  # too few to release, and other cohorts still hold episodes: wait for
             # them (if they abort, their episodes come here), or for the join timeout
         rounds.closing = True
-        hosted.claimed = max(hosted.claimed, end)
+        hosted.next_episode = max(hosted.next_episode, end)
         rounds.tick(now)
 
     # -- the rounds' messages -------------------------------------------------------------------
@@ -285,7 +334,7 @@ class SecaggRounds:
     def share(self, run_id: str, cohort: int, ticket: str, sealed: Mapping[str, str]) -> None:
         rounds = self._cohort(run_id, cohort)
         index = self._member(rounds, ticket)
-        self._step(rounds, rounds.aggregator.share, index, _keyed(sealed))
+        self._step(run_id, rounds, rounds.aggregator.share, index, _keyed(sealed))
 
     def submit(self, run_id: str, cohort: int, ticket: str, masked: list[int]) -> None:
         rounds = self._cohort(run_id, cohort)
@@ -294,12 +343,12 @@ class SecaggRounds:
             arr = np.asarray(masked, dtype=np.uint64)
         except (OverflowError, ValueError, TypeError) as exc:
             raise Refusal(422, "invalid", "a masked input is a list of residues") from exc
-        self._step(rounds, rounds.aggregator.submit, index, arr)
+        self._step(run_id, rounds, rounds.aggregator.submit, index, arr)
 
     def reveal(self, run_id: str, cohort: int, ticket: str, shares: Mapping[str, str]) -> None:
         rounds = self._cohort(run_id, cohort)
         index = self._member(rounds, ticket)
-        self._step(rounds, rounds.aggregator.reveal, index, _keyed(shares))
+        self._step(run_id, rounds, rounds.aggregator.reveal, index, _keyed(shares))
 
     # -- long polls -----------------------------------------------------------------------------
 
@@ -315,13 +364,11 @@ class SecaggRounds:
                 hosted, _ = self._hosted(run_id)
                 async with hosted.slot_freed:
                     self._close_if_full(hosted, rounds, time.time())
-            if rounds.total is not None and rounds.outcome is None:
-                await self._release(run_id, rounds)
             if rounds.outcome == "aborted" and not rounds.dropped:
                 await self._end_aborted(run_id, rounds)
             if ticket is not None:
                 self._member(rounds, ticket)
-            if rounds.outcome is not None or rounds.round > after:
+            if rounds.ended or rounds.round > after:
                 return rounds
             left = end - time.monotonic()
             if left <= 0:
@@ -371,12 +418,32 @@ class SecaggRounds:
 
     # -- the release ----------------------------------------------------------------------------
 
+    async def _unmask(self, run_id: str, rounds: CohortRounds) -> None:
+        """Once the unmasking round closed (a task of its own, started once): rebuild the sum
+        in a worker thread, so the event loop serves other requests meanwhile, then release it
+        on the loop under the run's lock. Nothing is stored or charged before `_release`: a
+        restart meanwhile loses the cohort whole. A cohort that aborts here is ended by its
+        members' next poll (`await_round`), as at any other round."""
+        try:
+            got = await in_thread(rounds.rebuild)
+        except Exception as exc:  # a fault of the server's, not of a member: nothing released
+            log.exception("run %s: cohort %d could not be unmasked", run_id, rounds.index)
+            got = f"the server could not unmask the cohort: {exc!r}"
+        rounds.rebuilt(got)
+        if rounds.total is None:
+            return
+        try:
+            await self._release(run_id, rounds)
+        except Refusal as exc:  # the run was deleted, or its store failed (the cohort aborted)
+            log.warning("run %s: cohort %d not released: %s", run_id, rounds.index, exc)
+
     async def _release(self, run_id: str, rounds: CohortRounds) -> None:
-        """Under the run's lock: the cohort's sum into the run, its survivors' claims reported
-        (their masked inputs stored) in one write; the others' claims dropped."""
+        """Under the run's lock (once, from `_unmask`): the cohort's sum into the run, its
+        survivors' claims reported (their masked inputs stored) in one write; the others'
+        claims dropped."""
         hosted, _ = self._hosted(run_id)
         async with hosted.slot_freed:
-            if rounds.outcome is not None:  # another waiter released it meanwhile
+            if rounds.outcome is not None:  # aborted meanwhile
                 return
             await fresh(hosted)
             assert rounds.total is not None
@@ -398,8 +465,10 @@ class SecaggRounds:
             log.info("run %s: cohort %d %s (%d of %d users; %d reported) %s", run_id,
                      rounds.index, outcome, len(survivors), len(rounds.members),
                      hosted.run.reported, rounds.timing(now))
-        rounds._wake()
-        await durable(barrier)
+        try:
+            await durable(barrier)
+        finally:  # the members waiting for the outcome hear it once it is on disk
+            rounds._wake()
 
     def _reported(self, hosted: HostedRun, rounds: CohortRounds, counted: list[int],
                   total: np.ndarray | None) -> list[Statement]:

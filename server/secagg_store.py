@@ -28,12 +28,13 @@ def masked_payload(cohort: int, masked: np.ndarray | None, release: dict[str, An
     return json.dumps(doc, separators=(",", ":"))
 
 
-def replay_masked(run: Run, payload: str) -> None:
+def replay_masked(run: Run, payload: str) -> int:
     """During a replay: a stored masked report; the cohort's release at its first row (a
-    cohort closed with nothing released counts its members again)."""
-    release = json.loads(payload).get("release")
+    cohort closed with nothing released counts its members again). Its cohort's index."""
+    doc = json.loads(payload)
+    release = doc.get("release")
     if release is None:
-        return
+        return int(doc["cohort"])
     privatizer = run.privatizer
     if release["sum"] is None:
         privatizer.close_unreleased(int(release["members"]), run.ledger)  # type: ignore[attr-defined]
@@ -41,3 +42,4 @@ def replay_masked(run: Run, payload: str) -> None:
         privatizer.release_sum(  # type: ignore[attr-defined]
             np.asarray(release["sum"], dtype=np.int64), int(release["members"]),
             int(release["survivors"]), run.ledger)
+    return int(doc["cohort"])

@@ -4,6 +4,7 @@ agreement are unmasked away, too few inputs abort."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -15,7 +16,7 @@ from privrl.algorithms import bind
 from privrl.protocol import RunInfo
 from privrl.server import secagg_rounds
 from privrl.server.secagg_rounds import CohortRounds
-from privrl.trust.secagg.protocol import CohortSetup, UserSession
+from privrl.trust.secagg.protocol import CohortAggregator, CohortSetup, UserSession
 from privrl.trust.secagg.wire import b64, cohort_setup, roster_of, unb64
 from support.server import Apps, claim, create, spec, state
 
@@ -56,7 +57,10 @@ def test_a_member_lost_after_key_agreement_is_unmasked_away_at_the_deadline() ->
     for i in sorted(rounds.aggregator.survivors):
         rounds.aggregator.reveal(i, users[i].unmask(rounds.aggregator.survivors))
     rounds.tick(2.0 + T)
+    assert rounds.frozen and rounds.total is None  # the caller rebuilds the sum, off the loop
+    rounds.rebuilt(rounds.rebuild())
     assert rounds.total is not None and rounds.outcome is None
+    assert rounds.round == 3  # until the run took the sum: its outcome is not known yet
     np.testing.assert_array_equal(rounds.total, vectors[0] + vectors[1] + vectors[3])
 
 
@@ -272,3 +276,98 @@ def test_a_cohort_too_small_waits_for_the_others_before_it_ends_the_run(apps: Ap
     assert ended["outcome"] == "aborted" and ended["members"] == 1
     status = state(client, run_id)["status"]
     assert status["reported"] == 5 and status["finished"]
+
+
+def test_the_unmasking_runs_off_the_event_loop(apps: Apps, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rebuild of a cohort's sum (about a second at B = 1,000) runs in a worker thread:
+    here it blocks until the loop has answered other requests, which it could not do if it
+    ran on the loop; meanwhile the cohort is still in round 3, refuses a late unmasking
+    message, and nothing is counted."""
+    served, threads = threading.Event(), []
+    result = CohortAggregator.result
+
+    def slow(self: CohortAggregator) -> np.ndarray:
+        threads.append(threading.get_ident())
+        assert served.wait(10), "the event loop served nothing while the sum was rebuilt"
+        return result(self)
+
+    monkeypatch.setattr(CohortAggregator, "result", slow)
+    client = apps()
+    run_id = secagg_run(client, episodes=4)
+    members = [Member(client, run_id, claim(client, run_id)) for _ in range(4)]
+    for step in (Member.join, Member.share, Member.mask):
+        for m in members:
+            step(m)
+    late = members[3].user.unmask(members[3].get("survivors").json()["survivors"])
+    monkeypatch.setattr(secagg_rounds, "ROUND_TIMEOUT", 1.0)  # for the unmasking round only
+    for m in members[:3]:
+        m.unmask()
+    time.sleep(1.2)  # the unmasking round closes at its deadline with three of four shares
+    assert client.get(f"/v1/runs/{run_id}/cohorts/0", params={"wait": 0}).status_code == 202
+    refused = members[3].post("unmask", {"shares": {str(u): b64(s) for u, s in late.items()}})
+    assert refused.status_code == 422 and "has closed" in refused.json()["detail"]
+    view = client.get(f"/v1/runs/{run_id}/cohorts").json()["cohorts"]
+    assert [(c["round"], c["outcome"]) for c in view] == [("unmask", None)]
+    assert state(client, run_id)["status"]["reported"] == 0
+    served.set()
+    ended = outcome(client, run_id, 0)
+    assert ended["outcome"] == "released" and ended["survivors"] == 4
+    assert client.portal is not None  # the test client's event loop runs in this thread:
+    loop_thread = client.portal.call(threading.get_ident)
+    assert len(threads) == 1 and threads[0] != loop_thread
+    assert state(client, run_id)["status"]["reported"] == 4
+
+
+def test_claimed_counts_claims_not_the_indices_a_short_cohort_skips(apps: Apps) -> None:
+    """A cohort closed short of B skips its unused episode indices (episode e stays in cohort
+    e // B, and that cohort takes no more members), but `claimed` counts the claims handed
+    out: here every episode was claimed once and reported once, so claimed = K, not the 8
+    indices the schedule spans."""
+    client = apps()
+    run_id = secagg_run(client, episodes=6)  # cohorts of 4: cohort 1 holds episodes 4 and 5
+    members = [Member(client, run_id, claim(client, run_id)) for _ in range(6)]
+    for step in (Member.join, Member.share, Member.mask, Member.unmask):
+        for m in members[:4]:
+            step(m)
+    for m in members[4:]:
+        assert m.join().status_code == 200
+    assert outcome(client, run_id, 1)["members"] == 2  # closed short: indices 6, 7 unused
+    status = state(client, run_id)["status"]
+    assert status["finished"] and status["reported"] == 6
+    assert status["claimed"] == 6 == status["episodes"]
+    log = client.get(f"/v1/runs/{run_id}/policies").json()
+    assert sum(s["claimed"] for s in log["served"].values()) == 6
+    again = apps.reopen(client)
+    assert state(again, run_id)["status"]["claimed"] == 6
+
+
+def test_a_restart_never_reopens_a_cohort_closed_short(apps: Apps,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cohort 1 closes with three of four members (the run has no episode left to hand out)
+    and releases; then cohort 0 aborts, so its episodes are handed out again: as cohort 2,
+    episode 8 on, also after a restart (episode 7 would join cohort 1 a second time)."""
+    monkeypatch.setattr(secagg_rounds, "ROUND_TIMEOUT", 2.0)
+    client = apps(claim_timeout=3.0)
+    run_id = secagg_run(client, episodes=7)
+    first = [Member(client, run_id, claim(client, run_id)) for _ in range(4)]
+    short = [Member(client, run_id, claim(client, run_id)) for _ in range(3)]
+    for m in first + short:
+        assert m.join().status_code == 200
+    roster = client.get(f"{short[0].base}/roster", params={"ticket": short[0].me, "wait": 5})
+    assert roster.status_code == 200  # round 0 closed with three: no episode left to join
+    for step in (Member.share, Member.mask, Member.unmask):
+        for m in short:
+            step(m)
+    assert outcome(client, run_id, 1)["outcome"] == "released"
+    for m in first:
+        m.share()
+    for m in first[:2]:  # two of four send their masked inputs: too few
+        m.mask()
+    assert outcome(client, run_id, 0)["outcome"] == "aborted"
+    status = state(client, run_id)["status"]
+    assert status["reported"] == 3 and status["claimed"] == 7
+    again = apps.reopen(client, claim_timeout=3.0)
+    assert state(again, run_id)["status"]["claimed"] == 7
+    # the aborted cohort's claims, restored open by the restart, lapse first (?wait=)
+    assert [claim(again, run_id, wait=10)["episode"] for _ in range(4)] == [8, 9, 10, 11]
+    assert state(again, run_id)["status"]["claimed"] == 11
