@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,7 @@ from privrl.worlds.tabular import TabularMDP
 from pydantic import ValidationError
 
 DEMO_OUTPUTS = ("summary.json", "regret.png")  # what the demo writes to --out
+TITLE_WIDTH = 120  # characters of the plot title's lines (the figure fits about 140)
 USERS_TIMEOUT = 900.0  # seconds the user processes may take before the demo gives up
 PROGRESS_EVERY = 10.0  # seconds between progress lines
 SERVER_READY_TIMEOUT = 300.0  # seconds the server may take to be ready (it fails fast if it
@@ -554,15 +556,20 @@ def print_cohorts(results: list[dict[str, Any]]) -> None:
                   f" refused {n['refused']}, aborted {n['aborted']}")
 
 
+def draw(results: list[dict[str, Any]], horizon: int, episodes: int, path: Path) -> Path:
+    """The demo's plot of `results` (regret.png), its title stating every cohort run's
+    assumptions, each wrapped to the figure's width."""
+    cohorts = "".join("\n" + textwrap.fill(f"{r['label']}: {r['cohorts']['assumptions']}",
+                                            TITLE_WIDTH) for r in results if "cohorts" in r)
+    return plot_learning(results, path, title=f"RiverSwim (H = {horizon}) over HTTP, K ="
+                         f" {episodes} per run: exact regret of every episode's policy" + cohorts)
+
+
 def report(results: list[dict[str, Any]], args: argparse.Namespace, out: Path) -> None:
     """Write summary.json and regret.png to `out`; print the tables, the story and the files."""
     seeds = ("derived from --seed" if args.seed is not None else "drawn from the OS CSPRNG")
     (out / "summary.json").write_text(json.dumps({"results": results, "seeds": seeds}))
-    cohorts = "".join(f"\n{r['label']}: {r['cohorts']['assumptions']}" for r in results
-                      if "cohorts" in r)
-    plot = plot_learning(results, out / "regret.png",
-                         title=f"RiverSwim (H = {args.horizon}) over HTTP, K = {args.episodes} "
-                         "per run: exact regret of every episode's policy" + cohorts)
+    plot = draw(results, args.horizon, args.episodes, out / "regret.png")
     print_table(results)
     print_seed_verdicts(results)
     text = story(results)

@@ -9,13 +9,8 @@ mean regret, what the run spent and its cost per episode and seed.
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
-
-import numpy as np
 from privrl.verdict import LEVEL, interval, judge, verdict_tail
-from results_table import save_table
+from secagg_runs import SecaggRun, tabulate
 
 COLUMNS = [("run", ""), ("world", ""), ("eps", "g"), ("delta", "g"), ("cohort B", ""),
            ("K", ","), ("seeds", "d"), ("last 10% / uniform", ".1%"),
@@ -23,31 +18,15 @@ COLUMNS = [("run", ""), ("world", ""), ("eps", "g"), ("delta", "g"), ("cohort B"
            ("eps spent", ".3f"), ("ms / episode / seed", ".2f")]
 
 
-def row(folder: Path) -> list[object]:
-    """One run's row (the first result of its summary.json)."""
-    result = json.loads((folder / "summary.json").read_text())["results"][0]
-    cfg, regret = result["config"], result["regret"]
-    per = np.asarray(regret["per_episode"], dtype=float)  # (seeds, K)
-    uniform = float(regret["random_policy_per_episode"])
-    seeds, k = per.shape
-    tail = verdict_tail(k)
-    shares = per[:, -tail:].mean(axis=1) / uniform
+def row(run: SecaggRun) -> list[object]:
+    """One run's row."""
+    shares = run.shares(verdict_tail(run.episodes))
     mean, low, high = interval(shares)
-    pooled = bool((cfg.get("knobs") or {}).get("pooled"))
-    return [cfg["algo"] + (" pooled" if pooled else ""), result["world"]["name"],
-            cfg["epsilon"], cfg["delta"], cfg["schedule"].split(":")[1], k, seeds, mean,
-            f"[{low:.1%}, {high:.1%}]" if seeds > 1 else None, float(shares.max()),
-            judge(per.mean(axis=0), uniform).learned, result["ledger"]["epsilon"],
-            result["ms_per_episode"] / seeds]
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="folders `privrl run --out` wrote")
-    parser.add_argument("--json", type=Path, required=True, help="where the table goes")
-    args = parser.parse_args()
-    save_table(args.json, COLUMNS, [row(folder) for folder in args.runs])
+    return [run.name, run.world, run.epsilon, run.delta, run.cohort, run.episodes, run.seeds,
+            mean, f"[{low:.1%}, {high:.1%}]" if run.seeds > 1 else None, float(shares.max()),
+            judge(run.regret.mean(axis=0), run.uniform).learned, run.spent,
+            run.ms_per_episode / run.seeds]
 
 
 if __name__ == "__main__":
-    main()
+    tabulate(__doc__, COLUMNS, row)

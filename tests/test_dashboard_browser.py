@@ -4,8 +4,9 @@ them as episodes arrive, and reads nothing but this server's public GET routes. 
 by algorithm, privacy mode, epsilon and a short id, coloured by privacy mode as in every figure;
 heat-maps have colour bars; no axis label is clipped.
 
-The screenshot it takes is the README's (`PRIVRL_SCREENSHOT=docs/dashboard.png` writes it there;
-`PRIVRL_SCREENSHOT_EPISODES` sets K for a longer run). Without Chromium the test is skipped.
+The screenshot it takes is the docs' (`PRIVRL_SCREENSHOT=docs/dashboard.png` writes it there;
+`PRIVRL_SCREENSHOT_EPISODES` sets K for a longer run): one run per trust boundary, the secure
+aggregation run's cohort panel among them. Without Chromium the test is skipped.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ DRIVER = shutil.which("chromedriver")
 PUBLIC_GETS = ("/", "/dashboard/app.js", "/dashboard/style.css", "/dashboard/favicon.svg",
                "/v1/runs", "/v1/trust")
 PUBLIC_RUN_VIEWS = ("ledger", "regret", "billboard", "cohorts")
+MODES = ("none", "jdp", "secagg", "ldp")  # the live runs' boundaries, in the page's order
+COHORT = 4  # the secure-aggregation run's B: as many users as a process has in flight
 
 
 def browser():  # noqa: ANN201 (selenium's WebDriver, imported lazily)
@@ -128,13 +131,15 @@ def test_dashboard_renders_live_runs_and_updates(server: ServerProcess, tmp_path
     first = episodes // 3
     try:
         with ServerAPI(server.url, token=TOKEN) as api:
-            ids = [api.create_run(config(p, episodes)).id for p in ("none", "jdp", "ldp")]
+            cohorts = {"schedule": f"batch:{COHORT}"}
+            ids = [api.create_run(config(p, episodes, **(cohorts if p == "secagg" else {}))).id
+                   for p in MODES]
         for proc in [play(server, run_id, first) for run_id in ids]:
             assert proc.wait(timeout=300) == 0, proc.stderr.read()
         driver.get(server.url + "/")
         rows = "document.querySelectorAll('#runs tbody tr').length"
-        assert wait_for(driver, f"{rows} === 3 && document.querySelectorAll("
-                        "'#chart-percent path.series').length === 3")
+        assert wait_for(driver, f"{rows} === 4 && document.querySelectorAll("
+                        "'#chart-percent path.series').length === 4")
         # each run's curve, its band and its epsilon step function are drawn from live data
         for run_id in ids:
             last = driver.execute_script(
@@ -142,9 +147,9 @@ def test_dashboard_renders_live_runs_and_updates(server: ServerProcess, tmp_path
                 ".getAttribute('data-last-x')")
             assert int(last) == first
         assert driver.execute_script(
-            "return document.querySelectorAll('#chart-percent polygon.band').length") == 3
+            "return document.querySelectorAll('#chart-percent polygon.band').length") == 4
         assert driver.execute_script(
-            "return document.querySelectorAll('#chart-epsilon path.series').length") == 2
+            "return document.querySelectorAll('#chart-epsilon path.series').length") == 3
         cells = "document.querySelectorAll('#heatmaps rect.cell').length"
         assert driver.execute_script(f"return {cells}") == MDP.S * MDP.A  # exact counts only
         from selenium.webdriver.support.ui import Select
@@ -167,9 +172,10 @@ def test_dashboard_renders_live_runs_and_updates(server: ServerProcess, tmp_path
             " tr.querySelector('td.algo').textContent,"
             " tr.querySelector('td.privacy').textContent])")
         assert [r[0] for r in rows] == ids
-        for (run_id, short, algo, privacy), mode in zip(rows, ("none", "jdp", "ldp"), strict=True):
+        for (run_id, short, algo, privacy), mode in zip(rows, MODES, strict=True):
             assert short == run_id[:6] and algo == "dp-ucbvi", rows
             assert privacy == {"none": "non-private pooled", "jdp": "JDP ε=10 gaussian pooled",
+                               "secagg": "SecAgg ε=10 gaussian pooled",
                                "ldp": "LDP ε=10 gaussian pooled"}[mode]
         text = driver.find_element("id", "runs").text
         assert f"{first} / {episodes}" in text and "%" in text and "100" in text
@@ -177,16 +183,15 @@ def test_dashboard_renders_live_runs_and_updates(server: ServerProcess, tmp_path
         assert f"dp-ucbvi · JDP ε=10 gaussian pooled · {ids[1][:6]}" in legend, legend
         options = driver.execute_script(
             "return [...document.querySelectorAll('#detail-run option')].map(o => o.textContent)")
-        assert options[2] == f"dp-ucbvi · LDP ε=10 gaussian pooled · {ids[2][:6]}", options
+        assert options[3] == f"dp-ucbvi · LDP ε=10 gaussian pooled · {ids[3][:6]}", options
         # one colour per privacy mode, the figures' palette; every curve in its own style
         strokes = driver.execute_script(
             "return [...document.querySelectorAll('#chart-cumulative path.series')]"
             ".map(p => [p.dataset.run, p.getAttribute('stroke'),"
             " p.getAttribute('stroke-dasharray')])")
         colour = {run_id: stroke for run_id, stroke, _ in strokes}
-        assert colour == {i: PRIVACY_COLORS[m] for i, m in zip(ids, ("none", "jdp", "ldp"),
-                                                               strict=True)}
-        assert len({(c, d) for _, c, d in strokes}) == 3
+        assert colour == {i: PRIVACY_COLORS[m] for i, m in zip(ids, MODES, strict=True)}
+        assert len({(c, d) for _, c, d in strokes}) == 4
         assert_nothing_clipped(driver)
 
         # more episodes arrive: the page follows by itself (polling)
@@ -198,6 +203,9 @@ def test_dashboard_renders_live_runs_and_updates(server: ServerProcess, tmp_path
         wait_for(driver, done)
         wait_for(driver, f"document.querySelector('#runs').textContent.includes('{episodes} / "
                  f"{episodes} ✓')")
+        # the cohort panel follows the secure-aggregation run to its last cohort
+        wait_for(driver, "document.getElementById('cohorts').textContent.includes("
+                 f"'{episodes // COHORT} released, 0 refused, 0 aborted, 0 forming')")
         # nothing but this server's public GET routes was read; no script error
         entries = driver.execute_script(
             "return performance.getEntriesByType('resource').map(e => e.name)")
@@ -210,6 +218,11 @@ def test_dashboard_renders_live_runs_and_updates(server: ServerProcess, tmp_path
             ), url
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors
+        # the screenshot: the whole page, from its top (the window's frame added to its height)
+        frame = driver.execute_script("return window.outerHeight - window.innerHeight")
+        page = driver.execute_script("return document.documentElement.scrollHeight")
+        driver.set_window_size(1500, page + frame)
+        driver.execute_script("window.scrollTo(0, 0)")
         shot = tmp_path / "dashboard.png"
         driver.save_screenshot(str(shot))
         assert shot.stat().st_size > 20_000

@@ -146,6 +146,23 @@ def test_every_curve_has_its_own_style_and_a_band() -> None:
     assert any("uniformly random" in t for t in labels) and any("optimal" in t for t in labels)
 
 
+def test_the_plot_title_wraps_a_cohort_runs_assumptions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The title states each cohort run's assumptions in lines that fit the figure's width."""
+    from privrl.client import demo
+
+    titles: list[str] = []
+    monkeypatch.setattr(demo, "plot_learning",
+                        lambda results, path, title: titles.append(title) or path)
+    record = {"label": "secagg eps=3 gaussian pooled B=10",
+              "cohorts": {"assumptions": "cohorts of 10, dropout <= 0.1, " * 6}}
+    demo.draw([{"label": "jdp eps=3"}, record], 20, 3000, tmp_path / "regret.png")
+    lines = titles[0].splitlines()
+    assert lines[0].startswith("RiverSwim (H = 20) over HTTP, K = 3000 per run")
+    assert len(lines) > 2 and max(map(len, lines)) <= demo.TITLE_WIDTH
+    assert " ".join(lines[1:]).startswith(record["label"] + ": cohorts of 10, dropout")
+
+
 def test_moving_mean_and_std() -> None:
     x = np.arange(10.0)[None] ** 2
     mean, std = moving(x, 3)
