@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 from privrl.lab.experiments import load
+from privrl.trust.secagg.boundary import ROUNDS_ENV
 from privrl.trust.secagg.spec import default_cohort
+from privrl.worlds.suites import SuiteWorld
 from results_table import save_table
 
 
@@ -20,7 +22,7 @@ class SecaggRun:
     """The first result of a run folder's summary.json."""
 
     name: str  # the algorithm, "pooled" after it when it pools its statistics over h
-    world: str
+    world: str  # its label: name and parameters
     privacy: str
     epsilon: float
     delta: float
@@ -29,6 +31,7 @@ class SecaggRun:
     uniform: float  # a uniformly random policy's regret per episode
     ms_per_episode: float  # over all its seeds together
     spent: float  # the epsilon its ledger spent per user
+    rounds: str  # "protocol": its cohorts ran every round; "ideal": their sums without; "—"
 
     @property
     def seeds(self) -> int:
@@ -46,16 +49,27 @@ class SecaggRun:
 def read_run(folder: Path) -> SecaggRun:
     """The run `privrl run --out FOLDER` saved (its first configuration)."""
     result = load(folder)[0]
-    cfg, regret = result["config"], result["regret"]
+    cfg, regret, world = result["config"], result["regret"], result["world"]
     pooled = bool((cfg.get("knobs") or {}).get("pooled"))
     schedule = cfg["schedule"] or f"batch:{default_cohort(cfg['episodes'])}"  # B if none given
     cohort = schedule.split(":")[1] if cfg["privacy"] == "secagg" else "—"
     return SecaggRun(name=cfg["algo"] + (" pooled" if pooled else ""),
-                     world=result["world"]["name"], privacy=cfg["privacy"],
+                     world=SuiteWorld(world["name"], world.get("params") or {},
+                                     world.get("horizon")).label, privacy=cfg["privacy"],
                      epsilon=cfg["epsilon"], delta=cfg["delta"], cohort=cohort,
                      regret=np.asarray(regret["per_episode"], dtype=float),
                      uniform=float(regret["random_policy_per_episode"]),
-                     ms_per_episode=result["ms_per_episode"], spent=result["ledger"]["epsilon"])
+                     ms_per_episode=result["ms_per_episode"], spent=result["ledger"]["epsilon"],
+                     rounds=(rounds_of(result["ledger"]["charges"]) if cfg["privacy"] == "secagg"
+                             else "—"))
+
+
+def rounds_of(charges: Sequence[dict[str, object]]) -> str:
+    """How a run's cohorts were summed, as its ledger says: "ideal" when its cohorts' entries
+    say the rounds were skipped (`PRIVRL_SECAGG_ROUNDS=ideal`), else "protocol"."""
+    ideal = any(c["mechanism"] == "secagg:cohort" and f"{ROUNDS_ENV}=ideal" in str(c["note"])
+                for c in charges)
+    return "ideal" if ideal else "protocol"
 
 
 def tabulate(doc: str, columns: Sequence[tuple[str, str]],
