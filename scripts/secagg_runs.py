@@ -5,11 +5,13 @@ only their columns and a run's row."""
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from privrl import trust
 from privrl.lab.experiments import load
 from privrl.trust.secagg.boundary import ROUNDS_ENV
 from privrl.trust.secagg.spec import default_cohort
@@ -24,7 +26,7 @@ class SecaggRun:
     name: str  # the algorithm, "pooled" after it when it pools its statistics over h
     world: str  # its label: name and parameters
     privacy: str
-    epsilon: float
+    epsilon: float  # inf for a non-private run
     delta: float
     cohort: str  # B of a secure-aggregation run (its schedule batch:B), else a dash
     regret: np.ndarray  # (seeds, K) exact per-episode regret
@@ -56,7 +58,8 @@ def read_run(folder: Path) -> SecaggRun:
     return SecaggRun(name=cfg["algo"] + (" pooled" if pooled else ""),
                      world=SuiteWorld(world["name"], world.get("params") or {},
                                      world.get("horizon")).label, privacy=cfg["privacy"],
-                     epsilon=cfg["epsilon"], delta=cfg["delta"], cohort=cohort,
+                     epsilon=(math.inf if cfg["privacy"] == trust.baseline().name
+                              else cfg["epsilon"]), delta=cfg["delta"], cohort=cohort,
                      regret=np.asarray(regret["per_episode"], dtype=float),
                      uniform=float(regret["random_policy_per_episode"]),
                      ms_per_episode=result["ms_per_episode"], spent=result["ledger"]["epsilon"],

@@ -12,18 +12,18 @@ from __future__ import annotations
 from privrl.verdict import LEVEL, interval, judge, verdict_tail
 from secagg_runs import SecaggRun, tabulate
 
-COLUMNS = [("run", ""), ("world", ""), ("eps", "g"), ("delta", "g"), ("cohort B", ""),
-           ("K", ","), ("seeds", "d"), ("rounds", ""), ("last 10% / uniform", ".1%"),
-           (f"{LEVEL:.0%} t-interval", ""), ("worst seed", ".1%"), ("learned", ""),
-           ("eps spent", ".3f"), ("ms / episode / seed", ".2f")]
+COLUMNS = [("run", ""), ("world", ""), ("boundary", ""), ("eps", "g"), ("delta", "g"),
+           ("cohort B", ""), ("K", ","), ("seeds", "d"), ("rounds", ""),
+           ("last 10% / uniform", ".1%"), (f"{LEVEL:.0%} t-interval", ""), ("worst seed", ".1%"),
+           ("learned", ""), ("eps spent", ".3f"), ("ms / episode / seed", ".2f")]
 
 
 def row(run: SecaggRun) -> list[object]:
     """One run's row."""
     shares = run.shares(verdict_tail(run.episodes))
     mean, low, high = interval(shares, floor=0.0)
-    return [run.name, run.world, run.epsilon, run.delta, run.cohort, run.episodes, run.seeds,
-            run.rounds, mean, f"[{low:.1%}, {high:.1%}]" if run.seeds > 1 else None,
+    return [run.name, run.world, run.privacy, run.epsilon, run.delta, run.cohort, run.episodes,
+            run.seeds, run.rounds, mean, f"[{low:.1%}, {high:.1%}]" if run.seeds > 1 else None,
             float(shares.max()), judge(run.regret.mean(axis=0), run.uniform).learned, run.spent,
             run.ms_per_episode / run.seeds]
 
