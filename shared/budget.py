@@ -61,8 +61,10 @@ def fits(config: RunConfig) -> bool:
 
 def largest_fitting_epsilon(config: RunConfig, iterations: int = 40) -> float | None:
     """Bisection (in log epsilon, same algorithm, preset and knobs) for the largest epsilon
-    below `config.epsilon` whose plan fits its own budget; None when even SEARCH_RANGE[0]
-    overspends. Assumes one crossing (spend / epsilon growing with epsilon)."""
+    below `config.epsilon` whose plan fits its own budget; None when no epsilon from
+    SEARCH_RANGE[0] up fits. Where small budgets have no calibration at all (e.g. noise shares
+    beyond exact integer sampling), the bisection starts from the smallest that fits on a grid
+    of half decades. Assumes one crossing (spend / epsilon growing with epsilon) above it."""
     def at(eps: float) -> bool:
         try:
             return fits(config.model_copy(update={"epsilon": eps}))
@@ -70,8 +72,12 @@ def largest_fitting_epsilon(config: RunConfig, iterations: int = 40) -> float | 
             return False
 
     lo, hi = SEARCH_RANGE[0], min(float(config.epsilon), SEARCH_RANGE[1])
-    if hi <= lo or not at(lo):
+    if hi <= lo:
         return None
+    while not at(lo):
+        lo *= math.sqrt(10.0)
+        if lo >= hi:
+            return None
     for _ in range(iterations):
         if hi / lo <= 1.0 + 1e-4:
             break

@@ -92,6 +92,7 @@ class CohortSpec:
     def describe(self) -> str:
         """One line for the run's banner and ledger."""
         return (f"cohorts of {self.size}, dropout <= {self.dropout:g}, collusion <="
-                f" {self.collusion:g} ({self.colluders} users): >= {self.min_survivors}"
+                f" {self.collusion:g} ({self.colluders} user{'s' if self.colluders != 1 else ''}):"
+                f" >= {self.min_survivors}"
                 f" inputs to release, >= {self.honest_shares} honest {self.noise} noise"
                 f" shares, mod 2^{self.bits}")
