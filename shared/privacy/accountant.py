@@ -28,6 +28,7 @@ bound the discrete Gaussian's. Calibration inverts the same conversion (`continu
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -169,9 +170,13 @@ def _cks_epsilon(rho: float, delta: float) -> float:
     return min(tight, rho_to_epsilon_classical(rho, delta))
 
 
+# memoised: a pure function of its numbers that every calibration of a run, a plan check and a
+# bisection over budgets asks again with the same few (epsilon, delta); each call bisects ~50
+# conversions
+@functools.lru_cache(maxsize=4096)
 def epsilon_to_rho(epsilon: float, delta: float, *, continuous: bool = False) -> float:
     """The largest rho with rho_to_epsilon(rho, delta, continuous=...) <= epsilon (bisection,
-    ~1e-12 relative): what a calibration may spend."""
+    ~1e-12 relative): what a calibration may spend (memoised)."""
     epsilon, delta = check_nonneg("epsilon", epsilon), _check_delta(delta)
     if math.isinf(epsilon):
         return math.inf
