@@ -89,14 +89,28 @@ def rdp_to_epsilon(orders: Sequence[float], rdp: Sequence[float] | np.ndarray,
     (Prop. 12) at each order, the best of them. For bounds proven at some orders only (the
     Skellam mechanism's, at integer orders)."""
     delta = _check_delta(delta)
-    alphas = np.asarray(orders, dtype=float)
     levels = np.asarray(rdp, dtype=float)
-    if alphas.shape != levels.shape or alphas.size == 0 or np.any(alphas <= 1.0):
+    terms = _order_terms(tuple(orders), delta)
+    if terms.shape != levels.shape:
         raise ValueError("one RDP level per order, every order > 1")
-    if np.any(np.isnan(levels)) or np.any(levels < 0.0):
+    if not (levels >= 0.0).all():  # NaN fails the comparison too
         raise ValueError("RDP levels are non-negative numbers")
-    values = levels + _order_term(np.log(alphas - 1.0), -math.log(delta))
+    values = levels + terms
     return max(0.0, float(values.min()))
+
+
+# memoised: a run's Skellam accounting converts curves over the same orders at the same delta
+# again and again (every step of its noise's calibration, every release of its plan)
+@functools.lru_cache(maxsize=64)
+def _order_terms(orders: tuple[float, ...], delta: float) -> np.ndarray:
+    """What converting RDP at each of `orders` (each > 1) adds to its level at `delta`
+    (`_order_term`), read-only."""
+    alphas = np.asarray(orders, dtype=float)
+    if alphas.ndim != 1 or alphas.size == 0 or np.any(alphas <= 1.0):
+        raise ValueError("one RDP level per order, every order > 1")
+    terms = _order_term(np.log(alphas - 1.0), -math.log(delta))
+    terms.flags.writeable = False
+    return terms
 
 
 def rho_to_epsilon_classical(rho: float, delta: float) -> float:
