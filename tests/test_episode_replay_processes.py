@@ -1,5 +1,5 @@
 """The episode-replay attack of issue 40 over real HTTP between real processes, reduced: the
-script `scripts/attacks/episode_replay.py` with 6 users of dp-ucbvi LDP behind the rewriting
+script `scripts/attacks/episode_replay.py` with 4 users of dp-ucbvi LDP behind the rewriting
 proxy (`privrl audit replay-proxy`) and the recording one (`privrl audit proxy`), and a short
 backup-restore drill. privrl's users, each a process with its own seed, show no reused noise and
 give no trajectory away; processes that share one seed and state directory play the rewritten
@@ -16,9 +16,9 @@ import pytest
 from privrl.client.procs import child_env
 
 REPO = Path(__file__).resolve().parents[1]
-USERS = 6
+USERS = 4  # 6 pairs for the reuse check: noise keyed by the replayed episode repeats in each
 
-# slow: it starts a server, two proxies and some 30 user processes (about a minute of CPU)
+# slow: it starts a server, two proxies and some 25 user processes (some 40 s of CPU)
 pytestmark = pytest.mark.slow
 
 

@@ -30,10 +30,9 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 from privrl import trust
 from privrl.algorithms.registry import bind
 from pydantic import ValidationError
@@ -51,7 +50,9 @@ from ..run import Run
 from ..seeding import generator
 from ..worlds.chain import ChainMRP
 from .experiments import read_summary
-from .plots import privacy_color
+
+if TYPE_CHECKING:  # matplotlib is imported when a figure is made (`_figure`): the CLI's every
+    from matplotlib.figure import Figure  # process imports this module for its choices
 
 KIND = "policy-eval"
 ESTIMATORS = ("lsw", "lsl", "dp-lsw", "dp-lsl")
@@ -370,6 +371,8 @@ FEATURE_MARKERS = {"tabular": "o", "agg2": "^", "agg4": "s", "agg8": "D"}
 def style(estimator: str, features: str = "tabular") -> dict[str, Any]:
     """The colour of its privacy mode (the palette of every figure), LSW solid and LSL dashed, a
     marker per feature map."""
+    from .plots import privacy_color
+
     return {"color": privacy_color(estimator_run(estimator)[1]),
             "ls": "-" if estimator.endswith("lsw") else "--",
             "marker": FEATURE_MARKERS.get(features, "v")}
@@ -470,7 +473,7 @@ def drawn(summary: dict[str, Any]) -> list[int]:
     panel 2: no empty panel is drawn)."""
     keep = []
     for i, panel in enumerate(PANELS):
-        ax = Figure().add_subplot()
+        ax = _figure().add_subplot()
         panel(ax, summary)
         if ax.lines or ax.containers:
             keep.append(i)
@@ -483,12 +486,19 @@ def _finish(ax: Any) -> None:
         ax.legend(fontsize=7)
 
 
+def _figure(**kwargs: Any) -> Figure:
+    """A matplotlib Figure (object API), matplotlib imported on first use."""
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
+
+
 def figure(summary: dict[str, Any]) -> Figure:
     """Figure 1's panels that have data, in one figure (2 x 2 when all four do, else a row)."""
     keep = drawn(summary)
     cols = 2 if len(keep) == 4 else max(1, len(keep))
     rows = -(-len(keep) // cols)
-    fig = Figure(figsize=(6.5 * cols, 5 * rows))
+    fig = _figure(figsize=(6.5 * cols, 5 * rows))
     for j, i in enumerate(keep):
         ax = fig.add_subplot(rows, cols, j + 1)
         PANELS[i](ax, summary)
@@ -507,7 +517,7 @@ def plot(summary: dict[str, Any], out: Path) -> list[Path]:
     paths = [out / "figure1.png"]
     figure(summary).savefig(paths[0], dpi=110)
     for i in drawn(summary):
-        fig = Figure(figsize=(6.5, 5))
+        fig = _figure(figsize=(6.5, 5))
         ax = fig.add_subplot()
         PANELS[i](ax, summary)
         _finish(ax)

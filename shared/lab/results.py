@@ -17,10 +17,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 from privrl import trust
 
 from ..algorithms import registry
@@ -28,7 +27,9 @@ from ..config import RunConfig
 from ..protocol import LedgerView
 from ..worlds.model_spec import model_spec_of
 from .experiments import WorldSpec, load, run_exact, save
-from .plots import cumulative_figure
+
+if TYPE_CHECKING:  # matplotlib is imported when a figure is made: every CLI process imports this
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ class Results:
 
     def plot(self, title: str = "") -> Figure:
         """Cumulative regret, mean +- 1 std over seeds (a Figure: display it or `.savefig`)."""
+        from .plots import cumulative_figure
+
         return cumulative_figure([self.record], title)
 
     def save(self, out: str | Path) -> Path:

@@ -28,6 +28,7 @@ bound the discrete Gaussian's. Calibration inverts the same conversion (`continu
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -88,14 +89,28 @@ def rdp_to_epsilon(orders: Sequence[float], rdp: Sequence[float] | np.ndarray,
     (Prop. 12) at each order, the best of them. For bounds proven at some orders only (the
     Skellam mechanism's, at integer orders)."""
     delta = _check_delta(delta)
-    alphas = np.asarray(orders, dtype=float)
     levels = np.asarray(rdp, dtype=float)
-    if alphas.shape != levels.shape or alphas.size == 0 or np.any(alphas <= 1.0):
+    terms = _order_terms(tuple(orders), delta)
+    if terms.shape != levels.shape:
         raise ValueError("one RDP level per order, every order > 1")
-    if np.any(np.isnan(levels)) or np.any(levels < 0.0):
+    if not (levels >= 0.0).all():  # NaN fails the comparison too
         raise ValueError("RDP levels are non-negative numbers")
-    values = levels + _order_term(np.log(alphas - 1.0), -math.log(delta))
+    values = levels + terms
     return max(0.0, float(values.min()))
+
+
+# memoised: a run's Skellam accounting converts curves over the same orders at the same delta
+# again and again (every step of its noise's calibration, every release of its plan)
+@functools.lru_cache(maxsize=64)
+def _order_terms(orders: tuple[float, ...], delta: float) -> np.ndarray:
+    """What converting RDP at each of `orders` (each > 1) adds to its level at `delta`
+    (`_order_term`), read-only."""
+    alphas = np.asarray(orders, dtype=float)
+    if alphas.ndim != 1 or alphas.size == 0 or np.any(alphas <= 1.0):
+        raise ValueError("one RDP level per order, every order > 1")
+    terms = _order_term(np.log(alphas - 1.0), -math.log(delta))
+    terms.flags.writeable = False
+    return terms
 
 
 def rho_to_epsilon_classical(rho: float, delta: float) -> float:
@@ -169,9 +184,13 @@ def _cks_epsilon(rho: float, delta: float) -> float:
     return min(tight, rho_to_epsilon_classical(rho, delta))
 
 
+# memoised: a pure function of its numbers that every calibration of a run, a plan check and a
+# bisection over budgets asks again with the same few (epsilon, delta); each call bisects ~50
+# conversions
+@functools.lru_cache(maxsize=4096)
 def epsilon_to_rho(epsilon: float, delta: float, *, continuous: bool = False) -> float:
     """The largest rho with rho_to_epsilon(rho, delta, continuous=...) <= epsilon (bisection,
-    ~1e-12 relative): what a calibration may spend."""
+    ~1e-12 relative): what a calibration may spend (memoised)."""
     epsilon, delta = check_nonneg("epsilon", epsilon), _check_delta(delta)
     if math.isinf(epsilon):
         return math.inf
@@ -281,6 +300,8 @@ class Charge:
 
     def __post_init__(self) -> None:
         """Validate the fields (non-negative, no NaN) and normalise numbers to Python floats."""
+        if self._normal():  # a plan of K releases makes millions: skip re-normalising them
+            return
         for name in ("mechanism", "noise"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
@@ -302,6 +323,19 @@ class Charge:
             if isinstance(self.at, bool) or int(self.at) != self.at or self.at < 0:
                 raise ValueError(f"at must be a non-negative integer or None, got {self.at!r}")
             object.__setattr__(self, "at", int(self.at))
+
+    def _normal(self) -> bool:
+        """Whether every field is already what `__post_init__` would make it: non-empty `str`
+        names and note, Python floats >= 0 (NaN fails the comparison), delta < 1, `at` None or
+        an `int` >= 0."""
+        eps, rho, delta, sens, scale = (self.epsilon, self.rho, self.delta, self.sensitivity,
+                                        self.scale)
+        return (type(eps) is float and eps >= 0.0 and type(rho) is float and rho >= 0.0
+                and type(delta) is float and 0.0 <= delta < 1.0
+                and type(sens) is float and sens >= 0.0 and type(scale) is float and scale >= 0.0
+                and type(self.mechanism) is str and self.mechanism != ""
+                and type(self.noise) is str and self.noise != "" and type(self.note) is str
+                and (self.at is None or (type(self.at) is int and self.at >= 0)))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict of this charge (inf encoded as "inf")."""

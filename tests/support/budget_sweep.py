@@ -11,13 +11,14 @@ import math
 import sys
 import typing
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from privrl.algorithms import registry
 from privrl.budget import OverspendingPlan, plan_totals, refuse_overspending, release_plan
 from privrl.config import RunConfig
 from privrl.lab.experiments import WorldSpec
+from privrl.privacy.accountant import Charge
 from privrl.run import run_in_process
 from privrl.worlds.model_spec import model_spec_of
 from privrl.worlds.tabular import TabularMDP
@@ -52,10 +53,13 @@ def knob_choices(algo: str) -> list[dict[str, Any] | None]:
 
 @dataclass(frozen=True)
 class Case:
-    """One creatable configuration of the sweep and its world."""
+    """One creatable configuration of the sweep, its world and its release plan (computed once,
+    when `cases` checks that the configuration is creatable; `measure`'s outcome keeps the case
+    without it, () - a plan of K releases is large)."""
 
     config: RunConfig
     world: WorldSpec
+    plan: tuple[Charge, ...]
 
     @property
     def label(self) -> str:
@@ -96,7 +100,8 @@ def cases(episodes: int, epsilons: tuple[float, ...] = EPSILONS,
                             algorithm = registry.bind(config)
                             resolved = algorithm.knobs
                             algorithm.calibration()  # e.g. a schedule releasing nothing in K
-                            release_plan(config)  # e.g. noise shares beyond integer sampling
+                            # e.g. noise shares beyond integer sampling
+                            plan = tuple(release_plan(config))
                         except (ValidationError, ValueError):
                             continue
                         key = f"{resolved!r}{config.counter}{config.counter_bands}"
@@ -104,7 +109,7 @@ def cases(episodes: int, epsilons: tuple[float, ...] = EPSILONS,
                         if key in seen:
                             continue
                         seen.add(key)
-                        yield Case(config, world)
+                        yield Case(config, world, plan)
 
 
 @dataclass(frozen=True)
@@ -128,18 +133,17 @@ class Outcome:
 def measure(case: Case, run: bool = False, seeds: tuple[int, ...] = (0,)) -> Outcome:
     """Creation's verdict on `case`; when admitted and `run`, the actual ledger after a run of
     its K episodes (worlds with regret only: policy evaluation has no `run_in_process`)."""
-    plan = release_plan(case.config)
-    projected = plan_totals(plan, case.config.accounting_delta).epsilon
+    projected = plan_totals(case.plan, case.config.accounting_delta).epsilon
     try:
-        refuse_overspending(case.config, plan)
+        refuse_overspending(case.config, case.plan)
     except OverspendingPlan as exc:
-        return Outcome(case, str(exc), projected)
+        return Outcome(replace(case, plan=()), str(exc), projected)
     actual = None
     mdp = case.world.build()
     if run and isinstance(mdp, TabularMDP):
         result = run_in_process(case.config, mdp, list(seeds))
         actual = result.ledger.totals(case.config.accounting_delta).epsilon
-    return Outcome(case, None, projected, actual)
+    return Outcome(replace(case, plan=()), None, projected, actual)
 
 
 def table(outcomes: list[Outcome]) -> str:

@@ -35,6 +35,7 @@ Shape = int | tuple[int, ...]
 # (2 .. 256, then powers of 2 to 2^20: the best order for (epsilon, delta) is near
 # 1 + sqrt(ln(1 / delta) / rho), 2^20 covers rho down to about 2e-11 at delta = 1e-10)
 ORDERS = tuple(range(2, 257)) + tuple(2**k for k in range(9, 21))
+_ORDERS_ARRAY = np.asarray(ORDERS, dtype=float)  # `rdp_curve`'s default, converted once
 
 
 def rdp(alpha: int, l1: float, l2: float, variance: float) -> float:
@@ -48,8 +49,8 @@ def rdp_curve(l1: float, l2: float, variance: float,
               orders: Sequence[int] = ORDERS) -> np.ndarray:
     """`rdp` at each of `orders` (integers >= 2): what one Skellam release of sensitivities
     `l1`, `l2` (grid units) at `variance` spends, order by order."""
-    a = np.asarray(orders, dtype=float)
-    if np.any(a < 2.0) or np.any(a != np.floor(a)):
+    a = _ORDERS_ARRAY if orders is ORDERS else np.asarray(orders, dtype=float)
+    if orders is not ORDERS and (np.any(a < 2.0) or np.any(a != np.floor(a))):
         raise ValueError("the Skellam Renyi bound holds at integer orders >= 2 only")
     if variance <= 0.0:
         raise ValueError("a Skellam mechanism needs a positive variance")
