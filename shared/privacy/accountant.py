@@ -300,8 +300,6 @@ class Charge:
 
     def __post_init__(self) -> None:
         """Validate the fields (non-negative, no NaN) and normalise numbers to Python floats."""
-        if self._normal():  # a plan of K releases makes millions: skip re-normalising them
-            return
         for name in ("mechanism", "noise"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
@@ -323,19 +321,6 @@ class Charge:
             if isinstance(self.at, bool) or int(self.at) != self.at or self.at < 0:
                 raise ValueError(f"at must be a non-negative integer or None, got {self.at!r}")
             object.__setattr__(self, "at", int(self.at))
-
-    def _normal(self) -> bool:
-        """Whether every field is already what `__post_init__` would make it: non-empty `str`
-        names and note, Python floats >= 0 (NaN fails the comparison), delta < 1, `at` None or
-        an `int` >= 0."""
-        eps, rho, delta, sens, scale = (self.epsilon, self.rho, self.delta, self.sensitivity,
-                                        self.scale)
-        return (type(eps) is float and eps >= 0.0 and type(rho) is float and rho >= 0.0
-                and type(delta) is float and 0.0 <= delta < 1.0
-                and type(sens) is float and sens >= 0.0 and type(scale) is float and scale >= 0.0
-                and type(self.mechanism) is str and self.mechanism != ""
-                and type(self.noise) is str and self.noise != "" and type(self.note) is str
-                and (self.at is None or (type(self.at) is int and self.at >= 0)))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict of this charge (inf encoded as "inf")."""
