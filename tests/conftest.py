@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from privrl import accel
 from privrl.client.user_state import STATE_DIR_ENV
+from privrl.trust.secagg.boundary import ROUNDS_ENV
 from support.server import Apps
 
 pytest_plugins = ("pytester",)  # test_repository runs the guard on a probe suite
@@ -60,6 +61,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     the users' state (nonce counters of given seeds) out of the home directory."""
     accel.load()
     os.environ[STATE_DIR_ENV] = tempfile.mkdtemp(prefix="privrl-users-state-")
+    os.environ.pop(ROUNDS_ENV, None)  # cohorts run their rounds unless a test says otherwise
 
 
 @pytest.fixture(autouse=True)
