@@ -1,7 +1,7 @@
 """privrl: differentially private exploration in episodic RL, as a library, a server and users.
 
     import privrl
-    res = privrl.simulate("dp-ucbvi", world="riverswim", privacy="jdp", epsilon=1.0,
+    res = privrl.simulate("dp-ucbvi", world="riverswim", epsilon=1.0,
                           mechanism="gaussian", episodes=20_000, seeds=5)
 
 `privrl.worlds` makes and lists worlds (`make`, `list_worlds`; each also a `gymnasium.Env`),

@@ -2,8 +2,8 @@
 code names a boundary by its name; it asks the registry (`privrl.trust`: `default`, `baseline`,
 `central_boundary`, `local_boundary`, `find`) or what a boundary declares (`private`,
 `counters`, `local_noise`, `cohorts`, its label and colour). The scan reads the package's source
-with `ast`: a string constant equal to a built-in boundary's name is a finding, unless its file
-is in `ALLOWED` with the reason it names a boundary as data."""
+with `ast`: a string constant equal to a built-in boundary's name is a finding, in any file
+(even the frontier's rows ask the registry for the boundaries they measure)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,6 @@ from privrl import trust
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("shared", "server", "client")
 EXEMPT = "shared/trust/"  # the boundaries themselves and their registry
-ALLOWED = {
-    "shared/studies/cases.py": "the frontier's rows: each row is a measurement of one named"
-    " boundary, so its boundary is data (as its algorithm and knobs are)",
-    "client/demo.py": "the demo's story compares the built-in boundaries side by side, each"
-    " run named as the audience reads it (rewritten apart from this issue)",
-}
 # boundary names that are also plain words in code ('none': no errors, a CSP source, a stall
 # that never ended): a mode only on a line that speaks of privacy, a boundary or a mode
 WORDS = {"none"}
@@ -69,22 +63,16 @@ def test_the_scan_finds_a_mode_literal_and_passes_plain_words() -> None:
 
 
 def test_no_boundary_is_named_outside_the_trust_package() -> None:
-    """Every literal left is in an allowed file; a new `if config.privacy == "ldp"` in
-    server/ fails here, naming its file and line."""
+    """No literal is left; a new `if config.privacy == "ldp"` in server/ fails here, naming
+    its file and line."""
     names = set(trust.BUILTIN)
     files = package_files()
     assert "server/routes/runs.py" in files and "shared/config.py" in files
     assert not any(f.startswith(EXEMPT) for f in files)
-    found = [f"{path}:{line}: {name!r}" for path in files if path not in ALLOWED
+    found = [f"{path}:{line}: {name!r}" for path in files
              for line, name in mode_literals((ROOT / path).read_text(), names)]
     assert not found, ("a trust boundary named by its string; ask `privrl.trust` or what the"
                        " boundary declares:\n" + "\n".join(found))
-
-
-def test_every_allowed_file_exists_and_gives_its_reason() -> None:
-    for path, reason in ALLOWED.items():
-        assert (ROOT / path).is_file(), path
-        assert len(reason) > 40, path
 
 
 def test_the_registry_answers_by_what_a_boundary_declares() -> None:
@@ -97,6 +85,7 @@ def test_the_registry_answers_by_what_a_boundary_declares() -> None:
     local = trust.local_boundary()
     assert local is not None and local.private and local.local_noise
     assert local.cohort_size == 1 and not local.cohorts
-    assert trust.find(private=True, cohorts=True) is not None  # secure aggregation
+    cohort = trust.cohort_boundary()  # secure aggregation
+    assert cohort is not None and cohort.private and cohort.cohorts and cohort.local_noise
     assert trust.find(private=False, counters=True) is None
     assert len({trust.baseline(), central, local}) == 3

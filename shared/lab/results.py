@@ -1,7 +1,7 @@
 """The Python API: `privrl.simulate(...)` runs one configuration in-process over several seeds.
 
     import privrl
-    res = privrl.simulate("dp-ucbvi", world="riverswim", privacy="jdp", epsilon=1.0,
+    res = privrl.simulate("dp-ucbvi", world="riverswim", epsilon=1.0,
                           mechanism="gaussian", episodes=20_000, seeds=5)
     res.regret      # (seeds, K) exact per-episode regret
     res.ledger      # what was spent: epsilon, delta, rho, and the charges by mechanism

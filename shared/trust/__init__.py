@@ -22,7 +22,7 @@ from importlib.metadata import entry_points
 from privrl.trust.base import TrustBoundary
 
 __all__ = ["BUILTIN", "DEFAULT", "TrustBoundary", "baseline", "by_exposure", "central_boundary",
-           "default", "find", "get", "local_boundary", "names", "register"]
+           "cohort_boundary", "default", "find", "get", "local_boundary", "names", "register"]
 
 # the built-in boundaries and the modules that define them, imported on first use (they sit
 # above the privacy layer, which reads the registry: a module-level import would be a cycle)
@@ -110,6 +110,12 @@ def local_boundary() -> TrustBoundary | None:
     """The boundary whose every user noises its own report alone (LDP): local noise, no
     cohort; None if there is none."""
     return find(private=True, local_noise=True, cohort_size=1)
+
+
+def cohort_boundary() -> TrustBoundary | None:
+    """The boundary whose users noise shares and mask them, the server summing cohorts
+    (secure aggregation); None if there is none."""
+    return find(private=True, cohorts=True)
 
 
 def exposure(boundary: TrustBoundary) -> tuple[bool, bool, bool]:
