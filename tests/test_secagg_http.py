@@ -86,22 +86,34 @@ def _wait_for(proc: subprocess.Popen, word: str) -> str:
     return line
 
 
+def _kill_after_keys(server_url: str, run_id: str, lost: list[subprocess.Popen[str]],
+                     users: int, timeout: float, seed: int = SEED) -> tuple[int, str, str]:
+    """`users` honest users play the run while every process of `lost` is SIGKILLed once it
+    shared its keys (before its masked input); their exit code, stdout and stderr."""
+    honest = subprocess.Popen(
+        module_cmd("privrl.client", "users", "--server", server_url, "--run", run_id,
+                   "--users", str(users), "--concurrency", str(users), "--seed", str(seed),
+                   "--quiet"),
+        env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for proc in lost:
+            _wait_for(proc, "SHARED")
+            proc.kill()
+        out, err = honest.communicate(timeout=timeout)
+    finally:
+        honest.kill()
+        for proc in lost:
+            proc.kill()
+            proc.wait()
+    return honest.returncode, out, err
+
+
 def test_a_member_killed_after_key_agreement_leaves_its_cohort_to_the_others(
         server: ServerProcess) -> None:
     run_id = create_run(server, config(episodes=4, size=4), seed=SEED)
     lost = faulty(server.url, run_id, "die")  # claims episode 0 first
-    try:
-        honest = subprocess.Popen(
-            module_cmd("privrl.client", "users", "--server", server.url, "--run", run_id,
-                       "--users", "3", "--concurrency", "3", "--seed", str(SEED), "--quiet"),
-            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        _wait_for(lost, "SHARED")
-        lost.kill()  # SIGKILL after key agreement, before its masked input
-        out, err = honest.communicate(timeout=120)
-    finally:
-        lost.kill()
-        lost.wait()
-    assert honest.returncode == 0, err
+    code, out, err = _kill_after_keys(server.url, run_id, [lost], 3, timeout=120)
+    assert code == 0, err
     assert "3 episodes reported" in out
     with ServerAPI(server.url) as api:
         info, ledger = api.get_run(run_id), api.ledger(run_id)
@@ -115,19 +127,7 @@ def test_a_member_killed_after_key_agreement_leaves_its_cohort_to_the_others(
 def test_too_many_killed_aborts_the_cohort_uncharged(server: ServerProcess) -> None:
     run_id = create_run(server, config(episodes=4, size=4), seed=SEED)
     lost = [faulty(server.url, run_id, "die") for _ in range(2)]
-    try:
-        honest = subprocess.Popen(
-            module_cmd("privrl.client", "users", "--server", server.url, "--run", run_id,
-                       "--users", "2", "--concurrency", "2", "--seed", str(SEED), "--quiet"),
-            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for proc in lost:
-            _wait_for(proc, "SHARED")
-            proc.kill()
-        out, err = honest.communicate(timeout=120)
-    finally:
-        for proc in lost:
-            proc.kill()
-            proc.wait()
+    _, out, err = _kill_after_keys(server.url, run_id, lost, 2, timeout=120)
     assert "aborted" in out + err and "2 refused" in out, (out, err)
     with ServerAPI(server.url) as api:
         info, board, ledger = api.get_run(run_id), api.billboard(run_id), api.ledger(run_id)
@@ -145,23 +145,12 @@ def test_the_dropout_drill_over_processes(server: ServerProcess, killed: int,
     the others; or 60%, and aborts with nothing released or charged."""
     run_id = create_run(server, config(episodes=20, size=20, dropout=0.1), seed=SEED)
     lost = faulty(server.url, run_id, "die", killed)  # claims its episodes first
-    try:
-        honest = subprocess.Popen(
-            module_cmd("privrl.client", "users", "--server", server.url, "--run", run_id,
-                       "--users", str(20 - killed), "--concurrency", str(20 - killed),
-                       "--seed", str(SEED), "--quiet"),
-            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        _wait_for(lost, "SHARED")
-        lost.kill()  # SIGKILL after key agreement, before their masked inputs
-        out, err = honest.communicate(timeout=180)
-    finally:
-        lost.kill()
-        lost.wait()
+    code, out, err = _kill_after_keys(server.url, run_id, [lost], 20 - killed, timeout=180)
     with ServerAPI(server.url) as api:
         info, board, ledger = api.get_run(run_id), api.billboard(run_id), api.ledger(run_id)
     log = server.log_path.read_text()
     if outcome == "released":
-        assert honest.returncode == 0, err
+        assert code == 0, err
         assert f"cohort 0 released ({20 - killed} of 20 users" in log
         assert info.status.reported == 20 and info.status.finished
         assert [c["mechanism"] for c in ledger.charges].count("secagg:cohort") == 1

@@ -69,6 +69,16 @@ def _vectors(size: int, length: int = 50, seed: int = 0) -> dict[int, np.ndarray
     return {i: rng.integers(-1000, 1000, length) for i in range(size)}
 
 
+def _advertised(setup: CohortSetup, vectors: dict[int, np.ndarray]
+                ) -> tuple[dict[int, UserSession], CohortAggregator]:
+    """Each vector's user session, and a server that has every user's keys (round 0 done)."""
+    users = {i: UserSession(setup, i, v) for i, v in vectors.items()}
+    server = CohortAggregator(setup)
+    for user in users.values():
+        server.advertise(user.advertise())
+    return users, server
+
+
 def test_masks_cancel_to_the_exact_sum() -> None:
     """With every user in, the server's result is exactly the sum (negatives included)."""
     vectors = _vectors(12)
@@ -157,10 +167,7 @@ def test_malformed_input_is_refused_alone() -> None:
     dropped; three refusals here are more dropouts than the cohort tolerates: it aborts."""
     setup = _setup(10, 8)
     vectors = _vectors(10)
-    users = {i: UserSession(setup, i, v) for i, v in vectors.items()}
-    server = CohortAggregator(setup)
-    for u in users.values():
-        server.advertise(u.advertise())
+    users, server = _advertised(setup, vectors)
     roster = server.roster()
     for i, u in users.items():
         server.share(i, u.share_keys(roster))
@@ -184,10 +191,7 @@ def test_refused_inputs_within_the_dropout_budget_still_release() -> None:
     """One malformed input in a cohort that tolerates it: the others' sum comes out."""
     setup = _setup(10, 9)
     vectors = _vectors(10)
-    users = {i: UserSession(setup, i, v) for i, v in vectors.items()}
-    server = CohortAggregator(setup)
-    for u in users.values():
-        server.advertise(u.advertise())
+    users, server = _advertised(setup, vectors)
     roster = server.roster()
     for i, u in users.items():
         server.share(i, u.share_keys(roster))
@@ -231,10 +235,7 @@ def test_a_member_gets_only_its_neighbours_keys_and_the_cohort_still_sums() -> N
     round, and the sum is exact."""
     setup = _setup(40, 36, degree=6)
     vectors = _vectors(40)
-    users = {i: UserSession(setup, i, v) for i, v in vectors.items()}
-    server = CohortAggregator(setup)
-    for user in users.values():
-        server.advertise(user.advertise())
+    users, server = _advertised(setup, vectors)
     adverts = server.roster()
     for i, user in users.items():
         body = wire.roster_body(adverts, (i, *setup.neighbours(i, adverts)))
