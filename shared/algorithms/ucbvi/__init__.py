@@ -162,16 +162,12 @@ class DPUCBVIAlgorithm(Algorithm):
         return super().mechanism_for(boundary)
 
     def __init__(self, config: RunConfig) -> None:
-        """Bind (`Algorithm.__init__`) and refuse a malformed `support` knob at once."""
+        """Bind (`Algorithm.__init__`); the released (s, a, s') cells of the `support` knob
+        (None: every cell), a malformed one refused at once."""
         super().__init__(config)
-        _ = self.support
-
-    @functools.cached_property
-    def support(self) -> SupportCells | None:
-        """The released (s, a, s') cells of the `support` knob (None: every cell)."""
-        if self.knobs.support is None:
-            return None
-        return SupportCells(self.knobs.support, self.config.n_states, self.config.n_actions)
+        self.support: SupportCells | None = (
+            None if self.knobs.support is None
+            else SupportCells(self.knobs.support, self.config.n_states, self.config.n_actions))
 
     def families(self) -> tuple[Family, ...]:
         """N(s,a,s') (only its support's cells, as "sas_support", with a support), N(s,a)
