@@ -113,7 +113,7 @@ def main() -> None:
                              for w in args.worlds} for lever in args.levers}
         for w in args.worlds:
             rows.append([case, f"{eps:g}", w, *(cell(per_lever[lv][w]) for lv in args.levers)])
-        means = {lv: [interval(v)[0] for v in per_lever[lv].values() if v]
+        means = {lv: [statistics.fmean(v) for v in per_lever[lv].values() if v]
                  for lv in args.levers}
         rows.append([case, f"{eps:g}", "**median / worst over the worlds run**",
                      *(f"{statistics.median_high(m):.1f} / {max(m):.1f} ({len(m)} worlds)"
